@@ -1,0 +1,240 @@
+//! Time and randomness, injected.
+//!
+//! Every decision in the protocol reads time through a [`Clock`] and randomness through an
+//! [`Rng`], so the protocol can be run in simulated time: hours of leases in milliseconds, with
+//! deterministic interleavings (tokio's paused clock drives the simulation). This is the only
+//! module allowed to read the real clocks; clippy's `disallowed-methods` enforces that.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use futures::future::BoxFuture;
+
+/// The monotonic instant type used everywhere (tokio's, so simulated time works).
+pub use tokio::time::Instant;
+
+/// A source of monotonic time, wall-clock time and sleeping.
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// Monotonic time: the only time a holder trusts for its own deadline.
+    fn now(&self) -> Instant;
+    /// Wall-clock time: informational timestamps, and the "store clock" of local stores.
+    fn wall(&self) -> SystemTime;
+    /// Sleep until `deadline` on this clock's monotonic time line.
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()>;
+    /// Sleep for `d`.
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        self.sleep_until(self.now() + d)
+    }
+}
+
+/// The real clocks of this machine.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+#[allow(clippy::disallowed_methods)]
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+    fn wall(&self) -> SystemTime {
+        SystemTime::now()
+    }
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
+}
+
+/// A simulated clock for tests, driven by tokio's paused time
+/// (`#[tokio::test(start_paused = true)]`).
+///
+/// Each `SimClock` can run at its own rate (to model clock-rate drift between machines) and have
+/// its wall clock stepped (to model NTP steps or a resumed VM), so the protocol's margins can be
+/// tested deliberately.
+pub struct SimClock {
+    origin: Instant,
+    origin_wall: SystemTime,
+    /// Rate of this clock relative to the simulation's true time, in parts per million.
+    rate_ppm: u64,
+    wall_offset_ms: Mutex<i64>,
+}
+
+impl fmt::Debug for SimClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimClock")
+            .field("rate_ppm", &self.rate_ppm)
+            .field("wall_offset_ms", &*self.wall_offset_ms.lock().unwrap())
+            .finish()
+    }
+}
+
+impl SimClock {
+    /// A clock whose wall time starts at `origin_wall` now and runs at the true rate.
+    #[allow(clippy::disallowed_methods)]
+    pub fn new(origin_wall: SystemTime) -> Self {
+        SimClock {
+            origin: Instant::now(),
+            origin_wall,
+            rate_ppm: 1_000_000,
+            wall_offset_ms: Mutex::new(0),
+        }
+    }
+
+    /// A clock at a fixed, recognisable wall time (2026-01-01T00:00:00Z).
+    pub fn at_2026() -> Self {
+        SimClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600))
+    }
+
+    /// The same clock running at `rate` times true speed (1.05 = 5% fast).
+    pub fn with_rate(mut self, rate: f64) -> Self {
+        assert!(rate > 0.0, "clock rate must be positive");
+        self.rate_ppm = (rate * 1_000_000.0).round() as u64;
+        self
+    }
+
+    /// Step the wall clock by `delta_ms` (negative steps back), as NTP or a resumed VM would.
+    pub fn step_wall(&self, delta_ms: i64) {
+        *self.wall_offset_ms.lock().unwrap() += delta_ms;
+    }
+
+    #[allow(clippy::disallowed_methods)]
+    fn true_elapsed(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.origin)
+    }
+
+    fn scale(&self, d: Duration) -> Duration {
+        Duration::from_nanos((d.as_nanos() * self.rate_ppm as u128 / 1_000_000) as u64)
+    }
+
+    fn unscale(&self, d: Duration) -> Duration {
+        Duration::from_nanos((d.as_nanos() * 1_000_000 / self.rate_ppm as u128) as u64)
+    }
+}
+
+#[allow(clippy::disallowed_methods)]
+impl Clock for SimClock {
+    fn now(&self) -> Instant {
+        self.origin + self.scale(self.true_elapsed())
+    }
+
+    fn wall(&self) -> SystemTime {
+        let base = self.origin_wall + self.scale(self.true_elapsed());
+        let offset = *self.wall_offset_ms.lock().unwrap();
+        if offset >= 0 {
+            base + Duration::from_millis(offset as u64)
+        } else {
+            base - Duration::from_millis(offset.unsigned_abs())
+        }
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        // Convert a deadline on this clock's time line into the simulation's true time line.
+        let local = deadline.saturating_duration_since(self.origin);
+        Box::pin(tokio::time::sleep_until(self.origin + self.unscale(local)))
+    }
+}
+
+/// A small, fast pseudo-random generator (SplitMix64), seeded from the OS or by a test.
+///
+/// Used for holder ids and jitter; holder ids take 128 bits from it.
+#[derive(Debug)]
+pub struct Rng {
+    state: AtomicU64,
+}
+
+impl Rng {
+    /// Seeded from the operating system's entropy.
+    pub fn from_entropy() -> Self {
+        let mut seed = [0u8; 8];
+        // getrandom only fails on exotic platforms; fall back to the address of a local and
+        // the process id, which still differ between processes.
+        if getrandom::fill(&mut seed).is_err() {
+            let local = 0u8;
+            let mix = (&local as *const u8 as u64) ^ ((std::process::id() as u64) << 32);
+            seed = mix.to_le_bytes();
+        }
+        Rng::seeded(u64::from_le_bytes(seed))
+    }
+
+    /// Deterministic, for tests.
+    pub fn seeded(seed: u64) -> Self {
+        Rng {
+            state: AtomicU64::new(seed),
+        }
+    }
+
+    pub fn next_u64(&self) -> u64 {
+        let mut z = self
+            .state
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A uniformly distributed fraction in [0, 1).
+    pub fn fraction(&self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// `d` scaled by a random factor in [1 - spread, 1 + spread].
+    pub fn jitter(&self, d: Duration, spread: f64) -> Duration {
+        let factor = 1.0 - spread + 2.0 * spread * self.fraction();
+        d.mul_f64(factor.max(0.0))
+    }
+
+    /// 128 random bits as 32 hex digits: an id that is unique per acquisition.
+    pub fn hex_id(&self) -> String {
+        format!("{:016x}{:016x}", self.next_u64(), self.next_u64())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn sim_clock_follows_paused_time_and_rate() {
+        let fast = SimClock::at_2026().with_rate(2.0);
+        let normal = SimClock::at_2026();
+        let t0 = normal.now();
+        let w0 = normal.wall();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(normal.now() - t0, Duration::from_secs(10));
+        assert_eq!(
+            normal.wall().duration_since(w0).unwrap(),
+            Duration::from_secs(10)
+        );
+        // The fast clock's sleep of 20 s of its own time takes 10 s of true time.
+        let f0 = fast.now();
+        let n0 = normal.now();
+        fast.sleep(Duration::from_secs(20)).await;
+        assert_eq!(fast.now() - f0, Duration::from_secs(20));
+        assert_eq!(normal.now() - n0, Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sim_clock_wall_steps() {
+        let c = SimClock::at_2026();
+        let w0 = c.wall();
+        c.step_wall(-5_000);
+        assert_eq!(w0.duration_since(c.wall()).unwrap(), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn rng_is_deterministic_when_seeded_and_ids_are_unique() {
+        let a = Rng::seeded(7);
+        let b = Rng::seeded(7);
+        assert_eq!(a.next_u64(), b.next_u64());
+        let ids: std::collections::HashSet<_> = (0..1000).map(|_| a.hex_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        assert_eq!(a.hex_id().len(), 32);
+        for _ in 0..1000 {
+            let j = a.jitter(Duration::from_secs(1), 0.2);
+            assert!(j >= Duration::from_millis(800) && j <= Duration::from_millis(1200));
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Leases, leader election and fencing on object storage.
+//!
+//! A lease is one small JSON record in a store (`s3://bucket/locks/gc`, `file:///…`,
+//! `memory://…`), changed only by conditional writes, so the store is the consensus engine:
+//! no lock server, no comparison of two machines' clocks, no human needed to break a stale
+//! lock. The winner gets an epoch, a fencing token that strictly increases per lease.
+//!
+//! ```no_run
+//! # async fn demo() -> lease::Result<()> {
+//! use std::time::Duration;
+//! let (client, key) = lease::Client::for_url("file:///tmp/locks/gc")?;
+//! let opts = lease::LeaseOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(60));
+//! let held = client.acquire(&key, &opts).await?;
+//! println!("leader at epoch {}", held.epoch());
+//! held.ensure_held(Duration::from_secs(5))?; // before each step that needs the lease
+//! held.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! See `docs/protocol.md` for the protocol and the reasoning behind it.
+
+mod client;
+pub mod clock;
+mod election;
+pub mod error;
+mod lease;
+pub mod options;
+pub mod record;
+mod status;
+pub mod store;
+mod token;
+
+pub use client::{set_client_name, Client, ClientBuilder};
+pub use election::{Election, Leader, LeaderWatch};
+pub use error::{Error, ErrorKind, Result};
+pub use lease::{Lease, LostReason};
+pub use options::{format_duration, parse_duration, LeaseOptions};
+pub use record::Holder;
+pub use status::{unix_ms, LeaseState, Status, Watcher};
+pub use store::url::{LeaseUrl, StoreUrl};
+pub use token::FencingToken;
+
+/// The version of this library (equal across the workspace and every binding).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,333 @@
+//! Options of a lease, their defaults and limits, and the timings derived from them.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::record::{MAX_DATA_LEN, MAX_LABEL_LEN};
+use crate::store::Capabilities;
+
+/// Shortest ttl accepted.
+pub const MIN_TTL: Duration = Duration::from_millis(100);
+/// Longest ttl accepted (and the longest a waiter believes a record's own ttl).
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Default ttl.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// How a lease is acquired and held.
+///
+/// ```
+/// # use std::time::Duration;
+/// let opts = lease::LeaseOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(60)).label("gc-1");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseOptions {
+    /// How long the lease lasts without renewal.
+    pub ttl: Duration,
+    /// How long `acquire` waits for a lease held by someone else: `None` waits forever,
+    /// `Some(ZERO)` tries once.
+    pub wait: Option<Duration>,
+    /// A label for people (shown by `status`), at most 256 bytes.
+    pub label: Option<String>,
+    /// A small user payload stored in the record (at most 16 KiB), e.g. the leader's address.
+    pub data: Option<String>,
+    /// Margin a waiter adds to another holder's ttl before taking over; bounds clock-rate
+    /// drift and store-node skew. Default `max(1 s, ttl / 10)` of the record's ttl.
+    pub grace: Option<Duration>,
+    /// How often a waiter re-reads the record. Default `ttl / 10`, within 50 ms ..= 2 s.
+    pub poll_interval: Option<Duration>,
+    /// How often the holder renews. Default `ttl / 3`.
+    pub renew_interval: Option<Duration>,
+    /// Timeout of one request to the store. Default half the renew interval, so a hung
+    /// request leaves time for another attempt before the holder's deadline.
+    pub request_timeout: Option<Duration>,
+    /// Take over a record seen unchanged for `ttl + grace` on this machine's monotonic clock.
+    pub observation_rule: bool,
+    /// Take over a record whose age by the store's own clock exceeds `ttl + grace +
+    /// resolution`. `None` follows the store's default.
+    pub store_clock_rule: Option<bool>,
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        LeaseOptions::new(DEFAULT_TTL)
+    }
+}
+
+impl LeaseOptions {
+    pub fn new(ttl: Duration) -> Self {
+        LeaseOptions {
+            ttl,
+            wait: None,
+            label: None,
+            data: None,
+            grace: None,
+            poll_interval: None,
+            renew_interval: None,
+            request_timeout: None,
+            observation_rule: true,
+            store_clock_rule: None,
+        }
+    }
+
+    /// Wait at most `wait` for the lease (`Duration::ZERO`: try once).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Wait for the lease as long as it takes.
+    pub fn wait_forever(mut self) -> Self {
+        self.wait = None;
+        self
+    }
+
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    pub fn data(mut self, data: impl Into<String>) -> Self {
+        self.data = Some(data.into());
+        self
+    }
+
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = Some(grace);
+        self
+    }
+
+    pub fn poll_interval(mut self, poll: Duration) -> Self {
+        self.poll_interval = Some(poll);
+        self
+    }
+
+    pub fn renew_interval(mut self, renew: Duration) -> Self {
+        self.renew_interval = Some(renew);
+        self
+    }
+
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    pub fn observation_rule(mut self, on: bool) -> Self {
+        self.observation_rule = on;
+        self
+    }
+
+    pub fn store_clock_rule(mut self, on: bool) -> Self {
+        self.store_clock_rule = Some(on);
+        self
+    }
+
+    /// Check every option and derive the timings, given what the store offers.
+    pub fn timing(&self, caps: &Capabilities) -> Result<Timing> {
+        let ttl = self.ttl;
+        if ttl < MIN_TTL || ttl > MAX_TTL {
+            return Err(Error::invalid(format!(
+                "ttl {} is out of range: use {} to {}",
+                format_duration(ttl),
+                format_duration(MIN_TTL),
+                format_duration(MAX_TTL)
+            )));
+        }
+        let renew = self.renew_interval.unwrap_or(ttl / 3);
+        if renew.is_zero() || renew >= ttl {
+            return Err(Error::invalid(format!(
+                "renew interval {} must be above zero and below the ttl {}",
+                format_duration(renew),
+                format_duration(ttl)
+            )));
+        }
+        let request_timeout = self.request_timeout.unwrap_or(renew / 2);
+        if request_timeout.is_zero() || request_timeout >= ttl {
+            return Err(Error::invalid(format!(
+                "request timeout {} must be above zero and below the ttl {}",
+                format_duration(request_timeout),
+                format_duration(ttl)
+            )));
+        }
+        let poll = self
+            .poll_interval
+            .unwrap_or_else(|| (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(2)));
+        if poll < Duration::from_millis(1) || poll > Duration::from_secs(3600) {
+            return Err(Error::invalid(format!(
+                "poll interval {} is out of range: use 1ms to 1h",
+                format_duration(poll)
+            )));
+        }
+        if let Some(grace) = self.grace {
+            if grace > MAX_TTL {
+                return Err(Error::invalid(format!(
+                    "grace {} is longer than {}",
+                    format_duration(grace),
+                    format_duration(MAX_TTL)
+                )));
+            }
+        }
+        if let Some(wait) = self.wait {
+            if wait > Duration::from_secs(100 * 365 * 24 * 3600) {
+                return Err(Error::invalid(
+                    "wait is longer than 100 years: leave it unset to wait forever",
+                ));
+            }
+        }
+        if let Some(label) = &self.label {
+            if label.len() > MAX_LABEL_LEN || label.chars().any(char::is_control) {
+                return Err(Error::invalid(format!(
+                    "label must be at most {MAX_LABEL_LEN} bytes without control characters"
+                )));
+            }
+        }
+        if let Some(data) = &self.data {
+            if data.len() > MAX_DATA_LEN {
+                return Err(Error::invalid(format!(
+                    "data is {} bytes; at most {MAX_DATA_LEN} bytes fit in a lease",
+                    data.len()
+                )));
+            }
+        }
+        Ok(Timing {
+            ttl,
+            renew,
+            request_timeout,
+            poll,
+            grace: self.grace,
+            resolution: caps.clock_resolution,
+            observation_rule: self.observation_rule,
+            store_clock_rule: self.store_clock_rule.unwrap_or(caps.store_clock_rule),
+        })
+    }
+}
+
+/// Timings derived from [`LeaseOptions`], checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub ttl: Duration,
+    pub renew: Duration,
+    pub request_timeout: Duration,
+    pub poll: Duration,
+    grace: Option<Duration>,
+    pub resolution: Duration,
+    pub observation_rule: bool,
+    pub store_clock_rule: bool,
+}
+
+impl Timing {
+    /// The grace a waiter allows a record with the given ttl.
+    pub fn grace_for(&self, record_ttl: Duration) -> Duration {
+        self.grace.unwrap_or_else(|| default_grace(record_ttl))
+    }
+}
+
+/// `max(1 s, ttl / 10)`.
+pub fn default_grace(ttl: Duration) -> Duration {
+    (ttl / 10).max(Duration::from_secs(1))
+}
+
+/// Parse a duration written as `500ms`, `30s`, `5m`, `1h`, `1m30s`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    let t = s.trim();
+    let bad = || {
+        Error::invalid(format!(
+            "invalid duration {s:?}: write it like 500ms, 30s, 5m or 1h"
+        ))
+    };
+    if t.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(secs) = t.parse::<f64>() {
+        if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
+            return Err(bad());
+        }
+        return Ok(Duration::from_secs_f64(secs));
+    }
+    humantime::parse_duration(t).map_err(|_| bad())
+}
+
+/// `1.5s`, `250ms`, `5m`, `2h`: short and exact enough for messages.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 && !d.is_zero() {
+        return format!("{}us", d.as_micros());
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    if ms.is_multiple_of(3_600_000) {
+        return format!("{}h", ms / 3_600_000);
+    }
+    if ms.is_multiple_of(60_000) {
+        return format!("{}m", ms / 60_000);
+    }
+    if ms.is_multiple_of(1000) {
+        return format!("{}s", ms / 1000);
+    }
+    let secs = format!("{:.3}", d.as_secs_f64());
+    format!("{}s", secs.trim_end_matches('0').trim_end_matches('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps() -> Capabilities {
+        Capabilities {
+            conditional_delete: true,
+            clock_resolution: Duration::from_secs(1),
+            store_clock_rule: true,
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let t = LeaseOptions::default().timing(&caps()).unwrap();
+        assert_eq!(t.ttl, Duration::from_secs(30));
+        assert_eq!(t.renew, Duration::from_secs(10));
+        assert_eq!(t.request_timeout, Duration::from_secs(5));
+        assert_eq!(t.poll, Duration::from_secs(2));
+        assert_eq!(t.grace_for(Duration::from_secs(30)), Duration::from_secs(3));
+        assert_eq!(t.grace_for(Duration::from_secs(5)), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn rejects_bad_options() {
+        let bad = [
+            LeaseOptions::new(Duration::ZERO),
+            LeaseOptions::new(Duration::from_millis(99)),
+            LeaseOptions::new(Duration::from_secs(10 * 365 * 24 * 3600)),
+            LeaseOptions::default().renew_interval(Duration::from_secs(30)),
+            LeaseOptions::default().renew_interval(Duration::ZERO),
+            LeaseOptions::default().request_timeout(Duration::ZERO),
+            LeaseOptions::default().poll_interval(Duration::ZERO),
+            LeaseOptions::default().label("x".repeat(300)),
+            LeaseOptions::default().label("a\nb"),
+            LeaseOptions::default().data("x".repeat(20_000)),
+        ];
+        for o in bad {
+            let e = o.timing(&caps()).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Invalid, "{o:?}");
+        }
+        let e = LeaseOptions::new(Duration::ZERO)
+            .timing(&caps())
+            .unwrap_err();
+        assert!(e.message().contains("ttl 0ms is out of range"), "{e}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("2.5").unwrap(), Duration::from_millis(2500));
+        for bad in ["", "abc", "-1s", "5 parsecs", "NaN", "-3"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(format_duration(Duration::from_secs(300)), "5m");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+    }
+}

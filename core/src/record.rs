@@ -1,0 +1,235 @@
+//! The lease record: one small JSON object per lease.
+//!
+//! ```json
+//! { "format": 1, "epoch": 7, "rev": 42, "state": "held", "ttl_ms": 30000,
+//!   "holder": { "id": "…", "label": "worker-3", "host": "…", "pid": 1234, "user": "…",
+//!               "client": "lease 0.1.0 (rust)" },
+//!   "acquired_at": "2026-11-22T10:00:00.123Z", "renewed_at": "…", "data": "…" }
+//! ```
+//! `epoch` is the fencing token, `rev` grows on every write so no two writes carry the same
+//! bytes. Times are for people; no decision compares them across machines. Unknown fields are
+//! ignored. Anything else that does not parse is corrupt.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// The record format this library writes and reads.
+pub const FORMAT: u32 = 1;
+/// Records larger than this are corrupt and never read into memory.
+pub const MAX_RECORD_LEN: u64 = 64 * 1024;
+/// Longest holder label.
+pub const MAX_LABEL_LEN: usize = 256;
+/// Largest user data payload.
+pub const MAX_DATA_LEN: usize = 16 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordState {
+    Held,
+    Released,
+}
+
+/// Who holds (or last held) a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Holder {
+    /// Random per acquisition: the only field the protocol compares.
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+}
+
+impl Holder {
+    /// A short description for messages: `"worker-3" (id 1234abcd, host h, pid 7)`.
+    pub fn describe(&self) -> String {
+        let short_id: String = self.id.chars().take(8).collect();
+        let mut details = vec![format!("id {short_id}")];
+        if let Some(host) = &self.host {
+            details.push(format!("host {host}"));
+        }
+        if let Some(pid) = self.pid {
+            details.push(format!("pid {pid}"));
+        }
+        match &self.label {
+            Some(label) => format!("{label:?} ({})", details.join(", ")),
+            None => format!("holder ({})", details.join(", ")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub format: u32,
+    pub epoch: u64,
+    pub rev: u64,
+    pub state: RecordState,
+    pub ttl_ms: u64,
+    pub holder: Holder,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquired_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewed_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+}
+
+/// What a stored object says, once parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    Valid(Record),
+    /// Not a record this library can use; `epoch` is whatever epoch could still be read from it,
+    /// so a takeover stays above it.
+    Corrupt {
+        reason: String,
+        epoch: Option<u64>,
+    },
+}
+
+impl Record {
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).expect("records serialize"))
+    }
+
+    /// Parse stored bytes; `None` means the object was larger than [`MAX_RECORD_LEN`].
+    pub fn parse(bytes: Option<&[u8]>, size: u64) -> Parsed {
+        let Some(bytes) = bytes.filter(|_| size <= MAX_RECORD_LEN) else {
+            return Parsed::Corrupt {
+                reason: format!("record is {size} bytes, over the {MAX_RECORD_LEN}-byte limit"),
+                epoch: None,
+            };
+        };
+        if bytes.is_empty() {
+            return Parsed::Corrupt {
+                reason: "record is empty".into(),
+                epoch: None,
+            };
+        }
+        match serde_json::from_slice::<Record>(bytes) {
+            Ok(r) if r.format != FORMAT => Parsed::Corrupt {
+                reason: format!(
+                    "record format {} is not supported (this library reads format {FORMAT})",
+                    r.format
+                ),
+                epoch: Some(r.epoch),
+            },
+            Ok(r) if r.holder.id.is_empty() => Parsed::Corrupt {
+                reason: "record has an empty holder id".into(),
+                epoch: Some(r.epoch),
+            },
+            Ok(r) if r.ttl_ms == 0 => Parsed::Corrupt {
+                reason: "record has a zero ttl".into(),
+                epoch: Some(r.epoch),
+            },
+            Ok(r) => Parsed::Valid(r),
+            Err(e) => {
+                // Salvage an epoch from anything that is at least a JSON object with one.
+                let epoch = serde_json::from_slice::<serde_json::Value>(bytes)
+                    .ok()
+                    .and_then(|v| v.get("epoch").and_then(|e| e.as_u64()));
+                Parsed::Corrupt {
+                    reason: format!("record does not parse: {e}"),
+                    epoch,
+                }
+            }
+        }
+    }
+}
+
+/// RFC 3339 with milliseconds, UTC: the record's informational timestamps.
+pub fn timestamp(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Record {
+        Record {
+            format: 1,
+            epoch: 7,
+            rev: 42,
+            state: RecordState::Held,
+            ttl_ms: 30_000,
+            holder: Holder {
+                id: "abc".into(),
+                label: Some("w".into()),
+                host: Some("h".into()),
+                pid: Some(1),
+                user: None,
+                client: None,
+            },
+            acquired_at: Some(timestamp(SystemTime::UNIX_EPOCH)),
+            renewed_at: None,
+            data: None,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_unknown_fields() {
+        let r = sample();
+        let b = r.to_bytes();
+        assert_eq!(
+            Record::parse(Some(&b), b.len() as u64),
+            Parsed::Valid(r.clone())
+        );
+        let mut v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        v["future_field"] = serde_json::json!({"x": 1});
+        v["holder"]["extra"] = serde_json::json!(true);
+        let b2 = serde_json::to_vec(&v).unwrap();
+        assert_eq!(Record::parse(Some(&b2), b2.len() as u64), Parsed::Valid(r));
+        assert_eq!(
+            timestamp(SystemTime::UNIX_EPOCH),
+            "1970-01-01T00:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn corrupt_records() {
+        let cases: Vec<(Vec<u8>, Option<u64>)> = vec![
+            (vec![], None),
+            (br#"{"format":1,"epoch":5,"rev""#.to_vec(), None),
+            (br#"{"format":1,"epoch":5,"rev":"x","state":"held","ttl_ms":1,"holder":{"id":"a"}}"#.to_vec(), Some(5)),
+            (br#"{"format":2,"epoch":9,"rev":1,"state":"held","ttl_ms":1,"holder":{"id":"a"}}"#.to_vec(), Some(9)),
+            (br#"{"format":1,"epoch":9,"rev":1,"state":"gone","ttl_ms":1,"holder":{"id":"a"}}"#.to_vec(), Some(9)),
+            (br#"{"format":1,"epoch":9,"rev":1,"state":"held","ttl_ms":0,"holder":{"id":"a"}}"#.to_vec(), Some(9)),
+            (br#"[1,2,3]"#.to_vec(), None),
+            (vec![0xff, 0x00, 0x13, 0x37], None),
+        ];
+        for (bytes, epoch) in cases {
+            match Record::parse(Some(&bytes), bytes.len() as u64) {
+                Parsed::Corrupt { epoch: e, .. } => {
+                    assert_eq!(e, epoch, "{:?}", String::from_utf8_lossy(&bytes))
+                }
+                other => panic!("{:?} parsed as {other:?}", String::from_utf8_lossy(&bytes)),
+            }
+        }
+        assert!(matches!(
+            Record::parse(None, 10 << 20),
+            Parsed::Corrupt { .. }
+        ));
+    }
+
+    #[test]
+    fn describe_holder() {
+        assert_eq!(sample().holder.describe(), "\"w\" (id abc, host h, pid 1)");
+        let h = Holder {
+            id: "0123456789".into(),
+            ..Default::default()
+        };
+        assert_eq!(h.describe(), "holder (id 01234567)");
+    }
+}

@@ -1,0 +1,266 @@
+//! Reading a lease without writing: `status` and `watch`.
+//!
+//! Readers need only read permission. `watch` polls with `if-none-match`, so an unchanged
+//! record costs a 304 and no body.
+
+use std::time::{Duration, SystemTime};
+
+use futures::stream::Stream;
+use serde_json::json;
+use tracing::warn;
+
+use crate::client::{local_wake, Backoff, Client, Seen, View};
+use crate::error::{ErrorKind, Result};
+use crate::options::LeaseOptions;
+use crate::record::{Holder, Parsed, RecordState};
+use crate::store::{validate_key, Version};
+
+/// What a lease looks like from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaseState {
+    /// No record: never acquired (or deleted by hand).
+    Free,
+    /// Held, and by the store's clock still within its ttl.
+    Held,
+    /// Released by its last holder (or broken); free to take.
+    Released,
+    /// Held, but by the store's clock older than its ttl: the holder no longer relies on it,
+    /// and a waiter will take it over once the grace has passed too.
+    Expired,
+    /// The record cannot be read as a lease record; it will be taken over like an expired one.
+    Corrupt,
+}
+
+impl LeaseState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseState::Free => "free",
+            LeaseState::Held => "held",
+            LeaseState::Released => "released",
+            LeaseState::Expired => "expired",
+            LeaseState::Corrupt => "corrupt",
+        }
+    }
+}
+
+impl std::fmt::Display for LeaseState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A snapshot of a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub url: String,
+    pub state: LeaseState,
+    pub epoch: Option<u64>,
+    pub holder: Option<Holder>,
+    pub ttl: Option<Duration>,
+    /// Estimated time until the holder's ttl runs out, by the store's clock.
+    pub expires_in: Option<Duration>,
+    pub data: Option<String>,
+    pub acquired_at: Option<String>,
+    pub renewed_at: Option<String>,
+    pub version: Option<Version>,
+    /// Why the record is corrupt, when it is.
+    pub detail: Option<String>,
+}
+
+impl Status {
+    pub(crate) fn from_view(url: &str, view: &View) -> Status {
+        let mut s = Status {
+            url: url.to_string(),
+            state: LeaseState::Free,
+            epoch: None,
+            holder: None,
+            ttl: None,
+            expires_in: None,
+            data: None,
+            acquired_at: None,
+            renewed_at: None,
+            version: None,
+            detail: None,
+        };
+        let Some(Seen::Present {
+            version,
+            parsed,
+            last_modified,
+            ..
+        }) = &view.seen
+        else {
+            return s;
+        };
+        s.version = Some(version.clone());
+        match parsed {
+            Parsed::Corrupt { reason, epoch } => {
+                s.state = LeaseState::Corrupt;
+                s.epoch = *epoch;
+                s.detail = Some(reason.clone());
+            }
+            Parsed::Valid(r) => {
+                s.epoch = Some(r.epoch);
+                s.holder = Some(r.holder.clone());
+                s.ttl = Some(r.ttl());
+                s.data = r.data.clone();
+                s.acquired_at = r.acquired_at.clone();
+                s.renewed_at = r.renewed_at.clone();
+                s.state = match r.state {
+                    RecordState::Released => LeaseState::Released,
+                    RecordState::Held => LeaseState::Held,
+                };
+                if r.state == RecordState::Held {
+                    if let (Some(modified), Some((now, _))) = (last_modified, view.server_now) {
+                        let age = now.duration_since(*modified).unwrap_or(Duration::ZERO);
+                        let left = r.ttl().saturating_sub(age);
+                        s.expires_in = Some(left);
+                        if left.is_zero() {
+                            s.state = LeaseState::Expired;
+                        }
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// True when `other` differs in what a watcher reports: state, epoch, holder, data.
+    /// Renewals alone are not changes.
+    pub fn differs_from(&self, other: &Status) -> bool {
+        self.state != other.state
+            || self.epoch != other.epoch
+            || self.holder.as_ref().map(|h| &h.id) != other.holder.as_ref().map(|h| &h.id)
+            || self.data != other.data
+    }
+
+    /// The JSON shape shared by `lease status --json` and every binding:
+    /// `state`, `epoch`, `holder` (`id`, `label`, `host`, `pid`), `ttl_ms`, `expires_in_ms`,
+    /// and `url`, `data`, `acquired_at`, `renewed_at`, `detail`.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "url": self.url,
+            "state": self.state.as_str(),
+            "epoch": self.epoch,
+            "holder": self.holder.as_ref().map(|h| json!({
+                "id": h.id, "label": h.label, "host": h.host, "pid": h.pid, "user": h.user, "client": h.client,
+            })),
+            "ttl_ms": self.ttl.map(|t| t.as_millis() as u64),
+            "expires_in_ms": self.expires_in.map(|t| t.as_millis() as u64),
+            "data": self.data,
+            "acquired_at": self.acquired_at,
+            "renewed_at": self.renewed_at,
+            "detail": self.detail,
+        })
+    }
+}
+
+/// Read-only calls of the client.
+impl Client {
+    /// The lease at `key` as the store shows it now. Needs only read permission.
+    pub async fn status(&self, key: &str) -> Result<Status> {
+        let url = self.lease_url(key);
+        validate_key(key).map_err(|e| e.with_lease(&url))?;
+        let timing = LeaseOptions::default().timing(&self.store().capabilities())?;
+        let mut backoff = Backoff::new(&timing);
+        let mut attempts = 0;
+        loop {
+            match self.get(key, None, timing.request_timeout).await {
+                Ok(get) => {
+                    let mut view = View::default();
+                    view.absorb(get, self.clock().now());
+                    return Ok(Status::from_view(&url, &view));
+                }
+                Err(e) if e.kind() == ErrorKind::Unavailable && attempts < 3 => {
+                    attempts += 1;
+                    self.clock().sleep(backoff.next(&self.inner.rng)).await;
+                }
+                Err(e) => return Err(e.with_lease(&url)),
+            }
+        }
+    }
+
+    /// Watch the lease at `key`: the first `next()` returns its status now, each later one
+    /// returns when holder, epoch, state or data change. Polls every `poll`.
+    pub fn watch(&self, key: &str, poll: Duration) -> Result<Watcher> {
+        let url = self.lease_url(key);
+        validate_key(key).map_err(|e| e.with_lease(&url))?;
+        let timing = LeaseOptions::default()
+            .poll_interval(poll)
+            .timing(&self.store().capabilities())
+            .map_err(|e| e.with_lease(&url))?;
+        Ok(Watcher {
+            client: self.clone(),
+            key: key.to_string(),
+            url,
+            poll: timing.poll,
+            view: View::default(),
+            last: None,
+            timing,
+        })
+    }
+}
+
+/// A stream of lease changes; see [`Client::watch`].
+pub struct Watcher {
+    client: Client,
+    key: String,
+    url: String,
+    poll: Duration,
+    view: View,
+    last: Option<Status>,
+    timing: crate::options::Timing,
+}
+
+impl Watcher {
+    /// The next change (the current status on the first call).
+    pub async fn next(&mut self) -> Result<Status> {
+        let clock = self.client.clock().clone();
+        let mut backoff = Backoff::new(&self.timing);
+        loop {
+            if self.last.is_some() {
+                let wake = local_wake(self.client.store().url(), &self.key);
+                let poll = self.client.inner.rng.jitter(self.poll, 0.1);
+                tokio::select! {
+                    _ = clock.sleep(poll) => {}
+                    _ = wake.notified() => {}
+                }
+            }
+            match self
+                .client
+                .get(&self.key, self.view.version(), self.timing.request_timeout)
+                .await
+            {
+                Ok(get) => self.view.absorb(get, clock.now()),
+                Err(e) if e.kind() == ErrorKind::Unavailable => {
+                    warn!(lease = %self.url, "watch: read failed, retrying: {e}");
+                    clock.sleep(backoff.next(&self.client.inner.rng)).await;
+                    continue;
+                }
+                Err(e) => return Err(e.with_lease(&self.url)),
+            }
+            let status = Status::from_view(&self.url, &self.view);
+            if self
+                .last
+                .as_ref()
+                .is_none_or(|last| last.differs_from(&status))
+            {
+                self.last = Some(status.clone());
+                return Ok(status);
+            }
+        }
+    }
+
+    /// The same changes as a `Stream`.
+    pub fn into_stream(self) -> impl Stream<Item = Result<Status>> + Send {
+        futures::stream::unfold(self, |mut w| async move {
+            let item = w.next().await;
+            Some((item, w))
+        })
+    }
+}
+
+/// Milliseconds since the Unix epoch, for JSON consumers that want numbers.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

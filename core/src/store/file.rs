@@ -1,0 +1,494 @@
+//! `file://` — the embedded local store, safe across processes on one machine.
+//!
+//! - An object is a file that is never changed in place: every write goes to a fully written,
+//!   fsynced temporary file in the same directory, which then replaces the object atomically.
+//!   A crash at any point leaves the old or the new object, never a torn one.
+//! - `Create` is `link(2)` of the temporary file to the object's name: it fails with `EEXIST`
+//!   when the object exists, atomically, without any lock.
+//! - `Match` and `delete` run under an exclusive `flock` on a sidecar lock file
+//!   (`.NAME.lock`): read the current version, compare, `rename(2)` over (or unlink), fsync the
+//!   directory.
+//! - The version is a hash of the contents and metadata. Every lease record differs from the
+//!   previous one (its `rev` grows), so equal hashes mean equal records: no ABA.
+//! - Metadata (used by fenced writes) is an extended attribute (`user.lease.meta`) set on the
+//!   temporary file before it is linked or renamed, so it changes atomically with the contents.
+//! - `last_modified` is the file's mtime; `server_now` is this machine's wall clock.
+//!
+//! Names starting with `.` are reserved for the sidecar files.
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+use super::{
+    validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Put,
+    Store, Version,
+};
+use crate::clock::{Clock, Rng, SystemClock};
+use crate::error::{Error, ErrorKind, Result};
+
+const META_XATTR: &str = "user.lease.meta";
+/// Longest path segment accepted, leaving room for the sidecar prefix and suffix within the
+/// 255-byte limit of common file systems.
+const MAX_SEGMENT: usize = 200;
+
+/// The file store, rooted at a directory.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    root: PathBuf,
+    url: String,
+    clock: Arc<dyn Clock>,
+    rng: Rng,
+}
+
+/// The directory used for bare lease names: `$LEASE_HOME`, else `$XDG_STATE_HOME/lease`,
+/// else `~/.local/state/lease`.
+pub fn default_root() -> Result<PathBuf> {
+    let non_empty = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(home) = non_empty("LEASE_HOME") {
+        return Ok(home);
+    }
+    if let Some(state) = non_empty("XDG_STATE_HOME") {
+        return Ok(state.join("lease"));
+    }
+    if let Some(home) = non_empty("HOME") {
+        return Ok(home.join(".local/state/lease"));
+    }
+    Err(Error::invalid(
+        "cannot find the default lease directory: set LEASE_HOME (or XDG_STATE_HOME or HOME)",
+    ))
+}
+
+impl FileStore {
+    /// A store rooted at `root`, which must be an existing, accessible directory.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
+        FileStore::open_with_clock(root, Arc::new(SystemClock))
+    }
+
+    pub fn open_with_clock(root: impl Into<PathBuf>, clock: Arc<dyn Clock>) -> Result<Self> {
+        let root = root.into();
+        if !root.is_absolute() {
+            return Err(Error::invalid(format!(
+                "file store directory {} must be an absolute path",
+                root.display()
+            )));
+        }
+        match fs::metadata(&root) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::store(format!(
+                    "file store path {} is not a directory",
+                    root.display()
+                )))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::store(format!(
+                    "file store directory {} does not exist: create it first",
+                    root.display()
+                )))
+            }
+            Err(e) => return Err(io_error(e, "cannot access file store directory", &root)),
+        }
+        // Fail early, with a clear message, on a directory we cannot read.
+        fs::read_dir(&root).map_err(|e| io_error(e, "cannot read file store directory", &root))?;
+        let url = format!("file://{}", root.display());
+        Ok(FileStore {
+            inner: Arc::new(Inner {
+                root,
+                url,
+                clock,
+                rng: Rng::from_entropy(),
+            }),
+        })
+    }
+
+    /// The store for bare lease names, creating its directory when missing.
+    pub fn open_default() -> Result<Self> {
+        let root = default_root()?;
+        fs::create_dir_all(&root)
+            .map_err(|e| io_error(e, "cannot create the default lease directory", &root))?;
+        FileStore::open(root)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// The file holding the object at `key`.
+    pub fn path_of(&self, key: &str) -> Result<PathBuf> {
+        validate_key(key)?;
+        for segment in key.split('/') {
+            if segment.starts_with('.') {
+                return Err(Error::invalid(format!(
+                    "invalid lease name {key:?}: the file store reserves names starting with '.'"
+                )));
+            }
+            if segment.len() > MAX_SEGMENT {
+                return Err(Error::invalid(format!(
+                    "invalid lease name: the file store allows at most {MAX_SEGMENT} bytes between '/'s"
+                )));
+            }
+        }
+        Ok(self.inner.root.join(key))
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| Error::internal(format!("file store task failed: {e}")))?
+    }
+}
+
+/// Sidecar names next to the object `path`.
+fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .expect("object paths have a file name")
+        .to_string_lossy();
+    path.with_file_name(format!(".{name}{suffix}"))
+}
+
+fn io_error(e: io::Error, what: &str, path: &Path) -> Error {
+    let kind = match e.kind() {
+        io::ErrorKind::PermissionDenied
+        | io::ErrorKind::ReadOnlyFilesystem
+        | io::ErrorKind::StorageFull => ErrorKind::Store,
+        io::ErrorKind::NotADirectory
+        | io::ErrorKind::IsADirectory
+        | io::ErrorKind::InvalidFilename => ErrorKind::Invalid,
+        io::ErrorKind::NotFound => ErrorKind::Store,
+        _ => ErrorKind::Unavailable,
+    };
+    let hint = match e.kind() {
+        io::ErrorKind::PermissionDenied => ": check the permissions of the directory",
+        io::ErrorKind::NotADirectory => ": a lease name uses another lease's file as a directory",
+        io::ErrorKind::IsADirectory => ": a directory is in the way of the lease file",
+        _ => "",
+    };
+    Error::new(kind, format!("{what} {}{hint}", path.display())).with_source(e)
+}
+
+fn version_of(bytes_hash: Sha256, meta: &Meta) -> Version {
+    let mut h = bytes_hash;
+    if !meta.is_empty() {
+        h.update([0xff]);
+        h.update(serde_json::to_vec(meta).expect("string maps serialize"));
+    }
+    let digest = h.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    Version::etag(format!("\"{hex}\""))
+}
+
+fn read_meta(file: &File, path: &Path) -> Result<Meta> {
+    use std::os::fd::AsRawFd;
+    let name = CString::new(META_XATTR).expect("no NUL");
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: the fd is open for the lifetime of `file`; buf is valid for buf.len() bytes.
+    let n = unsafe {
+        libc::fgetxattr(
+            file.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENODATA) | Some(libc::ENOTSUP) => Ok(Meta::new()),
+            _ => Err(io_error(e, "cannot read metadata of", path)),
+        };
+    }
+    buf.truncate(n as usize);
+    serde_json::from_slice(&buf).map_err(|e| {
+        Error::new(
+            ErrorKind::Corrupt,
+            format!("unreadable metadata on {}", path.display()),
+        )
+        .with_source(e)
+    })
+}
+
+fn write_meta(file: &File, meta: &Meta, path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    if meta.is_empty() {
+        return Ok(());
+    }
+    let name = CString::new(META_XATTR).expect("no NUL");
+    let value = serde_json::to_vec(meta).expect("string maps serialize");
+    // SAFETY: the fd is open; value is valid for value.len() bytes.
+    let rc = unsafe {
+        libc::fsetxattr(
+            file.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOTSUP) {
+            return Err(Error::store(format!(
+                "the file system under {} does not support extended attributes, which fenced writes need",
+                path.display()
+            )));
+        }
+        return Err(io_error(e, "cannot write metadata of", path));
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(e, "cannot sync directory", dir))
+}
+
+/// What is at a path now.
+struct Current {
+    bytes: Option<Bytes>,
+    size: u64,
+    version: Version,
+    last_modified: Option<SystemTime>,
+    meta: Meta,
+}
+
+impl Inner {
+    fn read(&self, path: &Path, max_len: Option<u64>) -> Result<Option<Current>> {
+        let mut file = match File::open(path) {
+            Ok(f) => f,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(io_error(e, "cannot open", path)),
+        };
+        let stat = file
+            .metadata()
+            .map_err(|e| io_error(e, "cannot stat", path))?;
+        if stat.is_dir() {
+            return Err(Error::invalid(format!(
+                "{} is a directory, not a lease",
+                path.display()
+            )));
+        }
+        let size = stat.len();
+        let mut hash = Sha256::new();
+        let keep = max_len.is_none_or(|max| size <= max);
+        let mut kept = Vec::with_capacity(if keep { size as usize } else { 0 });
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let n = file
+                .read(&mut chunk)
+                .map_err(|e| io_error(e, "cannot read", path))?;
+            if n == 0 {
+                break;
+            }
+            hash.update(&chunk[..n]);
+            if keep {
+                kept.extend_from_slice(&chunk[..n]);
+            }
+        }
+        let meta = read_meta(&file, path)?;
+        Ok(Some(Current {
+            bytes: keep.then(|| Bytes::from(kept)),
+            size,
+            version: version_of(hash, &meta),
+            last_modified: stat.modified().ok(),
+            meta,
+        }))
+    }
+
+    /// Write `bytes` and `meta` to a new, fsynced temporary file next to `path`.
+    fn write_temp(&self, path: &Path, bytes: &[u8], meta: &Meta) -> Result<PathBuf> {
+        let dir = path.parent().expect("object paths have a parent");
+        fs::create_dir_all(dir).map_err(|e| match e.kind() {
+            // Some part of the path is a file: another lease's.
+            io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => Error::invalid(format!(
+                "cannot create directory {}: a lease name uses another lease's file as a directory",
+                dir.display()
+            )),
+            _ => io_error(e, "cannot create directory", dir),
+        })?;
+        let temp = sidecar(path, &format!(".{:016x}.tmp", self.rng.next_u64()));
+        let result = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(&temp)
+                .map_err(|e| io_error(e, "cannot create temporary file", &temp))?;
+            f.write_all(bytes)
+                .map_err(|e| io_error(e, "cannot write", &temp))?;
+            write_meta(&f, meta, &temp)?;
+            f.sync_all().map_err(|e| io_error(e, "cannot sync", &temp))
+        })();
+        match result {
+            Ok(()) => Ok(temp),
+            Err(e) => {
+                let _ = fs::remove_file(&temp);
+                Err(e)
+            }
+        }
+    }
+
+    fn written(&self, bytes: &[u8], meta: &Meta) -> Put {
+        let mut h = Sha256::new();
+        h.update(bytes);
+        Put::Written {
+            version: version_of(h, meta),
+            server_now: Some(self.clock.wall()),
+        }
+    }
+
+    fn create(&self, path: &Path, bytes: &[u8], meta: &Meta) -> Result<Put> {
+        let temp = self.write_temp(path, bytes, meta)?;
+        let linked = fs::hard_link(&temp, path);
+        let _ = fs::remove_file(&temp);
+        match linked {
+            Ok(()) => {
+                sync_dir(path.parent().expect("has parent"))?;
+                Ok(self.written(bytes, meta))
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Put::ConditionFailed),
+            Err(e) => Err(io_error(e, "cannot create", path)),
+        }
+    }
+
+    /// Run `f` under the exclusive lock of the object at `path`.
+    fn locked<T>(&self, path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let dir = path.parent().expect("has parent");
+        if !dir.exists() {
+            // Nothing can be at `path`, so a condition on it fails; creating the directory for
+            // a lock file would only leave litter.
+            return f();
+        }
+        let lock_path = sidecar(path, ".lock");
+        let lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&lock_path)
+            .map_err(|e| io_error(e, "cannot open lock file", &lock_path))?;
+        lock.lock()
+            .map_err(|e| io_error(e, "cannot lock", &lock_path))?;
+        let out = f();
+        let _ = lock.unlock();
+        out
+    }
+
+    fn replace(&self, path: &Path, expected: &Version, bytes: &[u8], meta: &Meta) -> Result<Put> {
+        self.locked(path, || {
+            match self.read(path, Some(0))? {
+                Some(current) if &current.version == expected => {}
+                _ => return Ok(Put::ConditionFailed),
+            }
+            let temp = self.write_temp(path, bytes, meta)?;
+            if let Err(e) = fs::rename(&temp, path) {
+                let _ = fs::remove_file(&temp);
+                return Err(io_error(e, "cannot replace", path));
+            }
+            sync_dir(path.parent().expect("has parent"))?;
+            Ok(self.written(bytes, meta))
+        })
+    }
+
+    fn remove(&self, path: &Path, expected: &Version) -> Result<Delete> {
+        self.locked(path, || {
+            match self.read(path, Some(0))? {
+                Some(current) if &current.version == expected => {}
+                _ => return Ok(Delete::ConditionFailed),
+            }
+            fs::remove_file(path).map_err(|e| io_error(e, "cannot delete", path))?;
+            sync_dir(path.parent().expect("has parent"))?;
+            Ok(Delete::Deleted)
+        })
+    }
+}
+
+#[async_trait]
+impl Store for FileStore {
+    fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // The kernel stamps mtimes from a coarse clock (a few ms); 10 ms covers it.
+        Capabilities {
+            conditional_delete: true,
+            clock_resolution: Duration::from_millis(10),
+            store_clock_rule: true,
+        }
+    }
+
+    async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get> {
+        let path = self.path_of(key)?;
+        let max_len = opts.max_len;
+        let if_none_match = opts.if_none_match.cloned();
+        self.blocking(move |inner| {
+            let current = inner.read(&path, max_len)?;
+            let server_now = Some(inner.clock.wall());
+            Ok(match current {
+                None => Get::NotFound { server_now },
+                Some(c) if Some(&c.version) == if_none_match.as_ref() => {
+                    Get::NotModified { server_now }
+                }
+                Some(c) => Get::Found(Object {
+                    bytes: c.bytes,
+                    size: c.size,
+                    version: c.version,
+                    last_modified: c.last_modified,
+                    server_now,
+                    meta: c.meta,
+                }),
+            })
+        })
+        .await
+    }
+
+    async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put> {
+        let path = self.path_of(key)?;
+        validate_meta(meta)?;
+        let meta = meta.clone();
+        self.blocking(move |inner| match cond {
+            Cond::Create => inner.create(&path, &bytes, &meta),
+            Cond::Match(v) => inner.replace(&path, &v, &bytes, &meta),
+        })
+        .await
+    }
+
+    async fn delete(&self, key: &str, version: &Version) -> Result<Delete> {
+        let path = self.path_of(key)?;
+        let version = version.clone();
+        self.blocking(move |inner| inner.remove(&path, &version))
+            .await
+    }
+}

@@ -1,0 +1,252 @@
+//! The store contract: the minimal thing a backend offers, and nothing lease-specific.
+//!
+//! A store keeps small objects at keys and changes them only by conditional writes:
+//! `Create` succeeds only when the key is absent, `Match(version)` only when the object is still
+//! at that version. Everything the lease protocol needs to be safe follows from that.
+//!
+//! Errors from a store are classified once, here, into the library's [`ErrorKind`]s:
+//! a failed condition is not an error but [`Put::ConditionFailed`]; `Unavailable` means the
+//! outcome of a write is unknown (it may or may not have landed, and the caller resolves it by
+//! reading back); `Store` and `Invalid` are permanent.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+
+pub mod file;
+pub mod memory;
+pub mod url;
+
+/// The version of a stored object. S3 and Azure identify versions by an etag, GCS by a
+/// generation number; a store fills in what it has and compares what it filled in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Version {
+    pub etag: String,
+    pub generation: Option<u64>,
+}
+
+impl Version {
+    pub fn etag(etag: impl Into<String>) -> Self {
+        Version {
+            etag: etag.into(),
+            generation: None,
+        }
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.generation {
+            Some(g) if self.etag.is_empty() => write!(f, "generation {g}"),
+            Some(g) => write!(f, "{} (generation {g})", self.etag),
+            None => f.write_str(&self.etag),
+        }
+    }
+}
+
+/// Small string metadata stored with an object (S3 user metadata, an xattr on a file).
+/// Keys are lower-case ASCII letters, digits and `-`.
+pub type Meta = BTreeMap<String, String>;
+
+/// A stored object as read.
+#[derive(Debug, Clone)]
+pub struct Object {
+    /// The contents, or `None` when the object is larger than the limit the reader asked for
+    /// (the reader then never holds it in memory).
+    pub bytes: Option<Bytes>,
+    /// Size of the contents in bytes.
+    pub size: u64,
+    pub version: Version,
+    /// When the store last wrote the object, by the store's clock.
+    pub last_modified: Option<SystemTime>,
+    /// The store's clock when it answered (S3: the `Date` header).
+    pub server_now: Option<SystemTime>,
+    pub meta: Meta,
+}
+
+/// The answer to a [`Store::get`].
+#[derive(Debug, Clone)]
+pub enum Get {
+    Found(Object),
+    /// The object is still at the version given as `if_none_match`.
+    NotModified {
+        server_now: Option<SystemTime>,
+    },
+    NotFound {
+        server_now: Option<SystemTime>,
+    },
+}
+
+/// Options for [`Store::get`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GetOptions<'a> {
+    /// Answer `NotModified` when the object is still at this version (S3 `If-None-Match`).
+    pub if_none_match: Option<&'a Version>,
+    /// Do not return contents larger than this many bytes.
+    pub max_len: Option<u64>,
+}
+
+/// The condition of a [`Store::put`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cond {
+    /// Write only if the key does not exist.
+    Create,
+    /// Write only if the object is still at this version.
+    Match(Version),
+}
+
+/// The answer to a [`Store::put`].
+#[derive(Debug, Clone)]
+pub enum Put {
+    Written {
+        version: Version,
+        server_now: Option<SystemTime>,
+    },
+    ConditionFailed,
+}
+
+/// The answer to a [`Store::delete`].
+#[derive(Debug, Clone)]
+pub enum Delete {
+    Deleted,
+    ConditionFailed,
+}
+
+/// What a store can do, and how good its clock is.
+#[derive(Debug, Clone, Copy)]
+pub struct Capabilities {
+    /// Whether `delete` is conditional (S3 `If-Match` on DeleteObject, local stores).
+    pub conditional_delete: bool,
+    /// Resolution of `last_modified` and `server_now` (1 s for HTTP dates).
+    pub clock_resolution: Duration,
+    /// Whether the store's clock may be used for the store-clock takeover rule by default.
+    /// Local stores whose "store clock" is this machine's wall clock, which can be stepped,
+    /// still allow it, with margins documented in docs/protocol.md.
+    pub store_clock_rule: bool,
+}
+
+/// A key-value store with conditional writes.
+///
+/// Implementations must be linearizable per key for `put` and `delete` with conditions: of many
+/// concurrent `Create`s (or `Match`es against the same version) exactly one succeeds.
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug + 'static {
+    /// A URL naming this store (without a key), for messages.
+    fn url(&self) -> &str;
+
+    fn capabilities(&self) -> Capabilities;
+
+    async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get>;
+
+    async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put>;
+
+    /// Delete the object if it is still at `version`.
+    async fn delete(&self, key: &str, version: &Version) -> Result<Delete>;
+}
+
+/// A shared store handle.
+pub type DynStore = Arc<dyn Store>;
+
+/// The longest key any store accepts (S3's limit).
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// Check a key against the rules every store shares: non-empty UTF-8 of at most 1024 bytes,
+/// `/`-separated segments that are neither empty, `.` nor `..`, no control characters.
+pub fn validate_key(key: &str) -> Result<()> {
+    let bad = |why: &str| Err(Error::invalid(format!("invalid lease name {key:?}: {why}")));
+    if key.is_empty() {
+        return bad("it is empty");
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::invalid(format!(
+            "invalid lease name ({} bytes): longer than {MAX_KEY_LEN} bytes",
+            key.len()
+        )));
+    }
+    if key.chars().any(|c| c.is_control()) {
+        return bad("it contains a control character");
+    }
+    for segment in key.split('/') {
+        match segment {
+            "" => return bad("it has an empty path segment (leading, trailing or double '/')"),
+            "." | ".." => return bad("'.' and '..' segments are not allowed"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Check metadata keys and values: lower-case ASCII letters, digits and `-` in keys (what S3
+/// user metadata keeps intact), printable ASCII values, 2 KiB in all (S3 allows 2 KiB).
+pub fn validate_meta(meta: &Meta) -> Result<()> {
+    let mut total = 0;
+    for (k, v) in meta {
+        if k.is_empty()
+            || !k
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return Err(Error::invalid(format!(
+                "invalid metadata key {k:?}: use a-z, 0-9 and '-'"
+            )));
+        }
+        if !v.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return Err(Error::invalid(format!(
+                "invalid metadata value for {k:?}: use printable ASCII"
+            )));
+        }
+        total += k.len() + v.len();
+    }
+    if total > 2048 {
+        return Err(Error::invalid("metadata larger than 2 KiB"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        for ok in [
+            "a",
+            "locks/gc",
+            "ünïcødé key",
+            "a b/c%20d",
+            "x.y/z..w",
+            &"k".repeat(1024),
+        ] {
+            validate_key(ok).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
+        }
+        for bad in [
+            "",
+            "/a",
+            "a/",
+            "a//b",
+            "a/./b",
+            "../a",
+            "a\0b",
+            "a\nb",
+            &"k".repeat(1025),
+        ] {
+            let e = validate_key(bad).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Invalid, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn meta() {
+        let mut m = Meta::new();
+        m.insert("lease-epoch".into(), "7".into());
+        validate_meta(&m).unwrap();
+        m.insert("Bad".into(), "x".into());
+        assert!(validate_meta(&m).is_err());
+    }
+}

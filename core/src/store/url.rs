@@ -1,0 +1,446 @@
+//! Lease URLs: which store, which key.
+//!
+//! | Written as                         | Store                         | Key        |
+//! |------------------------------------|-------------------------------|------------|
+//! | `s3://bucket/locks/gc?region=…`    | S3 bucket `bucket`            | `locks/gc` |
+//! | `file:///var/lib/app/locks/gc`     | directory `/var/lib/app/locks`| `gc`       |
+//! | `/var/lib/app/locks/gc`, `./gc`    | the same, as a path           | `gc`       |
+//! | `memory://test/gc`                 | in-process namespace `test`   | `gc`       |
+//! | `nightly-gc`, `jobs/gc` (bare)     | the default local directory   | the name   |
+//!
+//! Stores are opened once per process and shared ([`StoreUrl::open`]), so every lease on one
+//! bucket reuses one client and its connections.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use super::file::{default_root, FileStore};
+use super::memory::MemoryStore;
+use super::{validate_key, DynStore};
+use crate::error::{Error, Result};
+
+/// Where a store is, with its options.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum StoreUrl {
+    /// An in-process namespace.
+    Memory { namespace: String },
+    /// A local directory.
+    File { root: PathBuf },
+    /// The default local directory for bare names (resolved when opened).
+    DefaultFile,
+    /// An S3 (or S3-compatible) bucket; `options` are the URL's query parameters.
+    S3 {
+        bucket: String,
+        options: Vec<(String, String)>,
+    },
+}
+
+/// A lease: a store and a key in it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseUrl {
+    pub store: StoreUrl,
+    pub key: String,
+}
+
+fn invalid(url: &str, why: impl fmt::Display) -> Error {
+    Error::invalid(format!("invalid lease URL {url:?}: {why}"))
+}
+
+/// Percent-decode `s` as UTF-8.
+fn decode(url: &str, s: &str) -> Result<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            let byte = hex
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| invalid(url, "bad %-escape"))?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| invalid(url, "%-escapes do not decode to UTF-8"))
+}
+
+fn parse_query(url: &str, query: Option<&str>) -> Result<Vec<(String, String)>> {
+    let mut options = Vec::new();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, "true"));
+        options.push((decode(url, k)?, decode(url, v)?));
+    }
+    options.sort();
+    Ok(options)
+}
+
+/// Split an absolute path into a store directory and a key (its last component).
+fn split_path(url: &str, path: &Path) -> Result<LeaseUrl> {
+    let mut clean = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::RootDir => clean.push("/"),
+            Component::Normal(s) => clean.push(s),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                clean.pop();
+            }
+            Component::Prefix(_) => return Err(invalid(url, "unsupported path prefix")),
+        }
+    }
+    let key = clean
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| invalid(url, "the path names no file"))?
+        .to_string();
+    let root = clean
+        .parent()
+        .ok_or_else(|| invalid(url, "the path names no file"))?
+        .to_path_buf();
+    validate_key(&key).map_err(|e| e.context(format!("lease URL {url:?}")))?;
+    Ok(LeaseUrl {
+        store: StoreUrl::File { root },
+        key,
+    })
+}
+
+fn validate_bucket(url: &str, bucket: &str) -> Result<()> {
+    let ok_chars = bucket
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    if !(3..=63).contains(&bucket.len()) || !ok_chars {
+        return Err(invalid(
+            url,
+            format!("{bucket:?} is not a valid bucket name (3-63 characters: a-z, 0-9, '.', '-')"),
+        ));
+    }
+    Ok(())
+}
+
+impl LeaseUrl {
+    /// Parse a lease URL, a path, or a bare name.
+    pub fn parse(s: &str) -> Result<LeaseUrl> {
+        if s.is_empty() {
+            return Err(Error::invalid("lease name is empty"));
+        }
+        if s.starts_with('/') || s.starts_with("./") || s.starts_with("../") {
+            let path = if s.starts_with('/') {
+                PathBuf::from(s)
+            } else {
+                std::env::current_dir()
+                    .map_err(|e| {
+                        Error::invalid(format!("cannot resolve {s:?}: no current directory"))
+                            .with_source(e)
+                    })?
+                    .join(s)
+            };
+            return split_path(s, &path);
+        }
+        let Some((scheme, rest)) = s.split_once("://") else {
+            validate_key(s)?;
+            return Ok(LeaseUrl {
+                store: StoreUrl::DefaultFile,
+                key: s.to_string(),
+            });
+        };
+        let (rest, query) = match rest.split_once('?') {
+            Some((r, q)) => (r, Some(q)),
+            None => (rest, None),
+        };
+        let options = parse_query(s, query)?;
+        let no_options = |store: &str| -> Result<()> {
+            match options.first() {
+                Some((k, _)) => Err(invalid(
+                    s,
+                    format!("the {store} store takes no option {k:?}"),
+                )),
+                None => Ok(()),
+            }
+        };
+        match scheme {
+            "memory" => {
+                no_options("memory")?;
+                let (namespace, key) = rest
+                    .split_once('/')
+                    .ok_or_else(|| invalid(s, "expected memory://NAMESPACE/NAME"))?;
+                if namespace.is_empty() {
+                    return Err(invalid(s, "expected memory://NAMESPACE/NAME"));
+                }
+                let key = decode(s, key)?;
+                validate_key(&key).map_err(|e| e.context(format!("lease URL {s:?}")))?;
+                Ok(LeaseUrl {
+                    store: StoreUrl::Memory {
+                        namespace: decode(s, namespace)?,
+                    },
+                    key,
+                })
+            }
+            "file" => {
+                no_options("file")?;
+                let path = rest.strip_prefix("localhost").unwrap_or(rest);
+                if !path.starts_with('/') {
+                    return Err(invalid(s, "expected file:///ABSOLUTE/PATH (three slashes)"));
+                }
+                split_path(s, Path::new(&decode(s, path)?))
+            }
+            "s3" => {
+                let (bucket, key) = rest
+                    .split_once('/')
+                    .ok_or_else(|| invalid(s, "expected s3://BUCKET/NAME"))?;
+                validate_bucket(s, bucket)?;
+                let key = decode(s, key)?;
+                validate_key(&key).map_err(|e| e.context(format!("lease URL {s:?}")))?;
+                Ok(LeaseUrl {
+                    store: StoreUrl::S3 {
+                        bucket: bucket.to_string(),
+                        options,
+                    },
+                    key,
+                })
+            }
+            other => Err(invalid(
+                s,
+                format!(
+                    "unsupported scheme {other:?} (use s3://, file://, memory:// or a bare name)"
+                ),
+            )),
+        }
+    }
+}
+
+impl StoreUrl {
+    /// Parse a store URL (a lease URL without the key): `s3://bucket?…`, `file:///dir`,
+    /// `memory://namespace`, or a directory path.
+    pub fn parse(s: &str) -> Result<StoreUrl> {
+        if s.starts_with('/') || s.starts_with('.') {
+            let path = Path::new(s);
+            let abs = if path.is_absolute() {
+                path.to_path_buf()
+            } else {
+                std::env::current_dir()
+                    .map_err(|e| Error::invalid("no current directory").with_source(e))?
+                    .join(path)
+            };
+            return Ok(StoreUrl::File { root: abs });
+        }
+        // Parse the store with a placeholder key, then drop the key.
+        let (base, query) = match s.split_once('?') {
+            Some((b, q)) => (b.trim_end_matches('/'), Some(q)),
+            None => (s.trim_end_matches('/'), None),
+        };
+        if !base.contains("://") {
+            return Err(Error::invalid(format!(
+                "invalid store URL {s:?}: expected s3://BUCKET, file:///DIR or memory://NAMESPACE"
+            )));
+        }
+        let probe = match query {
+            Some(q) => format!("{base}/placeholder?{q}"),
+            None => format!("{base}/placeholder"),
+        };
+        LeaseUrl::parse(&probe)
+            .map(|l| l.store)
+            .map_err(|e| Error::invalid(e.message().replace(&probe, s)))
+    }
+
+    /// Open the store, or return the one this process already opened for the same URL.
+    pub fn open(&self) -> Result<DynStore> {
+        static OPEN: OnceLock<Mutex<HashMap<StoreUrl, DynStore>>> = OnceLock::new();
+        let open = OPEN.get_or_init(Default::default);
+        if let Some(store) = open.lock().unwrap().get(self) {
+            return Ok(store.clone());
+        }
+        let store: DynStore = match self {
+            StoreUrl::Memory { namespace } => std::sync::Arc::new(MemoryStore::named(namespace)),
+            StoreUrl::File { root } => std::sync::Arc::new(FileStore::open(root.clone())?),
+            StoreUrl::DefaultFile => std::sync::Arc::new(FileStore::open_default()?),
+            StoreUrl::S3 { bucket, options } => open_s3(bucket, options)?,
+        };
+        Ok(open
+            .lock()
+            .unwrap()
+            .entry(self.clone())
+            .or_insert(store)
+            .clone())
+    }
+}
+
+#[cfg(feature = "s3")]
+fn open_s3(bucket: &str, options: &[(String, String)]) -> Result<DynStore> {
+    Ok(std::sync::Arc::new(super::s3::S3Store::open(
+        bucket, options,
+    )?))
+}
+
+#[cfg(not(feature = "s3"))]
+fn open_s3(bucket: &str, _options: &[(String, String)]) -> Result<DynStore> {
+    Err(Error::store(format!(
+        "cannot open s3://{bucket}: this build of lease has no S3 support (feature \"s3\")"
+    )))
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::Memory { namespace } => write!(f, "memory://{namespace}"),
+            StoreUrl::File { root } => write!(f, "file://{}", root.display()),
+            StoreUrl::DefaultFile => match default_root() {
+                Ok(root) => write!(f, "file://{}", root.display()),
+                Err(_) => f.write_str("file://$LEASE_HOME"),
+            },
+            StoreUrl::S3 { bucket, options } => {
+                write!(f, "s3://{bucket}")?;
+                for (i, (k, v)) in options.iter().enumerate() {
+                    write!(f, "{}{k}={v}", if i == 0 { '?' } else { '&' })?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl fmt::Display for LeaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Keys are shown unescaped: they are for people and for LEASE_URL, which this parser
+        // reads back (a key containing '?' is the one thing that does not round-trip).
+        let store = self.store.to_string();
+        let (base, query) = match store.split_once('?') {
+            Some((b, q)) => (b.to_string(), Some(q.to_string())),
+            None => (store, None),
+        };
+        write!(f, "{}/{}", base.trim_end_matches('/'), self.key)?;
+        if let Some(q) = query {
+            write!(f, "?{q}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[test]
+    fn parses_every_form() {
+        let l = LeaseUrl::parse(
+            "s3://my-bucket/locks/gc?region=eu-west-1&endpoint=http%3A%2F%2F127.0.0.1%3A9000",
+        )
+        .unwrap();
+        assert_eq!(l.key, "locks/gc");
+        assert_eq!(
+            l.store,
+            StoreUrl::S3 {
+                bucket: "my-bucket".into(),
+                options: vec![
+                    ("endpoint".into(), "http://127.0.0.1:9000".into()),
+                    ("region".into(), "eu-west-1".into())
+                ]
+            }
+        );
+        let l = LeaseUrl::parse("file:///var/lib/app/locks/gc").unwrap();
+        assert_eq!(
+            l.store,
+            StoreUrl::File {
+                root: "/var/lib/app/locks".into()
+            }
+        );
+        assert_eq!(l.key, "gc");
+        assert_eq!(l.to_string(), "file:///var/lib/app/locks/gc");
+        let l = LeaseUrl::parse("/tmp/x/../y/lock%20file").unwrap();
+        assert_eq!(
+            l.store,
+            StoreUrl::File {
+                root: "/tmp/y".into()
+            }
+        );
+        assert_eq!(l.key, "lock%20file");
+        let l = LeaseUrl::parse("file:///tmp/lock%20file").unwrap();
+        assert_eq!(l.key, "lock file");
+        let l = LeaseUrl::parse("memory://test/a/b").unwrap();
+        assert_eq!(
+            l.store,
+            StoreUrl::Memory {
+                namespace: "test".into()
+            }
+        );
+        assert_eq!(l.key, "a/b");
+        assert_eq!(l.to_string(), "memory://test/a/b");
+        let l = LeaseUrl::parse("nightly-gc").unwrap();
+        assert_eq!(l.store, StoreUrl::DefaultFile);
+        assert_eq!(LeaseUrl::parse("jobs/gc").unwrap().key, "jobs/gc");
+    }
+
+    #[test]
+    fn rejects_bad_urls_with_the_url_in_the_message() {
+        for bad in [
+            "",
+            "gs://bucket/x",
+            "s3://B/x",
+            "s3://bucket",
+            "s3://bucket/",
+            "s3://ab/x",
+            "file://relative/x",
+            "file:///",
+            "memory://",
+            "memory://ns",
+            "memory:///x",
+            "memory://ns/x?opt=1",
+            "s3://bucket/a//b",
+            "s3://bucket/x%zz",
+            "s3://bucket/x%ff",
+            "a\u{0}b",
+            "/",
+        ] {
+            let e = LeaseUrl::parse(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Invalid, "{bad:?}: {e}");
+            if !bad.is_empty() && !bad.contains('\0') {
+                assert!(
+                    e.message().contains(bad) || e.message().contains("lease name"),
+                    "{bad:?}: {e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn store_urls() {
+        assert_eq!(
+            StoreUrl::parse("memory://ns").unwrap(),
+            StoreUrl::Memory {
+                namespace: "ns".into()
+            }
+        );
+        assert_eq!(
+            StoreUrl::parse("file:///tmp/d/").unwrap(),
+            StoreUrl::File {
+                root: "/tmp/d".into()
+            }
+        );
+        assert_eq!(
+            StoreUrl::parse("s3://bkt?region=x").unwrap(),
+            StoreUrl::S3 {
+                bucket: "bkt".into(),
+                options: vec![("region".into(), "x".into())]
+            }
+        );
+        assert!(StoreUrl::parse("bucket").is_err());
+    }
+
+    #[test]
+    fn open_missing_directory_is_a_store_error() {
+        let e = StoreUrl::File {
+            root: "/nonexistent/lease-test-dir".into(),
+        }
+        .open()
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store);
+        assert!(e.message().contains("/nonexistent/lease-test-dir"), "{e}");
+    }
+}

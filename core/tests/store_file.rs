@@ -1,0 +1,159 @@
+//! The conformance suite on the file store, plus what only the file store has: atomic
+//! replacement, sidecar names, directory errors.
+
+mod conformance;
+
+use lease::store::file::FileStore;
+use lease::store::{Cond, Get, GetOptions, Meta, Store};
+use lease::ErrorKind;
+
+fn store() -> (tempfile::TempDir, FileStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    (dir, store)
+}
+
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            let (_dir, s) = store();
+            conformance::$name(conformance::dyn_store(s), "t").await;
+        }
+    )*};
+}
+
+suite!(
+    create_race_has_one_winner,
+    match_race_has_one_winner,
+    stale_versions_fail,
+    not_modified_works,
+    missing_keys,
+    large_and_odd_keys_round_trip,
+    max_len_bounds_reads,
+    metadata_round_trips,
+    store_clock_is_sane,
+    conditional_delete,
+);
+
+#[tokio::test]
+async fn leaves_no_temporary_files() {
+    let (dir, s) = store();
+    let v = match s
+        .put("a/b", "1".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap()
+    {
+        lease::store::Put::Written { version, .. } => version,
+        _ => panic!(),
+    };
+    s.put("a/b", "2".into(), Cond::Match(v), &Meta::new())
+        .await
+        .unwrap();
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("a"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, vec![".b.lock".to_string(), "b".to_string()]);
+}
+
+#[tokio::test]
+async fn bad_names_and_directories_are_typed_errors() {
+    let (dir, s) = store();
+    for bad in [".hidden", "a/.b", &"x".repeat(201)] {
+        let e = s.get(bad, GetOptions::default()).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{bad}: {e}");
+    }
+    // A lease name that uses another lease's file as a directory.
+    s.put("file", "x".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap();
+    let e = s
+        .put("file/child", "x".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("file"), "{e}");
+    // A directory where a lease should be.
+    std::fs::create_dir(dir.path().join("adir")).unwrap();
+    let e = s.get("adir", GetOptions::default()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    // Missing, relative and non-directory roots.
+    assert_eq!(
+        FileStore::open("/nonexistent/dir").unwrap_err().kind(),
+        ErrorKind::Store
+    );
+    assert_eq!(
+        FileStore::open("relative/dir").unwrap_err().kind(),
+        ErrorKind::Invalid
+    );
+    assert_eq!(
+        FileStore::open(dir.path().join("file")).unwrap_err().kind(),
+        ErrorKind::Store
+    );
+}
+
+#[tokio::test]
+async fn unreadable_directory_is_a_store_error_naming_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    // root ignores permissions; the check only means something for other users.
+    let is_root = unsafe { libc::geteuid() } == 0;
+    let result = FileStore::open(&locked);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if is_root {
+        assert!(result.is_ok());
+        // As root, use a path under a regular file instead: the OS refuses it for everyone.
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        let e = FileStore::open(dir.path().join("f").join("sub")).unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::Store | ErrorKind::Invalid),
+            "{e}"
+        );
+        assert!(e.to_string().contains("/f/sub"), "{e}");
+    } else {
+        let e = result.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store);
+        assert!(
+            e.to_string().contains("locked") && e.to_string().contains("permission"),
+            "{e}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn objects_are_plain_files() {
+    let (dir, s) = store();
+    s.put("plain", "hello".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("plain")).unwrap(),
+        "hello"
+    );
+    // An edit by hand is a new version.
+    let before = match s.get("plain", GetOptions::default()).await.unwrap() {
+        Get::Found(o) => o.version,
+        _ => panic!(),
+    };
+    std::fs::write(dir.path().join("plain"), "edited").unwrap();
+    match s
+        .get(
+            "plain",
+            GetOptions {
+                if_none_match: Some(&before),
+                max_len: None,
+            },
+        )
+        .await
+        .unwrap()
+    {
+        Get::Found(o) => assert_eq!(o.bytes.unwrap(), "edited"),
+        other => panic!("{other:?}"),
+    }
+}
