@@ -1,1 +1,147 @@
-fn main() {}
+//! `lease`: run a command only while holding a lease; inspect, watch and break leases.
+//!
+//! Habits from flock(1) and `consul lock`: `-w/--wait`, `-n/--no-wait`, a distinct exit code
+//! for "held by someone else", the child stopped when the lease is lost, the fencing token
+//! exported to the child.
+
+mod exit;
+mod run;
+mod show;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::exit::Exit;
+
+#[derive(Parser, Debug)]
+#[command(name = "lease", version, about = "Leases, leader election and fencing on object storage", after_help = exit::HELP)]
+struct Cli {
+    /// More log output on stderr (-v: info, -vv: debug). LEASE_LOG=filter overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run CMD only while holding LEASE; stop it if the lease is lost.
+    Run(RunArgs),
+    /// Show who holds LEASE.
+    Status {
+        /// A lease URL (s3://bucket/key, file:///path, memory://ns/key) or a bare name.
+        lease: String,
+        /// Print JSON: state, epoch, holder (id, label, host, pid), ttl_ms, expires_in_ms.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print one line per change of LEASE until interrupted.
+    Watch {
+        lease: String,
+        #[arg(long)]
+        json: bool,
+        /// How often to poll the store.
+        #[arg(long, default_value = "1s", value_parser = duration)]
+        poll: Duration,
+    },
+    /// Forced takeover by an operator: mark LEASE released with epoch + 1, so its holder loses
+    /// it at its next renewal and the next holder gets a higher epoch.
+    Break {
+        lease: String,
+        /// Confirm: the holder will lose the lease.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// How long the lease lasts without renewal (renewed every ttl/3 while CMD runs).
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub ttl: Duration,
+    /// Wait at most this long for the lease (default: as long as it takes).
+    #[arg(short, long, value_parser = duration, conflicts_with = "no_wait")]
+    pub wait: Option<Duration>,
+    /// Do not wait: fail at once if someone else holds the lease.
+    #[arg(short = 'n', long)]
+    pub no_wait: bool,
+    /// A label for `lease status` (default: the command line).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// A small payload stored in the lease record while CMD runs.
+    #[arg(long)]
+    pub data: Option<String>,
+    /// After the lease is lost, wait this long after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub kill_after: Duration,
+    /// Exit code when the lease is held by someone else (with -n, or after --wait ran out).
+    #[arg(short = 'E', long, default_value_t = exit::HELD, value_name = "CODE")]
+    pub conflict_exit_code: u8,
+    /// Exit code when the lease is lost while CMD runs.
+    #[arg(long, default_value_t = exit::LOST, value_name = "CODE")]
+    pub lost_exit_code: u8,
+    /// The lease: a URL (s3://bucket/key, file:///path, memory://ns/key) or a bare name in the
+    /// default local store ($LEASE_HOME, else $XDG_STATE_HOME/lease, else ~/.local/state/lease).
+    pub lease: String,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    lease::parse_duration(s).map_err(|e| e.message().to_string())
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_env("LEASE_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version are not errors; every usage error exits 64 (EX_USAGE).
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_logging(cli.verbose);
+    lease::set_client_name("cli");
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return Exit::fail(exit::INTERNAL, format!("cannot start the runtime: {e}")).report()
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run::run(args).await,
+            Command::Status { lease, json } => show::status(&lease, json).await,
+            Command::Watch { lease, json, poll } => show::watch(&lease, json, poll).await,
+            Command::Break { lease, yes } => show::break_lease(&lease, yes).await,
+        }
+    });
+    // Do not wait for stray blocking tasks (a file read stuck on a dead NFS mount, say).
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result.unwrap_or_else(|e| e).report()
+}

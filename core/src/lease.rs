@@ -350,7 +350,8 @@ impl Shared {
             st.phase = Phase::Lost(reason.clone());
             std::mem::take(&mut st.callbacks)
         };
-        warn!(lease = %self.url, epoch = self.epoch, "lease lost: {reason}");
+        // Reported to the holder through the API; a log line at info is enough.
+        tracing::info!(lease = %self.url, epoch = self.epoch, "lease lost: {reason}");
         self.lost.cancel();
         for f in callbacks {
             run_callback(f, &reason);

@@ -1,0 +1,126 @@
+//! `lease status`, `lease watch`, `lease break`.
+
+use std::time::Duration;
+
+use lease::clock::{Clock, SystemClock};
+use lease::{format_duration, Client, LeaseState, Status};
+
+use crate::exit::{self, Exit};
+
+fn human(s: &Status) -> String {
+    let mut out = format!("lease:      {}\nstate:      {}\n", s.url, s.state);
+    if let Some(e) = s.epoch {
+        out += &format!("epoch:      {e}\n");
+    }
+    if let Some(h) = &s.holder {
+        let who = if s.state == LeaseState::Released {
+            "last holder"
+        } else {
+            "holder"
+        };
+        out += &format!("{who}:{}{}\n", " ".repeat(11 - who.len()), h.describe());
+    }
+    if let Some(t) = s.ttl {
+        out += &format!("ttl:        {}\n", format_duration(t));
+    }
+    if let Some(t) = s.expires_in {
+        out += &format!(
+            "expires in: {} (estimated by the store's clock)\n",
+            format_duration(t)
+        );
+    }
+    if let Some(d) = &s.data {
+        out += &format!("data:       {d}\n");
+    }
+    if let Some(d) = &s.detail {
+        out += &format!("detail:     {d}\n");
+    }
+    out
+}
+
+fn one_line(s: &Status) -> String {
+    let mut line = format!(
+        "{} {}",
+        lease::record::timestamp(SystemClock.wall()),
+        s.state
+    );
+    if let Some(e) = s.epoch {
+        line += &format!(" epoch {e}");
+    }
+    if let Some(h) = &s.holder {
+        line += &format!(
+            " {} {}",
+            if s.state == LeaseState::Held {
+                "by"
+            } else {
+                "last held by"
+            },
+            h.describe()
+        );
+    }
+    line
+}
+
+pub async fn status(url: &str, json: bool) -> Result<Exit, Exit> {
+    let (client, key) = Client::for_url(url)?;
+    let s = client.status(&key).await?;
+    if json {
+        println!("{}", s.to_json());
+    } else {
+        print!("{}", human(&s));
+    }
+    Ok(Exit::ok())
+}
+
+pub async fn watch(url: &str, json: bool, poll: Duration) -> Result<Exit, Exit> {
+    let (client, key) = Client::for_url(url)?;
+    let mut watcher = client.watch(&key, poll)?;
+    let interrupted = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    tokio::pin!(interrupted);
+    loop {
+        tokio::select! {
+            s = watcher.next() => {
+                let s = s?;
+                if json {
+                    println!("{}", s.to_json());
+                } else {
+                    println!("{}", one_line(&s));
+                }
+            }
+            _ = &mut interrupted => return Ok(Exit::ok()),
+        }
+    }
+}
+
+pub async fn break_lease(url: &str, yes: bool) -> Result<Exit, Exit> {
+    if !yes {
+        return Err(Exit::fail(
+            exit::USAGE,
+            format!("refusing to break {url} without --yes: its holder will lose the lease at its next renewal"),
+        ));
+    }
+    let (client, key) = Client::for_url(url)?;
+    let who = format!(
+        "lease break by {}",
+        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+    );
+    match client.break_lease(&key, Some(who)).await? {
+        Some(before) => {
+            let by = before.holder.as_ref().map_or_else(
+                || "an unknown holder (corrupt record)".to_string(),
+                |h| h.describe(),
+            );
+            let epoch = before
+                .epoch
+                .map_or_else(|| "?".to_string(), |e| e.to_string());
+            println!(
+                "broke {}: it was held by {by} at epoch {epoch}; it is now released",
+                client.lease_url(&key)
+            );
+        }
+        None => println!("{} is not held; nothing to break", client.lease_url(&key)),
+    }
+    Ok(Exit::ok())
+}

@@ -1,0 +1,418 @@
+//! The `lease` command, run as a real process on the file store.
+
+#![allow(clippy::disallowed_methods)] // these tests wait on real processes in real time
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn lease_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_lease")
+}
+
+/// A private default store (LEASE_HOME) for one test.
+struct Env {
+    home: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env {
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(lease_bin());
+        c.args(args)
+            .env("LEASE_HOME", self.home.path())
+            .env_remove("LEASE_LOG");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.cmd(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.home.path().join(name)
+    }
+
+    fn status_json(&self, lease: &str) -> serde_json::Value {
+        let out = self.run(&["status", lease, "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+/// Wait (bounded) until `path` exists.
+fn wait_for(path: &Path) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn two_no_wait_runs_exactly_one_runs_its_child() {
+    let env = Env::new();
+    let started = env.path("started");
+    let script = format!("touch {}; sleep 3", started.display());
+    let mut first = env.spawn(&["run", "-n", "job", "--", "sh", "-c", &script]);
+    wait_for(&started);
+    let second_ran = env.path("second-ran");
+    let out = env.run(&[
+        "run",
+        "-n",
+        "job",
+        "--",
+        "touch",
+        second_ran.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is held by"), "{}", stderr(&out));
+    assert!(
+        !second_ran.exists(),
+        "the second child ran while the first held the lease"
+    );
+    // -E changes the code, like flock.
+    let out = env.run(&["run", "-n", "-E", "3", "job", "--", "true"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(first.wait().unwrap().success());
+    assert_eq!(env.status_json("job")["state"], "released");
+}
+
+#[test]
+fn exports_the_lease_and_passes_the_exit_status_through() {
+    let env = Env::new();
+    let out = env.run(&[
+        "run",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        "echo $LEASE_EPOCH $LEASE_URL $LEASE_TOKEN $LEASE_HOLDER_ID; exit 7",
+    ]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let words: Vec<&str> = stdout.split_whitespace().collect();
+    let url = format!("file://{}/job", env.home.path().display());
+    assert_eq!(words[..3], ["1", url.as_str(), &format!("{url}#1")]);
+    assert_eq!(words[3].len(), 32);
+    let s = env.status_json("job");
+    assert_eq!(
+        (s["state"].as_str(), s["epoch"].as_u64()),
+        (Some("released"), Some(1))
+    );
+    // The next run gets the next epoch.
+    let out = env.run(&["run", "job", "--", "sh", "-c", "echo $LEASE_EPOCH"]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "2");
+    // A child killed by a signal: 128 + N, as a shell reports it.
+    let out = env.run(&["run", "job", "--", "sh", "-c", "kill -9 $$"]);
+    assert_eq!(out.status.code(), Some(128 + 9));
+}
+
+#[test]
+fn break_stops_the_child_with_sigterm_and_exits_with_the_lost_code() {
+    let env = Env::new();
+    let started = env.path("started");
+    let got_term = env.path("got-term");
+    let script = format!(
+        "trap 'touch {}; exit 0' TERM; touch {}; while true; do sleep 0.1; done",
+        got_term.display(),
+        started.display()
+    );
+    let run = env.spawn(&["run", "--ttl", "1s", "job", "--", "sh", "-c", &script]);
+    wait_for(&started);
+    let out = env.run(&["break", "job"]);
+    assert_eq!(out.status.code(), Some(64), "break needs --yes");
+    let out = env.run(&["break", "job", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("at epoch 1"));
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
+    assert!(got_term.exists(), "the child did not get SIGTERM");
+    assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    let s = env.status_json("job");
+    assert_eq!(
+        (s["state"].as_str(), s["epoch"].as_u64()),
+        (Some("released"), Some(2))
+    );
+    // Breaking a released lease changes nothing.
+    let out = env.run(&["break", "job", "--yes"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to break"));
+    assert_eq!(env.status_json("job")["epoch"], 2);
+}
+
+#[test]
+fn a_child_that_ignores_sigterm_gets_sigkill_after_kill_after() {
+    let env = Env::new();
+    let started = env.path("started");
+    let script = format!(
+        "trap '' TERM; touch {}; while true; do sleep 0.1; done",
+        started.display()
+    );
+    let run = env.spawn(&[
+        "run",
+        "--ttl",
+        "1s",
+        "--kill-after",
+        "500ms",
+        "--lost-exit-code",
+        "99",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    wait_for(&started);
+    assert!(env.run(&["break", "job", "--yes"]).status.success());
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(99), "{}", stderr(&out));
+}
+
+#[test]
+fn signals_to_lease_run_reach_the_child_and_the_lease_is_released() {
+    let env = Env::new();
+    let started = env.path("started");
+    let script = format!(
+        "trap 'exit 5' TERM; touch {}; while true; do sleep 0.1; done",
+        started.display()
+    );
+    let run = env.spawn(&["run", "job", "--", "sh", "-c", &script]);
+    wait_for(&started);
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert_eq!(env.status_json("job")["state"], "released");
+}
+
+#[test]
+fn waiting_runs_start_when_the_lease_is_released_and_time_out() {
+    let env = Env::new();
+    let started = env.path("started");
+    let script = format!("touch {}; sleep 1", started.display());
+    let mut first = env.spawn(&["run", "job", "--", "sh", "-c", &script]);
+    wait_for(&started);
+    let out = env.run(&["run", "--wait", "300ms", "job", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
+    let out = env.run(&[
+        "run",
+        "--wait",
+        "30s",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        "echo $LEASE_EPOCH",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "2");
+    assert!(first.wait().unwrap().success());
+}
+
+#[test]
+fn interrupting_a_waiting_run_exits_130_without_running_the_child() {
+    let env = Env::new();
+    let started = env.path("started");
+    let mut holder = env.spawn(&[
+        "run",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        &format!("touch {}; sleep 5", started.display()),
+    ]);
+    wait_for(&started);
+    let ran = env.path("ran");
+    let waiter = env.spawn(&["run", "job", "--", "touch", ran.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(waiter.id() as i32, libc::SIGINT) };
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(!ran.exists());
+    unsafe { libc::kill(holder.id() as i32, libc::SIGTERM) };
+    holder.wait().unwrap();
+}
+
+#[test]
+fn status_json_has_the_documented_keys() {
+    let env = Env::new();
+    let s = env.status_json("never-used");
+    assert_eq!(s["state"], "free");
+    let started = env.path("started");
+    let mut run = env.spawn(&[
+        "run",
+        "--label",
+        "gc-1",
+        "--ttl",
+        "20s",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        &format!("touch {}; sleep 2", started.display()),
+    ]);
+    wait_for(&started);
+    let s = env.status_json("job");
+    for key in ["state", "epoch", "holder", "ttl_ms", "expires_in_ms"] {
+        assert!(s.get(key).is_some(), "{key} missing in {s}");
+    }
+    for key in ["id", "label", "host", "pid"] {
+        assert!(
+            s["holder"].get(key).is_some(),
+            "holder.{key} missing in {s}"
+        );
+    }
+    assert_eq!(s["state"], "held");
+    assert_eq!(s["holder"]["label"], "gc-1");
+    assert_eq!(s["ttl_ms"], 20_000);
+    let left = s["expires_in_ms"].as_u64().unwrap();
+    assert!(left <= 20_000 && left > 10_000, "{left}");
+    let human = String::from_utf8(env.run(&["status", "job"]).stdout).unwrap();
+    assert!(
+        human.contains("state:      held") && human.contains("\"gc-1\""),
+        "{human}"
+    );
+    run.wait().unwrap();
+}
+
+#[test]
+fn watch_prints_one_line_per_change() {
+    let env = Env::new();
+    let mut watch = env.spawn(&["watch", "job", "--json", "--poll", "50ms"]);
+    std::thread::sleep(Duration::from_millis(300));
+    // Watching is polling: a state that lasts less than the poll interval can be missed, so
+    // each state here lasts several polls.
+    for _ in 0..2 {
+        assert!(env
+            .run(&["run", "job", "--", "sleep", "0.3"])
+            .status
+            .success());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(watch.id() as i32, libc::SIGINT) };
+    let status = watch.wait().unwrap();
+    let mut out = String::new();
+    use std::io::Read;
+    watch
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(status.success(), "{out}");
+    let states: Vec<(String, Option<u64>)> = out
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["state"].as_str().unwrap().to_string(),
+                v["epoch"].as_u64(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("free", None),
+        ("held", Some(1)),
+        ("released", Some(1)),
+        ("held", Some(2)),
+        ("released", Some(2)),
+    ];
+    let expected: Vec<(String, Option<u64>)> =
+        expected.iter().map(|(s, e)| (s.to_string(), *e)).collect();
+    assert_eq!(states, expected, "{out}");
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_a_usage_code() {
+    let env = Env::new();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["run", "s3://B/x", "--", "true"],
+            64,
+            "not a valid bucket name",
+        ),
+        (
+            &["run", "gs://bucket/x", "--", "true"],
+            64,
+            "unsupported scheme",
+        ),
+        (
+            &["run", "file://relative/x", "--", "true"],
+            64,
+            "three slashes",
+        ),
+        (&["run", "a//b", "--", "true"], 64, "empty path segment"),
+        (&["run", "", "--", "true"], 64, "empty"),
+        (
+            &["run", "--ttl", "0s", "job", "--", "true"],
+            64,
+            "ttl 0ms is out of range",
+        ),
+        (
+            &["run", "--ttl", "1000d", "job", "--", "true"],
+            64,
+            "out of range",
+        ),
+        (
+            &["run", "--ttl", "soon", "job", "--", "true"],
+            64,
+            "invalid duration",
+        ),
+        (&["run", "job"], 64, "required"),
+        (
+            &["run", "job", "--", "/nonexistent/command"],
+            127,
+            "/nonexistent/command",
+        ),
+        (
+            &["run", "file:///nonexistent-dir/x", "--", "true"],
+            69,
+            "/nonexistent-dir does not exist",
+        ),
+        (&["status", "memory://"], 64, "memory://NAMESPACE/NAME"),
+    ];
+    for (args, code, needle) in cases {
+        let out = env.run(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // An unreadable place: a directory path that runs through a regular file.
+    std::fs::write(env.path("plainfile"), "x").unwrap();
+    let url = format!("file://{}/plainfile/sub/x", env.home.path().display());
+    let out = env.run(&["run", &url, "--", "true"]);
+    assert!(
+        matches!(out.status.code(), Some(64) | Some(69)),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("plainfile"), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+}
