@@ -312,6 +312,15 @@ impl Lease {
         }
     }
 
+    /// Renew now instead of waiting for the background renewal (before a long step, say),
+    /// and return the time left afterwards. Fails with [`ErrorKind::Lost`] if the lease is
+    /// lost (or released).
+    pub async fn renew(&self) -> Result<Duration> {
+        let s = self.shared();
+        s.renew_once().await;
+        self.ensure_held(Duration::ZERO)
+    }
+
     /// Release the lease: write `released` (same epoch) so a waiter can take it at once.
     /// Idempotent. Fails with [`ErrorKind::Lost`] if the lease was lost before it could be
     /// released: whatever was done under it may have overlapped with another holder.
