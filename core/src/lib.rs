@@ -42,3 +42,8 @@ pub use token::FencingToken;
 
 /// The version of this library (equal across the workspace and every binding).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The README's Rust example is compiled as a doctest, so it cannot rot.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
