@@ -7,13 +7,21 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 
 /// The monotonic instant type used everywhere (tokio's, so simulated time works).
 pub use tokio::time::Instant;
+
+/// This machine's time since boot, suspend included, with the boot it belongs to: comparable
+/// between processes on one machine, immune to wall-clock steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootTime {
+    pub boot_id: Arc<str>,
+    pub since_boot: Duration,
+}
 
 /// A source of monotonic time, wall-clock time and sleeping.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
@@ -27,22 +35,88 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
         self.sleep_until(self.now() + d)
     }
+    /// This machine's boot time, where the platform has one (local stores stamp writes with
+    /// it; see `store::file`).
+    fn boot_time(&self) -> Option<BootTime> {
+        None
+    }
 }
 
 /// The real clocks of this machine.
+///
+/// `now()` advances with `CLOCK_BOOTTIME`, which keeps counting while the system is suspended,
+/// unlike `CLOCK_MONOTONIC` (what `std`'s and tokio's `Instant` read on Linux). A holder
+/// suspended past its deadline therefore knows, the moment it resumes, that its lease is gone;
+/// on `CLOCK_MONOTONIC` it would believe it still had the time left before the suspend. Sleeps
+/// run on tokio's timer in slices of at most [`SLEEP_SLICE`], re-checking `now()`, so a
+/// deadline that passed during a suspend is noticed within one slice of resuming.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
+
+/// Longest single timer sleep of [`SystemClock`].
+pub const SLEEP_SLICE: Duration = Duration::from_secs(1);
+
+/// `CLOCK_BOOTTIME` (Linux; `CLOCK_MONOTONIC` elsewhere).
+fn boottime() -> Duration {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    const CLOCK: libc::clockid_t = libc::CLOCK_BOOTTIME;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec for clock_gettime to fill; the clock id is valid.
+    unsafe { libc::clock_gettime(CLOCK, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The boot id, read once (Linux; `None` elsewhere).
+fn boot_id() -> Option<Arc<str>> {
+    static ID: OnceLock<Option<Arc<str>>> = OnceLock::new();
+    ID.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .map(Arc::from)
+    })
+    .clone()
+}
+
+/// A tokio instant and the boot time at the same moment: maps one time line onto the other.
+#[allow(clippy::disallowed_methods)]
+fn anchor() -> (Instant, Duration) {
+    static ANCHOR: OnceLock<(Instant, Duration)> = OnceLock::new();
+    *ANCHOR.get_or_init(|| (Instant::now(), boottime()))
+}
 
 #[allow(clippy::disallowed_methods)]
 impl Clock for SystemClock {
     fn now(&self) -> Instant {
-        Instant::now()
+        let (at, boot) = anchor();
+        at + boottime().saturating_sub(boot)
     }
     fn wall(&self) -> SystemTime {
         SystemTime::now()
     }
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
-        Box::pin(tokio::time::sleep_until(deadline))
+        let clock = *self;
+        Box::pin(async move {
+            loop {
+                let left = deadline.saturating_duration_since(clock.now());
+                if left.is_zero() {
+                    return;
+                }
+                tokio::time::sleep(left.min(SLEEP_SLICE)).await;
+            }
+        })
+    }
+    fn boot_time(&self) -> Option<BootTime> {
+        boot_id().map(|boot_id| BootTime {
+            boot_id,
+            since_boot: boottime(),
+        })
     }
 }
 
@@ -222,6 +296,17 @@ mod tests {
         let w0 = c.wall();
         c.step_wall(-5_000);
         assert_eq!(w0.duration_since(c.wall()).unwrap(), Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn system_clock_sleeps_and_knows_its_boot() {
+        let c = SystemClock;
+        let t0 = c.now();
+        c.sleep(Duration::from_millis(30)).await;
+        assert!(c.now() - t0 >= Duration::from_millis(30));
+        let boot = c.boot_time().expect("Linux has a boot id");
+        assert_eq!(boot.boot_id.len(), 36);
+        assert!(c.boot_time().unwrap().since_boot >= boot.since_boot);
     }
 
     #[test]

@@ -12,7 +12,12 @@
 //!   previous one (its `rev` grows), so equal hashes mean equal records: no ABA.
 //! - Metadata (used by fenced writes) is an extended attribute (`user.lease.meta`) set on the
 //!   temporary file before it is linked or renamed, so it changes atomically with the contents.
-//! - `last_modified` is the file's mtime; `server_now` is this machine's wall clock.
+//! - The store's clock. Each write is stamped with this machine's boot id and time since boot
+//!   (`user.lease.stamp`, set with the metadata). A reader in the same boot reports
+//!   `last_modified` and `server_now` on that boot clock: immune to wall-clock steps (NTP, a
+//!   resumed VM) and counting suspend, like the holder's own deadline. A file written in another
+//!   boot, or by another machine over a network file system, or on a file system without
+//!   extended attributes, falls back to its mtime and this machine's wall clock.
 //!
 //! Names starting with `.` are reserved for the sidecar files.
 
@@ -32,10 +37,11 @@ use super::{
     validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Put,
     Store, Version,
 };
-use crate::clock::{Clock, Rng, SystemClock};
+use crate::clock::{BootTime, Clock, Rng, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 
 const META_XATTR: &str = "user.lease.meta";
+const STAMP_XATTR: &str = "user.lease.stamp";
 /// Longest path segment accepted, leaving room for the sidecar prefix and suffix within the
 /// 255-byte limit of common file systems.
 const MAX_SEGMENT: usize = 200;
@@ -200,9 +206,10 @@ fn version_of(bytes_hash: Sha256, meta: &Meta) -> Version {
     Version::etag(format!("\"{hex}\""))
 }
 
-fn read_meta(file: &File, path: &Path) -> Result<Meta> {
+/// An extended attribute of an open file; `None` when it is absent or unsupported.
+fn get_xattr(file: &File, name: &str, path: &Path) -> Result<Option<Vec<u8>>> {
     use std::os::fd::AsRawFd;
-    let name = CString::new(META_XATTR).expect("no NUL");
+    let name = CString::new(name).expect("no NUL");
     let mut buf = vec![0u8; 4096];
     // SAFETY: the fd is open for the lifetime of `file`; buf is valid for buf.len() bytes.
     let n = unsafe {
@@ -216,27 +223,18 @@ fn read_meta(file: &File, path: &Path) -> Result<Meta> {
     if n < 0 {
         let e = io::Error::last_os_error();
         return match e.raw_os_error() {
-            Some(libc::ENODATA) | Some(libc::ENOTSUP) => Ok(Meta::new()),
-            _ => Err(io_error(e, "cannot read metadata of", path)),
+            Some(libc::ENODATA) | Some(libc::ENOTSUP) => Ok(None),
+            _ => Err(io_error(e, "cannot read extended attributes of", path)),
         };
     }
     buf.truncate(n as usize);
-    serde_json::from_slice(&buf).map_err(|e| {
-        Error::new(
-            ErrorKind::Corrupt,
-            format!("unreadable metadata on {}", path.display()),
-        )
-        .with_source(e)
-    })
+    Ok(Some(buf))
 }
 
-fn write_meta(file: &File, meta: &Meta, path: &Path) -> Result<()> {
+/// Set an extended attribute on an open file. `Ok(false)` when the file system has none.
+fn set_xattr(file: &File, name: &str, value: &[u8], path: &Path) -> Result<bool> {
     use std::os::fd::AsRawFd;
-    if meta.is_empty() {
-        return Ok(());
-    }
-    let name = CString::new(META_XATTR).expect("no NUL");
-    let value = serde_json::to_vec(meta).expect("string maps serialize");
+    let name = CString::new(name).expect("no NUL");
     // SAFETY: the fd is open; value is valid for value.len() bytes.
     let rc = unsafe {
         libc::fsetxattr(
@@ -247,17 +245,62 @@ fn write_meta(file: &File, meta: &Meta, path: &Path) -> Result<()> {
             0,
         )
     };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENOTSUP) {
-            return Err(Error::store(format!(
-                "the file system under {} does not support extended attributes, which fenced writes need",
-                path.display()
-            )));
-        }
-        return Err(io_error(e, "cannot write metadata of", path));
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENOTSUP) {
+        return Ok(false);
+    }
+    Err(io_error(e, "cannot write extended attributes of", path))
+}
+
+fn read_meta(file: &File, path: &Path) -> Result<Meta> {
+    match get_xattr(file, META_XATTR, path)? {
+        None => Ok(Meta::new()),
+        Some(buf) => serde_json::from_slice(&buf).map_err(|e| {
+            Error::new(
+                ErrorKind::Corrupt,
+                format!("unreadable metadata on {}", path.display()),
+            )
+            .with_source(e)
+        }),
+    }
+}
+
+fn write_meta(file: &File, meta: &Meta, path: &Path) -> Result<()> {
+    if meta.is_empty() {
+        return Ok(());
+    }
+    let value = serde_json::to_vec(meta).expect("string maps serialize");
+    if !set_xattr(file, META_XATTR, &value, path)? {
+        return Err(Error::store(format!(
+            "the file system under {} does not support extended attributes, which fenced writes need",
+            path.display()
+        )));
     }
     Ok(())
+}
+
+/// Stamp a file with the boot clock, if this machine has one and the file system keeps it.
+fn write_stamp(file: &File, boot: Option<BootTime>, path: &Path) -> Result<()> {
+    if let Some(b) = boot {
+        let value = format!("{} {}", b.boot_id, b.since_boot.as_nanos());
+        set_xattr(file, STAMP_XATTR, value.as_bytes(), path)?;
+    }
+    Ok(())
+}
+
+/// The boot clock stamp of a file: (boot id, time since boot).
+fn read_stamp(file: &File, path: &Path) -> Result<Option<(String, Duration)>> {
+    let Some(buf) = get_xattr(file, STAMP_XATTR, path)? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&buf);
+    let parsed = text
+        .split_once(' ')
+        .and_then(|(id, ns)| Some((id.to_string(), Duration::from_nanos(ns.parse().ok()?))));
+    Ok(parsed)
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
@@ -271,7 +314,9 @@ struct Current {
     bytes: Option<Bytes>,
     size: u64,
     version: Version,
-    last_modified: Option<SystemTime>,
+    /// The file's mtime.
+    mtime: Option<SystemTime>,
+    stamp: Option<(String, Duration)>,
     meta: Meta,
 }
 
@@ -320,9 +365,27 @@ impl Inner {
             bytes: keep.then(|| Bytes::from(kept)),
             size,
             version: version_of(hash, &meta),
-            last_modified: stat.modified().ok(),
+            mtime: stat.modified().ok(),
+            stamp: read_stamp(&file, path)?,
             meta,
         }))
+    }
+
+    /// `(last_modified, server_now)` of an object, both on one clock: the boot clock when the
+    /// object was written in this boot, else mtime and the wall clock.
+    fn store_times(&self, current: Option<&Current>) -> (Option<SystemTime>, Option<SystemTime>) {
+        let boot = self.clock.boot_time();
+        if let (Some(c), Some(b)) = (current, &boot) {
+            if let Some((id, since_boot)) = &c.stamp {
+                if **id == *b.boot_id {
+                    return (
+                        Some(SystemTime::UNIX_EPOCH + *since_boot),
+                        Some(SystemTime::UNIX_EPOCH + b.since_boot),
+                    );
+                }
+            }
+        }
+        (current.and_then(|c| c.mtime), Some(self.clock.wall()))
     }
 
     /// Write `bytes` and `meta` to a new, fsynced temporary file next to `path`.
@@ -347,6 +410,8 @@ impl Inner {
             f.write_all(bytes)
                 .map_err(|e| io_error(e, "cannot write", &temp))?;
             write_meta(&f, meta, &temp)?;
+            // Read after the writer's t_send, as the protocol requires of a store's stamp.
+            write_stamp(&f, self.clock.boot_time(), &temp)?;
             f.sync_all().map_err(|e| io_error(e, "cannot sync", &temp))
         })();
         match result {
@@ -455,7 +520,7 @@ impl Store for FileStore {
         let if_none_match = opts.if_none_match.cloned();
         self.blocking(move |inner| {
             let current = inner.read(&path, max_len)?;
-            let server_now = Some(inner.clock.wall());
+            let (last_modified, server_now) = inner.store_times(current.as_ref());
             Ok(match current {
                 None => Get::NotFound { server_now },
                 Some(c) if Some(&c.version) == if_none_match.as_ref() => {
@@ -465,7 +530,7 @@ impl Store for FileStore {
                     bytes: c.bytes,
                     size: c.size,
                     version: c.version,
-                    last_modified: c.last_modified,
+                    last_modified,
                     server_now,
                     meta: c.meta,
                 }),
