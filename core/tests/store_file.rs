@@ -171,7 +171,10 @@ impl lease::clock::Clock for SteppedWall {
     fn wall(&self) -> std::time::SystemTime {
         lease::clock::SystemClock.wall() + self.offset
     }
-    fn sleep_until(&self, deadline: lease::clock::Instant) -> futures::future::BoxFuture<'static, ()> {
+    fn sleep_until(
+        &self,
+        deadline: lease::clock::Instant,
+    ) -> futures::future::BoxFuture<'static, ()> {
         lease::clock::SystemClock.sleep_until(deadline)
     }
     fn boot_time(&self) -> Option<lease::clock::BootTime> {
@@ -194,14 +197,23 @@ fn remove_stamp(path: &std::path::Path) {
 async fn a_wall_clock_step_does_not_expire_a_live_lease() {
     let dir = tempfile::tempdir().unwrap();
     let holder = lease::Client::new(Arc::new(FileStore::open(dir.path()).unwrap()));
-    let opts = lease::LeaseOptions::new(Duration::from_secs(5)).store_clock_rule(true).observation_rule(false);
+    let opts = lease::LeaseOptions::new(Duration::from_secs(5))
+        .store_clock_rule(true)
+        .observation_rule(false);
     let held = holder.acquire("job", &opts).await.unwrap();
 
     // Another process whose wall clock has jumped an hour ahead.
-    let stepped: Arc<dyn lease::clock::Clock> = Arc::new(SteppedWall { offset: Duration::from_secs(3600) });
+    let stepped: Arc<dyn lease::clock::Clock> = Arc::new(SteppedWall {
+        offset: Duration::from_secs(3600),
+    });
     let store = FileStore::open_with_clock(dir.path(), stepped.clone()).unwrap();
-    let waiter = lease::Client::builder(Arc::new(store)).clock(stepped).build();
-    assert!(waiter.try_acquire("job", &opts).await.unwrap().is_none(), "a wall-clock step let a waiter take a live lease");
+    let waiter = lease::Client::builder(Arc::new(store))
+        .clock(stepped)
+        .build();
+    assert!(
+        waiter.try_acquire("job", &opts).await.unwrap().is_none(),
+        "a wall-clock step let a waiter take a live lease"
+    );
     let s = waiter.status("job").await.unwrap();
     assert_eq!(s.state, lease::LeaseState::Held);
     assert!(s.expires_in.unwrap() > Duration::from_secs(3));
@@ -213,20 +225,36 @@ async fn a_wall_clock_step_does_not_expire_a_live_lease() {
     let held = holder.acquire("other", &opts).await.unwrap();
     remove_stamp(&dir.path().join("other"));
     let stolen = waiter.try_acquire("other", &opts).await.unwrap();
-    assert!(stolen.is_some(), "without the stamp the step should fool the store-clock rule");
+    assert!(
+        stolen.is_some(),
+        "without the stamp the step should fool the store-clock rule"
+    );
     drop(held);
 }
 
 #[tokio::test]
 async fn store_times_use_the_boot_clock_within_a_boot() {
     let (dir, s) = store();
-    s.put("k", "x".into(), Cond::Create, &Meta::new()).await.unwrap();
+    s.put("k", "x".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap();
     let boot = lease::clock::SystemClock.boot_time().unwrap();
     match s.get("k", GetOptions::default()).await.unwrap() {
         Get::Found(o) => {
-            let modified = o.last_modified.unwrap().duration_since(std::time::UNIX_EPOCH).unwrap();
-            assert!(modified <= boot.since_boot, "{modified:?} is not on the boot clock");
-            let now = o.server_now.unwrap().duration_since(std::time::UNIX_EPOCH).unwrap();
+            let modified = o
+                .last_modified
+                .unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            assert!(
+                modified <= boot.since_boot,
+                "{modified:?} is not on the boot clock"
+            );
+            let now = o
+                .server_now
+                .unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
             assert!(now >= modified && now - modified < Duration::from_secs(60));
         }
         other => panic!("{other:?}"),
@@ -235,8 +263,15 @@ async fn store_times_use_the_boot_clock_within_a_boot() {
     std::fs::write(dir.path().join("hand"), "x").unwrap();
     match s.get("hand", GetOptions::default()).await.unwrap() {
         Get::Found(o) => {
-            let modified = o.last_modified.unwrap().duration_since(std::time::UNIX_EPOCH).unwrap();
-            assert!(modified > Duration::from_secs(1_700_000_000), "{modified:?} is not a wall time");
+            let modified = o
+                .last_modified
+                .unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            assert!(
+                modified > Duration::from_secs(1_700_000_000),
+                "{modified:?} is not a wall time"
+            );
         }
         other => panic!("{other:?}"),
     }

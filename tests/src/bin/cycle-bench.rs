@@ -15,7 +15,9 @@ async fn main() {
     }
     let url = &args[1];
     let iterations: u64 = args[2].parse().expect("ITERATIONS is a number");
-    let warmup: u64 = args.get(3).map_or(iterations / 10, |w| w.parse().expect("WARMUP is a number"));
+    let warmup: u64 = args
+        .get(3)
+        .map_or(iterations / 10, |w| w.parse().expect("WARMUP is a number"));
     let (client, key) = lease::Client::for_url(url).unwrap_or_else(|e| {
         eprintln!("lease-cycle-bench: {e}");
         std::process::exit(64);
@@ -34,5 +36,8 @@ async fn main() {
         cycle().await;
     }
     let ns = start.elapsed().as_nanos() as f64 / iterations as f64;
-    println!("{}", serde_json::json!({ "url": url, "iterations": iterations, "ns_per_cycle": ns }));
+    println!(
+        "{}",
+        serde_json::json!({ "url": url, "iterations": iterations, "ns_per_cycle": ns })
+    );
 }
