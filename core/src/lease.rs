@@ -9,6 +9,7 @@
 //! All writes of one lease are serialized by one async mutex, so a renewal and a release never
 //! race each other with the same version.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
@@ -109,6 +110,9 @@ struct Shared {
     writes: tokio::sync::Mutex<()>,
     lost: CancellationToken,
     stop: CancellationToken,
+    /// The version of each object this holder last wrote with a fenced write, so the next
+    /// fenced write to it needs one request.
+    fence_versions: Mutex<HashMap<String, Version>>,
 }
 
 /// A held lease. Clones share it; when the last clone is dropped without [`Lease::release`],
@@ -179,6 +183,7 @@ impl Lease {
             writes: tokio::sync::Mutex::new(()),
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
+            fence_versions: Mutex::default(),
         });
         tokio::spawn(shared.clone().renew_loop());
         Lease {
@@ -191,6 +196,10 @@ impl Lease {
 
     fn shared(&self) -> &Arc<Shared> {
         &self.handle.shared
+    }
+
+    pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, Version>> {
+        &self.shared().fence_versions
     }
 
     /// The fencing token: strictly increasing per lease, unchanged by renewals and release.

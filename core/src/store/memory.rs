@@ -90,6 +90,16 @@ pub struct Stats {
 struct Shared {
     objects: Mutex<HashMap<String, Entry>>,
     next_generation: AtomicU64,
+    /// Every write that took effect, in order, once a test asks for it.
+    log: Mutex<Option<Vec<LoggedWrite>>>,
+}
+
+/// A write that took effect (a put, or a delete), in the order it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedWrite {
+    pub key: String,
+    pub deleted: bool,
+    pub meta: Meta,
 }
 
 /// The in-memory store: one connection to a set of objects. Clones share the connection.
@@ -112,6 +122,7 @@ impl Shared {
         Shared {
             objects: Mutex::default(),
             next_generation: AtomicU64::new(1),
+            log: Mutex::default(),
         }
     }
 }
@@ -184,6 +195,26 @@ impl MemoryStore {
 
     pub fn reset_stats(&self) {
         *self.stats.lock().unwrap() = Stats::default();
+    }
+
+    /// Start recording every write that takes effect, on every connection to these objects.
+    pub fn record_writes(&self) {
+        self.shared.log.lock().unwrap().get_or_insert_with(Vec::new);
+    }
+
+    /// The writes recorded since [`MemoryStore::record_writes`], in the order they took effect.
+    pub fn write_log(&self) -> Vec<LoggedWrite> {
+        self.shared.log.lock().unwrap().clone().unwrap_or_default()
+    }
+
+    fn log(&self, key: &str, deleted: bool, meta: &Meta) {
+        if let Some(log) = self.shared.log.lock().unwrap().as_mut() {
+            log.push(LoggedWrite {
+                key: key.to_string(),
+                deleted,
+                meta: meta.clone(),
+            });
+        }
     }
 
     /// Replace an object's bytes without any condition, as a person editing the bucket would.
@@ -406,6 +437,7 @@ impl Store for MemoryStore {
                     meta: meta.clone(),
                 };
                 objects.insert(key.to_string(), entry);
+                self.log(key, false, meta);
                 Put::Written {
                     version,
                     server_now: Some(now),
@@ -428,6 +460,7 @@ impl Store for MemoryStore {
                     return Delete::ConditionFailed;
                 }
                 objects.remove(key);
+                self.log(key, true, &Meta::new());
                 Delete::Deleted
             })
             .await;
