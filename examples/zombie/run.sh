@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Play Kleppmann's zombie scenario with real processes:
+#   1. the first holder writes, checks its lease, and is paused (SIGSTOP) before its next write;
+#   2. it stays paused past its ttl; a newer holder takes over and writes;
+#   3. the first holder is continued (SIGCONT) and writes: the store rejects it.
+# Usage: examples/zombie/run.sh [LEASE_URL] [rust|python]
+# Default URL: a lease in a temporary directory. Exit 0 when the zombie write was rejected.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=""
+url=${1:-}
+if [ -z "$url" ]; then
+  tmp=$(mktemp -d)
+  url="file://$tmp/zombie-lease"
+fi
+lang=${2:-rust}
+case "$lang" in
+  rust) zombie=("${LEASE_ZOMBIE_BIN:-${CARGO_TARGET_DIR:-$here/../../target}/debug/lease-zombie}") ;;
+  python) zombie=("${PYTHON:-python3}" "$here/python/zombie.py") ;;
+  *) echo "unknown language $lang" >&2; exit 64 ;;
+esac
+# The data object lives in the lease's store, next to the lease.
+data_key="zombie-data"
+
+"${zombie[@]}" zombie "$url" "$data_key" &
+pid=$!
+# Wait (bounded) until the zombie has stopped itself.
+for _ in $(seq 1 300); do
+  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone)
+  [ "$state" = "T" ] && break
+  [ "$state" = "gone" ] && { echo "the zombie exited early" >&2; exit 1; }
+  sleep 0.1
+done
+[ "$state" = "T" ] || { echo "the zombie never paused" >&2; kill -9 "$pid"; exit 1; }
+echo "run.sh: the first holder is paused; a newer holder waits for the lease to expire"
+"${zombie[@]}" newer "$url" "$data_key"
+echo "run.sh: continuing the paused holder"
+kill -CONT "$pid"
+status=0
+wait "$pid" || status=$?
+"${zombie[@]}" show "$url" "$data_key"
+[ -n "$tmp" ] && rm -rf "$tmp"
+exit "$status"
