@@ -1,0 +1,300 @@
+"""Leases, leader election and fencing on object storage.
+
+A lease is one small JSON record in a store (``s3://bucket/locks/gc``, ``file:///…``,
+``memory://…``), changed only by conditional writes. The holder gets an *epoch*, a fencing
+token that strictly increases per lease; the lease renews itself in the background, tells you
+at once when it is lost, and is released when the ``with`` block ends::
+
+    import lease
+
+    with lease.acquire("s3://bucket/locks/gc", ttl=30, wait=60, label="gc-1") as l:
+        print(l.epoch)                   # fencing token
+        l.ensure_held(min_remaining=5)   # raises lease.LeaseLost when it cannot
+
+Durations are seconds (int or float). ``wait=None`` waits forever, ``wait=0`` tries once.
+Library logs go to the ``logging`` logger ``lease``. See python/README.md for the whole API.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import weakref
+from typing import (
+    AsyncIterator,
+    Callable,
+    Iterator,
+    Optional,
+    Union,
+)
+
+from . import _lease
+from ._aio import AcquireAsync, await_core
+from ._errors import (
+    CorruptRecord,
+    Fenced,
+    InternalError,
+    InvalidArgument,
+    LeaseCancelled,
+    LeaseError,
+    LeaseHeld,
+    LeaseLost,
+    LeaseTimeout,
+    StoreError,
+    StoreUnavailable,
+)
+from ._lease import Lease
+from ._types import Holder, Leader, Status
+
+__version__: str = _lease.__version__
+
+__all__ = [
+    "acquire",
+    "acquire_async",
+    "try_acquire",
+    "status",
+    "status_async",
+    "watch",
+    "watch_async",
+    "Election",
+    "Lease",
+    "Watch",
+    "LeaderObserver",
+    "Holder",
+    "Status",
+    "Leader",
+    "LeaseError",
+    "LeaseHeld",
+    "LeaseTimeout",
+    "LeaseCancelled",
+    "LeaseLost",
+    "Fenced",
+    "StoreError",
+    "StoreUnavailable",
+    "InvalidArgument",
+    "CorruptRecord",
+    "InternalError",
+    "__version__",
+]
+
+#: A lease URL: ``s3://bucket/key?…``, ``file:///dir/name``, ``memory://ns/name``, a path
+#: (``str`` or ``os.PathLike``), or a bare name (in ``$LEASE_HOME``).
+URL = Union[str, "os.PathLike[str]"]
+#: Seconds, as an int or a float.
+Seconds = Union[int, float]
+OnLost = Optional[Callable[[LeaseLost], object]]
+
+# Leases acquired by this process that may still be held, released at interpreter exit.
+_live: "weakref.WeakSet[Lease]" = weakref.WeakSet()
+
+
+def acquire(
+    url: URL,
+    *,
+    ttl: Seconds = 30,
+    wait: Optional[Seconds] = None,
+    label: Optional[str] = None,
+    data: Optional[str] = None,
+    on_lost: OnLost = None,
+) -> Lease:
+    """Acquire the lease at ``url``, waiting up to ``wait`` seconds (``None``: forever,
+    ``0``: try once and raise :class:`LeaseHeld`). Raises :class:`LeaseTimeout` when the wait
+    runs out. The GIL is released while waiting, and Ctrl-C interrupts the wait
+    (``KeyboardInterrupt``).
+
+    ``ttl``: how long the lease lasts without renewal (it renews every ttl/3).
+    ``label``: for people (shown by ``status``). ``data``: a small payload for others to read.
+    ``on_lost``: called once with a :class:`LeaseLost` if the lease is lost, from the library's
+    notifier thread (an exception it raises is logged to the ``lease`` logger).
+    """
+    lease = _lease._acquire(url, ttl, wait, label, data, on_lost)
+    _live.add(lease)
+    return lease
+
+
+def try_acquire(
+    url: URL,
+    *,
+    ttl: Seconds = 30,
+    label: Optional[str] = None,
+    data: Optional[str] = None,
+    on_lost: OnLost = None,
+) -> Optional[Lease]:
+    """Try once: the :class:`Lease`, or ``None`` when someone else holds it."""
+    lease = _lease._try_acquire(url, ttl, label, data, on_lost)
+    if lease is not None:
+        _live.add(lease)
+    return lease
+
+
+def acquire_async(
+    url: URL,
+    *,
+    ttl: Seconds = 30,
+    wait: Optional[Seconds] = None,
+    label: Optional[str] = None,
+    data: Optional[str] = None,
+    on_lost: OnLost = None,
+) -> AcquireAsync:
+    """:func:`acquire` for asyncio: ``l = await lease.acquire_async(url)``, or
+    ``async with lease.acquire_async(url) as l:`` (released on exit). Cancelling the task
+    cancels the wait; if the lease was acquired at that moment it is released."""
+
+    def start(done: Callable[[bool, object], None]) -> _lease.Pending:
+        return _lease._acquire_start(url, ttl, wait, label, data, on_lost, done)
+
+    return AcquireAsync(start)
+
+
+def status(url: URL) -> Status:
+    """The lease as the store shows it now (read-only: needs only read permission)."""
+    return Status._from_json(_lease._status(url))
+
+
+async def status_async(url: URL) -> Status:
+    """:func:`status` for asyncio."""
+    d = await await_core(lambda done: _lease._status_start(url, done))
+    return Status._from_json(d)
+
+
+class Watch:
+    """Changes of one lease: iterate (``for s in w``) or async-iterate (``async for s in w``).
+    The first item is the status now; each later one comes when the holder, epoch, state or
+    data change (renewals are not changes). Never ends by itself: ``break`` out of it."""
+
+    __slots__ = ("_w",)
+
+    def __init__(self, url: URL, *, poll: Optional[Seconds] = None) -> None:
+        self._w = _lease.Watch(url, poll)
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> Status:
+        return Status._from_json(self._w.next())
+
+    def __aiter__(self) -> "Watch":
+        return self
+
+    async def __anext__(self) -> Status:
+        d = await await_core(self._w._next_start)
+        return Status._from_json(d)
+
+
+def watch(url: URL, *, poll: Optional[Seconds] = None) -> Iterator[Status]:
+    """Iterate over the changes of a lease (see :class:`Watch`); ``poll`` seconds between
+    reads (default 1; an unchanged record costs a 304)."""
+    return Watch(url, poll=poll)
+
+
+def watch_async(url: URL, *, poll: Optional[Seconds] = None) -> AsyncIterator[Status]:
+    """``async for status in lease.watch_async(url)``: :func:`watch` for asyncio."""
+    return Watch(url, poll=poll)
+
+
+class LeaderObserver:
+    """Leadership changes of an election: each item is the :class:`Leader`, or ``None`` when
+    nobody leads. Iterate or async-iterate; never ends by itself."""
+
+    __slots__ = ("_s",)
+
+    def __init__(self, stream: _lease.LeaderStream) -> None:
+        self._s = stream
+
+    def __iter__(self) -> "LeaderObserver":
+        return self
+
+    def __next__(self) -> Optional[Leader]:
+        return Leader._from_dict(self._s.next())
+
+    def __aiter__(self) -> "LeaderObserver":
+        return self
+
+    async def __anext__(self) -> Optional[Leader]:
+        return Leader._from_dict(await await_core(self._s._next_start))
+
+
+class Election:
+    """One participant in a leader election on the lease at ``url``.
+
+    ``campaign()`` blocks until this participant leads and returns its :class:`Lease`
+    (renewed in the background; its epoch is the leader's fencing token), ``resign()`` steps
+    down, ``leader()`` says who leads now, ``observe()`` yields every change of leader.
+    ``data`` is published to everyone while this participant leads (an address, say).
+    """
+
+    __slots__ = ("_e",)
+
+    def __init__(
+        self,
+        url: URL,
+        *,
+        ttl: Seconds = 15,
+        label: Optional[str] = None,
+        data: Optional[str] = None,
+        wait: Optional[Seconds] = None,
+        on_lost: OnLost = None,
+    ) -> None:
+        self._e = _lease.ElectionCore(url, ttl, wait, label, data, on_lost)
+
+    @property
+    def url(self) -> str:
+        return self._e.url
+
+    def campaign(self) -> Lease:
+        """Block until this participant leads (at most ``wait`` seconds, if given)."""
+        lease = self._e.campaign()
+        _live.add(lease)
+        return lease
+
+    async def campaign_async(self) -> Lease:
+        lease: Lease = await await_core(self._e._campaign_start)
+        _live.add(lease)
+        return lease
+
+    def resign(self) -> None:
+        """Stop leading (release the lease). Does nothing when not leading; raises
+        :class:`LeaseLost` if leadership had already been lost."""
+        self._e.resign()
+
+    async def resign_async(self) -> None:
+        await await_core(self._e._resign_start)
+
+    @property
+    def lease(self) -> Optional[Lease]:
+        """The lease while this participant leads, else ``None``."""
+        return self._e.lease()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._e.lease() is not None
+
+    def leader(self) -> Optional[Leader]:
+        """Who leads now, by the store's record."""
+        return Leader._from_dict(self._e.leader())
+
+    async def leader_async(self) -> Optional[Leader]:
+        return Leader._from_dict(await await_core(self._e._leader_start))
+
+    def observe(self, *, poll: Optional[Seconds] = None) -> LeaderObserver:
+        """Iterate over leadership changes (the first item is the leader now)."""
+        return LeaderObserver(self._e.observe(poll))
+
+    def __enter__(self) -> "Election":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.resign()
+
+
+@atexit.register
+def _release_at_exit() -> None:
+    # Release what is still held, so others need not wait out the ttl; then stop calling
+    # into Python from the library's threads.
+    for lease in list(_live):
+        try:
+            if lease.held:
+                lease.release()
+        except BaseException:  # noqa: BLE001 - best effort at exit
+            pass
+    _lease._shutdown()

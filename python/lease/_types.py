@@ -1,0 +1,94 @@
+"""Plain values: who holds a lease, what a lease looks like from outside, who leads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, NamedTuple, Optional
+
+
+class Holder(NamedTuple):
+    """Who holds (or last held) a lease, as written in its record."""
+
+    id: str
+    """Random per acquisition: the only field the protocol compares."""
+    label: Optional[str] = None
+    host: Optional[str] = None
+    pid: Optional[int] = None
+    user: Optional[str] = None
+    client: Optional[str] = None
+    """The library and language that wrote the record, e.g. ``lease 0.1.0 (python)``."""
+
+    def describe(self) -> str:
+        details = [f"id {self.id[:8]}"]
+        if self.host:
+            details.append(f"host {self.host}")
+        if self.pid is not None:
+            details.append(f"pid {self.pid}")
+        who = repr(self.label) if self.label else "holder"
+        return f"{who} ({', '.join(details)})"
+
+
+def _opt_seconds(ms: Optional[int]) -> Optional[float]:
+    return None if ms is None else ms / 1000.0
+
+
+@dataclass(frozen=True)
+class Status:
+    """A snapshot of a lease, as ``lease.status(url)`` and ``lease.watch(url)`` return it.
+
+    ``state`` is ``"free"`` (no record), ``"held"``, ``"released"``, ``"expired"`` (held, but
+    older than its ttl by the store's clock) or ``"corrupt"``. Durations are in seconds;
+    :meth:`to_json` gives the exact JSON shape of ``lease status --json`` (``ttl_ms``,
+    ``expires_in_ms``).
+    """
+
+    url: str
+    state: str
+    epoch: Optional[int]
+    holder: Optional[Holder]
+    ttl: Optional[float]
+    expires_in: Optional[float]
+    data: Optional[str]
+    acquired_at: Optional[str]
+    renewed_at: Optional[str]
+    detail: Optional[str]
+    json: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def _from_json(cls, d: Dict[str, Any]) -> "Status":
+        h = d.get("holder")
+        return cls(
+            url=d["url"],
+            state=d["state"],
+            epoch=d.get("epoch"),
+            holder=Holder(**h) if h is not None else None,
+            ttl=_opt_seconds(d.get("ttl_ms")),
+            expires_in=_opt_seconds(d.get("expires_in_ms")),
+            data=d.get("data"),
+            acquired_at=d.get("acquired_at"),
+            renewed_at=d.get("renewed_at"),
+            detail=d.get("detail"),
+            json=d,
+        )
+
+    @property
+    def held(self) -> bool:
+        return self.state == "held"
+
+    def to_json(self) -> Dict[str, Any]:
+        """The dict of ``lease status --json`` (a copy)."""
+        return dict(self.json)
+
+
+class Leader(NamedTuple):
+    """The leader of an election: its holder record, epoch (its fencing token) and data."""
+
+    holder: Holder
+    epoch: int
+    data: Optional[str]
+
+    @classmethod
+    def _from_dict(cls, d: Optional[Dict[str, Any]]) -> Optional["Leader"]:
+        if d is None:
+            return None
+        return cls(holder=Holder(**d["holder"]), epoch=d["epoch"], data=d.get("data"))

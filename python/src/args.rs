@@ -1,0 +1,209 @@
+//! Python arguments to core values: durations in seconds, lease URLs, options.
+//! Values of the wrong type raise `TypeError`; values of the right type that make no sense
+//! (negative, NaN, too large, a bad URL) raise `lease.InvalidArgument`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyString};
+
+use crate::errors::{invalid, type_error, IntoPyResult};
+use lease::store::file::FileStore;
+use lease::store::memory::MemoryStore;
+use lease::store::s3::S3Store;
+use lease::store::DynStore;
+use lease::{Client, LeaseOptions, LeaseUrl, StoreUrl};
+
+/// The longest duration accepted anywhere (longer ones are certainly mistakes).
+const MAX_SECONDS: f64 = 100.0 * 365.0 * 24.0 * 3600.0;
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// A duration given as seconds (`int` or `float`, or a `datetime.timedelta`).
+pub fn seconds(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let secs: f64 = if obj.is_instance_of::<PyBool>() {
+        return Err(type_error(format!(
+            "{name} must be a number of seconds (int or float), not bool"
+        )));
+    } else if obj.is_instance_of::<PyInt>() {
+        match obj.extract::<i64>() {
+            Ok(i) => i as f64,
+            Err(_) => return Err(invalid(format!("{name}={obj} seconds is out of range"))),
+        }
+    } else if obj.is_instance_of::<PyFloat>() {
+        obj.extract::<f64>()?
+    } else if let Ok(delta) = obj.cast::<PyDelta>() {
+        delta.get_days() as f64 * 86400.0
+            + delta.get_seconds() as f64
+            + delta.get_microseconds() as f64 / 1e6
+    } else {
+        return Err(type_error(format!(
+            "{name} must be a number of seconds (int or float), not {}",
+            type_name(obj)
+        )));
+    };
+    if secs.is_nan() || secs.is_infinite() {
+        return Err(invalid(format!(
+            "{name}={secs} is not a finite number of seconds"
+        )));
+    }
+    if secs < 0.0 {
+        return Err(invalid(format!("{name}={secs} seconds is negative")));
+    }
+    if secs > MAX_SECONDS {
+        return Err(invalid(format!(
+            "{name}={secs} seconds is longer than 100 years"
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+pub fn opt_seconds(name: &str, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => seconds(name, o).map(Some),
+    }
+}
+
+/// An optional text argument (`label`, `data`).
+pub fn opt_text(name: &str, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => match o.cast::<PyString>() {
+            Ok(s) => Ok(Some(s.to_cow()?.into_owned())),
+            Err(_) => Err(type_error(format!(
+                "{name} must be a str or None, not {}",
+                type_name(o)
+            ))),
+        },
+    }
+}
+
+/// The lease URL as text: a `str`, or an `os.PathLike` naming a file.
+pub fn url_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return s.to_cow().map(|c| c.into_owned()).map_err(|_| {
+            invalid("the lease URL is not valid UTF-8 (it contains a lone surrogate)")
+        });
+    }
+    if obj.hasattr("__fspath__")? {
+        let path = obj.call_method0("__fspath__")?;
+        if let Ok(s) = path.cast::<PyString>() {
+            let s = s
+                .to_cow()
+                .map_err(|_| invalid("the lease path is not valid UTF-8"))?;
+            if !s.starts_with('/') {
+                let abs = std::env::current_dir()
+                    .map_err(|e| invalid(format!("cannot resolve {s:?}: {e}")))?
+                    .join(s.as_ref());
+                return Ok(abs.to_string_lossy().into_owned());
+            }
+            return Ok(s.to_string());
+        }
+        return Err(type_error("a lease path must be a str path, not bytes"));
+    }
+    Err(type_error(format!(
+        "the lease URL must be a str (s3://…, file:///…, memory://…, a path or a name), not {}",
+        type_name(obj)
+    )))
+}
+
+/// A parsed lease: the shared client of its store, its key, and its URL for messages.
+#[derive(Clone)]
+pub struct Target {
+    pub client: Client,
+    pub key: String,
+    pub url: String,
+}
+
+/// Targets by lease URL text, and clients by store, for this process. A forked child starts
+/// afresh: nothing the parent's runtime threads might have been touching is reused.
+struct Cache {
+    pid: u32,
+    targets: HashMap<String, Target>,
+    clients: HashMap<StoreUrl, Client>,
+}
+
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+
+/// Open a store for this process. Not `StoreUrl::open`, whose process-wide cache a forked child
+/// would share with its parent: an S3 client whose pooled connections belong to the parent's
+/// runtime, a file store whose random temp-file names would repeat in every forked sibling.
+fn open_store(url: &StoreUrl) -> lease::Result<DynStore> {
+    Ok(match url {
+        StoreUrl::Memory { namespace } => Arc::new(MemoryStore::named(namespace)),
+        StoreUrl::File { root } => Arc::new(FileStore::open(root.clone())?),
+        StoreUrl::DefaultFile => Arc::new(FileStore::open_default()?),
+        StoreUrl::S3 { bucket, options } => Arc::new(S3Store::open(bucket, options)?),
+    })
+}
+
+pub fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
+    let text = url_text(obj)?;
+    let me = crate::rt::pid();
+    let mut slot = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if slot.as_ref().is_none_or(|c| c.pid != me) {
+        // In a forked child the parent's clients may hold connections whose tasks lived on
+        // the parent's runtime: leak them instead of dropping them.
+        std::mem::forget(slot.take());
+        *slot = Some(Cache {
+            pid: me,
+            targets: HashMap::new(),
+            clients: HashMap::new(),
+        });
+    }
+    let cache = slot.as_mut().expect("set above");
+    if let Some(t) = cache.targets.get(&text) {
+        return Ok(t.clone());
+    }
+    if text.contains('\0') {
+        return Err(invalid("the lease URL contains a NUL character"));
+    }
+    let parsed = LeaseUrl::parse(&text).py()?;
+    let client = match cache.clients.get(&parsed.store) {
+        Some(c) => c.clone(),
+        None => {
+            let store = open_store(&parsed.store)
+                .map_err(|e| e.with_lease(text.as_str()))
+                .py()?;
+            let c = Client::new(store);
+            cache.clients.insert(parsed.store.clone(), c.clone());
+            c
+        }
+    };
+    let url = client.lease_url(&parsed.key);
+    let t = Target {
+        client,
+        key: parsed.key,
+        url,
+    };
+    if cache.targets.len() > 10_000 {
+        cache.targets.clear();
+    }
+    cache.targets.insert(text, t.clone());
+    Ok(t)
+}
+
+/// Lease options from the keyword arguments every acquiring call takes.
+pub fn options(
+    ttl: &Bound<'_, PyAny>,
+    wait: Option<&Bound<'_, PyAny>>,
+    label: Option<&Bound<'_, PyAny>>,
+    data: Option<&Bound<'_, PyAny>>,
+) -> PyResult<LeaseOptions> {
+    let ttl = seconds("ttl", ttl)?;
+    let mut opts = LeaseOptions::new(ttl);
+    opts.wait = opt_seconds("wait", wait)?;
+    opts.label = opt_text("label", label)?;
+    opts.data = opt_text("data", data)?;
+    Ok(opts)
+}

@@ -1,0 +1,647 @@
+//! `lease.Lease` and the calls that acquire one.
+
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyType};
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{self, seconds, Target};
+use crate::errors::{holder_dict, to_py, IntoPyResult};
+use crate::rt::{self, block};
+use lease::{Error, ErrorKind, Lease, LostReason};
+
+/// What is waiting to hear that a lease was lost: the `lost` event (created when first asked
+/// for) and the `on_lost` callbacks (each called once).
+#[derive(Default)]
+struct Notice {
+    slots: Mutex<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    event: Option<Py<PyAny>>,
+    callbacks: Vec<Py<PyAny>>,
+}
+
+impl Notice {
+    fn wanted(&self) -> bool {
+        let s = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        s.event.is_some() || !s.callbacks.is_empty()
+    }
+
+    /// Set the event and run the callbacks (GIL held, no lock held while calling Python).
+    fn fire(&self, py: Python<'_>, err: &Bound<'_, PyAny>) {
+        let (event, callbacks) = {
+            let mut s = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            (
+                s.event.as_ref().map(|e| e.clone_ref(py)),
+                std::mem::take(&mut s.callbacks),
+            )
+        };
+        if let Some(ev) = event {
+            let _ = ev.call_method0(py, "set");
+        }
+        for cb in callbacks {
+            run_callback(py, cb.bind(py), err);
+        }
+    }
+}
+
+/// Call a user's `on_lost` callback; an exception it raises is logged (logger `lease`, with
+/// its traceback), never lost silently and never propagated into the library.
+fn run_callback(py: Python<'_>, cb: &Bound<'_, PyAny>, err: &Bound<'_, PyAny>) {
+    if let Err(e) = cb.call1((err,)) {
+        let logged = (|| -> PyResult<()> {
+            let logger = py
+                .import("logging")?
+                .call_method1("getLogger", ("lease",))?;
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("exc_info", e.value(py))?;
+            logger.call_method(
+                "error",
+                ("on_lost callback %r raised an exception", cb),
+                Some(&kwargs),
+            )?;
+            Ok(())
+        })();
+        if logged.is_err() {
+            e.write_unraisable(py, Some(cb));
+        }
+    }
+}
+
+fn lost_error(url: &str, epoch: u64, reason: &LostReason) -> Error {
+    let mut e = Error::new(
+        ErrorKind::Lost,
+        format!("{url} (epoch {epoch}) was lost: {reason}"),
+    )
+    .with_lease(url)
+    .with_epoch(epoch);
+    if let LostReason::TakenOver { holder, .. } | LostReason::Broken { by: holder, .. } = reason {
+        e = e.with_holder(holder.clone());
+    }
+    e
+}
+
+fn import_attr<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyAny>>,
+    module: &str,
+    name: &str,
+) -> PyResult<&'py Bound<'py, PyAny>> {
+    cell.get_or_try_init(py, || py.import(module)?.getattr(name).map(Bound::unbind))
+        .map(|o| o.bind(py))
+}
+
+/// `lease.Holder(**fields)`.
+pub fn holder_obj<'py>(py: Python<'py>, h: &lease::Holder) -> PyResult<Bound<'py, PyAny>> {
+    static HOLDER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let cls = import_attr(py, &HOLDER, "lease._types", "Holder")?;
+    cls.call((), Some(&holder_dict(py, h)?))
+}
+
+/// A held lease. Use it as a context manager (`with` / `async with`) or call `release()`.
+#[pyclass(module = "lease", name = "Lease", frozen, weakref)]
+pub struct PyLease {
+    inner: ManuallyDrop<Lease>,
+    /// The process that acquired it. A forked child does not hold its parent's leases.
+    pid: u32,
+    notice: Arc<Notice>,
+}
+
+impl Drop for PyLease {
+    fn drop(&mut self) {
+        if self.pid == rt::pid() {
+            // Released in the background if still held (the core's release-on-drop).
+            // SAFETY: dropped exactly once, here.
+            unsafe { ManuallyDrop::drop(&mut self.inner) };
+        }
+        // In a forked child the core lease belongs to the parent's runtime, which has no
+        // threads here: leak it rather than touch it.
+    }
+}
+
+impl PyLease {
+    pub fn wrap(
+        py: Python<'_>,
+        lease: Lease,
+        on_lost: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let notice = Arc::new(Notice::default());
+        if let Some(cb) = on_lost.filter(|cb| !cb.is_none()) {
+            if !cb.is_callable() {
+                return Err(crate::errors::type_error(format!(
+                    "on_lost must be callable (it is called with a lease.LeaseLost), not {}",
+                    cb.get_type().name()?
+                )));
+            }
+            notice
+                .slots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .callbacks
+                .push(cb.clone().unbind());
+        }
+        let _ = py;
+        let n = notice.clone();
+        let url = lease.url().to_string();
+        let epoch = lease.epoch();
+        lease.on_lost(move |reason| {
+            if !n.wanted() {
+                return;
+            }
+            let err = lost_error(&url, epoch, reason);
+            rt::notify(Box::new(move |py| {
+                let exc = to_py(err).into_value(py).into_any();
+                n.fire(py, exc.bind(py));
+            }));
+        });
+        Ok(PyLease {
+            inner: ManuallyDrop::new(lease),
+            pid: rt::pid(),
+            notice,
+        })
+    }
+
+    fn forked(&self) -> bool {
+        self.pid != rt::pid()
+    }
+
+    fn inherited_error(&self) -> PyErr {
+        to_py(
+            Error::new(
+                ErrorKind::Lost,
+                format!(
+                    "{} (epoch {}) was acquired by process {} before os.fork(): a forked child \
+                     does not hold its parent's leases (acquire it in the child instead)",
+                    self.inner.url(),
+                    self.inner.epoch(),
+                    self.pid
+                ),
+            )
+            .with_lease(self.inner.url())
+            .with_epoch(self.inner.epoch()),
+        )
+    }
+
+    fn owned(&self) -> PyResult<&Lease> {
+        if self.forked() {
+            return Err(self.inherited_error());
+        }
+        Ok(&self.inner)
+    }
+
+    /// What leaving a `with` block does once the release has run: see `Lease.__exit__`.
+    fn exit_outcome(
+        &self,
+        py: Python<'_>,
+        exc_value: Option<&Bound<'_, PyAny>>,
+        released: PyResult<()>,
+    ) -> PyResult<bool> {
+        let err = match released {
+            Ok(()) => return Ok(false),
+            Err(e) => e,
+        };
+        let lost = err.is_instance_of_lost(py);
+        match exc_value.filter(|v| !v.is_none()) {
+            None if lost => Err(err),
+            None => {
+                crate::log::log_now(
+                    py,
+                    30,
+                    &format!(
+                        "could not release {} on leaving the block: {}; it expires by itself \
+                         after its ttl",
+                        self.inner.url(),
+                        err.value(py)
+                    ),
+                );
+                Ok(false)
+            }
+            Some(in_flight) => {
+                // Never mask the block's own exception; say what happened beside it.
+                let what = if lost {
+                    format!(
+                        "lease: {} was lost while this block ran; it may have overlapped with \
+                         another holder ({})",
+                        self.inner.url(),
+                        err.value(py)
+                    )
+                } else {
+                    format!(
+                        "lease: could not release {}: {}",
+                        self.inner.url(),
+                        err.value(py)
+                    )
+                };
+                crate::log::log_now(py, 30, &what);
+                if in_flight.hasattr("add_note")? {
+                    let _ = in_flight.call_method1("add_note", (what,));
+                }
+                Ok(false)
+            }
+        }
+    }
+}
+
+trait LostCheck {
+    fn is_instance_of_lost(&self, py: Python<'_>) -> bool;
+}
+
+impl LostCheck for PyErr {
+    fn is_instance_of_lost(&self, py: Python<'_>) -> bool {
+        static LOST: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        match import_attr(py, &LOST, "lease._errors", "LeaseLost") {
+            Ok(cls) => cls
+                .cast::<PyType>()
+                .map(|t| self.is_instance(py, t))
+                .unwrap_or(false),
+            Err(_) => false,
+        }
+    }
+}
+
+#[pymethods]
+impl PyLease {
+    /// The fencing token: strictly increasing per lease, unchanged by renewals and release.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.inner.epoch()
+    }
+
+    /// The lease's URL.
+    #[getter]
+    fn url(&self) -> &str {
+        self.inner.url()
+    }
+
+    /// `URL#EPOCH`: the token to hand to resources that check it.
+    #[getter]
+    fn token(&self) -> String {
+        self.inner.token().to_string()
+    }
+
+    /// This holder, as written in the record.
+    #[getter]
+    fn holder<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        holder_obj(py, self.inner.holder())
+    }
+
+    /// The ttl in seconds.
+    #[getter]
+    fn ttl(&self) -> f64 {
+        self.inner.ttl().as_secs_f64()
+    }
+
+    /// Seconds this holder may still rely on the lease (0.0 once lost or released).
+    fn remaining(&self) -> f64 {
+        if self.forked() {
+            return 0.0;
+        }
+        self.inner.remaining().as_secs_f64()
+    }
+
+    /// True while the lease is held (remaining() > 0).
+    #[getter]
+    fn held(&self) -> bool {
+        !self.forked() && self.inner.is_held()
+    }
+
+    /// Return the seconds left if at least `min_remaining` are; else raise `LeaseLost`.
+    #[pyo3(signature = (min_remaining = None))]
+    fn ensure_held(&self, min_remaining: Option<&Bound<'_, PyAny>>) -> PyResult<f64> {
+        let min = args::opt_seconds("min_remaining", min_remaining)?.unwrap_or(Duration::ZERO);
+        let lease = self.owned()?;
+        lease.ensure_held(min).map(|d| d.as_secs_f64()).py()
+    }
+
+    /// A `threading.Event` set when the lease is lost (not when it is released).
+    #[getter]
+    fn lost(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        static EVENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        if let Some(ev) = &self
+            .notice
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .event
+        {
+            return Ok(ev.clone_ref(py));
+        }
+        // Created outside the lock: Python code may switch threads.
+        let fresh = import_attr(py, &EVENT, "threading", "Event")?
+            .call0()?
+            .unbind();
+        let ev = {
+            let mut s = self.notice.slots.lock().unwrap_or_else(|p| p.into_inner());
+            s.event.get_or_insert(fresh).clone_ref(py)
+        };
+        if self.forked() || self.inner.lost_token().is_cancelled() {
+            ev.call_method0(py, "set")?;
+        }
+        Ok(ev)
+    }
+
+    /// Why the lease was lost, or None while it is not.
+    #[getter]
+    fn lost_reason(&self) -> Option<String> {
+        if self.forked() {
+            return Some(format!("acquired by process {} before os.fork()", self.pid));
+        }
+        self.inner.lost_reason().map(|r| r.to_string())
+    }
+
+    /// Call `callback(err: LeaseLost)` once when the lease is lost, from the library's
+    /// notifier thread (at once, from there, if it already is lost).
+    fn on_lost(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+        if !callback.is_callable() {
+            return Err(crate::errors::type_error(format!(
+                "on_lost must be callable, not {}",
+                callback.get_type().name()?
+            )));
+        }
+        let _ = py;
+        self.notice
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .callbacks
+            .push(callback.clone().unbind());
+        if self.forked() {
+            return Ok(());
+        }
+        if let Some(reason) = self.inner.lost_reason() {
+            let err = lost_error(self.inner.url(), self.inner.epoch(), &reason);
+            let n = self.notice.clone();
+            rt::notify(Box::new(move |py| {
+                let exc = to_py(err).into_value(py).into_any();
+                n.fire(py, exc.bind(py));
+            }));
+        }
+        Ok(())
+    }
+
+    /// Renew now (before a long step, say); return the seconds left. Raises `LeaseLost`.
+    fn renew(&self, py: Python<'_>) -> PyResult<f64> {
+        let lease = self.owned()?.clone();
+        block(py, async move { lease.renew().await }, None)?
+            .map(|d| d.as_secs_f64())
+            .py()
+    }
+
+    /// Release the lease (idempotent). Raises `LeaseLost` if it was lost before: whatever was
+    /// done under it may have overlapped with another holder.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let lease = self.owned()?.clone();
+        block(py, async move { lease.release().await }, None)?.py()
+    }
+
+    /// `release()` for asyncio (the event loop does not block).
+    fn release_async<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        static RELEASE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &RELEASE, "lease._aio", "release_async")?.call1((slf,))
+    }
+
+    /// Start releasing; `done(ok, value)` is called from a runtime thread when finished.
+    fn _release_start(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<Pending> {
+        let lease = self.owned()?.clone();
+        rt::spawn_settle(py, async move { lease.release().await }, done, |py, ()| {
+            Ok(py.None())
+        })?;
+        Ok(Pending::detached())
+    }
+
+    /// Release in the background, without waiting (used when nobody is left to wait).
+    fn _release_background(&self) -> PyResult<()> {
+        if self.forked() {
+            return Ok(());
+        }
+        let lease = (*self.inner).clone();
+        rt::handle()?.spawn(async move {
+            let _ = lease.release().await;
+        });
+        Ok(())
+    }
+
+    /// What leaving a block does after the release (shared by `__exit__` and `__aexit__`).
+    fn _exit_outcome(
+        &self,
+        py: Python<'_>,
+        exc_value: Option<&Bound<'_, PyAny>>,
+        release_error: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let released = match release_error.filter(|e| !e.is_none()) {
+            None => Ok(()),
+            Some(e) => Err(PyErr::from_value(e.clone())),
+        };
+        self.exit_outcome(py, exc_value, released)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Release the lease on leaving the block, also when it raised.
+    ///
+    /// If the lease was lost while the block ran: when the block raised, its exception goes on
+    /// unchanged (a note and a warning say the lease was lost); when it did not, `LeaseLost` is
+    /// raised here, because the work may have overlapped with another holder. Other release
+    /// failures (store unreachable) are logged: the lease then expires after its ttl.
+    #[pyo3(signature = (exc_type, exc_value, traceback))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        exc_value: Option<&Bound<'_, PyAny>>,
+        traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let _ = (exc_type, traceback);
+        if self.forked() {
+            return match exc_value.filter(|v| !v.is_none()) {
+                None => Err(self.inherited_error()),
+                Some(_) => Ok(false),
+            };
+        }
+        let lease = (*self.inner).clone();
+        let released = match block(py, async move { lease.release().await }, None) {
+            Ok(r) => r.map_err(to_py),
+            // Interrupted (Ctrl-C) while releasing: the release goes on in the background.
+            Err(interrupt) => return Err(interrupt),
+        };
+        self.exit_outcome(py, exc_value, released)
+    }
+
+    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        static READY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &READY, "lease._aio", "ready")?.call1((slf,))
+    }
+
+    #[pyo3(signature = (exc_type, exc_value, traceback))]
+    fn __aexit__<'py>(
+        slf: Bound<'py, Self>,
+        exc_type: Option<Bound<'py, PyAny>>,
+        exc_value: Option<Bound<'py, PyAny>>,
+        traceback: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static AEXIT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        let _ = (exc_type, traceback);
+        import_attr(py, &AEXIT, "lease._aio", "lease_aexit")?.call1((slf, exc_value))
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.forked() {
+            "inherited across fork".to_string()
+        } else if let Some(r) = self.inner.lost_reason() {
+            format!("lost: {r}")
+        } else if self.inner.is_held() {
+            format!("held, {:.1}s left", self.inner.remaining().as_secs_f64())
+        } else {
+            "released".to_string()
+        };
+        format!(
+            "<lease.Lease {} epoch={} {}>",
+            self.inner.url(),
+            self.inner.epoch(),
+            state
+        )
+    }
+}
+
+/// An operation started for asyncio; `cancel()` stops it (an acquire is cancelled cleanly:
+/// if its write already landed, the lease is released).
+#[pyclass(module = "lease._lease", frozen)]
+pub struct Pending {
+    cancel: Option<CancellationToken>,
+    abort: Option<tokio::task::AbortHandle>,
+}
+
+impl Pending {
+    pub fn abort(abort: tokio::task::AbortHandle) -> Self {
+        Pending {
+            cancel: None,
+            abort: Some(abort),
+        }
+    }
+
+    /// Not stoppable: a release or resign goes on in the background if its caller stops
+    /// waiting (stopping it halfway would leave the lease neither renewed nor released).
+    pub fn detached() -> Self {
+        Pending {
+            cancel: None,
+            abort: None,
+        }
+    }
+
+    pub fn token(cancel: CancellationToken) -> Self {
+        Pending {
+            cancel: Some(cancel),
+            abort: None,
+        }
+    }
+}
+
+#[pymethods]
+impl Pending {
+    fn cancel(&self) {
+        if let Some(c) = &self.cancel {
+            c.cancel();
+        } else if let Some(a) = &self.abort {
+            a.abort();
+        }
+    }
+}
+
+async fn acquire_future(
+    t: Target,
+    opts: lease::LeaseOptions,
+    cancel: CancellationToken,
+) -> lease::Result<Lease> {
+    t.client.acquire_with_cancel(&t.key, &opts, &cancel).await
+}
+
+/// acquire(url, ttl, wait, label, data, on_lost) -> Lease: blocks (GIL released) until held.
+#[pyfunction]
+pub fn _acquire(
+    py: Python<'_>,
+    url: &Bound<'_, PyAny>,
+    ttl: &Bound<'_, PyAny>,
+    wait: &Bound<'_, PyAny>,
+    label: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+    on_lost: &Bound<'_, PyAny>,
+) -> PyResult<PyLease> {
+    crate::log::refresh_level(py, false);
+    let t = args::target(url)?;
+    let opts = args::options(ttl, Some(wait), Some(label), Some(data))?;
+    let cancel = CancellationToken::new();
+    let lease = block(py, acquire_future(t, opts, cancel.clone()), Some(&cancel))?.py()?;
+    PyLease::wrap(py, lease, Some(on_lost))
+}
+
+/// try_acquire(url, ttl, label, data, on_lost) -> Lease | None.
+#[pyfunction]
+pub fn _try_acquire(
+    py: Python<'_>,
+    url: &Bound<'_, PyAny>,
+    ttl: &Bound<'_, PyAny>,
+    label: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+    on_lost: &Bound<'_, PyAny>,
+) -> PyResult<Option<PyLease>> {
+    crate::log::refresh_level(py, false);
+    let t = args::target(url)?;
+    let opts = args::options(ttl, None, Some(label), Some(data))?;
+    let got = block(
+        py,
+        async move { t.client.try_acquire(&t.key, &opts).await },
+        None,
+    )?
+    .py()?;
+    got.map(|l| PyLease::wrap(py, l, Some(on_lost))).transpose()
+}
+
+/// Start an acquire for asyncio; `done(ok, value)` receives the Lease or the exception.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn _acquire_start(
+    py: Python<'_>,
+    url: &Bound<'_, PyAny>,
+    ttl: &Bound<'_, PyAny>,
+    wait: &Bound<'_, PyAny>,
+    label: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+    on_lost: &Bound<'_, PyAny>,
+    done: Py<PyAny>,
+) -> PyResult<Pending> {
+    crate::log::refresh_level(py, false);
+    let t = args::target(url)?;
+    let opts = args::options(ttl, Some(wait), Some(label), Some(data))?;
+    let on_lost = on_lost.clone().unbind();
+    if !on_lost.is_none(py) && !on_lost.bind(py).is_callable() {
+        return Err(crate::errors::type_error("on_lost must be callable"));
+    }
+    let cancel = CancellationToken::new();
+    rt::spawn_settle(
+        py,
+        acquire_future(t, opts, cancel.clone()),
+        done,
+        move |py, lease| {
+            let l = PyLease::wrap(py, lease, Some(on_lost.bind(py)))?;
+            Ok(Bound::new(py, l)?.into_any().unbind())
+        },
+    )?;
+    Ok(Pending::token(cancel))
+}
+
+/// Check a duration argument the way every call does (used by the Python layer for `poll`).
+#[pyfunction]
+pub fn _seconds(name: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    seconds(name, value).map(|d| d.as_secs_f64())
+}

@@ -1,0 +1,195 @@
+//! The extension's tokio runtime, fork detection, and the two ways Python waits for core futures:
+//! blocking (GIL released, Ctrl-C checked between short slices) and asyncio (the future runs on
+//! the runtime and settles an `asyncio.Future` through a callback).
+//!
+//! A tokio runtime does not survive `fork()`: its worker threads exist only in the parent. The
+//! runtime is therefore tagged with the PID that built it; a forked child that calls into the
+//! library builds a fresh one and leaks the parent's copy (dropping it would wait for threads
+//! that do not exist in the child). Every helper thread (the notifier below) is handled the same
+//! way.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use tokio::runtime::{Handle, Runtime};
+use tokio_util::sync::CancellationToken;
+
+/// How long a blocking call waits before it checks for Ctrl-C (and other signals).
+const SIGNAL_SLICE: Duration = Duration::from_millis(20);
+
+/// Set by the `atexit` hook: from then on nothing calls back into Python from other threads.
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+pub fn shutting_down() -> bool {
+    SHUTTING_DOWN.load(Ordering::Acquire)
+}
+
+pub fn set_shutting_down() {
+    SHUTTING_DOWN.store(true, Ordering::Release);
+}
+
+pub fn pid() -> u32 {
+    std::process::id()
+}
+
+/// The runtime of this process. Built on first use; rebuilt in a forked child.
+///
+/// Only called with the GIL held (or from the runtime's own threads through `Handle::current`),
+/// so a `fork()` — which Python performs with the GIL held — never finds the lock taken.
+static RUNTIME: Mutex<Option<(u32, &'static Runtime)>> = Mutex::new(None);
+
+pub fn handle() -> PyResult<Handle> {
+    let me = pid();
+    let mut slot = RUNTIME.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((owner, rt)) = *slot {
+        if owner == me {
+            return Ok(rt.handle().clone());
+        }
+        // A forked child: the parent's runtime has no threads here. Leak it.
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("lease-runtime")
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            crate::errors::to_py(lease::Error::internal(format!(
+                "cannot start the lease runtime: {e}"
+            )))
+        })?;
+    let rt: &'static Runtime = Box::leak(Box::new(rt));
+    *slot = Some((me, rt));
+    Ok(rt.handle().clone())
+}
+
+/// True on a thread where blocking on the runtime would deadlock or panic: one of the runtime's
+/// own threads, or inside a `block_on`.
+fn on_runtime_thread() -> bool {
+    Handle::try_current().is_ok()
+}
+
+/// Run `fut` to completion on the runtime while this thread waits with the GIL released.
+///
+/// The future is polled on the calling thread (so an uncontended call costs no thread switch);
+/// the runtime's workers drive its timers and I/O. Every `SIGNAL_SLICE` the GIL is taken back to
+/// run Python's signal handlers: if one raises (Ctrl-C → `KeyboardInterrupt`), `cancel` is
+/// cancelled, the rest of the future is handed to the runtime to finish in the background (an
+/// acquire whose write was already sent resolves it and releases what it got), and the
+/// exception is returned at once.
+pub fn block<F>(py: Python<'_>, fut: F, cancel: Option<&CancellationToken>) -> PyResult<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if on_runtime_thread() {
+        return Err(crate::errors::to_py(lease::Error::invalid(
+            "a blocking lease call was made on the library's runtime thread (from an asyncio \
+             callback run by the runtime?); use the *_async variant or another thread",
+        )));
+    }
+    let h = handle()?;
+    let mut fut = Box::pin(fut);
+    // Real time on purpose: how often a waiting Python thread looks at its signals.
+    #[allow(clippy::disallowed_methods)]
+    loop {
+        let step = py.detach(|| {
+            h.block_on(async { tokio::time::timeout(SIGNAL_SLICE, fut.as_mut()).await.ok() })
+        });
+        if let Some(out) = step {
+            return Ok(out);
+        }
+        if let Err(e) = py.check_signals() {
+            if let Some(c) = cancel {
+                c.cancel();
+            }
+            h.spawn(async move {
+                let _ = fut.await;
+            });
+            return Err(e);
+        }
+    }
+}
+
+/// A job for the notifier thread.
+type Job = Box<dyn FnOnce(Python<'_>) + Send>;
+
+/// The notifier thread delivers log records and lost-lease notifications to Python. Runtime
+/// threads never wait for the GIL themselves: the core logs while holding its own locks, and a
+/// Python thread holding the GIL may be waiting for one of those locks.
+static NOTIFIER: Mutex<Option<(u32, mpsc::Sender<Job>)>> = Mutex::new(None);
+
+/// Queue `job` to run on the notifier thread with the GIL. Dropped once Python shuts down.
+pub fn notify(job: Job) {
+    if shutting_down() {
+        return;
+    }
+    let me = pid();
+    let mut slot = NOTIFIER.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((owner, tx)) = slot.as_ref() {
+        if *owner == me {
+            if tx.send(job).is_ok() {
+                return;
+            }
+            return;
+        }
+    }
+    let (tx, rx) = mpsc::channel::<Job>();
+    let spawned = std::thread::Builder::new()
+        .name("lease-notify".into())
+        .spawn(move || {
+            while let Ok(job) = rx.recv() {
+                if shutting_down() {
+                    continue;
+                }
+                let _ = Python::try_attach(|py| {
+                    // A panic in one job must not end the thread.
+                    let _ = catch_unwind(AssertUnwindSafe(|| job(py)));
+                });
+            }
+        });
+    if spawned.is_ok() {
+        let _ = tx.send(job);
+        *slot = Some((me, tx));
+    }
+}
+
+/// Settle an asyncio future from the runtime: `done(ok, value)` is called with the GIL from a
+/// runtime thread once `fut` completes; the Python side forwards it with
+/// `loop.call_soon_threadsafe`. `convert` turns the output into a Python object (with the GIL).
+pub fn spawn_settle<F, T>(
+    py: Python<'_>,
+    fut: F,
+    done: Py<PyAny>,
+    convert: impl FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+) -> PyResult<tokio::task::AbortHandle>
+where
+    F: Future<Output = Result<T, lease::Error>> + Send + 'static,
+    T: Send + 'static,
+{
+    let _ = py;
+    let h = handle()?;
+    let task = h.spawn(async move {
+        let out = fut.await;
+        if shutting_down() {
+            return;
+        }
+        let _ = Python::try_attach(move |py| {
+            let (ok, value) = match out {
+                Ok(v) => match convert(py, v) {
+                    Ok(obj) => (true, obj),
+                    Err(e) => (false, e.into_value(py).into_any()),
+                },
+                Err(e) => (false, crate::errors::to_py(e).into_value(py).into_any()),
+            };
+            if let Err(e) = done.call1(py, (ok, value)) {
+                e.write_unraisable(py, None);
+            }
+        });
+    });
+    Ok(task.abort_handle())
+}

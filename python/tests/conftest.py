@@ -1,0 +1,84 @@
+"""Fixtures: a fresh lease URL on each store (a temporary directory, and the moto S3 server
+from scripts/s3-servers.sh), and the `lease` CLI for `lease break`.
+
+S3 URLs come from the environment contract of scripts/s3-servers.sh:
+LEASE_TEST_S3_MOTO=s3://BUCKET?endpoint=…&region=…&path_style=true (and LEASE_TEST_S3_MINIO).
+With CI=true a missing server fails the S3 tests; elsewhere they are skipped, loudly.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+S3_SERVERS = [("moto", "LEASE_TEST_S3_MOTO"), ("minio", "LEASE_TEST_S3_MINIO")]
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def s3_url(base: str, key: str) -> str:
+    """`s3://bucket?query` + key -> `s3://bucket/key?query`."""
+    head, sep, query = base.partition("?")
+    return f"{head.rstrip('/')}/{key}{sep}{query}"
+
+
+def _missing(what: str) -> None:
+    msg = f"{what} is not set: run python's tests through scripts/test-python.sh"
+    if in_ci():
+        pytest.fail(f"{msg} (CI=true: S3 tests must run)")
+    sys.stderr.write(f"\n!!! SKIPPING S3 TEST: {msg}\n")
+    pytest.skip(f"!!! {msg}")
+
+
+def store_params() -> List[str]:
+    params = ["file", "moto"]
+    if os.environ.get("LEASE_TEST_S3_MINIO"):
+        params.append("minio")
+    return params
+
+
+def make_url(kind: str, tmp_path: Path, name: str) -> str:
+    key = f"py-{name}-{uuid.uuid4().hex[:12]}"
+    if kind == "file":
+        return f"file://{tmp_path}/{key}"
+    if kind == "memory":
+        return f"memory://pytest/{key}"
+    env = dict(S3_SERVERS)[kind]
+    base = os.environ.get(env)
+    if not base:
+        _missing(env)
+    assert base is not None
+    return s3_url(base, f"locks/{key}")
+
+
+@pytest.fixture(params=store_params())
+def store(request: pytest.FixtureRequest) -> str:
+    """The store kind: 'file', 'moto' (and 'minio' when configured)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def url(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A fresh lease URL on the store under test."""
+    return make_url(store, tmp_path, request.node.originalname or "t")
+
+
+@pytest.fixture
+def new_url(store: str, tmp_path: Path) -> Iterator[object]:
+    """A factory of further fresh URLs on the same store."""
+    yield lambda name="x": make_url(store, tmp_path, name)
+
+
+@pytest.fixture
+def lease_bin() -> str:
+    path = os.environ.get("LEASE_BIN")
+    if not path or not os.access(path, os.X_OK):
+        pytest.fail("LEASE_BIN (the built `lease` CLI) is not set: run scripts/test-python.sh")
+    return path

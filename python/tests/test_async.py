@@ -1,0 +1,168 @@
+"""asyncio variants: the event loop never blocks, and cancelling a task cancels the core call."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import List
+
+import pytest
+
+import lease
+
+MARGIN = 3.0
+
+
+def test_async_with_releases(url: str) -> None:
+    async def main() -> int:
+        async with lease.acquire_async(url, ttl=30, wait=10, label="a") as l:
+            assert l.held
+            s = await lease.status_async(url)
+            assert s.state == "held" and s.epoch == l.epoch
+        assert not l.held
+        return l.epoch
+
+    epoch = asyncio.run(main())
+    s = lease.status(url)
+    assert s.state == "released" and s.epoch == epoch
+
+
+def test_async_with_releases_when_the_block_raises(url: str) -> None:
+    async def main() -> None:
+        async with lease.acquire_async(url) as l:
+            assert l.held
+            raise ValueError("boom")
+
+    with pytest.raises(ValueError):
+        asyncio.run(main())
+    assert lease.status(url).state == "released"
+
+
+def test_await_then_async_with_the_lease(url: str) -> None:
+    async def main() -> None:
+        l = await lease.acquire_async(url)
+        async with l:
+            assert l.held
+        assert not l.held
+
+    asyncio.run(main())
+
+
+def test_async_timeout_and_held(url: str) -> None:
+    async def main() -> None:
+        with lease.acquire(url):
+            t0 = time.monotonic()
+            with pytest.raises(lease.LeaseTimeout):
+                await lease.acquire_async(url, wait=0.4)
+            assert 0.4 <= time.monotonic() - t0 < 0.4 + MARGIN
+            with pytest.raises(lease.LeaseHeld):
+                await lease.acquire_async(url, wait=0)
+
+    asyncio.run(main())
+
+
+def test_a_waiting_acquire_does_not_block_the_loop(url: str) -> None:
+    ticks: List[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    async def main() -> None:
+        t = asyncio.create_task(ticker())
+        with lease.acquire(url):
+            with pytest.raises(lease.LeaseTimeout):
+                await lease.acquire_async(url, wait=0.5)
+        t.cancel()
+
+    asyncio.run(main())
+    # 0.5 s of waiting at 10 ms per tick: a blocked loop would tick once or twice.
+    assert len(ticks) >= 10, len(ticks)
+
+
+def test_cancelling_the_task_cancels_the_acquire(url: str) -> None:
+    async def main() -> None:
+        holder = lease.acquire(url, label="holder")
+        task = asyncio.ensure_future(lease.acquire_async(url, label="waiter"))
+        await asyncio.sleep(0.3)
+        assert not task.done()
+        t0 = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - t0 < MARGIN
+        holder.release()
+        # The cancelled waiter does not take the lease afterwards.
+        await asyncio.sleep(0.5)
+        s = await lease.status_async(url)
+        assert s.state == "released" and s.holder is not None and s.holder.label == "holder"
+
+    asyncio.run(main())
+
+
+def test_wait_for_timeout_cancels_cleanly(url: str) -> None:
+    async def main() -> None:
+        with lease.acquire(url):
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(lease.acquire_async(url), timeout=0.3)
+        assert lease.try_acquire(url) is not None
+
+    asyncio.run(main())
+
+
+def test_watch_async(url: str) -> None:
+    async def main() -> List[str]:
+        states: List[str] = []
+
+        async def watch() -> None:
+            async for s in lease.watch_async(url, poll=0.05):
+                states.append(s.state)
+                if len(states) == 3:
+                    return
+
+        w = asyncio.create_task(watch())
+        while not states:
+            await asyncio.sleep(0.01)
+        async with lease.acquire_async(url):
+            await asyncio.sleep(0.3)
+        await asyncio.wait_for(w, timeout=10)
+        return states
+
+    assert asyncio.run(main()) == ["free", "held", "released"]
+
+
+def test_cancelling_a_watch(url: str) -> None:
+    async def main() -> None:
+        async def watch() -> None:
+            async for _ in lease.watch_async(url, poll=0.05):
+                pass
+
+        w = asyncio.create_task(watch())
+        await asyncio.sleep(0.3)
+        w.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await w
+
+    asyncio.run(main())
+
+
+def test_election_async(url: str) -> None:
+    async def main() -> None:
+        a = lease.Election(url, label="a")
+        b = lease.Election(url, label="b")
+        la = await a.campaign_async()
+        waiting = asyncio.create_task(b.campaign_async())
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        leader = await b.leader_async()
+        assert leader is not None and leader.epoch == la.epoch
+        await a.resign_async()
+        lb = await asyncio.wait_for(waiting, timeout=10)
+        assert lb.epoch == la.epoch + 1
+        obs = b.observe(poll=0.05)
+        first = await obs.__anext__()
+        assert first is not None and first.holder.label == "b"
+        await b.resign_async()
+
+    asyncio.run(main())

@@ -1,0 +1,216 @@
+"""One test per error kind (the mapping lives in python/src/errors.rs), and bad input."""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, Type
+
+import pytest
+
+import lease
+
+from conftest import make_url
+
+CLASSES: Dict[str, Type[lease.LeaseError]] = {
+    "held": lease.LeaseHeld,
+    "timeout": lease.LeaseTimeout,
+    "cancelled": lease.LeaseCancelled,
+    "lost": lease.LeaseLost,
+    "fenced": lease.Fenced,
+    "unavailable": lease.StoreUnavailable,
+    "invalid": lease.InvalidArgument,
+    "store": lease.StoreError,
+    "corrupt": lease.CorruptRecord,
+    "internal": lease.InternalError,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CLASSES))
+def test_each_kind_maps_to_its_class(kind: str) -> None:
+    e = lease._lease._error_for_kind(kind, f"a {kind} error", "memory://x/y", 7, "abcd")
+    assert type(e) is CLASSES[kind]
+    assert isinstance(e, lease.LeaseError)
+    assert e.kind == kind and str(e) == f"a {kind} error"
+    assert e.url == "memory://x/y" and e.epoch == 7
+    assert e.holder is not None and e.holder.id == "abcd"
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is type(e) and back.url == e.url and back.holder == e.holder
+    assert e.retryable == (kind in ("held", "timeout", "unavailable"))
+
+
+def test_python_base_classes() -> None:
+    assert issubclass(lease.LeaseTimeout, TimeoutError)
+    assert issubclass(lease.InvalidArgument, ValueError)
+    assert issubclass(lease.StoreUnavailable, lease.StoreError)
+    e = lease._lease._error_for_kind("timeout", "waited")
+    assert e.url is None and e.epoch is None and e.holder is None
+    with pytest.raises(TimeoutError):
+        raise e
+
+
+# The kinds public calls produce today, provoked for real.
+
+
+def test_held_for_real(tmp_path: Path) -> None:
+    url = make_url("file", tmp_path, "held")
+    with lease.acquire(url):
+        with pytest.raises(lease.LeaseHeld):
+            lease.acquire(url, wait=0)
+
+
+def test_timeout_for_real(tmp_path: Path) -> None:
+    url = make_url("file", tmp_path, "timeout")
+    with lease.acquire(url):
+        with pytest.raises(lease.LeaseTimeout):
+            lease.acquire(url, wait=0.1)
+
+
+def test_lost_for_real(tmp_path: Path) -> None:
+    url = make_url("file", tmp_path, "lost")
+    l = lease.acquire(url)
+    l.release()
+    with pytest.raises(lease.LeaseLost, match="released"):
+        l.ensure_held()
+
+
+def test_store_error_for_a_missing_directory() -> None:
+    with pytest.raises(lease.StoreError) as info:
+        lease.acquire("file:///nonexistent-lease-dir/x")
+    assert type(info.value) is lease.StoreError
+    assert "/nonexistent-lease-dir" in str(info.value)
+    assert info.value.url == "file:///nonexistent-lease-dir/x"
+
+
+def test_store_error_for_an_unreadable_directory(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        # root reads everything; a file where a directory should be fails the same way.
+        (tmp_path / "f").write_text("x")
+        with pytest.raises(lease.StoreError, match="not a directory"):
+            lease.acquire(f"file://{tmp_path}/f/x")
+    else:
+        d = tmp_path / "locked"
+        d.mkdir(mode=0)
+        with pytest.raises(lease.StoreError):
+            lease.acquire(f"file://{d}/x")
+
+
+def test_unavailable_for_an_unreachable_s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # Port 9 (discard) on loopback: nothing listens, every connection is refused.
+    url = "s3://nobucket/x?endpoint=http://127.0.0.1:9&region=us-east-1&path_style=true"
+    with pytest.raises(lease.StoreUnavailable) as info:
+        lease.status(url)
+    assert info.value.retryable and info.value.url is not None
+
+
+def test_invalid_for_a_bad_url() -> None:
+    with pytest.raises(lease.InvalidArgument) as info:
+        lease.acquire("gs://bucket/x")
+    assert isinstance(info.value, ValueError)
+    assert "gs://bucket/x" in str(info.value) and "unsupported scheme" in str(info.value)
+
+
+# Bad input: TypeError for the wrong type, InvalidArgument for a bad value, clear messages.
+
+BAD_TYPES: Any = [
+    ({"ttl": None}, "ttl must be a number of seconds"),
+    ({"ttl": "30"}, "ttl must be a number of seconds (int or float), not str"),
+    ({"ttl": True}, "not bool"),
+    ({"ttl": [1]}, "not list"),
+    ({"wait": "forever"}, "wait must be a number of seconds"),
+    ({"label": 5}, "label must be a str or None, not int"),
+    ({"data": b"x"}, "data must be a str or None, not bytes"),
+    ({"on_lost": 3}, "on_lost must be callable"),
+]
+
+
+@pytest.mark.parametrize("kwargs,message", BAD_TYPES)
+def test_wrong_types_raise_type_error(tmp_path: Path, kwargs: Any, message: str) -> None:
+    with pytest.raises(TypeError) as info:
+        lease.acquire(make_url("file", tmp_path, "t"), **kwargs)
+    assert message in str(info.value)
+    assert not isinstance(info.value, lease.LeaseError)
+
+
+@pytest.mark.parametrize("url", [None, 42, b"file:///tmp/x", ["x"]])
+def test_wrong_url_types_raise_type_error(url: Any) -> None:
+    with pytest.raises(TypeError, match="lease URL must be a str|must be a str path"):
+        lease.acquire(url)
+    with pytest.raises(TypeError):
+        lease.status(url)
+
+
+BAD_VALUES: Any = [
+    ({"ttl": -1}, "ttl=-1 seconds is negative"),
+    ({"ttl": math.nan}, "not a finite number"),
+    ({"ttl": math.inf}, "not a finite number"),
+    ({"ttl": 10**30}, "out of range"),
+    ({"ttl": 1e12}, "longer than 100 years"),
+    ({"ttl": 0}, "ttl 0ms is out of range"),
+    ({"ttl": 0.01}, "out of range"),
+    ({"ttl": 365 * 24 * 3600}, "out of range"),
+    ({"wait": -0.5}, "wait=-0.5 seconds is negative"),
+    ({"wait": math.nan}, "not a finite number"),
+    ({"label": "a\nb"}, "label must be at most"),
+    ({"label": "x" * 300}, "label must be at most"),
+    ({"data": "x" * 20000}, "at most"),
+]
+
+
+@pytest.mark.parametrize("kwargs,message", BAD_VALUES)
+def test_bad_values_raise_invalid_argument(tmp_path: Path, kwargs: Any, message: str) -> None:
+    with pytest.raises(lease.InvalidArgument) as info:
+        lease.acquire(make_url("file", tmp_path, "v"), **kwargs)
+    assert message in str(info.value), str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["", "gs://b/x", "s3://B/x", "s3://bucket", "file://relative/x", "memory://ns",
+     "s3://bucket/a//b", "a\0b", "/"],
+)
+def test_bad_urls_raise_invalid_argument(url: str) -> None:
+    with pytest.raises(lease.InvalidArgument):
+        lease.acquire(url, wait=0)
+    with pytest.raises(lease.InvalidArgument):
+        lease.status(url)
+
+
+def test_bad_input_elsewhere(tmp_path: Path) -> None:
+    url = make_url("file", tmp_path, "e")
+    with pytest.raises(TypeError):
+        lease.try_acquire(url, ttl="1")  # type: ignore[arg-type]
+    with pytest.raises(lease.InvalidArgument):
+        lease.watch(url, poll=-1)
+    with pytest.raises(TypeError):
+        lease.Election(url, ttl=None)  # type: ignore[arg-type]
+    with pytest.raises(lease.InvalidArgument):
+        lease.Election(url, ttl=0.001)
+    with lease.acquire(url) as l:
+        with pytest.raises(TypeError):
+            l.ensure_held(min_remaining="5")  # type: ignore[arg-type]
+        with pytest.raises(lease.InvalidArgument):
+            l.ensure_held(min_remaining=-5)
+        with pytest.raises(TypeError):
+            l.on_lost(None)  # type: ignore[arg-type]
+
+
+def test_timedelta_durations(tmp_path: Path) -> None:
+    import datetime
+
+    with lease.acquire(make_url("file", tmp_path, "td"), ttl=datetime.timedelta(seconds=12)) as l:
+        assert l.ttl == 12.0
+
+
+def test_cli_reads_what_python_wrote(tmp_path: Path, lease_bin: str) -> None:
+    url = make_url("file", tmp_path, "cli")
+    with lease.acquire(url):
+        out = subprocess.run([lease_bin, "run", "-n", url, "--", "true"], timeout=60)
+        assert out.returncode == 75  # held by someone else

@@ -1,0 +1,222 @@
+"""Real processes: 8 contenders with a shared counter, Ctrl-C during a wait, fork."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Tuple
+
+import pytest
+
+import lease
+
+MARGIN = 3.0
+PROCS = 8
+ROUNDS = 5
+
+
+def contender(url: str, counter: str, history: str, rounds: int) -> None:
+    for _ in range(rounds):
+        with lease.acquire(url, ttl=2, wait=120, label=f"p{os.getpid()}") as l:
+            t0 = time.monotonic_ns()
+            l.ensure_held(min_remaining=1)
+            with open(counter) as f:
+                n = int(f.read() or "0")
+            time.sleep(0.002)
+            with open(counter, "w") as f:
+                f.write(str(n + 1))
+                f.flush()
+                os.fsync(f.fileno())
+            l.ensure_held()
+            t1 = time.monotonic_ns()
+        # Recorded after the release: the interval [t0, t1] lies inside the holding.
+        with open(history, "a") as f:
+            f.write(f"{l.epoch} {t0} {t1} {os.getpid()}\n")
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_contending_processes(url: str, tmp_path: Path, start_method: str, store: str) -> None:
+    if start_method == "spawn" and store != "file":
+        pytest.skip("the spawn variant runs on the file store only (the fork one covers S3)")
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    history = tmp_path / "history"
+    # The parent uses the library first, so forked children inherit a running runtime.
+    assert lease.status(url).state == "free"
+    ctx = mp.get_context(start_method)
+    procs = [
+        ctx.Process(target=contender, args=(url, str(counter), str(history), ROUNDS))
+        for _ in range(PROCS)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    rows: List[Tuple[int, int, int, int]] = [
+        tuple(int(x) for x in line.split())  # type: ignore[misc]
+        for line in history.read_text().splitlines()
+    ]
+    assert len(rows) == PROCS * ROUNDS
+    assert int(counter.read_text()) == PROCS * ROUNDS
+    rows.sort(key=lambda r: r[1])
+    for a, b in zip(rows, rows[1:]):
+        assert a[2] <= b[1], f"overlapping holds: {a} and {b}"
+        assert a[0] < b[0], f"epochs do not increase: {a} then {b}"
+    assert len({r[3] for r in rows}) == PROCS
+
+
+WAITER = """
+import sys, lease
+print("waiting", flush=True)
+try:
+    lease.acquire(sys.argv[1], wait=None, label="interrupted")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(42)
+print("acquired?!", flush=True)
+sys.exit(1)
+"""
+
+
+def test_ctrl_c_interrupts_a_waiting_acquire(url: str) -> None:
+    with lease.acquire(url, label="holder") as held:
+        p = subprocess.Popen(
+            [sys.executable, "-c", WAITER, url], stdout=subprocess.PIPE, text=True
+        )
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "waiting"
+        time.sleep(0.5)  # inside the wait by now
+        assert p.poll() is None
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        try:
+            rc = p.wait(timeout=MARGIN)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            pytest.fail("the waiting acquire did not return on SIGINT")
+        took = time.monotonic() - t0
+        assert rc == 42, p.stdout.read()
+        assert p.stdout.read().strip() == "interrupted"
+        # Generous bound; the wait checks for signals every 20 ms.
+        assert took < 1.0 + MARGIN
+        assert held.ensure_held() > 0
+    s = lease.status(url)
+    assert s.state == "released" and s.holder is not None and s.holder.label == "holder"
+
+
+def _wait_child(pid: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung")
+
+
+def _run_in_fork(body: "object") -> List[str]:
+    """Fork; run body() in the child, which reports lines on a pipe; return them."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(r)
+        code = 0
+        try:
+            out = body()  # type: ignore[operator]
+            os.write(w, ("\n".join(out) + "\n").encode())
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            os.write(w, f"child error: {type(e).__name__}: {e}\n".encode())
+            code = 1
+        os._exit(code)
+    os.close(w)
+    code = _wait_child(pid, 30)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([r], [], [], 1)
+        if not ready:
+            break
+        data = os.read(r, 65536)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(r)
+    lines = b"".join(chunks).decode().splitlines()
+    assert code == 0, lines
+    return lines
+
+
+def test_fork_child_gets_a_working_library(url: str, new_url: "object") -> None:
+    other = new_url("other")  # type: ignore[operator]
+    held = lease.acquire(url, ttl=5, label="parent")
+
+    def child() -> List[str]:
+        out = []
+        # The parent's lease is not held here, and says so.
+        out.append(f"held={held.held} remaining={held.remaining()}")
+        try:
+            held.ensure_held()
+        except lease.LeaseLost as e:
+            out.append(f"ensure_held: LeaseLost: {e}")
+        try:
+            held.release()
+        except lease.LeaseLost:
+            out.append("release: LeaseLost")
+        out.append(f"lost event set={held.lost.is_set()}")
+        # The library works in the child: a fresh runtime.
+        out.append(f"try parent's lease: {lease.try_acquire(url)}")
+        with lease.acquire(other, wait=10, label="child") as mine:
+            out.append(f"child acquired epoch={mine.epoch} held={mine.held}")
+        out.append(f"status={lease.status(other).state}")
+        return out
+
+    lines = _run_in_fork(child)
+    assert lines[0] == "held=False remaining=0.0"
+    assert lines[1].startswith("ensure_held: LeaseLost:") and "os.fork()" in lines[1]
+    assert lines[2] == "release: LeaseLost"
+    assert lines[3] == "lost event set=True"
+    assert lines[4] == "try parent's lease: None"
+    assert lines[5] == "child acquired epoch=1 held=True"
+    assert lines[6] == "status=released"
+    # The child did not release the parent's lease; the parent still holds it.
+    assert held.ensure_held() > 0
+    s = lease.status(url)
+    assert s.state == "held" and s.holder is not None and s.holder.id == held.holder.id
+    held.release()
+
+
+def test_fork_inside_a_with_block(url: str) -> None:
+    with lease.acquire(url, label="parent") as held:
+
+        def child() -> List[str]:
+            try:
+                with held:
+                    pass
+            except lease.LeaseLost as e:
+                return [f"exit raised LeaseLost ({'fork' in str(e)})"]
+            return ["exit did not raise"]
+
+        assert _run_in_fork(child) == ["exit raised LeaseLost (True)"]
+        assert held.ensure_held() > 0
+    assert lease.status(url).state == "released"
+
+
+def test_fork_while_renewing(url: str) -> None:
+    # A short ttl keeps the parent's runtime busy renewing while forks happen.
+    with lease.acquire(url, ttl=0.3) as held:
+        def child() -> List[str]:
+            s = lease.status(url)
+            return [s.holder.id if s.holder else "none"]
+
+        for i in range(10):
+            time.sleep(0.03 * i)
+            assert _run_in_fork(child) == [held.holder.id]
+        assert held.ensure_held() > 0

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The Python package's tests: install, build, pytest, mypy --strict, examples, a quick bench run.
+#
+#   scripts/test-python.sh            standalone, or called by scripts/test
+#
+# Creates .venv/python (git-ignored) with pinned test tools, `pip install ./python` into it
+# (maturin builds the extension in release mode for x86_64-unknown-linux-gnu, sharing
+# $CARGO_TARGET_DIR with the other release builds), then runs python/tests, mypy --strict on the
+# package and the examples, the examples themselves, and the benchmark in --quick mode.
+#
+# Environment (all optional; scripts/test sets them):
+#   CARGO_TARGET_DIR     shared cargo target dir (default ./target)
+#   LEASE_BIN            the `lease` CLI (default: built here with cargo build -p lease-cli)
+#   LEASE_CYCLE_BENCH    the Rust cycle benchmark (default: built here)
+#   LEASE_TEST_S3_MOTO   S3 store URL of a moto server (default: started here with
+#                        scripts/s3-servers.sh); LEASE_TEST_S3_MINIO likewise, when set
+#   CI=true              missing S3 servers fail the S3 tests instead of skipping them
+#   PYTHON               the interpreter for the venv (default python3; needs >= 3.9)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+PYTHON=${PYTHON:-python3}
+VENV=$ROOT/.venv/python
+TRIPLE=x86_64-unknown-linux-gnu
+say() { printf '\n--- python: %s\n' "$*"; }
+
+# --- Versions: the package's version is the workspace's.
+say "versions"
+ws_version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+py_version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' python/pyproject.toml | head -n1)
+if [ -z "$ws_version" ] || [ "$ws_version" != "$py_version" ]; then
+  echo "version drift: workspace $ws_version, python/pyproject.toml $py_version" >&2
+  exit 1
+fi
+grep -q '^version.workspace = true' python/Cargo.toml || {
+  echo "python/Cargo.toml must use version.workspace = true" >&2
+  exit 1
+}
+echo "workspace and python/pyproject.toml: $ws_version"
+
+# --- The venv with pinned test tools.
+say "venv $VENV"
+"$PYTHON" -c 'import sys; assert sys.version_info >= (3, 9), sys.version' 
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "pip>=23" "pytest==8.3.5" "mypy==1.15.0" "filelock==3.18.0"
+
+# --- The CLI (for `lease break`) and the Rust baseline of the benchmark.
+if [ -z "${LEASE_BIN:-}" ]; then
+  say "building the lease CLI"
+  cargo build -q -p lease-cli
+  export LEASE_BIN="$CARGO_TARGET_DIR/debug/lease"
+fi
+if [ -z "${LEASE_CYCLE_BENCH:-}" ]; then
+  say "building lease-cycle-bench"
+  cargo build -q --release -p lease-systests --bin lease-cycle-bench
+  export LEASE_CYCLE_BENCH="$CARGO_TARGET_DIR/release/lease-cycle-bench"
+fi
+
+# --- pip install ./python: what users run. Release build, shared target triple.
+say "pip install ./python"
+export MATURIN_PEP517_ARGS="--target $TRIPLE"
+"$VENV/bin/python" -m pip install --disable-pip-version-check --force-reinstall --no-deps ./python
+"$VENV/bin/python" - "$ws_version" <<'EOF'
+import sys, lease
+assert lease.__version__ == sys.argv[1], (lease.__version__, sys.argv[1])
+print("import lease:", lease.__version__, lease.__file__)
+EOF
+
+# --- S3 servers, unless the caller started them.
+started_s3=""
+if [ -z "${LEASE_TEST_S3_MOTO:-}" ] && [ -x scripts/s3-servers.sh ]; then
+  say "starting moto (scripts/s3-servers.sh)"
+  env_file=$ROOT/.cache/python-s3.env
+  mkdir -p "$ROOT/.cache"
+  if scripts/s3-servers.sh start --no-minio --env-file "$env_file"; then
+    started_s3=1
+    set -a
+    # shellcheck disable=SC1090
+    . "$env_file"
+    set +a
+  else
+    echo "!!! could not start the S3 test servers: S3 tests will fail (CI) or skip" >&2
+  fi
+fi
+cleanup() {
+  if [ -n "$started_s3" ]; then
+    scripts/s3-servers.sh stop >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+
+# --- The tests.
+say "pytest"
+cd "$ROOT/python"
+"$VENV/bin/python" -m pytest -p no:cacheprovider tests
+cd "$ROOT"
+
+say "mypy --strict (package and examples)"
+"$VENV/bin/python" -m mypy --strict --no-incremental python/lease examples/python
+
+say "examples"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; cleanup' EXIT
+"$VENV/bin/python" examples/python/leader_worker.py "file://$tmp/leader" --name a --steps 3
+"$VENV/bin/python" examples/python/multiprocess_counter.py "file://$tmp/counter-lease" "$tmp/counter" --procs 4 --rounds 5
+"$VENV/bin/python" examples/python/asyncio_lease.py "file://$tmp/async"
+
+say "benchmark (--quick: checks it runs; see docs/benchmarks.md for figures)"
+"$VENV/bin/python" python/bench/cycle.py --quick
+
+echo
+echo "python: all passed"
