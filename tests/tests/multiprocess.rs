@@ -171,11 +171,41 @@ fn the_history_check_catches_two_holders() {
     eprintln!("negative control caught: {}", verdict.unwrap_err());
 }
 
-/// Kill -9 a holder; a waiter takes over within the bound and not before the deadline.
-fn takeover_after_kill(url: &str, ttl: Duration, resolution: Duration) {
+/// Which clock a store stamps writes with, as this test and the contender read it.
+#[derive(Debug, Clone, Copy)]
+enum StoreClock {
+    /// The file store: CLOCK_BOOTTIME (its boot stamps).
+    Boot,
+    /// An S3 server on this machine: the wall clock.
+    Wall,
+}
+
+/// When (on the store's clock) the record at `url` was last written.
+fn last_write(url: &str) -> Duration {
+    let lease = lease::LeaseUrl::parse(url).unwrap();
+    let store = lease.store.open().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    match rt
+        .block_on(store.get(&lease.key, lease::store::GetOptions::default()))
+        .unwrap()
+    {
+        lease::store::Get::Found(o) => o
+            .last_modified
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap(),
+        other => panic!("no record at {url}: {other:?}"),
+    }
+}
+
+/// Kill -9 a holder; a waiter takes over within ttl + grace + resolution + poll of the dead
+/// holder's last write, and never before that holder's deadline.
+fn takeover_after_kill(url: &str, ttl: Duration, resolution: Duration, clock: StoreClock) {
     let grace = (ttl / 10).max(Duration::from_secs(1));
     let poll = (ttl / 10).clamp(Duration::from_millis(50), Duration::from_secs(2));
-    let renew = ttl / 3;
     let ttl_ms = ttl.as_millis().to_string();
     let mut holder = contender()
         .args(["hold", url, &ttl_ms])
@@ -200,10 +230,12 @@ fn takeover_after_kill(url: &str, ttl: Duration, resolution: Duration) {
         .spawn()
         .unwrap();
     // Let the taker start waiting, and the holder renew a few times.
-    std::thread::sleep(renew * 3 + Duration::from_millis(100));
-    let killed = monotonic_ns();
+    std::thread::sleep(ttl + Duration::from_millis(100));
     holder.kill().unwrap();
     holder.wait().unwrap();
+    // The dead holder's last write: its t_send came before the store stamped it, so its
+    // deadline (t_send + ttl) is at most stamp + resolution + ttl.
+    let written = last_write(url);
     let out = wait_bounded(taker, Duration::from_secs(120));
     assert!(
         out.status.success(),
@@ -214,21 +246,25 @@ fn takeover_after_kill(url: &str, ttl: Duration, resolution: Duration) {
     let f: Vec<&str> = said.split_whitespace().collect();
     assert_eq!(f[0], "took", "{said}");
     let epoch: u64 = f[1].parse().unwrap();
-    let took = Duration::from_nanos(f[2].parse::<u64>().unwrap() - killed);
     assert!(epoch > held_epoch);
-    // The holder's last write was at most one renew interval before the kill, so its deadline
-    // was at least ttl - renew after it; a takeover must wait ttl + grace after that write.
-    let earliest = ttl + grace - renew;
+    let field = match clock {
+        StoreClock::Boot => f[2],
+        StoreClock::Wall => f[3],
+    };
+    let took = Duration::from_nanos(field.parse().unwrap());
+    let after = took
+        .checked_sub(written)
+        .unwrap_or_else(|| panic!("took over before the last write"));
+    assert!(
+        after >= ttl + resolution,
+        "took over {after:?} after the dead holder's last write: before its deadline"
+    );
     let bound = ttl + grace + resolution + poll;
     // Slack for starting and scheduling processes on a loaded two-core machine.
     let slack = Duration::from_millis(1500);
     assert!(
-        took >= earliest,
-        "took over {took:?} after the kill: before the holder's deadline"
-    );
-    assert!(
-        took <= bound + slack,
-        "took over {took:?} after the kill: bound {bound:?}"
+        after <= bound + slack,
+        "took over {after:?} after the last write: bound {bound:?}"
     );
 }
 
@@ -250,6 +286,7 @@ fn file_store_takeover_after_kill_9() {
         &format!("file://{}/job", dir.path().display()),
         Duration::from_secs(2),
         Duration::from_millis(10),
+        StoreClock::Boot,
     );
 }
 
@@ -337,6 +374,7 @@ fn s3_takeover_after_kill_9() {
             &lease_url(&store, &unique("multiprocess/kill")),
             Duration::from_secs(3),
             Duration::from_secs(1),
+            StoreClock::Wall,
         );
     }
 }

@@ -8,7 +8,8 @@
 //! lease-contender hold URL TTL_MS
 //!     acquire, print "held EPOCH", keep the lease (renewing) until killed.
 //! lease-contender take URL TTL_MS
-//!     acquire (waiting), print "took EPOCH NS" with the monotonic time of acquisition, release.
+//!     acquire (waiting), print "took EPOCH BOOT_NS WALL_NS": when it acquired, on CLOCK_BOOTTIME
+//!     (the file store's clock) and CLOCK_REALTIME (an S3 server's on this machine); release.
 //! ```
 
 use std::io::Write;
@@ -16,15 +17,19 @@ use std::time::Duration;
 
 use lease::{Client, LeaseOptions};
 
-/// CLOCK_MONOTONIC in nanoseconds: comparable between processes on one machine.
-fn monotonic_ns() -> u64 {
+/// A clock in nanoseconds, comparable between processes on one machine.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: ts is a valid timespec for clock_gettime to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 fn fail(msg: impl std::fmt::Display) -> ! {
@@ -98,8 +103,11 @@ async fn main() {
                 .acquire(&key, &options(args.get(2)))
                 .await
                 .unwrap_or_else(|e| fail(e));
-            let at = monotonic_ns();
-            println!("took {} {at}", held.epoch());
+            let (boot, wall) = (
+                clock_ns(libc::CLOCK_BOOTTIME),
+                clock_ns(libc::CLOCK_REALTIME),
+            );
+            println!("took {} {boot} {wall}", held.epoch());
             held.release().await.unwrap_or_else(|e| fail(e));
         }
         _ => fail("usage: lease-contender loop|hold|take URL …"),
