@@ -21,6 +21,7 @@
 
 mod client;
 pub mod clock;
+pub mod doctor;
 mod election;
 pub mod error;
 mod fence;

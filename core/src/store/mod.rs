@@ -21,6 +21,8 @@ use crate::error::{Error, Result};
 
 pub mod file;
 pub mod memory;
+#[cfg(feature = "s3")]
+pub mod s3;
 pub mod url;
 
 /// The version of a stored object. S3 and Azure identify versions by an etag, GCS by a
