@@ -40,6 +40,7 @@ fn _log_through_tracing(level: &str, message: &str) {
 
 #[pymodule]
 fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    rt::init_pid();
     lease::set_client_name("python");
     log::install(m.py());
     m.add("__version__", lease::VERSION)?;

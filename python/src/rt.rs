@@ -10,7 +10,7 @@
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -33,8 +33,29 @@ pub fn set_shutting_down() {
     SHUTTING_DOWN.store(true, Ordering::Release);
 }
 
+/// This process's id, kept up to date by a `pthread_atfork` child handler (getpid is a system
+/// call, and this is read on every call).
+static PID: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn after_fork_in_child() {
+    PID.store(std::process::id(), Ordering::Release);
+}
+
+/// Record the PID and register the fork handler (once, at module import).
+pub fn init_pid() {
+    PID.store(std::process::id(), Ordering::Release);
+    // SAFETY: registers a handler that only stores an integer; it runs in the child after
+    // fork(), where async-signal-safe code is required, and a store and getpid are that.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+    }
+}
+
 pub fn pid() -> u32 {
-    std::process::id()
+    match PID.load(Ordering::Acquire) {
+        0 => std::process::id(),
+        p => p,
+    }
 }
 
 /// The runtime of this process. Built on first use; rebuilt in a forked child.
@@ -94,6 +115,20 @@ where
     }
     let h = handle()?;
     let mut fut = Box::pin(fut);
+    // Most calls finish without waiting (an uncontended acquire, a release): poll once
+    // before arming the signal-check timer.
+    let first = {
+        let _entered = h.enter();
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(out) => Some(out),
+            std::task::Poll::Pending => None,
+        }
+    };
+    if let Some(out) = first {
+        return Ok(out);
+    }
     // Real time on purpose: how often a waiting Python thread looks at its signals.
     #[allow(clippy::disallowed_methods)]
     loop {

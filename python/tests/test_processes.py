@@ -16,6 +16,8 @@ import pytest
 
 import lease
 
+from conftest import make_url
+
 MARGIN = 3.0
 PROCS = 8
 ROUNDS = 5
@@ -40,10 +42,17 @@ def contender(url: str, counter: str, history: str, rounds: int) -> None:
             f.write(f"{l.epoch} {t0} {t1} {os.getpid()}\n")
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_contending_processes(url: str, tmp_path: Path, start_method: str, store: str) -> None:
-    if start_method == "spawn" and store != "file":
-        pytest.skip("the spawn variant runs on the file store only (the fork one covers S3)")
+def test_contending_processes(url: str, tmp_path: Path) -> None:
+    """fork start method (children inherit a running runtime), on every store."""
+    contend(url, tmp_path, "fork")
+
+
+def test_contending_processes_spawned(tmp_path: Path) -> None:
+    """spawn start method (fresh interpreters), on the file store."""
+    contend(make_url("file", tmp_path, "spawned"), tmp_path, "spawn")
+
+
+def contend(url: str, tmp_path: Path, start_method: str) -> None:
     counter = tmp_path / "counter"
     counter.write_text("0")
     history = tmp_path / "history"
