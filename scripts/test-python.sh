@@ -96,9 +96,9 @@ trap cleanup EXIT
 
 # --- The tests.
 say "pytest"
-cd "$ROOT/python"
-"$VENV/bin/python" -m pytest -p no:cacheprovider tests
-cd "$ROOT"
+# From the repo root, through the pytest script: `python -m pytest` inside python/ would put
+# the source tree's lease/ (without the built extension) ahead of the installed package.
+"$VENV/bin/pytest" -p no:cacheprovider python/tests
 
 say "mypy --strict (package and examples)"
 "$VENV/bin/python" -m mypy --strict --no-incremental python/lease examples/python
@@ -106,7 +106,11 @@ say "mypy --strict (package and examples)"
 say "examples"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; cleanup' EXIT
-"$VENV/bin/python" examples/python/leader_worker.py "file://$tmp/leader" --name a --steps 3
+# Two workers on one election: one leads and works, the other waits, then takes over.
+"$VENV/bin/python" examples/python/leader_worker.py "file://$tmp/leader" --name a --steps 5 &
+worker_a=$!
+"$VENV/bin/python" examples/python/leader_worker.py "file://$tmp/leader" --name b --steps 3
+wait "$worker_a"
 "$VENV/bin/python" examples/python/multiprocess_counter.py "file://$tmp/counter-lease" "$tmp/counter" --procs 4 --rounds 5
 "$VENV/bin/python" examples/python/asyncio_lease.py "file://$tmp/async"
 

@@ -219,13 +219,14 @@ def test_fork_inside_a_with_block(url: str) -> None:
 
 
 def test_fork_while_renewing(url: str) -> None:
-    # A short ttl keeps the parent's runtime busy renewing while forks happen.
-    with lease.acquire(url, ttl=0.3) as held:
+    # Forks at varying moments over several renewals (every 0.5 s), so some land while the
+    # parent's runtime threads are busy renewing.
+    with lease.acquire(url, ttl=1.5) as held:
         def child() -> List[str]:
             s = lease.status(url)
             return [s.holder.id if s.holder else "none"]
 
-        for i in range(10):
-            time.sleep(0.03 * i)
+        for i in range(20):
+            time.sleep(0.011 * i)
             assert _run_in_fork(child) == [held.holder.id]
         assert held.ensure_held() > 0
