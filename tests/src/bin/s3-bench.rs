@@ -1,0 +1,235 @@
+//! Cost and speed of the lease protocol on an S3 server (docs/benchmarks.md, section S3).
+//!
+//! ```text
+//! s3-bench STORE_URL [ITERATIONS] [SAMPLE_SECS]
+//! ```
+//! `STORE_URL` is an `s3://bucket?endpoint=http://127.0.0.1:PORT&…` URL (e.g.
+//! `$LEASE_TEST_S3_MOTO` from scripts/s3-servers.sh). It prints, as JSON:
+//! - the requests each operation costs, counted at a pass-through proxy;
+//! - the latency of acquire / renew / release straight to the server (median of ITERATIONS,
+//!   default 200) and its ratio to one bare, unconditional PutObject of the same size;
+//! - the requests of holding one lease and of one waiter waiting, at the default ttl (30 s),
+//!   measured for SAMPLE_SECS (default 60) and scaled to an hour.
+
+#![allow(clippy::disallowed_methods)] // a benchmark measures real time
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lease::store::s3::S3Store;
+use lease::store::DynStore;
+use lease::{Client, LeaseOptions, StoreUrl};
+use lease_systests::proxy::{endpoint_addr, Counts, FaultProxy};
+use serde_json::json;
+
+fn open(url: &str) -> (DynStore, S3Store) {
+    match StoreUrl::parse(url).expect("store URL") {
+        StoreUrl::S3 { bucket, options } => {
+            let s = S3Store::open(&bucket, &options).expect("S3 store");
+            (Arc::new(s.clone()), s)
+        }
+        other => panic!("not an S3 URL: {other}"),
+    }
+}
+
+fn unique(what: &str) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("bench/{what}-{}-{t}", std::process::id())
+}
+
+fn summary(c: &Counts) -> serde_json::Value {
+    json!({ "requests": c.requests, "statuses": c.statuses, "total": c.total() })
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let url = args
+        .first()
+        .expect("usage: s3-bench STORE_URL [ITERATIONS] [SAMPLE_SECS]");
+    let iterations: usize = args.get(1).map_or(200, |n| n.parse().expect("ITERATIONS"));
+    let sample = Duration::from_secs(args.get(2).map_or(60, |n| n.parse().expect("SAMPLE_SECS")));
+    let upstream = endpoint_addr(url).expect("the URL names an http://127.0.0.1:PORT endpoint");
+
+    // 1. Requests per operation, at a pass-through proxy.
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let (pstore, _) = open(&proxy.store_url(url));
+    let opts = LeaseOptions::default().wait(Duration::from_secs(10));
+    let key = unique("counts");
+    let mut counts = serde_json::Map::new();
+    let mut step = |name: &str, proxy: &FaultProxy| {
+        counts.insert(name.to_string(), summary(&proxy.counts()));
+        proxy.reset_counts();
+    };
+    // Warm the connection pool so connection setup is not counted as an operation's cost.
+    let _ = pstore.get("bench/warmup", Default::default()).await;
+    proxy.reset_counts();
+    let a = Client::new(pstore.clone());
+    let held = a.acquire(&key, &opts).await.unwrap();
+    step("acquire_new_key_fresh_client", &proxy);
+    held.renew().await.unwrap();
+    step("renew", &proxy);
+    held.release().await.unwrap();
+    step("release", &proxy);
+    let held = a.acquire(&key, &opts).await.unwrap();
+    step("reacquire_by_the_client_that_released", &proxy);
+    held.release().await.unwrap();
+    proxy.reset_counts();
+    let b = Client::new(pstore.clone());
+    let held = b.acquire(&key, &opts).await.unwrap();
+    step("takeover_of_a_released_lease_fresh_client", &proxy);
+    held.release().await.unwrap();
+    let key2 = unique("counts-create");
+    let c = Client::new(pstore.clone());
+    proxy.reset_counts();
+    let held = c.acquire(&key2, &opts).await.unwrap();
+    step("acquire_new_key_fresh_client_again", &proxy);
+    // A waiter polling a record that does not change (the holder renews every 10 s; the
+    // waiter gives up after 5 s, polling every 500 ms).
+    let w = Client::new(pstore.clone());
+    proxy.reset_counts();
+    let waited = w
+        .acquire(
+            &key2,
+            &LeaseOptions::default()
+                .wait(Duration::from_secs(5))
+                .poll_interval(Duration::from_millis(500)),
+        )
+        .await;
+    assert!(waited.is_err(), "the waiter should not get a held lease");
+    step("waiter_5s_poll_500ms_unchanged_record", &proxy);
+    held.release().await.unwrap();
+
+    // 2. Latency, straight to the server.
+    let (store, s3) = open(url);
+    let sdk = s3.sdk_client().await.unwrap();
+    let body = vec![b'x'; 330]; // about the size of a lease record
+    let bare_key = unique("bare-put");
+    let mut bare = vec![];
+    for _ in 0..iterations / 10 + 1 {
+        sdk.put_object()
+            .bucket(s3.bucket())
+            .key(&bare_key)
+            .body(body.clone().into())
+            .send()
+            .await
+            .unwrap();
+    }
+    for _ in 0..iterations {
+        let t = Instant::now();
+        sdk.put_object()
+            .bucket(s3.bucket())
+            .key(&bare_key)
+            .body(body.clone().into())
+            .send()
+            .await
+            .unwrap();
+        bare.push(t.elapsed());
+    }
+    let bare_get_key = bare_key.clone();
+    let mut bare_get = vec![];
+    for _ in 0..iterations {
+        let t = Instant::now();
+        let out = sdk
+            .get_object()
+            .bucket(s3.bucket())
+            .key(&bare_get_key)
+            .send()
+            .await
+            .unwrap();
+        out.body.collect().await.unwrap();
+        bare_get.push(t.elapsed());
+    }
+    let client = Client::new(store.clone());
+    let key = unique("latency");
+    let (mut acq, mut ren, mut rel, mut fresh) = (vec![], vec![], vec![], vec![]);
+    let held = client.acquire(&key, &opts).await.unwrap();
+    held.release().await.unwrap();
+    for _ in 0..iterations {
+        let t = Instant::now();
+        let held = client.acquire(&key, &opts).await.unwrap();
+        acq.push(t.elapsed());
+        let t = Instant::now();
+        held.renew().await.unwrap();
+        ren.push(t.elapsed());
+        let t = Instant::now();
+        held.release().await.unwrap();
+        rel.push(t.elapsed());
+    }
+    for i in 0..iterations.min(100) {
+        let c = Client::new(store.clone());
+        let k = format!("{key}-fresh-{i}");
+        let t = Instant::now();
+        let held = c.acquire(&k, &opts).await.unwrap();
+        fresh.push(t.elapsed());
+        held.release().await.unwrap();
+    }
+    let bare_m = median(bare.clone());
+    let lat = |v: &Vec<Duration>| {
+        let m = median(v.clone());
+        json!({ "median_ms": ms(m), "ratio_to_bare_put": (m.as_secs_f64() / bare_m.as_secs_f64() * 100.0).round() / 100.0 })
+    };
+    let latency = json!({
+        "iterations": iterations,
+        "bare_put": { "median_ms": ms(bare_m) },
+        "bare_get": { "median_ms": ms(median(bare_get)) },
+        "acquire_by_the_client_that_released (1 PUT)": lat(&acq),
+        "renew (1 PUT)": lat(&ren),
+        "release (1 PUT)": lat(&rel),
+        "acquire_new_key_fresh_client (GET + PUT)": lat(&fresh),
+    });
+
+    // 3. An hour at the default ttl, sampled.
+    let holder_proxy = FaultProxy::start(upstream).await.unwrap();
+    let waiter_proxy = FaultProxy::start(upstream).await.unwrap();
+    let (hstore, _) = open(&holder_proxy.store_url(url));
+    let (wstore, _) = open(&waiter_proxy.store_url(url));
+    let key = unique("hour");
+    let holder = Client::new(hstore);
+    let held = holder
+        .acquire(&key, &LeaseOptions::default())
+        .await
+        .unwrap();
+    holder_proxy.reset_counts();
+    let waiter = Client::new(wstore);
+    let waited = waiter
+        .acquire(&key, &LeaseOptions::default().wait(sample))
+        .await;
+    assert!(waited.is_err());
+    let hc = holder_proxy.counts();
+    let wc = waiter_proxy.counts();
+    held.release().await.unwrap();
+    let scale = 3600.0 / sample.as_secs_f64();
+    let per_hour = |n: u64| (n as f64 * scale).round();
+    // S3 Standard list prices (us-east-1): PUT $0.005 and GET $0.0004 per 1000 requests.
+    let holder_puts_h = per_hour(hc.puts());
+    let waiter_gets_h = per_hour(wc.gets());
+    let hour = json!({
+        "sample_secs": sample.as_secs(),
+        "ttl_s": 30, "renew_s": 10, "poll_s": 2,
+        "holder": { "sampled": summary(&hc), "puts_per_hour": holder_puts_h,
+                    "usd_per_hour": holder_puts_h * 0.005 / 1000.0 },
+        "waiter": { "sampled": summary(&wc), "gets_per_hour": waiter_gets_h,
+                    "not_modified_304_per_hour": per_hour(wc.status(304)),
+                    "usd_per_hour": waiter_gets_h * 0.0004 / 1000.0 },
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({
+            "store": url, "requests_per_operation": counts, "latency": latency, "one_hour": hour,
+        }))
+        .unwrap()
+    );
+}

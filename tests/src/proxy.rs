@@ -1,0 +1,510 @@
+//! A fault-injecting HTTP/1.1 proxy for S3 traffic, on 127.0.0.1.
+//!
+//! It sits between a client and an S3 server (moto, MinIO) and, per request, either forwards it
+//! untouched or applies a [`Fault`]: a delay before forwarding, an error status answered without
+//! forwarding (500, 503 `SlowDown`, 409 `ConditionalRequestConflict`), forwarding and then
+//! dropping the reply (the write landed, the client never heard), or forwarding and then
+//! answering 412 in place of the real reply (what an SDK that retried a landed write reports).
+//! It counts requests by method and conditional header, and replies by status.
+//!
+//! Requests are passed through byte for byte (the `Host` header too, so signatures stay valid).
+//! Only what S3 clients send is understood: bodies with `Content-Length`; replies with
+//! `Content-Length`, chunked, or no body.
+
+#![allow(clippy::disallowed_methods)] // a test harness in real time
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the proxy does to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Wait this long, then forward (even if the client has given up by then: a late landing).
+    Delay(Duration),
+    /// Answer this status with an S3 error code, without forwarding.
+    Status(u16, &'static str),
+    /// Forward, read the reply, then close the client's connection without answering.
+    DropReply,
+    /// Forward, then answer 412 `PreconditionFailed` instead of the real reply.
+    LandThen412,
+}
+
+impl Fault {
+    pub const INTERNAL_ERROR: Fault = Fault::Status(500, "InternalError");
+    pub const SLOW_DOWN: Fault = Fault::Status(503, "SlowDown");
+    pub const CONFLICT: Fault = Fault::Status(409, "ConditionalRequestConflict");
+}
+
+/// Which requests a scripted fault applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum On {
+    Any,
+    Get,
+    Put,
+    Delete,
+}
+
+impl On {
+    fn matches(self, method: &str) -> bool {
+        match self {
+            On::Any => true,
+            On::Get => method == "GET" || method == "HEAD",
+            On::Put => method == "PUT",
+            On::Delete => method == "DELETE",
+        }
+    }
+}
+
+/// Faults drawn at random, each with its probability, from a seeded generator.
+#[derive(Debug, Clone)]
+pub struct RandomFaults {
+    pub seed: u64,
+    pub faults: Vec<(Fault, f64)>,
+}
+
+/// Requests seen, by kind, and replies, by status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// `"GET"`, `"GET if-none-match"`, `"PUT if-none-match=*"`, `"PUT if-match"`, `"PUT"`,
+    /// `"DELETE if-match"`, … → number of requests.
+    pub requests: BTreeMap<String, u64>,
+    /// Status of each reply the client received (injected ones included).
+    pub statuses: BTreeMap<u16, u64>,
+    /// Faults applied.
+    pub faults: u64,
+}
+
+impl Counts {
+    pub fn get(&self, kind: &str) -> u64 {
+        self.requests.get(kind).copied().unwrap_or(0)
+    }
+    pub fn gets(&self) -> u64 {
+        self.get("GET") + self.get("GET if-none-match")
+    }
+    pub fn puts(&self) -> u64 {
+        self.get("PUT") + self.get("PUT if-match") + self.get("PUT if-none-match=*")
+    }
+    pub fn total(&self) -> u64 {
+        self.requests.values().sum()
+    }
+    pub fn status(&self, s: u16) -> u64 {
+        self.statuses.get(&s).copied().unwrap_or(0)
+    }
+}
+
+/// A write the server accepted (2xx), with its body: what really landed, whatever the client
+/// was told.
+#[derive(Debug, Clone)]
+pub struct Landed {
+    pub method: String,
+    pub body: Vec<u8>,
+}
+
+#[derive(Default)]
+struct State {
+    landed: Vec<Landed>,
+    script: VecDeque<(On, Fault)>,
+    random: Option<(u64, Vec<(Fault, f64)>)>,
+    partitioned: bool,
+    counts: Counts,
+}
+
+/// A running proxy. Dropping it stops accepting connections.
+pub struct FaultProxy {
+    addr: SocketAddr,
+    upstream: SocketAddr,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FaultProxy {
+    /// Start a proxy on a free port of 127.0.0.1 in front of `upstream` (which must be on the
+    /// loopback too).
+    pub async fn start(upstream: SocketAddr) -> std::io::Result<FaultProxy> {
+        assert!(
+            upstream.ip().is_loopback(),
+            "the proxy only talks to servers on this machine"
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(State::default()));
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let st = st.clone();
+                tokio::spawn(async move {
+                    let _ = serve(client, upstream, st).await;
+                });
+            }
+        });
+        Ok(FaultProxy {
+            addr,
+            upstream,
+            state,
+            task,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn upstream(&self) -> SocketAddr {
+        self.upstream
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The store URL `url` (an `s3://…?endpoint=…` URL of the upstream) rewritten to go
+    /// through this proxy.
+    pub fn store_url(&self, url: &str) -> String {
+        let upstream = format!("http://{}", self.upstream);
+        assert!(url.contains(&upstream), "{url} does not name {upstream}");
+        url.replace(&upstream, &self.endpoint())
+    }
+
+    /// Apply `fault` to the next request matching `on` (scripted faults are used in order).
+    pub fn push(&self, on: On, fault: Fault) {
+        self.state.lock().unwrap().script.push_back((on, fault));
+    }
+
+    /// Scripted faults not used yet.
+    pub fn pending(&self) -> usize {
+        self.state.lock().unwrap().script.len()
+    }
+
+    /// Draw a fault for every request at random (after scripted ones).
+    pub fn set_random(&self, random: Option<RandomFaults>) {
+        self.state.lock().unwrap().random = random.map(|r| (r.seed, r.faults));
+    }
+
+    /// Cut the client off: every request is answered 503 without forwarding.
+    pub fn set_partitioned(&self, on: bool) {
+        self.state.lock().unwrap().partitioned = on;
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.state.lock().unwrap().counts.clone()
+    }
+
+    /// Every write the server accepted through this proxy, in order.
+    pub fn landed(&self) -> Vec<Landed> {
+        self.state.lock().unwrap().landed.clone()
+    }
+
+    pub fn reset_counts(&self) {
+        self.state.lock().unwrap().counts = Counts::default();
+    }
+}
+
+/// SplitMix64 step.
+fn next_random(state: &mut u64) -> f64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl State {
+    fn decide(&mut self, method: &str) -> Option<Fault> {
+        if self.partitioned {
+            return Some(Fault::SLOW_DOWN);
+        }
+        if let Some(pos) = self.script.iter().position(|(on, _)| on.matches(method)) {
+            return self.script.remove(pos).map(|(_, f)| f);
+        }
+        if let Some((seed, faults)) = &mut self.random {
+            let roll = next_random(seed);
+            let mut acc = 0.0;
+            for (fault, p) in faults.iter() {
+                acc += p;
+                if roll < acc {
+                    // A 412 in place of a read's reply is not something S3 does.
+                    if *fault == Fault::LandThen412 && !matches!(method, "PUT" | "DELETE") {
+                        return None;
+                    }
+                    return Some(*fault);
+                }
+            }
+        }
+        None
+    }
+}
+
+struct Head {
+    /// The whole head as received, with the final empty line.
+    raw: Vec<u8>,
+    first_line: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Head {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+async fn read_head<R: AsyncBufReadExt + Unpin>(r: &mut R) -> std::io::Result<Option<Head>> {
+    let mut raw = Vec::new();
+    let mut first_line = String::new();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = Vec::new();
+        let n = r.read_until(b'\n', &mut line).await?;
+        if n == 0 {
+            return if raw.is_empty() {
+                Ok(None)
+            } else {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "connection closed inside a message head",
+                ))
+            };
+        }
+        raw.extend_from_slice(&line);
+        let text = String::from_utf8_lossy(&line).trim_end().to_string();
+        if text.is_empty() {
+            if first_line.is_empty() {
+                continue; // stray empty line between messages
+            }
+            return Ok(Some(Head {
+                raw,
+                first_line,
+                headers,
+            }));
+        }
+        if first_line.is_empty() {
+            first_line = text;
+        } else if let Some((k, v)) = text.split_once(':') {
+            headers.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+}
+
+/// Read a body as framed by `head` (a request when `request`), returning its raw bytes.
+async fn read_body<R: AsyncBufReadExt + Unpin>(
+    r: &mut R,
+    head: &Head,
+    request: bool,
+    no_body: bool,
+) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    if no_body {
+        return Ok(body);
+    }
+    let chunked = head
+        .header("transfer-encoding")
+        .is_some_and(|t| t.to_ascii_lowercase().contains("chunked"));
+    if chunked {
+        loop {
+            let mut line = Vec::new();
+            r.read_until(b'\n', &mut line).await?;
+            body.extend_from_slice(&line);
+            let size_text = String::from_utf8_lossy(&line);
+            let size_hex = size_text.trim().split(';').next().unwrap_or("");
+            let size = usize::from_str_radix(size_hex, 16).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "bad chunk size")
+            })?;
+            if size == 0 {
+                // Trailers, up to an empty line.
+                loop {
+                    let mut t = Vec::new();
+                    r.read_until(b'\n', &mut t).await?;
+                    body.extend_from_slice(&t);
+                    if t == b"\r\n" || t == b"\n" || t.is_empty() {
+                        return Ok(body);
+                    }
+                }
+            }
+            let mut chunk = vec![0u8; size + 2];
+            r.read_exact(&mut chunk).await?;
+            body.extend_from_slice(&chunk);
+        }
+    }
+    match head.header("content-length") {
+        Some(n) => {
+            let n: usize = n.parse().map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "bad content-length")
+            })?;
+            body.resize(n, 0);
+            r.read_exact(&mut body).await?;
+        }
+        None if !request => {
+            r.read_to_end(&mut body).await?;
+        }
+        None => {}
+    }
+    Ok(body)
+}
+
+fn request_kind(method: &str, head: &Head) -> String {
+    let mut kind = method.to_string();
+    if let Some(v) = head.header("if-none-match") {
+        kind.push_str(if v.trim() == "*" {
+            " if-none-match=*"
+        } else {
+            " if-none-match"
+        });
+    }
+    if head.header("if-match").is_some() {
+        kind.push_str(" if-match");
+    }
+    kind
+}
+
+fn error_reply(status: u16, code: &str) -> Vec<u8> {
+    let reason = match status {
+        409 => "Conflict",
+        412 => "Precondition Failed",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Error",
+    };
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code>\
+         <Message>injected by the fault proxy</Message><RequestId>fault-proxy</RequestId></Error>"
+    );
+    format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+async fn serve(
+    client: TcpStream,
+    upstream_addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+) -> std::io::Result<()> {
+    client.set_nodelay(true)?;
+    let (cr, mut cw) = client.into_split();
+    let mut cr = BufReader::new(cr);
+    let mut upstream: Option<(
+        BufReader<tokio::net::tcp::OwnedReadHalf>,
+        tokio::net::tcp::OwnedWriteHalf,
+    )> = None;
+    loop {
+        let Some(head) = read_head(&mut cr).await? else {
+            return Ok(());
+        };
+        let method = head
+            .first_line
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        let body = read_body(&mut cr, &head, true, false).await?;
+        let fault = {
+            let mut st = state.lock().unwrap();
+            st.counts
+                .requests
+                .entry(request_kind(&method, &head))
+                .and_modify(|n| *n += 1)
+                .or_insert(1);
+            let fault = st.decide(&method);
+            if fault.is_some() {
+                st.counts.faults += 1;
+            }
+            fault
+        };
+        let count_status = |status: u16| {
+            *state
+                .lock()
+                .unwrap()
+                .counts
+                .statuses
+                .entry(status)
+                .or_insert(0) += 1;
+        };
+        if let Some(Fault::Status(status, code)) = fault {
+            count_status(status);
+            cw.write_all(&error_reply(status, code)).await?;
+            continue;
+        }
+        if let Some(Fault::Delay(d)) = fault {
+            tokio::time::sleep(d).await;
+        }
+        // Forward.
+        if upstream.is_none() {
+            let s = TcpStream::connect(upstream_addr).await?;
+            s.set_nodelay(true)?;
+            let (r, w) = s.into_split();
+            upstream = Some((BufReader::new(r), w));
+        }
+        let (ur, uw) = upstream.as_mut().expect("connected above");
+        uw.write_all(&head.raw).await?;
+        uw.write_all(&body).await?;
+        let reply = read_head(ur).await?.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "upstream closed")
+        })?;
+        let status: u16 = reply
+            .first_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let no_body = method == "HEAD" || status == 204 || status == 304 || status < 200;
+        let reply_body = read_body(ur, &reply, false, no_body).await?;
+        if matches!(method.as_str(), "PUT" | "DELETE") && (200..300).contains(&status) {
+            state.lock().unwrap().landed.push(Landed {
+                method: method.clone(),
+                body: body.clone(),
+            });
+        }
+        let close_upstream = reply
+            .header("connection")
+            .is_some_and(|c| c.eq_ignore_ascii_case("close"))
+            || (reply.header("content-length").is_none()
+                && reply.header("transfer-encoding").is_none()
+                && !no_body);
+        if close_upstream {
+            upstream = None;
+        }
+        match fault {
+            Some(Fault::DropReply) => {
+                // The write landed; the client never hears. Close its connection.
+                return Ok(());
+            }
+            Some(Fault::LandThen412) => {
+                count_status(412);
+                cw.write_all(&error_reply(412, "PreconditionFailed"))
+                    .await?;
+            }
+            _ => {
+                count_status(status);
+                cw.write_all(&reply.raw).await?;
+                cw.write_all(&reply_body).await?;
+            }
+        }
+        if close_upstream {
+            return Ok(());
+        }
+    }
+}
+
+/// The `host:port` of the `endpoint=` option of an S3 store URL.
+pub fn endpoint_addr(store_url: &str) -> Option<SocketAddr> {
+    let endpoint = store_url
+        .split(['?', '&'])
+        .find_map(|p| p.strip_prefix("endpoint="))?;
+    let hostport = endpoint.strip_prefix("http://")?.trim_end_matches('/');
+    hostport.parse().ok()
+}
