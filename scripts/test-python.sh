@@ -56,9 +56,10 @@ if [ -z "${LEASE_BIN:-}" ]; then
   export LEASE_BIN="$CARGO_TARGET_DIR/debug/lease"
 fi
 if [ -z "${LEASE_CYCLE_BENCH:-}" ]; then
+  # With the same --target as the extension, so both share one release build of the core.
   say "building lease-cycle-bench"
-  cargo build -q --release -p lease-systests --bin lease-cycle-bench
-  export LEASE_CYCLE_BENCH="$CARGO_TARGET_DIR/release/lease-cycle-bench"
+  cargo build -q --release --target "$TRIPLE" -p lease-systests --bin lease-cycle-bench
+  export LEASE_CYCLE_BENCH="$CARGO_TARGET_DIR/$TRIPLE/release/lease-cycle-bench"
 fi
 
 # --- pip install ./python: what users run. Release build, shared target triple.

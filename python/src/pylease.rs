@@ -323,6 +323,13 @@ impl PyLease {
     #[getter]
     fn lost(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         static EVENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        if self.forked() {
+            // Not held here. (The parent's runtime threads may have held this lease's locks at
+            // the fork; a child never takes them.)
+            let ev = import_attr(py, &EVENT, "threading", "Event")?.call0()?;
+            ev.call_method0("set")?;
+            return Ok(ev.unbind());
+        }
         if let Some(ev) = &self
             .notice
             .slots
@@ -365,15 +372,16 @@ impl PyLease {
             )));
         }
         let _ = py;
+        if self.forked() {
+            // Not held in this process: there is nothing to lose here.
+            return Ok(());
+        }
         self.notice
             .slots
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .callbacks
             .push(callback.clone().unbind());
-        if self.forked() {
-            return Ok(());
-        }
         if let Some(reason) = self.inner.lost_reason() {
             let err = lost_error(self.inner.url(), self.inner.epoch(), &reason);
             let n = self.notice.clone();

@@ -10,7 +10,7 @@
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -156,25 +156,20 @@ type Job = Box<dyn FnOnce(Python<'_>) + Send>;
 /// The notifier thread delivers log records and lost-lease notifications to Python. Runtime
 /// threads never wait for the GIL themselves: the core logs while holding its own locks, and a
 /// Python thread holding the GIL may be waiting for one of those locks.
-static NOTIFIER: Mutex<Option<(u32, mpsc::Sender<Job>)>> = Mutex::new(None);
+///
+/// Reached through an atomic pointer, not a mutex: runtime threads send to it at any moment,
+/// and a `fork()` at that moment must not leave the child a lock that nobody will release. A
+/// child sees the parent's PID in it and starts its own (the parent's is leaked).
+struct Notifier {
+    pid: u32,
+    tx: mpsc::Sender<Job>,
+}
 
-/// Queue `job` to run on the notifier thread with the GIL. Dropped once Python shuts down.
-pub fn notify(job: Job) {
-    if shutting_down() {
-        return;
-    }
-    let me = pid();
-    let mut slot = NOTIFIER.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((owner, tx)) = slot.as_ref() {
-        if *owner == me {
-            if tx.send(job).is_ok() {
-                return;
-            }
-            return;
-        }
-    }
+static NOTIFIER: AtomicPtr<Notifier> = AtomicPtr::new(std::ptr::null_mut());
+
+fn start_notifier(me: u32) -> Option<&'static Notifier> {
     let (tx, rx) = mpsc::channel::<Job>();
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("lease-notify".into())
         .spawn(move || {
             while let Ok(job) = rx.recv() {
@@ -186,11 +181,37 @@ pub fn notify(job: Job) {
                     let _ = catch_unwind(AssertUnwindSafe(|| job(py)));
                 });
             }
-        });
-    if spawned.is_ok() {
-        let _ = tx.send(job);
-        *slot = Some((me, tx));
+        })
+        .ok()?;
+    Some(Box::leak(Box::new(Notifier { pid: me, tx })))
+}
+
+/// Queue `job` to run on the notifier thread with the GIL. Dropped once Python shuts down.
+pub fn notify(job: Job) {
+    if shutting_down() {
+        return;
     }
+    let me = pid();
+    let current = NOTIFIER.load(Ordering::Acquire);
+    // SAFETY: the pointer is null or a leaked, never freed Notifier.
+    if let Some(n) = unsafe { current.as_ref() } {
+        if n.pid == me {
+            let _ = n.tx.send(job);
+            return;
+        }
+    }
+    let Some(fresh) = start_notifier(me) else {
+        return;
+    };
+    let fresh_ptr = fresh as *const Notifier as *mut Notifier;
+    let winner =
+        match NOTIFIER.compare_exchange(current, fresh_ptr, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => fresh,
+            // Another thread started one first: use it (ours idles, leaked, a rare race).
+            // SAFETY: as above.
+            Err(other) => unsafe { &*other },
+        };
+    let _ = winner.tx.send(job);
 }
 
 /// Settle an asyncio future from the runtime: `done(ok, value)` is called with the GIL from a
