@@ -18,7 +18,8 @@ use crate::exit::Exit;
 #[derive(Parser, Debug)]
 #[command(name = "lease", version, about = "Leases, leader election and fencing on object storage", after_help = exit::HELP)]
 struct Cli {
-    /// More log output on stderr (-v: info, -vv: debug). LEASE_LOG=filter overrides.
+    /// More log output on stderr (-v: info, -vv: debug, including the AWS SDK). LEASE_LOG=filter
+    /// (tracing syntax, e.g. `lease=debug`) overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
     #[command(subcommand)]
@@ -45,6 +46,18 @@ enum Command {
         /// How often to poll the store.
         #[arg(long, default_value = "1s", value_parser = duration)]
         poll: Duration,
+    },
+    /// Check that a store really honours conditional writes (and its clock), so leases are
+    /// safe on it: writes, probes and removes an object under PREFIX.
+    Doctor {
+        /// A store URL: s3://bucket?options, file:///dir, memory://namespace.
+        store: String,
+        /// Where the probe object goes.
+        #[arg(long, default_value = "lease-doctor")]
+        prefix: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Forced takeover by an operator: mark LEASE released with epoch + 1, so its holder loses
     /// it at its next renewal and the next holder gets a higher epoch.
@@ -96,9 +109,11 @@ fn duration(s: &str) -> Result<Duration, String> {
 
 fn init_logging(verbose: u8) {
     use tracing_subscriber::EnvFilter;
+    // Only lease's own warnings by default: the AWS SDK logs every failed step of its
+    // credential chain at WARN, and the error line that follows already says what to do.
     let default = match verbose {
-        0 => "warn",
-        1 => "info",
+        0 => "error,lease=warn",
+        1 => "warn,lease=info",
         _ => "debug",
     };
     let filter = EnvFilter::try_from_env("LEASE_LOG").unwrap_or_else(|_| EnvFilter::new(default));
@@ -139,6 +154,11 @@ fn main() -> ExitCode {
             Command::Status { lease, json } => show::status(&lease, json).await,
             Command::Watch { lease, json, poll } => show::watch(&lease, json, poll).await,
             Command::Break { lease, yes } => show::break_lease(&lease, yes).await,
+            Command::Doctor {
+                store,
+                prefix,
+                json,
+            } => show::doctor(&store, &prefix, json).await,
         }
     });
     // Do not wait for stray blocking tasks (a file read stuck on a dead NFS mount, say).

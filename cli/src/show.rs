@@ -124,3 +124,31 @@ pub async fn break_lease(url: &str, yes: bool) -> Result<Exit, Exit> {
     }
     Ok(Exit::ok())
 }
+
+pub async fn doctor(url: &str, prefix: &str, json: bool) -> Result<Exit, Exit> {
+    let store = lease::StoreUrl::parse(url)?.open()?;
+    let report = lease::doctor::inspect(&store, prefix).await?;
+    if json {
+        println!("{}", report.to_json());
+    } else {
+        for c in &report.checks {
+            println!(
+                "{} {:<17} {}",
+                if c.ok { "ok  " } else { "FAIL" },
+                c.name,
+                c.detail
+            );
+        }
+        for w in &report.warnings {
+            println!("warn {w}");
+        }
+    }
+    if report.ok() {
+        if !json {
+            println!("{}", report.verdict());
+        }
+        Ok(Exit::ok())
+    } else {
+        Err(Exit::fail(exit::STORE, report.verdict()))
+    }
+}

@@ -416,3 +416,34 @@ fn bad_input_is_one_clear_line_and_a_usage_code() {
     assert!(stderr(&out).contains("plainfile"), "{}", stderr(&out));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
 }
+
+#[test]
+fn doctor_checks_a_store_and_cleans_up() {
+    let env = Env::new();
+    let url = format!("file://{}", env.home.path().display());
+    let out = env.run(&["doctor", &url, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["cleaned_up"], true);
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for check in ["duplicate_create", "stale_update", "stale_delete"] {
+        assert!(names.contains(&check), "{check} missing: {names:?}");
+    }
+    let left: Vec<_> = std::fs::read_dir(env.path("lease-doctor"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        left.iter().all(|n| n.to_string_lossy().starts_with('.')),
+        "probe left behind: {left:?}"
+    );
+    let out = env.run(&["doctor", "file:///nonexistent-lease-dir"]);
+    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+}
