@@ -230,3 +230,19 @@ def test_fork_while_renewing(url: str) -> None:
             time.sleep(0.011 * i)
             assert _run_in_fork(child) == [held.holder.id]
         assert held.ensure_held() > 0
+
+
+def test_leases_still_held_at_exit_are_released(url: str) -> None:
+    code = (
+        "import sys, lease\n"
+        "held = lease.try_acquire(sys.argv[1], ttl=60, label='left-behind')\n"
+        "print(held.epoch, flush=True)\n"
+        "sys.exit(0)\n"  # no release: the atexit hook (or release-on-drop) does it
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, url], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    s = lease.status(url)
+    assert s.state == "released" and s.epoch == int(out.stdout.split()[0])
+    assert s.holder is not None and s.holder.label == "left-behind"
