@@ -6,7 +6,7 @@
 //! module allowed to read the real clocks; clippy's `disallowed-methods` enforces that.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -211,34 +211,60 @@ impl Clock for SimClock {
 
 /// A small, fast pseudo-random generator (SplitMix64), seeded from the OS or by a test.
 ///
-/// Used for holder ids and jitter; holder ids take 128 bits from it.
+/// Used for holder ids, write nonces, temporary file names and jitter; holder ids take 128
+/// bits from it. A generator seeded from entropy reseeds itself when it finds itself in a new
+/// process: after `fork()` every child would otherwise continue from its parent's state and
+/// draw the same "random" holder ids as its siblings, and two holders with one id defeat the
+/// read-back that tells whose write landed.
 #[derive(Debug)]
 pub struct Rng {
     state: AtomicU64,
+    /// The process the state belongs to; 0 for a deterministic (test) generator.
+    owner: AtomicU32,
+}
+
+fn entropy_seed() -> u64 {
+    let mut seed = [0u8; 8];
+    // getrandom only fails on exotic platforms; fall back to the address of a local and the
+    // process id, which still differ between processes.
+    if getrandom::fill(&mut seed).is_err() {
+        let local = 0u8;
+        let mix = (&local as *const u8 as u64) ^ ((std::process::id() as u64) << 32);
+        seed = mix.to_le_bytes();
+    }
+    u64::from_le_bytes(seed)
 }
 
 impl Rng {
-    /// Seeded from the operating system's entropy.
+    /// Seeded from the operating system's entropy, and again in every forked child.
     pub fn from_entropy() -> Self {
-        let mut seed = [0u8; 8];
-        // getrandom only fails on exotic platforms; fall back to the address of a local and
-        // the process id, which still differ between processes.
-        if getrandom::fill(&mut seed).is_err() {
-            let local = 0u8;
-            let mix = (&local as *const u8 as u64) ^ ((std::process::id() as u64) << 32);
-            seed = mix.to_le_bytes();
+        Rng {
+            state: AtomicU64::new(entropy_seed()),
+            owner: AtomicU32::new(std::process::id()),
         }
-        Rng::seeded(u64::from_le_bytes(seed))
     }
 
     /// Deterministic, for tests.
     pub fn seeded(seed: u64) -> Self {
         Rng {
             state: AtomicU64::new(seed),
+            owner: AtomicU32::new(0),
         }
     }
 
     pub fn next_u64(&self) -> u64 {
+        let owner = self.owner.load(Ordering::Relaxed);
+        if owner != 0 {
+            let pid = std::process::id();
+            if pid != owner
+                && self
+                    .owner
+                    .compare_exchange(owner, pid, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                self.state.store(entropy_seed(), Ordering::Relaxed);
+            }
+        }
         let mut z = self
             .state
             .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
@@ -307,6 +333,43 @@ mod tests {
         let boot = c.boot_time().expect("Linux has a boot id");
         assert_eq!(boot.boot_id.len(), 36);
         assert!(c.boot_time().unwrap().since_boot >= boot.since_boot);
+    }
+
+    #[test]
+    fn forked_children_draw_different_numbers() {
+        let rng = Rng::from_entropy();
+        rng.next_u64();
+        let mut fds = [0i32; 2];
+        // SAFETY: plain pipe/fork/read/write/_exit; the children only draw numbers (no
+        // allocation, no locks) and write 8 bytes before _exit.
+        unsafe {
+            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+            let mut children = vec![];
+            for _ in 0..2 {
+                let pid = libc::fork();
+                assert!(pid >= 0);
+                if pid == 0 {
+                    let n = rng.next_u64().to_le_bytes();
+                    libc::write(fds[1], n.as_ptr().cast(), 8);
+                    libc::_exit(0);
+                }
+                children.push(pid);
+            }
+            for pid in children {
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+            let mut buf = [0u8; 16];
+            assert_eq!(libc::read(fds[0], buf.as_mut_ptr().cast(), 16), 16);
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+            assert_ne!(
+                buf[..8],
+                buf[8..],
+                "two forked children drew the same number"
+            );
+        }
+        // A seeded generator stays deterministic.
+        assert_eq!(Rng::seeded(3).next_u64(), Rng::seeded(3).next_u64());
     }
 
     #[test]
