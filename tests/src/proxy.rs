@@ -111,6 +111,7 @@ struct State {
     script: VecDeque<(On, Fault)>,
     random: Option<(u64, Vec<(Fault, f64)>)>,
     partitioned: bool,
+    strip_conditions: bool,
     counts: Counts,
 }
 
@@ -195,6 +196,13 @@ impl FaultProxy {
     /// Cut the client off: every request is answered 503 without forwarding.
     pub fn set_partitioned(&self, on: bool) {
         self.state.lock().unwrap().partitioned = on;
+    }
+
+    /// Remove `If-Match` and `If-None-Match` from every forwarded request: the server then
+    /// accepts every write, as a store that ignores conditions would. (They are signed headers,
+    /// so only a server that does not check signatures, such as moto, accepts the result.)
+    pub fn set_strip_conditions(&self, on: bool) {
+        self.state.lock().unwrap().strip_conditions = on;
     }
 
     pub fn counts(&self) -> Counts {
@@ -450,7 +458,18 @@ async fn serve(
             upstream = Some((BufReader::new(r), w));
         }
         let (ur, uw) = upstream.as_mut().expect("connected above");
-        uw.write_all(&head.raw).await?;
+        if state.lock().unwrap().strip_conditions {
+            let mut raw = Vec::new();
+            for line in head.raw.split_inclusive(|&b| b == b'\n') {
+                let lower = String::from_utf8_lossy(line).to_ascii_lowercase();
+                if !lower.starts_with("if-match:") && !lower.starts_with("if-none-match:") {
+                    raw.extend_from_slice(line);
+                }
+            }
+            uw.write_all(&raw).await?;
+        } else {
+            uw.write_all(&head.raw).await?;
+        }
         uw.write_all(&body).await?;
         let reply = read_head(ur).await?.ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "upstream closed")

@@ -514,3 +514,39 @@ async fn request_counts_are_at_the_floor() {
         taken.release().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn doctor_refuses_a_server_that_ignores_conditions() {
+    // moto through a proxy that strips If-Match / If-None-Match: every write is accepted, as by
+    // s3rver or an old gateway. (MinIO checks signatures, which cover those headers, so it
+    // would refuse the stripped requests outright; moto is the honest target here.)
+    for (server, url) in servers() {
+        if server != "moto" {
+            continue;
+        }
+        let (proxy, store) = proxy_for(&url).await;
+        // The same store without stripping passes.
+        let ok = lease::doctor::check(&store, &unique("doctor-ok"))
+            .await
+            .unwrap();
+        assert!(ok.ok(), "{}", ok.verdict());
+        proxy.set_strip_conditions(true);
+        let e = lease::doctor::check(&store, &unique("doctor-careless"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        let m = e.to_string();
+        assert!(
+            m.contains("duplicate_create") && m.contains("stale_update"),
+            "{m}"
+        );
+        eprintln!("{server} without conditions: {m}");
+        let report = lease::doctor::inspect(&store, &unique("doctor-careless"))
+            .await
+            .unwrap();
+        let json = report.to_json();
+        assert_eq!(json["ok"], false);
+        assert_eq!(json["conditional_delete"]["honoured"], false, "{json}");
+        assert_eq!(json["cleaned_up"], true, "{json}");
+    }
+}

@@ -736,6 +736,11 @@ fn classify_status(i: ClassifyInput<'_>) -> Failure {
             "ExpiredToken" | "InvalidToken" | "TokenRefreshRequired" => {
                 format!("the session token is expired or invalid: refresh {credentials_hint}")
             }
+            _ if op == Op::Get => format!(
+                "access denied: check that {credentials_hint} allow s3:GetObject on \
+                 arn:aws:s3:::{bucket}/{key}; if the key does not exist yet, S3 also answers 403 \
+                 unless s3:ListBucket is allowed on arn:aws:s3:::{bucket} (see docs/stores.md)"
+            ),
             _ => format!(
                 "access denied: check that {credentials_hint} allow {} on \
                  arn:aws:s3:::{bucket}/{key} (and that no bucket policy or KMS key policy \
@@ -1113,5 +1118,9 @@ mod tests {
             e.message().contains("s3:PutObject") && e.message().contains("arn:aws:s3:::b/k"),
             "{e}"
         );
+        let Failure::Error(e) = status(Op::Get, false, 403, "AccessDenied") else {
+            panic!()
+        };
+        assert!(e.message().contains("s3:ListBucket"), "{e}");
     }
 }

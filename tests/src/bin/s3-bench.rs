@@ -117,17 +117,27 @@ async fn main() {
     let sdk = s3.sdk_client().await.unwrap();
     let body = vec![b'x'; 330]; // about the size of a lease record
     let bare_key = unique("bare-put");
-    let mut bare = vec![];
-    for _ in 0..iterations / 10 + 1 {
-        sdk.put_object()
-            .bucket(s3.bucket())
-            .key(&bare_key)
-            .body(body.clone().into())
-            .send()
-            .await
-            .unwrap();
-    }
-    for _ in 0..iterations {
+    // Interleaved, so that load on the machine drifts over every series alike: each round
+    // makes one bare PUT, one bare conditional PUT, one GET, then acquire, renew, release.
+    let mut etag = sdk
+        .put_object()
+        .bucket(s3.bucket())
+        .key(&bare_key)
+        .body(body.clone().into())
+        .send()
+        .await
+        .unwrap()
+        .e_tag()
+        .unwrap()
+        .to_string();
+    let client = Client::new(store.clone());
+    let key = unique("latency");
+    let held = client.acquire(&key, &opts).await.unwrap();
+    held.release().await.unwrap();
+    let (mut bare, mut bare_cond, mut bare_get) = (vec![], vec![], vec![]);
+    let (mut acq, mut ren, mut rel, mut fresh) = (vec![], vec![], vec![], vec![]);
+    for round in 0..iterations + iterations / 10 {
+        let warm = round < iterations / 10;
         let t = Instant::now();
         sdk.put_object()
             .bucket(s3.bucket())
@@ -136,37 +146,46 @@ async fn main() {
             .send()
             .await
             .unwrap();
-        bare.push(t.elapsed());
-    }
-    let bare_get_key = bare_key.clone();
-    let mut bare_get = vec![];
-    for _ in 0..iterations {
+        let d_bare = t.elapsed();
+        // The bare PUT changed the ETag: read it (timed as the bare GET).
         let t = Instant::now();
         let out = sdk
             .get_object()
             .bucket(s3.bucket())
-            .key(&bare_get_key)
+            .key(&bare_key)
             .send()
             .await
             .unwrap();
+        etag = out.e_tag().unwrap_or(&etag).to_string();
         out.body.collect().await.unwrap();
-        bare_get.push(t.elapsed());
-    }
-    let client = Client::new(store.clone());
-    let key = unique("latency");
-    let (mut acq, mut ren, mut rel, mut fresh) = (vec![], vec![], vec![], vec![]);
-    let held = client.acquire(&key, &opts).await.unwrap();
-    held.release().await.unwrap();
-    for _ in 0..iterations {
+        let d_get = t.elapsed();
+        let t = Instant::now();
+        sdk.put_object()
+            .bucket(s3.bucket())
+            .key(&bare_key)
+            .if_match(&etag)
+            .body(body.clone().into())
+            .send()
+            .await
+            .unwrap();
+        let d_cond = t.elapsed();
         let t = Instant::now();
         let held = client.acquire(&key, &opts).await.unwrap();
-        acq.push(t.elapsed());
+        let d_acq = t.elapsed();
         let t = Instant::now();
         held.renew().await.unwrap();
-        ren.push(t.elapsed());
+        let d_ren = t.elapsed();
         let t = Instant::now();
         held.release().await.unwrap();
-        rel.push(t.elapsed());
+        let d_rel = t.elapsed();
+        if !warm {
+            bare.push(d_bare);
+            bare_get.push(d_get);
+            bare_cond.push(d_cond);
+            acq.push(d_acq);
+            ren.push(d_ren);
+            rel.push(d_rel);
+        }
     }
     for i in 0..iterations.min(100) {
         let c = Client::new(store.clone());
@@ -177,13 +196,18 @@ async fn main() {
         held.release().await.unwrap();
     }
     let bare_m = median(bare.clone());
+    let cond_m = median(bare_cond.clone());
+    let ratio =
+        |a: Duration, b: Duration| (a.as_secs_f64() / b.as_secs_f64() * 100.0).round() / 100.0;
     let lat = |v: &Vec<Duration>| {
         let m = median(v.clone());
-        json!({ "median_ms": ms(m), "ratio_to_bare_put": (m.as_secs_f64() / bare_m.as_secs_f64() * 100.0).round() / 100.0 })
+        json!({ "median_ms": ms(m), "ratio_to_bare_put": ratio(m, bare_m),
+                "ratio_to_bare_conditional_put": ratio(m, cond_m) })
     };
     let latency = json!({
         "iterations": iterations,
         "bare_put": { "median_ms": ms(bare_m) },
+        "bare_conditional_put (If-Match)": { "median_ms": ms(cond_m) },
         "bare_get": { "median_ms": ms(median(bare_get)) },
         "acquire_by_the_client_that_released (1 PUT)": lat(&acq),
         "renew (1 PUT)": lat(&ren),
