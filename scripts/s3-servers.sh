@@ -9,9 +9,11 @@
 #                                            start both on free ports, create the bucket
 #                                            `lease-test` on each, write F (default
 #                                            .cache/s3-servers/env) for the caller to source
-#   scripts/s3-servers.sh stop               stop what `start` started (PIDs recorded in
-#                                            .cache/s3-servers/pids) and remove MinIO's data
-#   scripts/s3-servers.sh status
+#   scripts/s3-servers.sh stop [--env-file F]
+#                                            stop what `start` started for that env file (PIDs
+#                                            recorded under .cache/s3-servers/run-*/) and remove
+#                                            MinIO's data
+#   scripts/s3-servers.sh status [--env-file F]
 #
 # The env file holds `export` lines: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_REGION (test
 # values that both servers accept), AWS_EC2_METADATA_DISABLED=true and empty AWS config files
@@ -121,10 +123,35 @@ s3.head_bucket(Bucket=bucket)
 EOF
 }
 
-record_pid() { echo "$1 $2" >>"$STATE/pids"; }
+# Each env file has its own set of servers (PIDs, data dirs, logs), so two runs in one work tree
+# with different env files never stop each other's servers.
+use_env_file() { # ENV_FILE
+  mkdir -p "$(dirname "$1")"
+  ENV_FILE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+  local id
+  id=$(printf '%s' "$ENV_FILE" | cksum | cut -d' ' -f1)
+  RUN=$STATE/run-$id
+  mkdir -p "$RUN"
+}
+
+parse_env_file_arg() {
+  ENV_ARG=$STATE/env
+  WITH_MINIO=1
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --env-file) ENV_ARG=$2; shift 2 ;;
+      --env-file=*) ENV_ARG=${1#*=}; shift ;;
+      --no-minio) WITH_MINIO=0; shift ;;
+      *) say "unknown argument $1"; exit 64 ;;
+    esac
+  done
+  use_env_file "$ENV_ARG"
+}
+
+record_pid() { echo "$1 $2" >>"$RUN/pids"; }
 
 cmd_stop() {
-  [ -f "$STATE/pids" ] || { say "nothing to stop"; return 0; }
+  [ -f "$RUN/pids" ] || { say "nothing to stop"; return 0; }
   local pid name
   while read -r pid name; do
     [ -n "$pid" ] || continue
@@ -135,28 +162,20 @@ cmd_stop() {
       kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
       say "stopped $name (pid $pid)"
     fi
-  done <"$STATE/pids"
-  rm -f "$STATE/pids"
-  if [ -f "$STATE/datadirs" ]; then
+  done <"$RUN/pids"
+  rm -f "$RUN/pids"
+  if [ -f "$RUN/datadirs" ]; then
     while read -r d; do
       case "$d" in /tmp/lease-minio.*) rm -rf "$d" ;; esac
-    done <"$STATE/datadirs"
-    rm -f "$STATE/datadirs"
+    done <"$RUN/datadirs"
+    rm -f "$RUN/datadirs"
   fi
 }
 
 cmd_start() {
-  local env_file=$STATE/env with_minio=1
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --env-file) env_file=$2; shift 2 ;;
-      --env-file=*) env_file=${1#*=}; shift ;;
-      --no-minio) with_minio=0; shift ;;
-      *) say "unknown argument $1"; exit 64 ;;
-    esac
-  done
-  mkdir -p "$STATE"
+  local env_file=$ENV_FILE with_minio=$WITH_MINIO
   cmd_stop >/dev/null 2>&1 || true
+  rm -f "$env_file"
   install_moto
 
   local lines=()
@@ -171,11 +190,11 @@ cmd_start() {
   # moto: mandatory.
   local port pid
   port=$(free_port)
-  setsid "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$STATE/moto.log" 2>&1 </dev/null &
+  setsid "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$RUN/moto.log" 2>&1 </dev/null &
   pid=$!
   record_pid "$pid" moto_server
   if ! wait_http "http://127.0.0.1:$port/moto-api/" 60 "$pid"; then
-    tail -n 20 "$STATE/moto.log" >&2 || true
+    tail -n 20 "$RUN/moto.log" >&2 || true
     loud "moto server did not start on 127.0.0.1:$port (log above)"
     cmd_stop
     exit 1
@@ -191,12 +210,12 @@ cmd_start() {
     if build_minio; then
       local data
       data=$(mktemp -d /tmp/lease-minio.XXXXXX)
-      echo "$data" >>"$STATE/datadirs"
+      echo "$data" >>"$RUN/datadirs"
       port=$(free_port)
       MINIO_ROOT_USER=$ACCESS_KEY MINIO_ROOT_PASSWORD=$SECRET_KEY MINIO_BROWSER=off \
         MINIO_UPDATE=off MINIO_CALLHOME_ENABLE=off \
         setsid "$MINIO_BIN" server --quiet --address "127.0.0.1:$port" "$data" \
-        >"$STATE/minio.log" 2>&1 </dev/null &
+        >"$RUN/minio.log" 2>&1 </dev/null &
       pid=$!
       record_pid "$pid" minio
       if wait_http "http://127.0.0.1:$port/minio/health/live" 60 "$pid" &&
@@ -204,9 +223,9 @@ cmd_start() {
         lines+=("export LEASE_TEST_S3_MINIO='s3://$BUCKET?endpoint=http://127.0.0.1:$port&region=us-east-1&path_style=true'")
         say "MinIO $MINIO_VERSION on 127.0.0.1:$port (pid $pid)"
       else
-        tail -n 20 "$STATE/minio.log" >&2 || true
+        tail -n 20 "$RUN/minio.log" >&2 || true
         loud "MinIO did not start: the S3 tests run on moto only (log above)"
-        lines+=("export LEASE_TEST_S3_MINIO_SKIPPED='MinIO did not start, see $STATE/minio.log'")
+        lines+=("export LEASE_TEST_S3_MINIO_SKIPPED='MinIO did not start, see $RUN/minio.log'")
       fi
     else
       local why="the MinIO build failed, see $MINIO_LOG"
@@ -220,16 +239,16 @@ cmd_start() {
 
   mkdir -p "$(dirname "$env_file")"
   printf '%s\n' "${lines[@]}" >"$env_file"
-  say "wrote $env_file; source it, run the tests, then: $0 stop"
+  say "wrote $env_file; source it, run the tests, then: $0 stop --env-file $env_file"
 }
 
 cmd_status() {
-  [ -f "$STATE/pids" ] || { say "not running"; return 0; }
+  [ -f "$RUN/pids" ] || { say "not running"; return 0; }
   local pid name
   while read -r pid name; do
     if kill -0 "$pid" 2>/dev/null; then say "$name running (pid $pid)"; else say "$name exited (pid $pid)"; fi
-  done <"$STATE/pids"
-  [ -f "$STATE/env" ] && cat "$STATE/env"
+  done <"$RUN/pids"
+  [ -f "$ENV_FILE" ] && cat "$ENV_FILE"
   return 0
 }
 
@@ -239,11 +258,11 @@ case "${1:-}" in
     build_minio || loud "MinIO could not be built (see $MINIO_LOG); the S3 tests will run on moto only"
     ;;
   build-minio) build_minio ;;
-  start) shift; cmd_start "$@" ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
+  start) shift; parse_env_file_arg "$@"; cmd_start ;;
+  stop) shift; parse_env_file_arg "$@"; cmd_stop ;;
+  status) shift; parse_env_file_arg "$@"; cmd_status ;;
   *)
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'
     exit 64
     ;;
 esac
