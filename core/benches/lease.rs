@@ -36,6 +36,7 @@ fn record(rev: u64) -> Bytes {
         acquired_at: Some("2026-11-22T10:00:00.123Z".into()),
         renewed_at: Some("2026-11-22T10:00:00.123Z".into()),
         data: None,
+        prev: vec![],
     }
     .to_bytes()
 }

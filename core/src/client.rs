@@ -17,7 +17,7 @@ use crate::clock::{Clock, Instant, Rng, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Lease;
 use crate::options::{format_duration, LeaseOptions, Timing, MAX_TTL};
-use crate::record::{timestamp, Holder, Parsed, Record, RecordState, FORMAT, MAX_RECORD_LEN};
+use crate::record::{timestamp, Holder, Parsed, Prev, Record, RecordState, FORMAT, MAX_RECORD_LEN};
 use crate::store::{validate_key, Cond, DynStore, Get, GetOptions, Meta, Put, Version};
 
 /// The `client` field written into records: `lease 0.1.0 (rust)` unless a binding says otherwise.
@@ -169,6 +169,27 @@ pub(crate) enum Seen {
 }
 
 impl View {
+    /// The `prev` list of a write that replaces the record seen.
+    fn prev(&self) -> Vec<Prev> {
+        match &self.seen {
+            Some(Seen::Present {
+                parsed: Parsed::Valid(r),
+                ..
+            }) => r.prev_for_successor(),
+            _ => vec![],
+        }
+    }
+
+    /// An epoch above any token that can have been handed out for a record we can no longer
+    /// read: the wall clock in milliseconds, the store's or ours, whichever is later. (The
+    /// file store's clock is the boot clock, whose milliseconds are small.)
+    fn time_epoch(&self, clock: &dyn Clock) -> u64 {
+        let store = self
+            .server_now
+            .map_or(0, |(t, _)| crate::status::unix_ms(t));
+        store.max(crate::status::unix_ms(clock.wall()))
+    }
+
     pub(crate) fn version(&self) -> Option<&Version> {
         match &self.seen {
             Some(Seen::Present { version, .. }) => Some(version),
@@ -225,6 +246,9 @@ pub(crate) enum Written {
     Landed { version: Version, t_send: Instant },
     /// The write is not in the store and never will be; `current` is what is there instead.
     Rejected { current: Get },
+    /// The write landed, and another write has already replaced it (`current` names it as
+    /// its `prev`).
+    Replaced { current: Get },
 }
 
 /// Exponential backoff with jitter.
@@ -445,6 +469,10 @@ impl Client {
                                 t_send,
                             });
                         }
+                        if r.prev.contains(&record.as_prev()) {
+                            debug!(key, "read-back shows our write landed and was replaced");
+                            return Ok(Written::Replaced { current });
+                        }
                     }
                     if cond != Cond::Match(obj.version.clone()) {
                         return Ok(Written::Rejected { current });
@@ -501,10 +529,7 @@ impl Client {
             Parsed::Corrupt { epoch, .. } => {
                 // Held by an unknown holder with our own ttl; the new epoch goes above any token
                 // that could have been handed out, including ones we cannot read any more.
-                let server_ms = view.server_now.map_or(0, |(t, _)| {
-                    t.duration_since(SystemTime::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_millis() as u64)
-                });
+                let server_ms = view.time_epoch(self.inner.clock.as_ref());
                 let floor = epoch.unwrap_or(0).max(known) + 1;
                 (timing.ttl, None, *epoch, 0, floor.max(server_ms))
             }
@@ -606,6 +631,7 @@ impl Client {
         let mut view = View::default();
         // True while the view is as fresh as the last answer from the store.
         let mut fresh = false;
+        let mut tried_blind_create = false;
 
         // A record this client released itself can be taken straight back with one write.
         let memo = self
@@ -657,6 +683,18 @@ impl Client {
                             _ = cancel.cancelled() => {}
                         }
                         continue;
+                    }
+                    // S3 answers 403, not 404, to a read of a missing key when the caller may
+                    // not list the bucket. A create is safe whatever is there: try it once. If
+                    // the key exists it fails, and the read-back reports the denial.
+                    Err(e)
+                        if e.kind() == ErrorKind::Store
+                            && view.seen.is_none()
+                            && !tried_blind_create =>
+                    {
+                        debug!(lease = %url, "read refused ({e}); trying to create the record");
+                        tried_blind_create = true;
+                        view.seen = Some(Seen::Absent);
                     }
                     Err(e) => return Err(e.with_lease(&url)),
                 }
@@ -733,6 +771,11 @@ impl Client {
                 acquired_at: Some(now_wall.clone()),
                 renewed_at: Some(now_wall),
                 data: opts.data.clone(),
+                prev: if cond == Cond::Create {
+                    vec![]
+                } else {
+                    view.prev()
+                },
             };
             // Once sent, resolve the outcome even if cancelled: a landed write must be released.
             let give_up_at = clock.now() + timing.ttl;
@@ -767,7 +810,9 @@ impl Client {
                     debug!(lease = %url, epoch, "acquired");
                     return Ok(lease);
                 }
-                Ok(Written::Rejected { current }) => {
+                // Replaced: landed, and someone (an operator's break) replaced it before we even
+                // learned we held it; we never acted on it, so it is as if we lost the race.
+                Ok(Written::Rejected { current }) | Ok(Written::Replaced { current }) => {
                     view.absorb(current, clock.now());
                     fresh = true;
                     self.remember(key, |m| m.released = None);
@@ -823,10 +868,7 @@ impl Client {
                     parsed: Parsed::Corrupt { epoch, .. },
                     ..
                 }) => {
-                    let server_ms = view.server_now.map_or(0, |(t, _)| {
-                        t.duration_since(SystemTime::UNIX_EPOCH)
-                            .map_or(0, |d| d.as_millis() as u64)
-                    });
+                    let server_ms = view.time_epoch(self.inner.clock.as_ref());
                     (
                         version.clone(),
                         (epoch.unwrap_or(0).max(known) + 1).max(server_ms),
@@ -848,6 +890,7 @@ impl Client {
                 acquired_at: Some(now_wall.clone()),
                 renewed_at: Some(now_wall),
                 data: None,
+                prev: view.prev(),
             };
             let give_up_at = self.inner.clock.now() + timing.ttl;
             match self
@@ -858,6 +901,12 @@ impl Client {
                 Written::Landed { version, .. } => {
                     self.saw_epoch(key, epoch);
                     self.released(key, version, record);
+                    return Ok(Some(before));
+                }
+                // Our break landed and someone has already taken the lease.
+                Written::Replaced { .. } => {
+                    self.saw_epoch(key, epoch);
+                    local_wake(self.inner.store.url(), key).notify_waiters();
                     return Ok(Some(before));
                 }
                 Written::Rejected { .. } => continue,

@@ -71,6 +71,9 @@ pub struct Report {
     pub last_modified_age: Option<(bool, Duration)>,
     pub clock_resolution: Duration,
     pub store_clock_rule: bool,
+    /// Whether the store's clock is a wall clock; the file store's is this machine's boot clock,
+    /// which cannot be compared with the wall clock.
+    pub wall_clock: bool,
     pub warnings: Vec<String>,
     /// Whether the probe object was removed.
     pub cleaned_up: bool,
@@ -120,7 +123,10 @@ impl Report {
     /// ```
     /// `skew_ms` is the store's clock minus this machine's; `honoured` is `null` when not tested.
     pub fn to_json(&self) -> serde_json::Value {
-        let skew_ms = self.server_now.map(|s| signed_ms(s, self.local_now));
+        let skew_ms = self
+            .server_now
+            .filter(|_| self.wall_clock)
+            .map(|s| signed_ms(s, self.local_now));
         json!({
             "ok": self.ok(),
             "verdict": self.verdict(),
@@ -137,7 +143,8 @@ impl Report {
                 "honoured": self.conditional_delete_honoured,
             },
             "clock": {
-                "server_now": self.server_now.map(timestamp),
+                "server_now": self.server_now.filter(|_| self.wall_clock).map(timestamp),
+                "wall_clock": self.wall_clock,
                 "local_now": timestamp(self.local_now),
                 "skew_ms": skew_ms,
                 "last_modified_age_ms": self.last_modified_age.map(|(neg, d)| {
@@ -213,6 +220,7 @@ pub async fn inspect_with_clock(
             last_modified_age: None,
             clock_resolution: caps.clock_resolution,
             store_clock_rule: caps.store_clock_rule,
+            wall_clock: caps.wall_clock,
             warnings: Vec::new(),
             cleaned_up: false,
         },
@@ -500,7 +508,8 @@ impl Doctor {
         let (ok, detail) = match (server_now, modified) {
             (Some(now), Some(modified)) => {
                 let skew = signed_ms(now, self.report.local_now);
-                if skew.unsigned_abs() > SKEW_WARNING.as_millis() as u64 {
+                let wall = self.report.wall_clock;
+                if wall && skew.unsigned_abs() > SKEW_WARNING.as_millis() as u64 {
                     self.report.warnings.push(format!(
                         "the store's clock differs from this machine's by {} s (harmless for \
                          leases, which never compare the two, but request signing fails at 15 \
@@ -530,10 +539,17 @@ impl Doctor {
                 } else {
                     (
                         true,
-                        format!(
-                            "Date and Last-Modified agree ({age_ms} ms apart); the store's \
-                             clock is {skew} ms from this machine's"
-                        ),
+                        if wall {
+                            format!(
+                                "Date and Last-Modified agree ({age_ms} ms apart); the store's \
+                                 clock is {skew} ms from this machine's"
+                            )
+                        } else {
+                            format!(
+                                "the store's clock (this machine's boot clock) agrees with the \
+                                 probe's stamp ({age_ms} ms apart)"
+                            )
+                        },
                     )
                 }
             }

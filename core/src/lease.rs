@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::client::{Backoff, Client, Written};
+use crate::client::{local_wake, Backoff, Client, Written};
 use crate::clock::Instant;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{format_duration, Timing};
@@ -416,7 +416,7 @@ impl Shared {
             }
             (st.record.clone(), st.version.clone(), st.deadline)
         };
-        record.rev += 1;
+        record = record.successor();
         record.renewed_at = Some(timestamp(clock.wall()));
         let mut backoff = Backoff::new(&self.timing);
         loop {
@@ -440,7 +440,8 @@ impl Shared {
                     debug!(lease = %self.url, rev = st.record.rev, "renewed");
                     return true;
                 }
-                Ok(Written::Rejected { current }) => {
+                // Replaced: our renewal landed, then someone else's write replaced it.
+                Ok(Written::Rejected { current }) | Ok(Written::Replaced { current }) => {
                     self.mark_lost(LostReason::from_current(&current));
                     return false;
                 }
@@ -483,7 +484,7 @@ impl Shared {
             self.tidy_after_loss().await;
             return Err(self.lost_error(&LostReason::Expired));
         }
-        record.rev += 1;
+        record = record.successor();
         record.state = RecordState::Released;
         record.renewed_at = Some(timestamp(clock.wall()));
         match self
@@ -501,6 +502,13 @@ impl Shared {
                 self.state.lock().unwrap().phase = Phase::Released;
                 debug!(lease = %self.url, epoch = self.epoch, "released");
                 self.client.released(&self.key, version, record);
+                Ok(())
+            }
+            // The release landed and a waiter has already taken the lease: released.
+            Ok(Written::Replaced { .. }) => {
+                self.state.lock().unwrap().phase = Phase::Released;
+                debug!(lease = %self.url, epoch = self.epoch, "released (and already taken over)");
+                local_wake(self.client.store().url(), &self.key).notify_waiters();
                 Ok(())
             }
             Ok(Written::Rejected { current }) => {
@@ -531,7 +539,7 @@ impl Shared {
         if record.holder.id != self.holder.id || record.state != RecordState::Held {
             return;
         }
-        record.rev += 1;
+        record = record.successor();
         record.state = RecordState::Released;
         record.renewed_at = Some(timestamp(self.client.clock().wall()));
         let give_up_at = self.client.clock().now() + timeout * 2;

@@ -277,6 +277,7 @@ mod tests {
             conditional_delete: true,
             clock_resolution: Duration::from_secs(1),
             store_clock_rule: true,
+            wall_clock: true,
         }
     }
 

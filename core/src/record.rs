@@ -80,9 +80,26 @@ pub struct Record {
     pub renewed_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
+    /// The latest record of each of the holders before this one (and this holder's previous
+    /// record), most recent first, at most [`MAX_PREV`]: a writer whose reply was lost can then
+    /// tell, reading back, that its write landed even if others have since taken the lease and
+    /// written (a release followed at once by takeovers, say).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prev: Vec<Prev>,
+}
+
+/// How many earlier holders a record remembers.
+pub const MAX_PREV: usize = 8;
+
+/// Which record a write replaced: its holder id and rev identify it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prev {
+    pub id: String,
+    pub rev: u64,
 }
 
 /// What a stored object says, once parsed.
+#[allow(clippy::large_enum_variant)] // short-lived, one per read; boxing would only allocate
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Parsed {
     Valid(Record),
@@ -95,6 +112,35 @@ pub enum Parsed {
 }
 
 impl Record {
+    /// This record's identity, as remembered by the records that replace it.
+    pub fn as_prev(&self) -> Prev {
+        Prev {
+            id: self.holder.id.clone(),
+            rev: self.rev,
+        }
+    }
+
+    /// The `prev` list of a record that replaces this one.
+    pub fn prev_for_successor(&self) -> Vec<Prev> {
+        // One entry per holder, its latest record: a write whose outcome is pending is always
+        // its holder's latest, so this remembers the last MAX_PREV hand-overs, not just the last
+        // few renewals.
+        let older = self.prev.iter().filter(|p| p.id != self.holder.id).cloned();
+        std::iter::once(self.as_prev())
+            .chain(older)
+            .take(MAX_PREV)
+            .collect()
+    }
+
+    /// The next write of the same holder: `rev + 1`, replacing this one.
+    pub fn successor(&self) -> Record {
+        Record {
+            rev: self.rev + 1,
+            prev: self.prev_for_successor(),
+            ..self.clone()
+        }
+    }
+
     pub fn ttl(&self) -> Duration {
         Duration::from_millis(self.ttl_ms)
     }
@@ -175,6 +221,7 @@ mod tests {
             acquired_at: Some(timestamp(SystemTime::UNIX_EPOCH)),
             renewed_at: None,
             data: None,
+            prev: vec![],
         }
     }
 
@@ -221,6 +268,34 @@ mod tests {
             Record::parse(None, 10 << 20),
             Parsed::Corrupt { .. }
         ));
+    }
+
+    #[test]
+    fn prev_keeps_the_latest_record_of_each_earlier_holder() {
+        let mut r = sample();
+        for _ in 0..5 {
+            r = r.successor(); // renewals
+        }
+        assert_eq!(
+            r.prev,
+            vec![Prev {
+                id: "abc".into(),
+                rev: 46
+            }]
+        );
+        for i in 0..20 {
+            let mut next = r.successor();
+            next.holder.id = format!("h{i}");
+            next.prev = r.prev_for_successor();
+            r = next.successor().successor();
+        }
+        assert_eq!(r.prev.len(), MAX_PREV);
+        let ids: Vec<&str> = r.prev.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["h19", "h18", "h17", "h16", "h15", "h14", "h13", "h12"]
+        );
+        assert_eq!(r.prev[0].rev, r.rev - 1);
     }
 
     #[test]

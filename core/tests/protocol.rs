@@ -943,3 +943,51 @@ async fn the_history_check_catches_drift_beyond_the_grace() {
         "a 30%-slow clock must produce an overlap that the check reports"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_release_that_landed_is_not_reported_lost_when_a_waiter_takes_over_first() {
+    // The release lands but its reply is lost, and the read-back is slow: before it returns, a
+    // waiter has taken the lease. The read-back sees the new holder's record, which names ours
+    // as the record it replaced, so the release is known to have landed.
+    let w = World::new();
+    let (a, a_conn) = w.client("a", 1);
+    let (b, _) = w.client("b", 2);
+    let held = a.acquire("job", &opts()).await.unwrap();
+    let waiter = tokio::spawn(async move { b.acquire("job", &opts()).await });
+    sleep(secs(2.0)).await;
+    a_conn.faults().push(Op::Put, Fault::LoseReply);
+    a_conn.faults().push(Op::Get, Fault::DelayBefore(secs(5.0)));
+    held.release()
+        .await
+        .expect("the release landed; it must not be reported lost");
+    assert!(held.lost_reason().is_none());
+    let b_lease = waiter.await.unwrap().unwrap();
+    assert_eq!(b_lease.epoch(), 2);
+    let r = w.valid("job").await;
+    assert_eq!(
+        r.prev.first().map(|p| p.id.as_str()),
+        Some(held.holder().id.as_str())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_read_of_a_new_key_still_lets_the_record_be_created() {
+    // S3 without s3:ListBucket answers 403 to a read of a missing key: a worker with only
+    // GetObject and PutObject must still be able to create its lease.
+    let w = World::new();
+    let (a, a_conn) = w.client("a", 1);
+    a_conn.faults().push(Op::Get, Fault::Deny);
+    let held = a.acquire("new", &opts()).await.unwrap();
+    assert_eq!(held.epoch(), 1);
+    assert_eq!((a_conn.stats().puts, w.valid("new").await.epoch), (1, 1));
+    // When the key exists and reads are refused, the create fails and the denial is reported.
+    let (b, b_conn) = w.client("b", 2);
+    b_conn.faults().push(Op::Get, Fault::Deny);
+    b_conn.faults().push(Op::Get, Fault::Deny);
+    let e = b
+        .acquire("new", &opts().wait(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    assert!(e.to_string().contains("access denied"), "{e}");
+}

@@ -342,18 +342,17 @@ async fn seeded_random_fault_mixes_keep_the_invariants() {
             eprintln!("{server} seed {seed}: {faults} faults injected");
             assert!(faults > 0, "{server} seed {seed}: no fault was injected");
         }
-        // A release whose write landed but was reported lost: the known gap in core's
-        // release read-back (reproduced by `a_release_that_landed_is_not_reported_lost`,
-        // ignored until core fixes it). Loud, so it is not forgotten.
-        for e in &false_release_losses {
-            eprintln!("!!! {server}: KNOWN CORE GAP: a release that landed was reported lost: {e}");
-        }
+        // No lease may be reported lost when its write landed (protocol invariant): a release
+        // whose reply was lost and whose lease was taken at once is recognised by the new
+        // record's `prev`.
+        assert!(
+            false_release_losses.is_empty(),
+            "{server}: releases that landed were reported lost: {false_release_losses:?}"
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails until core's release read-back accepts a record that moved on after our \
-            release landed (reported to the lead; see docs/stores.md, Known issues)"]
 async fn a_release_that_landed_is_not_reported_lost() {
     for (server, url) in servers() {
         let key = unique("release-landed");

@@ -511,6 +511,7 @@ impl Store for FileStore {
             conditional_delete: true,
             clock_resolution: Duration::from_millis(10),
             store_clock_rule: true,
+            wall_clock: false,
         }
     }
 

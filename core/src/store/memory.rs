@@ -63,6 +63,9 @@ pub enum Fault {
     /// Apply a write, then answer "condition failed": what an SDK that retried a write which
     /// had already landed reports (the dynamolock#280 bug class).
     LandThenConditionFailed,
+    /// Refuse the call with a permanent `Store` error, as S3 answers 403 to a read of a missing
+    /// key without `s3:ListBucket`.
+    Deny,
 }
 
 #[derive(Debug, Default)]
@@ -252,6 +255,7 @@ impl MemoryStore {
         let mut f = self.faults.lock().unwrap();
         let mut plan = Plan {
             fail: f.unavailable,
+            deny: false,
             lose_reply: false,
             fail_condition: false,
             before: f.latency,
@@ -265,6 +269,7 @@ impl MemoryStore {
                 Fault::DelayBefore(d) => plan.before += d,
                 Fault::DelayAfter(d) => plan.after += d,
                 Fault::LandThenConditionFailed => plan.fail_condition = true,
+                Fault::Deny => plan.deny = true,
             }
         }
         if let Some(rng) = &f.rng {
@@ -284,6 +289,12 @@ impl MemoryStore {
         let plan = self.plan(op);
         if !plan.before.is_zero() {
             self.clock.sleep(plan.before).await;
+        }
+        if plan.deny {
+            return Err(Error::store(format!(
+                "{}: access denied (injected)",
+                self.url
+            )));
         }
         if plan.fail {
             return Err(Error::unavailable(format!(
@@ -307,6 +318,7 @@ impl MemoryStore {
 
 struct Plan {
     fail: bool,
+    deny: bool,
     lose_reply: bool,
     fail_condition: bool,
     before: Duration,
@@ -378,6 +390,7 @@ impl Store for MemoryStore {
             conditional_delete: true,
             clock_resolution: Duration::from_millis(1),
             store_clock_rule: true,
+            wall_clock: true,
         }
     }
 

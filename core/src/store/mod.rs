@@ -128,9 +128,11 @@ pub struct Capabilities {
     /// Resolution of `last_modified` and `server_now` (1 s for HTTP dates).
     pub clock_resolution: Duration,
     /// Whether the store's clock may be used for the store-clock takeover rule by default.
-    /// Local stores whose "store clock" is this machine's wall clock, which can be stepped,
-    /// still allow it, with margins documented in docs/protocol.md.
     pub store_clock_rule: bool,
+    /// Whether `server_now` and `last_modified` are wall-clock times (comparable, roughly, with
+    /// this machine's clock). The file store's are its boot clock instead; only their
+    /// differences mean anything.
+    pub wall_clock: bool,
 }
 
 /// A key-value store with conditional writes.

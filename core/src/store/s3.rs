@@ -781,6 +781,7 @@ impl Store for S3Store {
             conditional_delete: self.inner.conditional_delete,
             clock_resolution: Duration::from_secs(1),
             store_clock_rule: self.inner.settings.store_clock_rule,
+            wall_clock: true,
         }
     }
 
