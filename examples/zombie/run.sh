@@ -19,8 +19,9 @@ case "$lang" in
   python) zombie=("${PYTHON:-python3}" "$here/python/zombie.py") ;;
   *) echo "unknown language $lang" >&2; exit 64 ;;
 esac
-# The data object lives in the lease's store, next to the lease.
-data_key="zombie-data"
+# The data object lives in the lease's store. One per run: an object fenced under one lease
+# refuses writes under any other lease, so runs must not share it.
+data_key="${ZOMBIE_DATA_KEY:-zombie-data-$$-$(date +%s%N)}"
 
 "${zombie[@]}" zombie "$url" "$data_key" &
 pid=$!
