@@ -6,7 +6,7 @@
 //! `STORE_URL` is an `s3://bucket?endpoint=http://127.0.0.1:PORT&…` URL (e.g.
 //! `$LEASE_TEST_S3_MOTO` from scripts/s3-servers.sh). It prints, as JSON:
 //! - the requests each operation costs, counted at a pass-through proxy;
-//! - the latency of acquire / renew / release straight to the server (median of ITERATIONS,
+//! - the latency of acquire / renew / release / fenced writes straight to the server (median of ITERATIONS,
 //!   default 200) and its ratio to one bare, unconditional PutObject of the same size;
 //! - the requests of holding one lease and of one waiter waiting, at the default ttl (30 s),
 //!   measured for SAMPLE_SECS (default 60) and scaled to an hour.
@@ -111,6 +111,21 @@ async fn main() {
     assert!(waited.is_err(), "the waiter should not get a held lease");
     step("waiter_5s_poll_500ms_unchanged_record", &proxy);
     held.release().await.unwrap();
+    // Fenced writes (issue 7): the first by a holder reads the object's epoch, then writes
+    // conditionally; later ones by the same holder know the version they wrote.
+    let data = unique("fenced-data");
+    let held = a.acquire(&key, &opts).await.unwrap();
+    proxy.reset_counts();
+    held.fenced_put(&data, "one").await.unwrap();
+    step("fenced_put_new_object", &proxy);
+    held.fenced_put(&data, "two").await.unwrap();
+    step("fenced_put_version_known", &proxy);
+    held.release().await.unwrap();
+    let held = b.acquire(&key, &opts).await.unwrap();
+    proxy.reset_counts();
+    held.fenced_put(&data, "three").await.unwrap();
+    step("fenced_put_by_a_newer_holder", &proxy);
+    held.release().await.unwrap();
 
     // 2. Latency, straight to the server.
     let (store, s3) = open(url);
@@ -118,7 +133,8 @@ async fn main() {
     let body = vec![b'x'; 330]; // about the size of a lease record
     let bare_key = unique("bare-put");
     // Interleaved, so that load on the machine drifts over every series alike: each round
-    // makes one bare PUT, one bare conditional PUT, one GET, then acquire, renew, release.
+    // makes one bare PUT, one bare conditional PUT, one GET, then acquire, two fenced writes,
+    // renew, release.
     let mut etag = sdk
         .put_object()
         .bucket(s3.bucket())
@@ -136,6 +152,8 @@ async fn main() {
     held.release().await.unwrap();
     let (mut bare, mut bare_cond, mut bare_get) = (vec![], vec![], vec![]);
     let (mut acq, mut ren, mut rel, mut fresh) = (vec![], vec![], vec![], vec![]);
+    let (mut fenced_first, mut fenced_known) = (vec![], vec![]);
+    let fenced_key = unique("fenced-latency");
     for round in 0..iterations + iterations / 10 {
         let warm = round < iterations / 10;
         let t = Instant::now();
@@ -172,6 +190,14 @@ async fn main() {
         let t = Instant::now();
         let held = client.acquire(&key, &opts).await.unwrap();
         let d_acq = t.elapsed();
+        // A new lease each round: its first fenced write reads the object (GET + PUT), the
+        // next knows the version it wrote (1 PUT).
+        let t = Instant::now();
+        held.fenced_put(&fenced_key, body.clone()).await.unwrap();
+        let d_fenced_first = t.elapsed();
+        let t = Instant::now();
+        held.fenced_put(&fenced_key, body.clone()).await.unwrap();
+        let d_fenced_known = t.elapsed();
         let t = Instant::now();
         held.renew().await.unwrap();
         let d_ren = t.elapsed();
@@ -185,6 +211,8 @@ async fn main() {
             acq.push(d_acq);
             ren.push(d_ren);
             rel.push(d_rel);
+            fenced_first.push(d_fenced_first);
+            fenced_known.push(d_fenced_known);
         }
     }
     for i in 0..iterations.min(100) {
@@ -213,6 +241,8 @@ async fn main() {
         "renew (1 PUT)": lat(&ren),
         "release (1 PUT)": lat(&rel),
         "acquire_new_key_fresh_client (GET + PUT)": lat(&fresh),
+        "fenced_put_version_known (1 PUT)": lat(&fenced_known),
+        "fenced_put_first_by_this_holder (GET + PUT)": lat(&fenced_first),
     });
 
     // 3. An hour at the default ttl, sampled.
