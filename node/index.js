@@ -1,0 +1,432 @@
+// lease for Node: leases, leader election and fencing on object storage.
+//
+// This file is the thin JavaScript layer over the native addon (lease.node, built from src/ by
+// scripts/build.js): it checks argument types (TypeError), turns AbortSignals into the addon's
+// cancel tokens, and adds what only JavaScript can: `Symbol.asyncDispose`, `l.signal`,
+// `l.lost`, async iterators. Everything else, every store request and every renewal, runs in
+// the addon on its own threads. See README.md.
+'use strict';
+
+// Node 18.18+ / 20.4+ define it; TypeScript's `await using` looks it up by this name too.
+Symbol.asyncDispose ??= Symbol.for('nodejs.asyncDispose');
+
+const native = loadAddon();
+
+function loadAddon() {
+  try {
+    return require('./lease.node');
+  } catch (e) {
+    if (e && e.code === 'MODULE_NOT_FOUND' && String(e.message).includes('lease.node')) {
+      const err = new Error(
+        'the lease native addon (lease.node) is not built: run `npm install` in the package ' +
+          `directory (${__dirname}), or \`node scripts/build.js\` there; it needs a Rust toolchain`,
+      );
+      err.code = 'LEASE_NOT_BUILT';
+      err.cause = e;
+      throw err;
+    }
+    throw e;
+  }
+}
+
+const { Lease } = native;
+
+// Leases this thread still holds are released when it ends: by the addon's cleanup hook at the
+// end of the program or of a worker thread, and here on `process.exit()`, after which that hook
+// does not run.
+process.on('exit', () => native._releaseAll());
+
+// --- Argument checks: wrong types throw TypeError (code ERR_INVALID_ARG_TYPE, as Node's own
+// APIs); values of the right type that make no sense are the addon's LEASE_INVALID.
+
+function describe(v) {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'object') return `an instance of ${v.constructor?.name ?? 'Object'}`;
+  if (typeof v === 'function') return 'a function';
+  return `type ${typeof v} (${String(v).slice(0, 40)})`;
+}
+
+function typeError(message) {
+  const e = new TypeError(message);
+  e.code = 'ERR_INVALID_ARG_TYPE';
+  return e;
+}
+
+function checkUrl(url, what = 'url') {
+  if (url instanceof URL) return url.href;
+  if (typeof url !== 'string') {
+    throw typeError(
+      `The "${what}" argument must be a string (s3://…, file:///…, memory://…, a path or a name) or a URL, not ${describe(url)}`,
+    );
+  }
+  return url;
+}
+
+function checkString(v, what) {
+  if (typeof v !== 'string') throw typeError(`The "${what}" argument must be a string, not ${describe(v)}`);
+  return v;
+}
+
+function checkOptionsObject(options, what) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw typeError(`The "${what}" argument must be an object, not ${describe(options)}`);
+  }
+  return options;
+}
+
+function checkKnown(options, known, what) {
+  for (const k of Object.keys(options)) {
+    if (!known.includes(k)) {
+      throw typeError(`Unknown option "${k}" in ${what} (known: ${known.join(', ')})`);
+    }
+  }
+}
+
+function checkSignal(signal, what = 'options.signal') {
+  if (signal === undefined || signal === null) return undefined;
+  if (!(signal instanceof AbortSignal)) {
+    throw typeError(`The "${what}" property must be an AbortSignal, not ${describe(signal)}`);
+  }
+  return signal;
+}
+
+const MS_OPTIONS = ['ttl', 'wait', 'pollInterval', 'grace', 'renewInterval'];
+const TEXT_OPTIONS = ['label', 'data'];
+
+/** The addon's LeaseOptions from the user's options (types checked; `signal` split off). */
+function leaseOptions(options, what, allowed) {
+  const o = checkOptionsObject(options, 'options');
+  checkKnown(o, allowed, what);
+  const out = {};
+  for (const k of MS_OPTIONS) {
+    const v = o[k];
+    if (v === undefined || v === null || !allowed.includes(k)) continue;
+    if (typeof v !== 'number') {
+      throw typeError(`The "options.${k}" property must be a number of milliseconds, not ${describe(v)}`);
+    }
+    out[k] = v;
+  }
+  for (const k of TEXT_OPTIONS) {
+    const v = o[k];
+    if (v === undefined || v === null || !allowed.includes(k)) continue;
+    if (typeof v !== 'string') throw typeError(`The "options.${k}" property must be a string, not ${describe(v)}`);
+    out[k] = v;
+  }
+  return { opts: out, signal: allowed.includes('signal') ? checkSignal(o.signal) : undefined };
+}
+
+const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, 'signal'];
+const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS];
+
+function abortError(signal) {
+  const e = new Error('The operation was aborted');
+  e.name = 'AbortError';
+  e.code = 'ABORT_ERR';
+  e.cause = signal.reason;
+  return e;
+}
+
+// The calls waiting on each signal: one 'abort' listener per signal however many calls share it
+// (no MaxListenersExceededWarning for 100 acquires on one signal).
+const waiting = new WeakMap();
+
+function track(signal, cancel) {
+  let calls = waiting.get(signal);
+  if (!calls) {
+    calls = new Set();
+    waiting.set(signal, calls);
+    const set = calls;
+    signal.addEventListener(
+      'abort',
+      () => {
+        for (const c of set) native._cancel(c);
+        set.clear();
+      },
+      { once: true },
+    );
+  }
+  calls.add(cancel);
+  return () => calls.delete(cancel);
+}
+
+/**
+ * Run `call(cancelToken)` (a promise from the addon), cancelling it when `signal` aborts: the
+ * promise then rejects with an AbortError whose `cause` is the signal's reason.
+ */
+async function cancellable(signal, call) {
+  if (!signal) return call(null);
+  if (signal.aborted) throw abortError(signal);
+  const cancel = native._cancelToken();
+  const untrack = track(signal, cancel);
+  try {
+    return await call(cancel);
+  } catch (e) {
+    if (e && e.code === 'ABORT_ERR' && signal.aborted) e.cause = signal.reason;
+    throw e;
+  } finally {
+    untrack();
+  }
+}
+
+// --- The module's functions.
+
+async function acquire(url, options) {
+  url = checkUrl(url);
+  const { opts, signal } = leaseOptions(options, 'acquire()', ACQUIRE_OPTIONS);
+  return cancellable(signal, (cancel) => native.acquire(url, opts, cancel));
+}
+
+async function tryAcquire(url, options) {
+  url = checkUrl(url);
+  const { opts } = leaseOptions(options, 'tryAcquire() (it never waits)', TRY_OPTIONS);
+  return native.tryAcquire(url, opts);
+}
+
+async function status(url) {
+  return native.status(checkUrl(url));
+}
+
+function watchOptions(options) {
+  const o = checkOptionsObject(options, 'options');
+  checkKnown(o, ['pollInterval', 'signal'], 'watch()');
+  const out = {};
+  if (o.pollInterval !== undefined && o.pollInterval !== null) {
+    if (typeof o.pollInterval !== 'number') {
+      throw typeError(`The "options.pollInterval" property must be a number of milliseconds, not ${describe(o.pollInterval)}`);
+    }
+    out.pollInterval = o.pollInterval;
+  }
+  return { opts: out, signal: checkSignal(o.signal) };
+}
+
+async function* iterate(next, source, signal) {
+  for (;;) {
+    yield await cancellable(signal, (cancel) => next(source, cancel));
+  }
+}
+
+/** Yields the lease's status now, then each change; ends with an AbortError when `signal` aborts. */
+function watch(url, options) {
+  url = checkUrl(url);
+  const { opts, signal } = watchOptions(options);
+  if (signal?.aborted) throw abortError(signal);
+  return iterate(native._watchNext, native.watch(url, opts), signal);
+}
+
+async function fencedGet(url, options) {
+  url = checkUrl(url);
+  const o = checkOptionsObject(options, 'options');
+  checkKnown(o, ['key'], 'fencedGet()');
+  const key = o.key === undefined || o.key === null ? null : checkString(o.key, 'options.key');
+  return native.fencedGet(url, key);
+}
+
+/** Parse a fencing token (`URL#EPOCH`, as `l.token` prints it) into `{ lease, epoch }`. */
+function parseToken(token) {
+  return native.parseToken(checkString(token, 'token'));
+}
+
+// --- Lease: the addon's class, with what JavaScript adds.
+
+const kLost = Symbol('lease.lost');
+
+/** One registration of the addon's lost callback per lease, made on first use of signal/lost. */
+function lostState(l) {
+  let st = l[kLost];
+  if (st) return st;
+  const controller = new AbortController();
+  let reject;
+  const promise = new Promise((_, rej) => {
+    reject = rej;
+  });
+  // Nobody has to observe `lost`: its rejection must never be an unhandled rejection.
+  promise.catch(() => {});
+  st = { controller, promise, fired: false };
+  const fire = (err) => {
+    if (st.fired) return;
+    st.fired = true;
+    controller.abort(err);
+    reject(err);
+  };
+  Object.defineProperty(l, kLost, { value: st });
+  if (l.lostReason !== null) {
+    // Already lost: say so now, not on a later turn of the event loop.
+    try {
+      l.ensureHeld(0);
+    } catch (err) {
+      fire(err);
+    }
+  } else {
+    l._onLost(fire);
+  }
+  return st;
+}
+
+function defineMethod(proto, name, value) {
+  Object.defineProperty(proto, name, { value, writable: true, configurable: true, enumerable: false });
+}
+
+Object.defineProperty(Lease.prototype, 'signal', {
+  configurable: true,
+  get() {
+    return lostState(this).controller.signal;
+  },
+});
+
+Object.defineProperty(Lease.prototype, 'lost', {
+  configurable: true,
+  get() {
+    return lostState(this).promise;
+  },
+});
+
+const nativeEnsureHeld = Lease.prototype.ensureHeld;
+defineMethod(Lease.prototype, 'ensureHeld', function ensureHeld(minRemaining) {
+  if (minRemaining !== undefined && typeof minRemaining !== 'number') {
+    throw typeError(`The "minRemaining" argument must be a number of milliseconds, not ${describe(minRemaining)}`);
+  }
+  return nativeEnsureHeld.call(this, minRemaining);
+});
+
+const nativeFencedPut = Lease.prototype.fencedPut;
+defineMethod(Lease.prototype, 'fencedPut', async function fencedPut(key, data) {
+  checkString(key, 'key');
+  let bytes;
+  if (typeof data === 'string') bytes = Buffer.from(data, 'utf8');
+  else if (Buffer.isBuffer(data)) bytes = data;
+  else if (ArrayBuffer.isView(data)) bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  else if (data instanceof ArrayBuffer) bytes = Buffer.from(data);
+  else throw typeError(`The "data" argument must be a string, a Buffer, a TypedArray or an ArrayBuffer, not ${describe(data)}`);
+  return nativeFencedPut.call(this, key, bytes);
+});
+
+const nativeFencedDelete = Lease.prototype.fencedDelete;
+defineMethod(Lease.prototype, 'fencedDelete', async function fencedDelete(key) {
+  return nativeFencedDelete.call(this, checkString(key, 'key'));
+});
+
+defineMethod(Lease.prototype, Symbol.asyncDispose, function asyncDispose() {
+  return this.release();
+});
+
+// --- Election.
+
+const ELECTION_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS];
+
+class Election {
+  #e;
+
+  /**
+   * One participant in a leader election on the lease at `url`. `options` as for acquire()
+   * (`wait` bounds each campaign; `data` is published while this participant leads).
+   */
+  constructor(url, options) {
+    url = checkUrl(url);
+    const { opts } = leaseOptions(options, 'new Election()', ELECTION_OPTIONS);
+    this.#e = new native.Election(url, opts);
+  }
+
+  /** Resolves with the lease once this participant leads. */
+  async campaign(options) {
+    const o = checkOptionsObject(options, 'options');
+    checkKnown(o, ['signal'], 'campaign()');
+    const signal = checkSignal(o.signal);
+    return cancellable(signal, (cancel) => this.#e.campaign(cancel));
+  }
+
+  /** Stop leading (release the lease); does nothing when not leading. */
+  async resign() {
+    return this.#e.resign();
+  }
+
+  /** Who leads now: `{ holder, epoch, data }`, or null when nobody does. */
+  async leader() {
+    return this.#e.leader();
+  }
+
+  get isLeader() {
+    return this.#e.isLeader;
+  }
+
+  /** Yields the leader now (or null), then each change of leader or epoch. */
+  observe(options) {
+    const { opts, signal } = watchOptions(options);
+    if (signal?.aborted) throw abortError(signal);
+    return iterate(native._leaderNext, this.#e.observe(opts), signal);
+  }
+}
+
+// --- FencingGate.
+
+class FencingGate {
+  #g;
+
+  /**
+   * Admit or refuse fencing tokens for resources outside the store. `new FencingGate()` keeps
+   * what it admitted in memory (this process); `new FencingGate(storeUrl, { prefix })` keeps
+   * one small object per resource under `prefix` (default "fencing") in a store, so a fleet of
+   * services shares it.
+   */
+  constructor(store, options) {
+    const o = checkOptionsObject(options, 'options');
+    checkKnown(o, ['prefix'], 'new FencingGate()');
+    const prefix = o.prefix === undefined || o.prefix === null ? null : checkString(o.prefix, 'options.prefix');
+    if (store === undefined || store === null) {
+      if (prefix !== null) throw typeError('"options.prefix" is only for a FencingGate kept in a store: pass the store URL too');
+      this.#g = new native.FencingGate(null, {});
+    } else {
+      this.#g = new native.FencingGate(checkUrl(store, 'store'), { prefix: prefix ?? undefined });
+    }
+  }
+
+  /**
+   * Admit `token` (a Lease, or its `token` text `URL#EPOCH`) for `resource`, remembering its
+   * epoch; rejects with LEASE_FENCED when a higher epoch (or another lease) was admitted.
+   */
+  async admit(resource, token) {
+    checkString(resource, 'resource');
+    let text;
+    if (token instanceof Lease) text = token.token;
+    else if (typeof token === 'string') text = token;
+    else throw typeError(`The "token" argument must be a Lease or a token string (URL#EPOCH), not ${describe(token)}`);
+    return this.#g.admit(resource, text);
+  }
+
+  /** "in memory", or "in STORE under PREFIX/". */
+  get description() {
+    return this.#g.description;
+  }
+}
+
+/** The stable `code` of each kind of error, for comparisons: `e.code === codes.HELD`. */
+const codes = Object.freeze({
+  HELD: 'LEASE_HELD',
+  TIMEOUT: 'LEASE_TIMEOUT',
+  ABORTED: 'ABORT_ERR',
+  LOST: 'LEASE_LOST',
+  FENCED: 'LEASE_FENCED',
+  UNAVAILABLE: 'LEASE_UNAVAILABLE',
+  INVALID: 'LEASE_INVALID',
+  STORE: 'LEASE_STORE',
+  CORRUPT: 'LEASE_CORRUPT',
+  INTERNAL: 'LEASE_INTERNAL',
+});
+
+module.exports = {
+  VERSION: native.VERSION,
+  version: native.VERSION,
+  acquire,
+  tryAcquire,
+  status,
+  watch,
+  fencedGet,
+  parseToken,
+  Election,
+  FencingGate,
+  Lease,
+  codes,
+  // Tests only.
+  _native: native,
+};

@@ -1,0 +1,19 @@
+// ESM entry point: the same module as index.js (`import * as lease from 'lease'`, or
+// `import lease from 'lease'`).
+import lease from './index.js';
+
+export default lease;
+export const {
+  VERSION,
+  version,
+  acquire,
+  tryAcquire,
+  status,
+  watch,
+  fencedGet,
+  parseToken,
+  Election,
+  FencingGate,
+  Lease,
+  codes,
+} = lease;

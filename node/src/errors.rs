@@ -1,0 +1,88 @@
+//! The one place where the core's `ErrorKind` becomes a JavaScript error.
+//!
+//! Every error is a plain `Error` (as Node's own APIs throw) with a stable `code`, plus what is
+//! known about the lease: `url`, `holder` (`{ id, label, host, pid, user, client }`), `epoch`,
+//! and `kind` (the core's lower-case kind name) and `retryable`. A cancelled wait is Node's
+//! `AbortError` (`name: 'AbortError'`, `code: 'ABORT_ERR'`), as `fetch` or `timers/promises`
+//! reject when their `signal` aborts. Messages are for people and are not API.
+
+use napi::bindgen_prelude::{JsValue, Object};
+use napi::{Env, Status};
+
+use lease::{ErrorKind, Holder};
+
+/// The stable `code` of each kind. Never change one; add new kinds at the end.
+pub fn code(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Held => "LEASE_HELD",
+        ErrorKind::Timeout => "LEASE_TIMEOUT",
+        ErrorKind::Cancelled => "ABORT_ERR",
+        ErrorKind::Lost => "LEASE_LOST",
+        ErrorKind::Fenced => "LEASE_FENCED",
+        ErrorKind::Unavailable => "LEASE_UNAVAILABLE",
+        ErrorKind::Invalid => "LEASE_INVALID",
+        ErrorKind::Store => "LEASE_STORE",
+        ErrorKind::Corrupt => "LEASE_CORRUPT",
+        ErrorKind::Internal => "LEASE_INTERNAL",
+        // A kind the core adds later is still a lease error.
+        _ => "LEASE_ERROR",
+    }
+}
+
+/// Every kind the core has today, for the test hook below.
+pub const KINDS: [ErrorKind; 10] = [
+    ErrorKind::Held,
+    ErrorKind::Timeout,
+    ErrorKind::Cancelled,
+    ErrorKind::Lost,
+    ErrorKind::Fenced,
+    ErrorKind::Unavailable,
+    ErrorKind::Invalid,
+    ErrorKind::Store,
+    ErrorKind::Corrupt,
+    ErrorKind::Internal,
+];
+
+/// `{ id, label, host, pid, user, client }`, absent fields as `null`.
+pub fn holder_object<'e>(env: &'e Env, h: &Holder) -> napi::Result<Object<'e>> {
+    let mut o = Object::new(env)?;
+    o.set("id", h.id.as_str())?;
+    o.set("label", h.label.as_deref())?;
+    o.set("host", h.host.as_deref())?;
+    o.set("pid", h.pid)?;
+    o.set("user", h.user.as_deref())?;
+    o.set("client", h.client.as_deref())?;
+    Ok(o)
+}
+
+/// The JavaScript error object for a core error.
+pub fn to_js<'e>(env: &'e Env, e: &lease::Error) -> napi::Result<Object<'e>> {
+    let kind = e.kind();
+    let mut err = env.create_error(napi::Error::new(Status::GenericFailure, e.to_string()))?;
+    if kind == ErrorKind::Cancelled {
+        err.set("name", "AbortError")?;
+    }
+    err.set("code", code(kind))?;
+    err.set("kind", kind.as_str())?;
+    err.set("retryable", kind.is_retryable())?;
+    err.set("url", e.lease())?;
+    match e.holder() {
+        Some(h) => err.set("holder", holder_object(env, h)?)?,
+        None => err.set("holder", napi::bindgen_prelude::Null)?,
+    }
+    err.set("epoch", e.epoch().map(|n| n as f64))?;
+    Ok(err)
+}
+
+/// The core error as a `napi::Error` that throws (or rejects with) exactly `to_js`'s object.
+pub fn to_napi(env: &Env, e: &lease::Error) -> napi::Error {
+    match to_js(env, e) {
+        Ok(obj) => napi::Error::from(obj.to_unknown()),
+        Err(err) => err,
+    }
+}
+
+/// `LEASE_INVALID` for a bad value (of the right type).
+pub fn invalid(env: &Env, message: impl Into<String>) -> napi::Error {
+    to_napi(env, &lease::Error::invalid(message))
+}

@@ -1,0 +1,186 @@
+//! Store-enforced fencing: `Lease.fencedPut` / `fencedDelete` (in `held.rs`, over the bodies
+//! here), `fencedGet`, `parseToken`, and the `FencingGate` core.
+//!
+//! A refused write rejects with a `LEASE_FENCED` error whose `epoch` is the newer writer's.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{Buffer, Either, Null, Object};
+use napi::{Env, Result};
+use napi_derive::napi;
+
+use crate::errors;
+use crate::rt;
+use lease::{Client, FencingGate as CoreGate, FencingToken};
+
+/// An object read by `fencedGet`, with the epoch and lease of the fenced write that wrote it
+/// (`null` for both when something other than a fenced write wrote it).
+#[napi(object)]
+pub struct FencedObject {
+    /// The object's URL.
+    pub url: String,
+    /// Its contents.
+    pub data: Buffer,
+    /// The writer's epoch (its fencing token).
+    #[napi(ts_type = "number | null")]
+    pub epoch: Either<f64, Null>,
+    /// The URL of the lease the writer held.
+    #[napi(ts_type = "string | null")]
+    pub lease: Either<String, Null>,
+    /// The object's version (ETag on S3, a content hash on the file store): what `fencedPut`
+    /// resolved to for the write that produced it.
+    pub version: String,
+}
+
+fn or_null<T>(v: Option<T>) -> Either<T, Null> {
+    v.map_or(Either::B(Null), Either::A)
+}
+
+/// Read an object written by `Lease.fencedPut`, with its writer's epoch: `url` is the object's
+/// URL, or with `options.key`, any lease URL of the store the object is in and `key` the
+/// object's key there (as given to `fencedPut`). Resolves to `null` when it does not exist.
+/// Needs no lease.
+#[napi(
+    ts_args_type = "url: string, options?: { key?: string }",
+    ts_return_type = "Promise<FencedObject | null>"
+)]
+pub fn fenced_get<'e>(env: &'e Env, url: String, key: Option<String>) -> Result<Object<'e>> {
+    rt::promise(
+        env,
+        async move {
+            let (client, own) = Client::for_url(&url)?;
+            let key = key.unwrap_or(own);
+            let object_url = client.lease_url(&key);
+            Ok((object_url, client.fenced_get(&key).await?))
+        },
+        |_, (url, obj)| {
+            Ok(obj.map(|o| FencedObject {
+                url,
+                data: Buffer::from(o.bytes.to_vec()),
+                epoch: or_null(o.epoch.map(|e| e as f64)),
+                lease: or_null(o.lease),
+                version: o.version.etag,
+            }))
+        },
+    )
+}
+
+/// A fencing token taken apart.
+#[napi(object)]
+pub struct ParsedToken {
+    /// The lease's URL.
+    pub lease: String,
+    /// The holder's epoch.
+    pub epoch: f64,
+}
+
+/// Parse a fencing token (`URL#EPOCH`, as `Lease.token` prints it and `lease run` exports in
+/// `LEASE_TOKEN`); throws `LEASE_INVALID` if it is not one.
+#[napi]
+pub fn parse_token(env: Env, token: String) -> Result<ParsedToken> {
+    let t: FencingToken = token.parse().map_err(|e| errors::to_napi(&env, &e))?;
+    Ok(ParsedToken {
+        lease: t.lease().to_string(),
+        epoch: t.epoch() as f64,
+    })
+}
+
+/// Options of `new FencingGate(store, options)`.
+#[napi(object)]
+pub struct GateOptions {
+    /// Where in the store the gate keeps its objects (default `fencing`).
+    pub prefix: Option<String>,
+}
+
+/// Admit or refuse fencing tokens for resources outside the store (a database row, an HTTP
+/// API): call `admit(resource, token)` before acting on a request that carries a token. A
+/// token is admitted when its epoch is at least the highest admitted so far for the resource;
+/// a lower epoch, or a token of another lease, rejects with `LEASE_FENCED` (its `epoch` is the
+/// highest admitted). `new FencingGate()` remembers in memory (one process);
+/// `new FencingGate(storeUrl, { prefix })` keeps one small object per resource under `prefix`
+/// in a store, changed only by conditional writes, so a fleet of services shares one gate.
+#[napi]
+pub struct FencingGate {
+    gate: Arc<CoreGate>,
+    description: String,
+}
+
+#[napi]
+impl FencingGate {
+    #[napi(
+        constructor,
+        ts_args_type = "store?: string | null, options?: GateOptions"
+    )]
+    pub fn new(
+        env: Env,
+        store: Option<String>,
+        options: Option<GateOptions>,
+    ) -> Result<FencingGate> {
+        let prefix = options.and_then(|o| o.prefix);
+        let Some(store) = store else {
+            if prefix.is_some() {
+                return Err(errors::invalid(
+                    &env,
+                    "prefix is only for a FencingGate kept in a store: pass the store URL too",
+                ));
+            }
+            return Ok(FencingGate {
+                gate: Arc::new(CoreGate::in_memory()),
+                description: "in memory".to_string(),
+            });
+        };
+        let prefix = prefix.unwrap_or_else(|| "fencing".to_string());
+        // Opening an S3 store builds its HTTP client, which wants a runtime context.
+        let rt = rt::handle()?;
+        let _entered = rt.enter();
+        let made = (|| {
+            let parsed = lease::StoreUrl::parse(&store)?;
+            let opened = parsed.open().map_err(|e| e.with_lease(&store))?;
+            let description = format!("in {} under {}/", opened.url(), prefix.trim_matches('/'));
+            let gate = CoreGate::in_store(opened, &prefix).map_err(|e| {
+                lease::Error::new(
+                    e.kind(),
+                    format!("FencingGate prefix {prefix:?}: {}", e.message()),
+                )
+            })?;
+            Ok::<_, lease::Error>((gate, description))
+        })()
+        .map_err(|e| errors::to_napi(&env, &e))?;
+        Ok(FencingGate {
+            gate: Arc::new(made.0),
+            description: made.1,
+        })
+    }
+
+    /// Admit `token` (a Lease, or its `token`: `URL#EPOCH`) for `resource` and remember its
+    /// epoch, or reject with `LEASE_FENCED`.
+    #[napi(
+        ts_args_type = "resource: string, token: Lease | string",
+        ts_return_type = "Promise<void>"
+    )]
+    pub fn admit<'e>(&self, env: &'e Env, resource: String, token: String) -> Result<Object<'e>> {
+        let gate = self.gate.clone();
+        rt::promise(
+            env,
+            async move {
+                // The same rule for both kinds of gate, so moving a gate into a store changes
+                // nothing.
+                lease::store::validate_key(&resource).map_err(|e| {
+                    lease::Error::invalid(format!(
+                        "FencingGate resource {resource:?} is not a valid object key: {}",
+                        e.message()
+                    ))
+                })?;
+                let token: FencingToken = token.parse()?;
+                gate.admit(&resource, &token).await
+            },
+            |_, ()| Ok(()),
+        )
+    }
+
+    /// `in memory`, or `in STORE under PREFIX/`.
+    #[napi(getter)]
+    pub fn description(&self) -> String {
+        self.description.clone()
+    }
+}

@@ -1,0 +1,266 @@
+//! The `Lease` class, and the registry that owns every held lease until it is released or lost.
+//!
+//! A JavaScript object's lifetime is the garbage collector's business, so it must not decide
+//! when a lease ends: the registry keeps a handle of each held lease, and the lease stays held
+//! (renewed in the background) until `release()`, a loss, or the end of the JavaScript
+//! environment that acquired it (the main program or a worker thread): its cleanup hook releases
+//! what that environment still holds, so the next holder need not wait out the ttl.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use napi::bindgen_prelude::{Buffer, Function, Object};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::{Env, Result};
+use napi_derive::napi;
+
+use crate::errors;
+use crate::options::{millis, ms};
+use crate::rt;
+
+struct Entry {
+    /// The `napi_env` (as an address) of the environment that acquired the lease.
+    env: usize,
+    lease: lease::Lease,
+}
+
+static HELD: Mutex<Option<HashMap<u64, Entry>>> = Mutex::new(None);
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn with_held<R>(f: impl FnOnce(&mut HashMap<u64, Entry>) -> R) -> R {
+    let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    f(held.get_or_insert_with(HashMap::new))
+}
+
+fn forget(id: u64) {
+    let gone = with_held(|h| h.remove(&id));
+    // Dropped outside the lock: the last handle of a lease that is still held releases it.
+    drop(gone);
+}
+
+/// How long the end of an environment waits for the releases of the leases it still holds.
+const RELEASE_AT_EXIT: Duration = Duration::from_secs(2);
+
+/// Release every lease `env` still holds; called by its cleanup hook, on its own thread, when
+/// the environment ends (the program finished, or a worker thread exited).
+pub fn release_all(env: usize) {
+    let leases: Vec<lease::Lease> = with_held(|h| {
+        let ids: Vec<u64> = h
+            .iter()
+            .filter(|(_, e)| e.env == env)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.iter()
+            .filter_map(|id| h.remove(id))
+            .map(|e| e.lease)
+            .collect()
+    });
+    if leases.is_empty() {
+        return;
+    }
+    let Ok(rt) = rt::handle() else { return };
+    rt.block_on(async move {
+        let all = futures::future::join_all(leases.iter().map(|l| l.release()));
+        // Real time, bounding how long the end of the process waits: not protocol time.
+        #[allow(clippy::disallowed_methods)]
+        let _ = tokio::time::timeout(RELEASE_AT_EXIT, all).await;
+    });
+}
+
+/// A held lease. `epoch` is its fencing token; it renews itself in the background until
+/// `release()` (or `await using` / `[Symbol.asyncDispose]`), or until it is lost, which aborts
+/// `signal` and rejects `lost` with a `LEASE_LOST` error.
+#[napi]
+pub struct Lease {
+    inner: lease::Lease,
+    id: u64,
+}
+
+impl Lease {
+    /// Wrap a freshly acquired lease and register it under the environment `env`.
+    pub fn register(env: &Env, inner: lease::Lease) -> Lease {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        inner.on_lost(move |_| forget(id));
+        let entry = Entry {
+            env: env.raw() as usize,
+            lease: inner.clone(),
+        };
+        let stale = with_held(|h| {
+            // Leases given up some other way (an election's resign) leave the registry here.
+            let stale: Vec<u64> = h
+                .iter()
+                .filter(|(_, e)| e.lease.remaining().is_zero())
+                .map(|(id, _)| *id)
+                .collect();
+            let stale: Vec<Entry> = stale.iter().filter_map(|id| h.remove(id)).collect();
+            h.insert(id, entry);
+            stale
+        });
+        drop(stale);
+        Lease { inner, id }
+    }
+}
+
+#[napi]
+impl Lease {
+    /// The fencing token: strictly increasing per lease, unchanged by renewals and release.
+    #[napi(getter)]
+    pub fn epoch(&self) -> f64 {
+        self.inner.epoch() as f64
+    }
+
+    /// The lease's URL.
+    #[napi(getter)]
+    pub fn url(&self) -> String {
+        self.inner.url().to_string()
+    }
+
+    /// The lease's key inside its store.
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.inner.key().to_string()
+    }
+
+    /// The ttl in milliseconds.
+    #[napi(getter)]
+    pub fn ttl(&self) -> f64 {
+        ms(self.inner.ttl())
+    }
+
+    /// This holder as written in the record.
+    #[napi(getter, ts_return_type = "Holder")]
+    pub fn holder<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        errors::holder_object(env, self.inner.holder())
+    }
+
+    /// `URL#EPOCH`: the token to hand to resources that check it.
+    #[napi(getter)]
+    pub fn token(&self) -> String {
+        self.inner.token().to_string()
+    }
+
+    /// Whether the lease is still held (false once released, lost, or past its deadline).
+    #[napi(getter)]
+    pub fn held(&self) -> bool {
+        self.inner.is_held()
+    }
+
+    /// Why the lease was lost, once it was (`null` while held or after a release).
+    #[napi(getter)]
+    pub fn lost_reason(&self) -> Option<String> {
+        self.inner.lost_reason().map(|r| r.to_string())
+    }
+
+    /// Milliseconds this holder may still rely on the lease (0 once lost or released).
+    #[napi]
+    pub fn remaining(&self) -> f64 {
+        ms(self.inner.remaining())
+    }
+
+    /// Return the milliseconds left if the lease is held for at least `minRemaining` ms more
+    /// (default 0); otherwise throw a `LEASE_LOST` error. Call it before each step that needs
+    /// the lease.
+    #[napi]
+    pub fn ensure_held(&self, env: &Env, min_remaining: Option<f64>) -> Result<f64> {
+        let min = millis("minRemaining", min_remaining.unwrap_or(0.0))
+            .map_err(|e| errors::to_napi(env, &e))?;
+        self.inner
+            .ensure_held(min)
+            .map(ms)
+            .map_err(|e| errors::to_napi(env, &e))
+    }
+
+    /// Renew now instead of waiting for the background renewal; resolves to the milliseconds
+    /// left afterwards, rejects with `LEASE_LOST` if the lease is gone.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn renew<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let inner = self.inner.clone();
+        rt::promise(env, async move { inner.renew().await }, |_, d| Ok(ms(d)))
+    }
+
+    /// Release the lease so a waiter can take it at once. Idempotent. Rejects with `LEASE_LOST`
+    /// if the lease had been lost before it could be released.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+        let inner = self.inner.clone();
+        let id = self.id;
+        rt::promise(
+            env,
+            async move {
+                let out = inner.release().await;
+                forget(id);
+                out
+            },
+            |_, ()| Ok(()),
+        )
+    }
+
+    /// Write `data` at `key` (an object in this lease's store, not the lease record) unless a
+    /// holder with a higher epoch of this lease has written it: then reject with
+    /// `LEASE_FENCED`. Resolves to the new version. Strings are written as UTF-8.
+    #[napi(
+        ts_args_type = "key: string, data: string | Uint8Array | ArrayBuffer",
+        ts_return_type = "Promise<string>"
+    )]
+    pub fn fenced_put<'e>(&self, env: &'e Env, key: String, data: Buffer) -> Result<Object<'e>> {
+        let inner = self.inner.clone();
+        let bytes = data.to_vec();
+        rt::promise(
+            env,
+            async move { inner.fenced_put(&key, bytes).await },
+            |_, v| Ok(v.etag),
+        )
+    }
+
+    /// Delete `key` unless a holder with a higher epoch has written it (then `LEASE_FENCED`).
+    /// Resolves to false if there was nothing to delete. Needs a store with conditional
+    /// deletes (the file store; S3 with `conditional_delete`), else rejects with `LEASE_STORE`.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn fenced_delete<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
+        let inner = self.inner.clone();
+        rt::promise(
+            env,
+            async move { inner.fenced_delete(&key).await },
+            |_, deleted| Ok(deleted),
+        )
+    }
+
+    /// Call `callback(error)` once, on the JavaScript thread, when the lease is lost. Does not
+    /// keep the process alive. Used by `signal` and `lost`.
+    #[napi(js_name = "_onLost", skip_typescript)]
+    pub fn on_lost(&self, callback: Function<'_, napi::Error, ()>) -> Result<()> {
+        let tsfn = callback
+            .build_threadsafe_function::<lease::Error>()
+            .weak::<true>()
+            .callee_handled::<false>()
+            .build_callback(|ctx| Ok(errors::to_napi(&ctx.env, &ctx.value)))?;
+        // The callback lives in the core's lease as long as the lease does: it must not hold
+        // a handle of the lease itself (a cycle that would never be freed).
+        let (url, epoch) = (self.inner.url().to_string(), self.inner.epoch());
+        self.inner.on_lost(move |reason| {
+            tsfn.call(
+                lost_error(&url, epoch, reason),
+                ThreadsafeFunctionCallMode::NonBlocking,
+            );
+        });
+        Ok(())
+    }
+}
+
+/// The `LEASE_LOST` error for a loss, as the core's `ensure_held` reports it.
+fn lost_error(url: &str, epoch: u64, reason: &lease::LostReason) -> lease::Error {
+    let mut e = lease::Error::new(
+        lease::ErrorKind::Lost,
+        format!("{url} (epoch {epoch}) was lost: {reason}"),
+    )
+    .with_lease(url)
+    .with_epoch(epoch);
+    if let lease::LostReason::TakenOver { holder, .. }
+    | lease::LostReason::Broken { by: holder, .. } = reason
+    {
+        e = e.with_holder(holder.clone());
+    }
+    e
+}

@@ -1,0 +1,81 @@
+//! Options from JavaScript (milliseconds) to the core's `LeaseOptions`.
+//!
+//! Types are checked by the JavaScript layer (`TypeError`); this checks values and reports a bad
+//! one as `LEASE_INVALID`. The core then checks ranges (ttl 100 ms ..= 24 h, label length, …).
+
+use std::time::Duration;
+
+use napi_derive::napi;
+
+/// Options of `acquire`, `tryAcquire` and `new Election`. Times are in milliseconds.
+#[napi(object)]
+#[derive(Default)]
+pub struct LeaseOptions {
+    /// How long the lease lasts without renewal (default 30 000, at least 100, at most one day).
+    /// The holder renews it in the background every `ttl / 3`.
+    pub ttl: Option<f64>,
+    /// How long `acquire` (or `Election.campaign`) waits for a lease held by someone else:
+    /// `undefined` (or `Infinity`) waits as long as it takes, `0` tries once.
+    pub wait: Option<f64>,
+    /// A label for people, shown by `status` (at most 256 bytes).
+    pub label: Option<String>,
+    /// A small payload stored in the lease record while held (at most 16 KiB), e.g. an address.
+    pub data: Option<String>,
+    /// Cancels a waiting `acquire`: the promise rejects with an `AbortError`.
+    #[napi(ts_type = "AbortSignal")]
+    pub signal: Option<Signal>,
+    /// How often a waiter re-reads the record (default `ttl / 10`, within 50 ms ..= 2 s).
+    pub poll_interval: Option<f64>,
+    /// Extra time a waiter allows another holder beyond its ttl (default max(1 s, ttl / 10)).
+    pub grace: Option<f64>,
+    /// How often the holder renews (default `ttl / 3`).
+    pub renew_interval: Option<f64>,
+}
+
+/// Stands in for the `signal` field: the JavaScript layer turns an `AbortSignal` into a
+/// `CancelToken` argument and never passes the signal itself down here.
+pub type Signal = napi::bindgen_prelude::Undefined;
+
+/// A time in milliseconds as a `Duration`; `what` names it in the message.
+pub fn millis(what: &str, ms: f64) -> lease::Result<Duration> {
+    if !ms.is_finite() || ms < 0.0 {
+        return Err(lease::Error::invalid(format!(
+            "{what} must be a finite number of milliseconds, at least 0 (got {ms})"
+        )));
+    }
+    Duration::try_from_secs_f64(ms / 1000.0)
+        .map_err(|_| lease::Error::invalid(format!("{what} of {ms} ms is too large")))
+}
+
+impl LeaseOptions {
+    /// The core's options.
+    pub fn to_core(&self) -> lease::Result<lease::LeaseOptions> {
+        let ttl = match self.ttl {
+            Some(ttl) => millis("ttl", ttl)?,
+            None => lease::options::DEFAULT_TTL,
+        };
+        let mut o = lease::LeaseOptions::new(ttl);
+        o.wait = match self.wait {
+            None => None,
+            Some(w) if w == f64::INFINITY => None,
+            Some(w) => Some(millis("wait", w)?),
+        };
+        o.label = self.label.clone();
+        o.data = self.data.clone();
+        if let Some(p) = self.poll_interval {
+            o.poll_interval = Some(millis("pollInterval", p)?);
+        }
+        if let Some(g) = self.grace {
+            o.grace = Some(millis("grace", g)?);
+        }
+        if let Some(r) = self.renew_interval {
+            o.renew_interval = Some(millis("renewInterval", r)?);
+        }
+        Ok(o)
+    }
+}
+
+/// A `Duration` as milliseconds (fractional).
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

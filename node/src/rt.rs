@@ -1,0 +1,86 @@
+//! The addon's own tokio runtime, and the one way a core future becomes a JavaScript promise.
+//!
+//! Every store request, renewal and wait runs on this runtime's two worker threads, never on the
+//! JavaScript thread and never on a runtime some other addon started (slatedb #1813: a library
+//! that inherited a host's runtime hung once that runtime was busy or gone). Node knows nothing
+//! of these threads, so they never keep a process alive; a renewal goes on while the event loop
+//! is blocked.
+//!
+//! The runtime is built on first use and lives as long as the process: it is shared by the main
+//! thread and every `worker_threads` worker, so a worker that exits cannot take it down under the
+//! others. Node starts processes with `spawn` (fork + exec), so no forked copy of it ever runs.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::OnceLock;
+
+use futures::FutureExt;
+use napi::bindgen_prelude::{Object, ToNapiValue};
+use napi::{Env, Result};
+use tokio::runtime::{Handle, Runtime};
+
+use crate::errors;
+
+static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+
+/// The addon's runtime.
+pub fn handle() -> Result<Handle> {
+    let rt = RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("lease-node")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    match rt {
+        Ok(rt) => Ok(rt.handle().clone()),
+        Err(e) => Err(napi::Error::from_reason(format!(
+            "cannot start the lease runtime: {e}"
+        ))),
+    }
+}
+
+type Resolver<D> = Box<dyn FnOnce(Env) -> Result<D>>;
+
+/// Run `fut` on the runtime and return a promise of its outcome: `convert` turns a success into
+/// a JavaScript value and runs on the JavaScript thread; an error becomes the library's error
+/// object (`errors::to_js`). A panic inside the future is caught and rejects the promise with a
+/// `LEASE_INTERNAL` error instead of leaving it pending forever.
+///
+/// While the promise is pending it keeps the event loop alive (a program awaiting an acquire
+/// waits for it); once settled it does not.
+pub fn promise<T, D, F, C>(env: &Env, fut: F, convert: C) -> Result<Object<'_>>
+where
+    T: Send + 'static,
+    D: ToNapiValue + 'static,
+    F: Future<Output = lease::Result<T>> + Send + 'static,
+    C: FnOnce(&Env, T) -> Result<D> + Send + 'static,
+{
+    let rt = handle()?;
+    let (deferred, promise) = env.create_deferred::<D, Resolver<D>>()?;
+    rt.spawn(async move {
+        let out = match AssertUnwindSafe(fut).catch_unwind().await {
+            Ok(out) => out,
+            Err(panic) => Err(lease::Error::internal(format!(
+                "a lease call panicked: {}",
+                panic_message(&panic)
+            ))),
+        };
+        deferred.resolve(Box::new(move |env: Env| match out {
+            Ok(v) => convert(&env, v),
+            Err(e) => Err(errors::to_napi(&env, &e)),
+        }));
+    });
+    Ok(promise)
+}
+
+pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
