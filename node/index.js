@@ -290,6 +290,18 @@ defineMethod(Lease.prototype, 'ensureHeld', function ensureHeld(minRemaining) {
   return nativeEnsureHeld.call(this, minRemaining);
 });
 
+// The addon answers at once when it can (no thread hand-off), so its calls return either a
+// value or a promise: the public methods are async functions, which always return a promise.
+const nativeRelease = Lease.prototype.release;
+defineMethod(Lease.prototype, 'release', async function release() {
+  return nativeRelease.call(this);
+});
+
+const nativeRenew = Lease.prototype.renew;
+defineMethod(Lease.prototype, 'renew', async function renew() {
+  return nativeRenew.call(this);
+});
+
 const nativeFencedPut = Lease.prototype.fencedPut;
 defineMethod(Lease.prototype, 'fencedPut', async function fencedPut(key, data) {
   checkString(key, 'key');

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{Buffer, Either, Null, Object};
+use napi::bindgen_prelude::{Buffer, Either, Null, Unknown};
 use napi::{Env, Result};
 use napi_derive::napi;
 
@@ -44,8 +44,8 @@ fn or_null<T>(v: Option<T>) -> Either<T, Null> {
     ts_args_type = "url: string, options?: { key?: string }",
     ts_return_type = "Promise<FencedObject | null>"
 )]
-pub fn fenced_get<'e>(env: &'e Env, url: String, key: Option<String>) -> Result<Object<'e>> {
-    rt::promise(
+pub fn fenced_get<'e>(env: &'e Env, url: String, key: Option<String>) -> Result<Unknown<'e>> {
+    rt::call(
         env,
         async move {
             let (client, own) = Client::for_url(&url)?;
@@ -158,9 +158,9 @@ impl FencingGate {
         ts_args_type = "resource: string, token: Lease | string",
         ts_return_type = "Promise<void>"
     )]
-    pub fn admit<'e>(&self, env: &'e Env, resource: String, token: String) -> Result<Object<'e>> {
+    pub fn admit<'e>(&self, env: &'e Env, resource: String, token: String) -> Result<Unknown<'e>> {
         let gate = self.gate.clone();
-        rt::promise(
+        rt::call(
             env,
             async move {
                 // The same rule for both kinds of gate, so moving a gate into a store changes

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Buffer, Function, Object};
+use napi::bindgen_prelude::{Buffer, Function, Object, Unknown};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, Result};
 use napi_derive::napi;
@@ -175,18 +175,18 @@ impl Lease {
     /// Renew now instead of waiting for the background renewal; resolves to the milliseconds
     /// left afterwards, rejects with `LEASE_LOST` if the lease is gone.
     #[napi(ts_return_type = "Promise<number>")]
-    pub fn renew<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+    pub fn renew<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
-        rt::promise(env, async move { inner.renew().await }, |_, d| Ok(ms(d)))
+        rt::call(env, async move { inner.renew().await }, |_, d| Ok(ms(d)))
     }
 
     /// Release the lease so a waiter can take it at once. Idempotent. Rejects with `LEASE_LOST`
     /// if the lease had been lost before it could be released.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn release<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+    pub fn release<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
         let id = self.id;
-        rt::promise(
+        rt::call(
             env,
             async move {
                 let out = inner.release().await;
@@ -204,10 +204,10 @@ impl Lease {
         ts_args_type = "key: string, data: string | Uint8Array | ArrayBuffer",
         ts_return_type = "Promise<string>"
     )]
-    pub fn fenced_put<'e>(&self, env: &'e Env, key: String, data: Buffer) -> Result<Object<'e>> {
+    pub fn fenced_put<'e>(&self, env: &'e Env, key: String, data: Buffer) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
         let bytes = data.to_vec();
-        rt::promise(
+        rt::call(
             env,
             async move { inner.fenced_put(&key, bytes).await },
             |_, v| Ok(v.etag),
@@ -218,9 +218,9 @@ impl Lease {
     /// Resolves to false if there was nothing to delete. Needs a store with conditional
     /// deletes (the file store; S3 with `conditional_delete`), else rejects with `LEASE_STORE`.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn fenced_delete<'e>(&self, env: &'e Env, key: String) -> Result<Object<'e>> {
+    pub fn fenced_delete<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
-        rt::promise(
+        rt::call(
             env,
             async move { inner.fenced_delete(&key).await },
             |_, deleted| Ok(deleted),

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Env, External, ExternalRef, Object, Result};
+use napi::bindgen_prelude::{Env, External, ExternalRef, Object, Result, Unknown};
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 
@@ -82,10 +82,10 @@ pub fn acquire<'e>(
     url: String,
     options: Option<LeaseOptions>,
     cancel: Option<Cancel>,
-) -> Result<Object<'e>> {
+) -> Result<Unknown<'e>> {
     let opts = options.unwrap_or_default().to_core();
     let cancel = token(cancel);
-    rt::promise(
+    rt::call(
         env,
         async move {
             let opts = opts?;
@@ -105,9 +105,9 @@ pub fn try_acquire<'e>(
     env: &'e Env,
     url: String,
     options: Option<LeaseOptions>,
-) -> Result<Object<'e>> {
+) -> Result<Unknown<'e>> {
     let opts = options.unwrap_or_default().to_core();
-    rt::promise(
+    rt::call(
         env,
         async move {
             let opts = opts?;
@@ -150,8 +150,8 @@ fn status_json(s: &lease::Status) -> serde_json::Value {
 
 /// The lease at `url` as the store shows it now (needs only read permission).
 #[napi(ts_args_type = "url: string", ts_return_type = "Promise<Status>")]
-pub fn status<'e>(env: &'e Env, url: String) -> Result<Object<'e>> {
-    rt::promise(
+pub fn status<'e>(env: &'e Env, url: String) -> Result<Unknown<'e>> {
+    rt::call(
         env,
         async move {
             let (client, key) = client(&url)?;
@@ -255,10 +255,10 @@ pub fn watch_next<'e>(
     env: &'e Env,
     watcher: &External<Watcher>,
     cancel: Option<Cancel>,
-) -> Result<Object<'e>> {
+) -> Result<Unknown<'e>> {
     let inner = (**watcher).clone();
     let cancel = token(cancel);
-    rt::promise(
+    rt::call(
         env,
         async move {
             let mut w = inner.lock().await;
@@ -355,10 +355,10 @@ impl Election {
         ts_args_type = "options?: CampaignOptions",
         ts_return_type = "Promise<Lease>"
     )]
-    pub fn campaign<'e>(&self, env: &'e Env, cancel: Option<Cancel>) -> Result<Object<'e>> {
+    pub fn campaign<'e>(&self, env: &'e Env, cancel: Option<Cancel>) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
         let cancel = token(cancel);
-        rt::promise(
+        rt::call(
             env,
             async move { inner.campaign_with_cancel(&cancel).await },
             |env, l| Ok(Lease::register(env, l)),
@@ -367,16 +367,16 @@ impl Election {
 
     /// Stop leading (release the lease); does nothing when not leading.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn resign<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+    pub fn resign<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
-        rt::promise(env, async move { inner.resign().await }, |_, ()| Ok(()))
+        rt::call(env, async move { inner.resign().await }, |_, ()| Ok(()))
     }
 
     /// Who leads now (`null`: nobody).
     #[napi(ts_return_type = "Promise<Leader | null>")]
-    pub fn leader<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
+    pub fn leader<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
-        rt::promise(env, async move { inner.leader().await }, |_, l| {
+        rt::call(env, async move { inner.leader().await }, |_, l| {
             Ok(leader_json(l))
         })
     }
@@ -413,10 +413,10 @@ pub fn leader_next<'e>(
     env: &'e Env,
     watcher: &External<LeaderWatch>,
     cancel: Option<Cancel>,
-) -> Result<Object<'e>> {
+) -> Result<Unknown<'e>> {
     let inner = (**watcher).clone();
     let cancel = token(cancel);
-    rt::promise(
+    rt::call(
         env,
         async move {
             let mut w = inner.lock().await;

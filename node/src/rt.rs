@@ -14,8 +14,10 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
 
+use std::task::{Context, Poll};
+
 use futures::FutureExt;
-use napi::bindgen_prelude::{Object, ToNapiValue};
+use napi::bindgen_prelude::{JsValue, Object, ToNapiValue, Unknown};
 use napi::{Env, Result};
 use tokio::runtime::{Handle, Runtime};
 
@@ -73,6 +75,56 @@ where
         }));
     });
     Ok(promise)
+}
+
+/// Like `promise`, but first polls `fut` once on the calling (JavaScript) thread, inside the
+/// runtime's context: a call that completes at once (the memory store, an answer the core
+/// already knows, a bad argument) returns its value (or throws) without two thread hand-offs;
+/// otherwise the future moves to the runtime and a promise is returned. Only for calls behind
+/// an `async` function of index.js, which turns either outcome into a promise.
+///
+/// This never blocks the event loop: the stores never block inside a poll (the file store
+/// runs its system calls with `spawn_blocking`, S3 is asynchronous I/O), so a first poll
+/// returns `Pending` as soon as it would wait.
+pub fn call<'e, T, D, F, C>(env: &'e Env, fut: F, convert: C) -> Result<Unknown<'e>>
+where
+    T: Send + 'static,
+    D: ToNapiValue + 'static,
+    F: Future<Output = lease::Result<T>> + Send + 'static,
+    C: FnOnce(&Env, T) -> Result<D> + Send + 'static,
+{
+    let rt = handle()?;
+    let mut fut = Box::pin(AssertUnwindSafe(fut).catch_unwind());
+    let first = {
+        let _entered = rt.enter();
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        fut.as_mut().poll(&mut cx)
+    };
+    match first {
+        Poll::Ready(out) => match flatten(out) {
+            Ok(v) => {
+                let d = convert(env, v)?;
+                let raw = unsafe { D::to_napi_value(env.raw(), d)? };
+                Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
+            }
+            Err(e) => Err(errors::to_napi(env, &e)),
+        },
+        // Spawned tasks are polled at least once, so the wake-up registered with the no-op
+        // waker above is not lost: the runtime's poll registers its own.
+        Poll::Pending => promise(env, fut.map(flatten), convert).map(|p| p.to_unknown()),
+    }
+}
+
+fn flatten<T>(
+    out: std::result::Result<lease::Result<T>, Box<dyn std::any::Any + Send>>,
+) -> lease::Result<T> {
+    match out {
+        Ok(out) => out,
+        Err(panic) => Err(lease::Error::internal(format!(
+            "a lease call panicked: {}",
+            panic_message(&panic)
+        ))),
+    }
 }
 
 pub fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
