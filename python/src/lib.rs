@@ -17,8 +17,8 @@ mod rt;
 /// Called by `lease/__init__.py` from an `atexit` hook: stop calling back into Python from the
 /// runtime's threads, the interpreter is going away.
 #[pyfunction]
-fn _shutdown() {
-    rt::set_shutting_down();
+fn _shutdown(py: Python<'_>) {
+    rt::shut_down(py);
 }
 
 /// Re-read the `lease` logger's level now (it is otherwise re-read at most once a second).

@@ -10,7 +10,7 @@
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -25,12 +25,49 @@ const SIGNAL_SLICE: Duration = Duration::from_millis(20);
 /// Set by the `atexit` hook: from then on nothing calls back into Python from other threads.
 static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 
+/// Threads of ours that are inside (or about to enter) `with_python`.
+static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
+
+/// How long the `atexit` hook waits for callbacks already running to finish.
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(2);
+
 pub fn shutting_down() -> bool {
-    SHUTTING_DOWN.load(Ordering::Acquire)
+    SHUTTING_DOWN.load(Ordering::SeqCst)
 }
 
-pub fn set_shutting_down() {
-    SHUTTING_DOWN.store(true, Ordering::Release);
+/// Run `f` with the GIL from one of our own threads (runtime workers, the notifier), unless the
+/// interpreter is shutting down.
+///
+/// Why the count: once finalization has begun, a foreign thread that waits for the GIL is ended
+/// by CPython with `pthread_exit`, whose unwinding runs pyo3's guard and releases a thread state
+/// that is not current: a fatal error at exit ("PyGILState_Release: thread state … must be
+/// current"). The `atexit` hook runs before finalization; it raises the flag and then waits for
+/// this count to reach zero, so no thread of ours is near the GIL when finalization starts.
+/// (Increment, then check the flag; the hook sets the flag, then reads the count: both SeqCst,
+/// so at least one side sees the other.)
+pub fn with_python<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
+    IN_PYTHON.fetch_add(1, Ordering::SeqCst);
+    let out = if shutting_down() {
+        None
+    } else {
+        Python::try_attach(f)
+    };
+    IN_PYTHON.fetch_sub(1, Ordering::SeqCst);
+    out
+}
+
+/// Called from the `atexit` hook: stop calling into Python from our threads, and wait (GIL
+/// released, bounded) for those already calling to finish.
+pub fn shut_down(py: Python<'_>) {
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    // Real time on purpose: a bounded wait at interpreter exit.
+    #[allow(clippy::disallowed_methods)]
+    py.detach(|| {
+        let start = std::time::Instant::now();
+        while IN_PYTHON.load(Ordering::SeqCst) > 0 && start.elapsed() < SHUTDOWN_DRAIN {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
 }
 
 /// This process's id, kept up to date by a `pthread_atfork` child handler (getpid is a system
@@ -173,10 +210,7 @@ fn start_notifier(me: u32) -> Option<&'static Notifier> {
         .name("lease-notify".into())
         .spawn(move || {
             while let Ok(job) = rx.recv() {
-                if shutting_down() {
-                    continue;
-                }
-                let _ = Python::try_attach(|py| {
+                let _ = with_python(|py| {
                     // A panic in one job must not end the thread.
                     let _ = catch_unwind(AssertUnwindSafe(|| job(py)));
                 });
@@ -231,10 +265,7 @@ where
     let h = handle()?;
     let task = h.spawn(async move {
         let out = fut.await;
-        if shutting_down() {
-            return;
-        }
-        let _ = Python::try_attach(move |py| {
+        let _ = with_python(move |py| {
             let (ok, value) = match out {
                 Ok(v) => match convert(py, v) {
                     Ok(obj) => (true, obj),

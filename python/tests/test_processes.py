@@ -246,3 +246,43 @@ def test_leases_still_held_at_exit_are_released(url: str) -> None:
     s = lease.status(url)
     assert s.state == "released" and s.epoch == int(out.stdout.split()[0])
     assert s.holder is not None and s.holder.label == "left-behind"
+
+
+# Interpreter exit while the runtime's threads are settling asyncio futures and delivering
+# log records: CI once died here with "Fatal Python error: PyGILState_Release: thread state
+# ... must be current when releasing" (a runtime thread waiting for the GIL during
+# finalization is ended by CPython, and the unwinding released a thread state that was not
+# current). The atexit hook now waits for those threads to leave Python first.
+EXIT_RACE = """
+import asyncio, logging, sys, lease
+logging.basicConfig(level=logging.DEBUG)  # core logs go through the notifier thread too
+logging.getLogger("lease").setLevel(logging.DEBUG)
+
+async def poll(url):
+    async for _ in lease.watch_async(url, poll=0.001):
+        pass
+
+async def main(base):
+    tasks = [asyncio.create_task(poll(f"{base}-{i}")) for i in range(16)]
+    held = await lease.acquire_async(f"{base}-held", ttl=5)
+    await asyncio.sleep(0.05)
+    await held.release_async()
+    for t in tasks:
+        t.cancel()
+    # Return with watch polls still settling on runtime threads.
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_exit_with_callbacks_in_flight_is_clean(tmp_path: Path) -> None:
+    for i in range(20):
+        out = subprocess.run(
+            [sys.executable, "-c", EXIT_RACE, f"file://{tmp_path}/exit-{i}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0 and "Fatal Python error" not in out.stderr, (
+            f"run {i}: exit {out.returncode}\n{out.stderr[-3000:]}"
+        )
