@@ -102,7 +102,7 @@ say "pytest"
 "$VENV/bin/pytest" -p no:cacheprovider python/tests
 
 say "mypy --strict (package and examples)"
-"$VENV/bin/python" -m mypy --strict --no-incremental python/lease examples/python
+"$VENV/bin/python" -m mypy --strict --no-incremental python/lease examples/python examples/zombie/python
 
 say "examples"
 tmp=$(mktemp -d)

@@ -44,7 +44,7 @@ from ._errors import (
     StoreUnavailable,
 )
 from ._lease import Lease
-from ._types import Holder, Leader, Status
+from ._types import FencedObject, Holder, Leader, Status
 
 __version__: str = _lease.__version__
 
@@ -56,7 +56,11 @@ __all__ = [
     "status_async",
     "watch",
     "watch_async",
+    "fenced_get",
+    "fenced_get_async",
     "Election",
+    "FencingGate",
+    "FencedObject",
     "Lease",
     "Watch",
     "LeaderObserver",
@@ -155,6 +159,54 @@ async def status_async(url: URL) -> Status:
     """:func:`status` for asyncio."""
     d = await await_core(lambda done: _lease._status_start(url, done))
     return Status._from_json(d)
+
+
+def fenced_get(url: URL, *, key: Optional[str] = None) -> Optional[FencedObject]:
+    """Read an object written by :meth:`Lease.fenced_put`, with the epoch and lease of the
+    writer: a :class:`FencedObject`, or ``None`` when it does not exist. Needs no lease.
+
+    ``url`` is the object's URL (``s3://bucket/data/report``, ``file:///dir/report``); or,
+    with ``key``, any lease URL of the store the object is in, and ``key`` the object's key
+    there, as given to ``fenced_put``: ``lease.fenced_get(l.url, key="data/report")``.
+    """
+    return FencedObject._from_dict(_lease._fenced_get(url, key))
+
+
+async def fenced_get_async(url: URL, *, key: Optional[str] = None) -> Optional[FencedObject]:
+    """:func:`fenced_get` for asyncio."""
+    d = await await_core(lambda done: _lease._fenced_get_start(url, key, done))
+    return FencedObject._from_dict(d)
+
+
+class FencingGate:
+    """Admit or refuse fencing tokens for resources outside the store (a database row, an
+    HTTP API): the resource calls ``gate.admit(resource, token)`` before acting on a request
+    that carries a token (``Lease.token``, ``URL#EPOCH``, or a :class:`Lease`).
+
+    A token is admitted when its epoch is at least the highest admitted so far for that
+    resource; a lower epoch, or a token of another lease, raises :class:`Fenced` (its
+    ``epoch`` is the highest admitted). ``FencingGate()`` keeps what it admitted in memory
+    (one process); ``FencingGate(store_url, prefix="fencing")`` keeps one small object per
+    resource in a store (``s3://bucket?…``, ``file:///dir``, a directory path), changed only by
+    conditional writes, so services in many processes and machines share one gate.
+    """
+
+    __slots__ = ("_g",)
+
+    def __init__(self, store: Optional[URL] = None, *, prefix: Optional[str] = None) -> None:
+        self._g = _lease.GateCore(store, prefix)
+
+    def admit(self, resource: str, token: Union[str, Lease]) -> None:
+        """Admit ``token`` for ``resource`` and remember its epoch, or raise :class:`Fenced`."""
+        self._g.admit(resource, token.token if isinstance(token, Lease) else token)
+
+    async def admit_async(self, resource: str, token: Union[str, Lease]) -> None:
+        """:meth:`admit` for asyncio."""
+        text = token.token if isinstance(token, Lease) else token
+        await await_core(lambda done: self._g._admit_start(resource, text, done))
+
+    def __repr__(self) -> str:
+        return f"<lease.FencingGate {self._g.description}>"
 
 
 class Watch:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Type
+from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Type, Union
 
 from ._errors import LeaseError
 
@@ -63,6 +63,16 @@ async def await_core(start: Callable[[Done], "Pending"]) -> Any:
 
 async def release_async(lease: "Lease") -> None:
     await await_core(lease._release_start)
+
+
+async def fenced_put_async(lease: "Lease", key: str, data: Union[bytes, bytearray, str]) -> str:
+    version: str = await await_core(lambda done: lease._fenced_put_start(key, data, done))
+    return version
+
+
+async def fenced_delete_async(lease: "Lease", key: str) -> bool:
+    deleted: bool = await await_core(lambda done: lease._fenced_delete_start(key, done))
+    return deleted
 
 
 async def ready(lease: "Lease") -> "Lease":

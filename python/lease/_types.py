@@ -92,3 +92,38 @@ class Leader(NamedTuple):
         if d is None:
             return None
         return cls(holder=Holder(**d["holder"]), epoch=d["epoch"], data=d.get("data"))
+
+
+@dataclass(frozen=True)
+class FencedObject:
+    """An object read by :func:`lease.fenced_get`, with the epoch and lease of the fenced write
+    that wrote it (``None`` for both when something other than a fenced write wrote it)."""
+
+    url: str
+    """The object's URL."""
+    data: bytes
+    """Its contents."""
+    epoch: Optional[int]
+    """The writer's epoch (its fencing token)."""
+    lease: Optional[str]
+    """The URL of the lease the writer held."""
+    version: str
+    """The object's version (ETag on S3, a content hash on the file store): what
+    :meth:`lease.Lease.fenced_put` returned for the write that produced it."""
+
+    @classmethod
+    def _from_dict(cls, d: Optional[Dict[str, Any]]) -> Optional["FencedObject"]:
+        if d is None:
+            return None
+        return cls(
+            url=d["url"],
+            data=d["data"],
+            epoch=d["epoch"],
+            lease=d["lease"],
+            version=d["version"],
+        )
+
+    @property
+    def text(self) -> str:
+        """``data`` decoded as UTF-8 (raises ``UnicodeDecodeError`` if it is not)."""
+        return self.data.decode("utf-8")

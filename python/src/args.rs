@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyString};
 
 use crate::errors::{invalid, type_error, IntoPyResult};
 use lease::store::file::FileStore;
@@ -147,10 +147,9 @@ fn open_store(url: &StoreUrl) -> lease::Result<DynStore> {
     })
 }
 
-pub fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
-    let text = url_text(obj)?;
+/// The cache of this process (a fresh one in a forked child).
+fn cache_of(slot: &mut Option<Cache>) -> &mut Cache {
     let me = crate::rt::pid();
-    let mut slot = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     if slot.as_ref().is_none_or(|c| c.pid != me) {
         // In a forked child the parent's clients may hold connections whose tasks lived on
         // the parent's runtime: leak them instead of dropping them.
@@ -161,7 +160,36 @@ pub fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
             clients: HashMap::new(),
         });
     }
-    let cache = slot.as_mut().expect("set above");
+    slot.as_mut().expect("set above")
+}
+
+/// The shared client of `store` in this process (`text` names it in errors).
+fn client_of(cache: &mut Cache, store: &StoreUrl, text: &str) -> PyResult<Client> {
+    if let Some(c) = cache.clients.get(store) {
+        return Ok(c.clone());
+    }
+    let opened = open_store(store).map_err(|e| e.with_lease(text)).py()?;
+    let c = Client::new(opened);
+    cache.clients.insert(store.clone(), c.clone());
+    Ok(c)
+}
+
+/// The shared client of a store given by its URL (`s3://bucket?…`, `file:///dir`, a directory
+/// path, `memory://namespace`).
+pub fn store_client(obj: &Bound<'_, PyAny>) -> PyResult<Client> {
+    let text = url_text(obj)?;
+    if text.contains('\0') {
+        return Err(invalid("the store URL contains a NUL character"));
+    }
+    let store = StoreUrl::parse(&text).py()?;
+    let mut slot = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    client_of(cache_of(&mut slot), &store, &text)
+}
+
+pub fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
+    let text = url_text(obj)?;
+    let mut slot = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = cache_of(&mut slot);
     if let Some(t) = cache.targets.get(&text) {
         return Ok(t.clone());
     }
@@ -169,17 +197,7 @@ pub fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
         return Err(invalid("the lease URL contains a NUL character"));
     }
     let parsed = LeaseUrl::parse(&text).py()?;
-    let client = match cache.clients.get(&parsed.store) {
-        Some(c) => c.clone(),
-        None => {
-            let store = open_store(&parsed.store)
-                .map_err(|e| e.with_lease(text.as_str()))
-                .py()?;
-            let c = Client::new(store);
-            cache.clients.insert(parsed.store.clone(), c.clone());
-            c
-        }
-    };
+    let client = client_of(cache, &parsed.store, &text)?;
     let url = client.lease_url(&parsed.key);
     let t = Target {
         client,
@@ -191,6 +209,43 @@ pub fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
     }
     cache.targets.insert(text, t.clone());
     Ok(t)
+}
+
+/// A key of an object in a store (`data/report.csv`): a `str`. Checked by the core.
+pub fn key_text(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    match obj.cast::<PyString>() {
+        Ok(s) => s.to_cow().map(|c| c.into_owned()).map_err(|_| {
+            invalid(format!(
+                "{name} is not valid UTF-8 (it contains a lone surrogate)"
+            ))
+        }),
+        Err(_) => Err(type_error(format!(
+            "{name} must be a str (an object key such as \"data/report.csv\"), not {}",
+            type_name(obj)
+        ))),
+    }
+}
+
+/// The contents of an object: `bytes`, `bytearray`, or a `str` (written as UTF-8).
+pub fn data_bytes(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(b) = obj.cast::<PyByteArray>() {
+        return Ok(b.to_vec());
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return s
+            .to_cow()
+            .map(|c| c.into_owned().into_bytes())
+            .map_err(|_| {
+                invalid("data is not valid UTF-8 (a str with a lone surrogate); pass bytes")
+            });
+    }
+    Err(type_error(format!(
+        "data must be bytes, bytearray or str, not {}",
+        type_name(obj)
+    )))
 }
 
 /// Lease options from the keyword arguments every acquiring call takes.

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 
 mod args;
 mod errors;
+mod fence;
 mod log;
 mod observe;
 mod pylease;
@@ -49,12 +50,15 @@ fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<observe::Watch>()?;
     m.add_class::<observe::ElectionCore>()?;
     m.add_class::<observe::LeaderStream>()?;
+    m.add_class::<fence::GateCore>()?;
     m.add_function(wrap_pyfunction!(pylease::_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(pylease::_try_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(pylease::_acquire_start, m)?)?;
     m.add_function(wrap_pyfunction!(pylease::_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(observe::_status, m)?)?;
     m.add_function(wrap_pyfunction!(observe::_status_start, m)?)?;
+    m.add_function(wrap_pyfunction!(fence::_fenced_get, m)?)?;
+    m.add_function(wrap_pyfunction!(fence::_fenced_get_start, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_error_for_kind, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(_refresh_log_level, m)?)?;

@@ -401,6 +401,67 @@ impl PyLease {
             .py()
     }
 
+    /// Write `data` (bytes, bytearray or str) at `key` in this lease's store, stamped with
+    /// this lease and epoch, unless a newer holder (or another lease) wrote it: then raise
+    /// `Fenced` (its `epoch` is the newer one). Returns the object's new version.
+    fn fenced_put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<String> {
+        let lease = self.owned()?.clone();
+        crate::fence::put(py, lease, key, data)
+    }
+
+    /// Delete `key` unless a newer holder wrote it (`Fenced`); false if it did not exist.
+    fn fenced_delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let lease = self.owned()?.clone();
+        crate::fence::delete(py, lease, key)
+    }
+
+    /// `fenced_put()` for asyncio.
+    fn fenced_put_async<'py>(
+        slf: Bound<'py, Self>,
+        key: Bound<'py, PyAny>,
+        data: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static PUT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &PUT, "lease._aio", "fenced_put_async")?.call1((slf, key, data))
+    }
+
+    /// `fenced_delete()` for asyncio.
+    fn fenced_delete_async<'py>(
+        slf: Bound<'py, Self>,
+        key: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static DELETE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &DELETE, "lease._aio", "fenced_delete_async")?.call1((slf, key))
+    }
+
+    fn _fenced_put_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        let lease = self.owned()?.clone();
+        crate::fence::put_start(py, lease, key, data, done)
+    }
+
+    fn _fenced_delete_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        let lease = self.owned()?.clone();
+        crate::fence::delete_start(py, lease, key, done)
+    }
+
     /// Release the lease (idempotent). Raises `LeaseLost` if it was lost before: whatever was
     /// done under it may have overlapped with another holder.
     fn release(&self, py: Python<'_>) -> PyResult<()> {

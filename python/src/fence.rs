@@ -1,0 +1,306 @@
+//! Store-enforced fencing: `Lease.fenced_put` / `fenced_delete` (their bodies, called from the
+//! `Lease` methods in `pylease`), `lease.fenced_get`, and `lease.FencingGate` (over `GateCore`).
+//!
+//! Blocking calls release the GIL and stay interruptible (`rt::block`); the `_start` variants
+//! run on the runtime and settle an asyncio future. Errors go through the one mapping
+//! (`errors::to_py`): a refused write is `lease.Fenced` carrying the newer epoch.
+
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::args::{self, data_bytes, key_text};
+use crate::errors::{invalid, to_py, IntoPyResult};
+use crate::pylease::Pending;
+use crate::rt::{self, block};
+use lease::{Client, Error, FencedObject, FencingGate, FencingToken, Lease};
+
+/// `lease.Lease.fenced_put`: write `data` at `key` in the lease's store; the new version.
+pub fn put(
+    py: Python<'_>,
+    lease: Lease,
+    key: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+) -> PyResult<String> {
+    let key = key_text("key", key)?;
+    let data = data_bytes(data)?;
+    block(py, async move { lease.fenced_put(&key, data).await }, None)?
+        .map(|v| v.etag)
+        .py()
+}
+
+pub fn put_start(
+    py: Python<'_>,
+    lease: Lease,
+    key: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+    done: Py<PyAny>,
+) -> PyResult<Pending> {
+    let key = key_text("key", key)?;
+    let data = data_bytes(data)?;
+    let abort = rt::spawn_settle(
+        py,
+        async move { lease.fenced_put(&key, data).await },
+        done,
+        |py, v| Ok(v.etag.into_pyobject(py)?.into_any().unbind()),
+    )?;
+    Ok(Pending::abort(abort))
+}
+
+/// `lease.Lease.fenced_delete`: true if deleted, false if there was nothing to delete.
+pub fn delete(py: Python<'_>, lease: Lease, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let key = key_text("key", key)?;
+    block(py, async move { lease.fenced_delete(&key).await }, None)?.py()
+}
+
+pub fn delete_start(
+    py: Python<'_>,
+    lease: Lease,
+    key: &Bound<'_, PyAny>,
+    done: Py<PyAny>,
+) -> PyResult<Pending> {
+    let key = key_text("key", key)?;
+    let abort = rt::spawn_settle(
+        py,
+        async move { lease.fenced_delete(&key).await },
+        done,
+        |py, deleted| {
+            Ok(pyo3::types::PyBool::new(py, deleted)
+                .to_owned()
+                .into_any()
+                .unbind())
+        },
+    )?;
+    Ok(Pending::abort(abort))
+}
+
+/// The client and key `fenced_get(url, key)` reads: the object at `url`, or with `key`, the
+/// object `key` in the store of the lease at `url`.
+fn get_target(
+    url: &Bound<'_, PyAny>,
+    key: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Client, String, String)> {
+    let t = args::target(url)?;
+    let key = match key.filter(|k| !k.is_none()) {
+        Some(k) => key_text("key", k)?,
+        None => t.key,
+    };
+    let object_url = t.client.lease_url(&key);
+    Ok((t.client, key, object_url))
+}
+
+/// What crosses into Python: a dict that `lease._types.FencedObject` is built from.
+fn object_dict(py: Python<'_>, url: &str, obj: Option<FencedObject>) -> PyResult<Py<PyAny>> {
+    let Some(obj) = obj else {
+        return Ok(py.None());
+    };
+    let d = PyDict::new(py);
+    d.set_item("url", url)?;
+    d.set_item("data", PyBytes::new(py, &obj.bytes))?;
+    d.set_item("epoch", obj.epoch)?;
+    d.set_item("lease", obj.lease)?;
+    d.set_item("version", obj.version.etag)?;
+    Ok(d.into_any().unbind())
+}
+
+/// fenced_get(url, key=None) -> dict | None.
+#[pyfunction]
+#[pyo3(signature = (url, key=None))]
+pub fn _fenced_get(
+    py: Python<'_>,
+    url: &Bound<'_, PyAny>,
+    key: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    crate::log::refresh_level(py, false);
+    let (client, key, object_url) = get_target(url, key)?;
+    let obj = block(py, async move { client.fenced_get(&key).await }, None)?.py()?;
+    object_dict(py, &object_url, obj)
+}
+
+#[pyfunction]
+#[pyo3(signature = (url, key, done))]
+pub fn _fenced_get_start(
+    py: Python<'_>,
+    url: &Bound<'_, PyAny>,
+    key: Option<&Bound<'_, PyAny>>,
+    done: Py<PyAny>,
+) -> PyResult<Pending> {
+    crate::log::refresh_level(py, false);
+    let (client, key, object_url) = get_target(url, key)?;
+    let abort = rt::spawn_settle(
+        py,
+        async move { client.fenced_get(&key).await },
+        done,
+        move |py, obj| object_dict(py, &object_url, obj),
+    )?;
+    Ok(Pending::abort(abort))
+}
+
+/// Where a gate keeps what it admitted.
+enum Backend {
+    Memory,
+    /// A store object per resource under `prefix`; `url` is the store, for rebuilding the gate
+    /// in a forked child (the state is in the store, so the child's gate is the same gate).
+    Store {
+        url: Py<PyAny>,
+        prefix: String,
+    },
+}
+
+/// The core of `lease.FencingGate`: admit a token for a resource, or raise `Fenced`.
+#[pyclass(module = "lease._lease", frozen)]
+pub struct GateCore {
+    backend: Backend,
+    /// The gate and the process that built it.
+    gate: Mutex<(u32, Arc<FencingGate>)>,
+    description: String,
+}
+
+fn store_gate(client: &Client, prefix: &str) -> PyResult<Arc<FencingGate>> {
+    let gate = FencingGate::in_store(client.store().clone(), prefix).map_err(|e| {
+        to_py(Error::new(
+            e.kind(),
+            format!("FencingGate prefix {prefix:?}: {}", e.message()),
+        ))
+    })?;
+    Ok(Arc::new(gate))
+}
+
+fn resource_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    let resource = key_text("resource", obj)?;
+    // The same rule for both kinds of gate, so moving a gate into a store changes nothing.
+    lease::store::validate_key(&resource).map_err(|e| {
+        invalid(format!(
+            "FencingGate resource {resource:?} is not a valid object key: {}",
+            e.message()
+        ))
+    })?;
+    Ok(resource)
+}
+
+fn token_of(obj: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
+    let text = key_text("token", obj).map_err(|e| {
+        if e.is_instance_of::<pyo3::exceptions::PyTypeError>(obj.py()) {
+            crate::errors::type_error(format!(
+                "token must be a str (a lease's token, \"URL#EPOCH\") or a lease.Lease, not {}",
+                obj.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "?".into())
+            ))
+        } else {
+            e
+        }
+    })?;
+    text.parse::<FencingToken>().py()
+}
+
+impl GateCore {
+    fn gate(&self, py: Python<'_>) -> PyResult<Arc<FencingGate>> {
+        let me = rt::pid();
+        let mut slot = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.0 == me {
+            return Ok(slot.1.clone());
+        }
+        match &self.backend {
+            Backend::Memory => Err(invalid(
+                "this FencingGate in memory was created before os.fork(): it guards one \
+                 process; create a gate in the child, or keep the gate in a store",
+            )),
+            Backend::Store { url, prefix } => {
+                // The parent's gate holds a client of the parent's runtime: leak it.
+                let fresh = store_gate(&args::store_client(url.bind(py))?, prefix)?;
+                let old = std::mem::replace(&mut *slot, (me, fresh.clone()));
+                std::mem::forget(old);
+                Ok(fresh)
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl GateCore {
+    #[new]
+    #[pyo3(signature = (store=None, prefix=None))]
+    fn new(store: Option<&Bound<'_, PyAny>>, prefix: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let store = store.filter(|s| !s.is_none());
+        let prefix = prefix.filter(|p| !p.is_none());
+        let (backend, gate, description) = match (store, prefix) {
+            (None, None) => (
+                Backend::Memory,
+                Arc::new(FencingGate::in_memory()),
+                "in memory".to_string(),
+            ),
+            (None, Some(_)) => {
+                return Err(crate::errors::type_error(
+                    "prefix is only for a FencingGate kept in a store: pass the store URL too",
+                ))
+            }
+            (Some(url), prefix) => {
+                let prefix = match prefix {
+                    Some(p) => key_text("prefix", p)?,
+                    None => "fencing".to_string(),
+                };
+                let client = args::store_client(url)?;
+                let gate = store_gate(&client, &prefix)?;
+                let description = format!(
+                    "in {} under {}/",
+                    client.store().url(),
+                    prefix.trim_matches('/')
+                );
+                (
+                    Backend::Store {
+                        url: url.clone().unbind(),
+                        prefix,
+                    },
+                    gate,
+                    description,
+                )
+            }
+        };
+        Ok(GateCore {
+            backend,
+            gate: Mutex::new((rt::pid(), gate)),
+            description,
+        })
+    }
+
+    /// Admit `token` for `resource` (blocking, GIL released), or raise `Fenced`.
+    fn admit(
+        &self,
+        py: Python<'_>,
+        resource: &Bound<'_, PyAny>,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let resource = resource_text(resource)?;
+        let token = token_of(token)?;
+        let gate = self.gate(py)?;
+        block(py, async move { gate.admit(&resource, &token).await }, None)?.py()
+    }
+
+    fn _admit_start(
+        &self,
+        py: Python<'_>,
+        resource: &Bound<'_, PyAny>,
+        token: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        let resource = resource_text(resource)?;
+        let token = token_of(token)?;
+        let gate = self.gate(py)?;
+        let abort = rt::spawn_settle(
+            py,
+            async move { gate.admit(&resource, &token).await },
+            done,
+            |py, ()| Ok(py.None()),
+        )?;
+        Ok(Pending::abort(abort))
+    }
+
+    /// "in memory", or "in STORE under PREFIX/".
+    #[getter]
+    fn description(&self) -> &str {
+        &self.description
+    }
+}
