@@ -4,11 +4,12 @@
 #
 #   scripts/test-node.sh            standalone, or called by scripts/test
 #
-# `npm install --ignore-scripts` in node/ brings the pinned dev tools (the napi-rs CLI for index.d.ts,
-# proper-lockfile for the bench). `npm install $ROOT/node` into a fresh project outside the
-# repository then builds and installs the package as a user's project would (its install
-# script runs cargo: release build, --target x86_64-unknown-linux-gnu, sharing
-# $CARGO_TARGET_DIR with the other release builds). The tests run with `node --test node/test/`
+# `npm install --ignore-scripts` in node/ brings the pinned dev tools (the napi-rs CLI for
+# index.d.ts, TypeScript to type-check a user of it, proper-lockfile for the bench).
+# `npm install $ROOT/node` into a fresh project outside the repository then builds and installs
+# the package as a user's project would (its install script runs cargo: release build,
+# --target x86_64-unknown-linux-gnu, sharing $CARGO_TARGET_DIR with the other release builds).
+# The tests run with `node --test node/test/`
 # (on file:// and on S3 through moto), the examples run once, the benchmark in --quick mode.
 #
 # Environment (all optional; scripts/test sets them):
@@ -73,6 +74,12 @@ say "npm install --ignore-scripts in node/ (dev tools, as locked)"
 # --- index.d.ts is generated from the Rust sources and types/header.d.ts.
 say "index.d.ts drift check (napi build)"
 (cd node && node scripts/types.js --check)
+
+# --- The declarations describe what index.js exports: a TypeScript user's code type-checks.
+say "tsc --strict on node/test-support/types-check.ts (index.d.ts as TypeScript users see it)"
+(cd node && node_modules/.bin/tsc --noEmit --strict --target es2022 --module nodenext \
+  --moduleResolution nodenext --lib es2022,esnext.disposable,esnext.asynciterable --types node \
+  test-support/types-check.ts)
 
 # --- What users run: install the package by path into a project of their own.
 say "npm install $ROOT/node (into a fresh project)"

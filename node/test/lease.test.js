@@ -117,6 +117,25 @@ eachStore('lease', (store, url) => {
     }
   });
 
+  it('renewals go on while the event loop is blocked', async () => {
+    const u = url('blocked');
+    const l = await lease.acquire(u, { ttl: 600 });
+    try {
+      const before = (await lease.status(u)).renewedAt;
+      // Block this thread for 2.5 ttls: renewals run on the library's own threads.
+      const end = performance.now() + 1500;
+      while (performance.now() < end);
+      assert.equal(l.held, true, 'still held after the event loop was blocked past the ttl');
+      assert.ok(l.remaining() > 0);
+      const s = await lease.status(u);
+      assert.equal(s.state, 'held');
+      assert.equal(s.holder.id, l.holder.id);
+      assert.notEqual(s.renewedAt, before, 'renewed meanwhile');
+    } finally {
+      await l.release();
+    }
+  });
+
   it('remaining and ensureHeld min', async () => {
     const l = await lease.acquire(url('remaining'), { ttl: 10_000 });
     try {

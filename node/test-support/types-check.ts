@@ -1,0 +1,50 @@
+// Compiled (not run) by scripts/test-node.sh with `tsc --noEmit --strict`: index.d.ts describes
+// what index.js exports, and the README's uses type-check, `await using` included.
+import * as lease from 'lease';
+import type { Lease, LeaseError, Status, FencedObject, Leader } from 'lease';
+
+async function main(url: string, signal: AbortSignal): Promise<void> {
+  {
+    await using l = await lease.acquire(url, { ttl: 30_000, wait: 60_000, label: 'gc-1', signal });
+    const epoch: number = l.epoch;
+    const left: number = l.remaining();
+    l.ensureHeld(5_000);
+    const s: AbortSignal = l.signal;
+    const lost: Promise<never> = l.lost;
+    const token: string = l.token;
+    const v: string = await l.fencedPut('data/x', 'text');
+    await l.fencedPut('data/y', new Uint8Array([1, 2]));
+    const deleted: boolean = await l.fencedDelete('data/x');
+    void [epoch, left, s, lost, token, v, deleted];
+  }
+  const maybe: Lease | null = await lease.tryAcquire(url, { ttl: 30_000 });
+  if (maybe) await maybe.release();
+  const st: Status = await lease.status(url);
+  const holderLabel: string | null | undefined = st.holder?.label;
+  const expires: number | null = st.expiresInMs;
+  for await (const change of lease.watch(url, { signal, pollInterval: 500 })) {
+    const state: Status['state'] = change.state;
+    void state;
+  }
+  const e = new lease.Election(url, { ttl: 15_000, label: 'node-a' });
+  const mine: Lease = await e.campaign({ signal });
+  const leader: Leader | null = await e.leader();
+  for await (const l of e.observe({ signal })) void l;
+  await e.resign();
+  const obj: FencedObject | null = await lease.fencedGet(url, { key: 'data/x' });
+  const gate = new lease.FencingGate('s3://bucket', { prefix: 'fencing' });
+  await gate.admit('orders/42', mine);
+  await gate.admit('orders/42', mine.token);
+  const parsed = lease.parseToken(mine.token);
+  const n: number = parsed.epoch;
+  const version: string = lease.version;
+  try {
+    await lease.acquire(url, { wait: 0 });
+  } catch (err) {
+    const le = err as LeaseError;
+    if (le.code === lease.codes.HELD) console.log(le.holder?.id, le.epoch);
+  }
+  void [holderLabel, expires, leader, obj, n, version];
+}
+
+void main;
