@@ -63,9 +63,10 @@ export interface Lease {
 export declare class Election {
   /**
    * `options.wait` bounds how long `campaign` waits (default: as long as it takes);
-   * `options.data` is published while this participant leads.
+   * `options.data` is published while this participant leads. (A campaign's own
+   * `signal` goes to `campaign()`.)
    */
-  constructor(url: string, options?: LeaseOptions | undefined | null)
+  constructor(url: string, options?: Omit<LeaseOptions, 'signal'>)
   /**
    * Resolve once this participant leads, with its lease (the current one if it already
    * leads).

@@ -332,8 +332,12 @@ pub struct Election {
 #[napi]
 impl Election {
     /// `options.wait` bounds how long `campaign` waits (default: as long as it takes);
-    /// `options.data` is published while this participant leads.
-    #[napi(constructor)]
+    /// `options.data` is published while this participant leads. (A campaign's own
+    /// `signal` goes to `campaign()`.)
+    #[napi(
+        constructor,
+        ts_args_type = "url: string, options?: Omit<LeaseOptions, 'signal'>"
+    )]
     pub fn new(env: Env, url: String, options: Option<LeaseOptions>) -> Result<Election> {
         // Opening an S3 store builds its HTTP client, which wants a runtime context.
         let rt = rt::handle()?;
