@@ -1,0 +1,3 @@
+module github.com/lease-dev/lease/bindings/go
+
+go 1.21

@@ -1,0 +1,439 @@
+// Package lease is the Go binding of lease: leases, leader election and fencing on object
+// storage (S3 conditional writes, a directory, memory), over the C ABI of liblease.
+//
+// C and Go workers share the one implementation of the protocol with Rust, Python and Node
+// workers, so all of them can contend for the same lease.
+//
+//	store, err := lease.Open("file:///var/lib/app/locks")
+//	l, err := store.Acquire(ctx, "gc", &lease.Options{TTL: 30 * time.Second})
+//	if err != nil { ... }            // errors.Is(err, lease.ErrTimeout), ...
+//	defer l.Close()                  // releases the lease
+//	fmt.Println("leader at epoch", l.Epoch())
+//	if err := l.EnsureHeld(5 * time.Second); err != nil { ... } // before each step
+//
+// Building: the package links liblease through pkg-config. Build and install it first:
+//
+//	cargo build --release -p lease-ffi
+//	ffi/install.sh --prefix $HOME/.local --from target/release
+//	export PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig
+//	go build ./...                   # or: go build -tags lease_static ./...
+//
+// See docs/ffi.md for the conventions underneath (threads, callbacks, fork).
+package lease
+
+// #include <stdlib.h>
+// #include "liblease.h"
+// enum lease_code lease_go_on_lost(const struct lease *l, uintptr_t handle);
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"runtime"
+	"runtime/cgo"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Version is the version of the liblease this program runs with, e.g. "0.1.0".
+func Version() string {
+	return C.GoString(C.lease_version())
+}
+
+// One runtime per process: its threads renew every lease this process holds.
+var (
+	rtOnce sync.Once
+	rtPtr  *C.lease_runtime
+	rtErr  error
+)
+
+func theRuntime() (*C.lease_runtime, error) {
+	rtOnce.Do(func() {
+		opts := C.lease_runtime_options_default()
+		name := C.CString("go")
+		defer C.free(unsafe.Pointer(name))
+		opts.client_name = name
+		var cerr *C.lease_error
+		code := C.lease_runtime_new(&opts, &rtPtr, &cerr)
+		rtErr = takeError(code, cerr)
+	})
+	return rtPtr, rtErr
+}
+
+// cString converts s for C; strings with a NUL byte cannot cross (C would cut them short).
+func cString(s, what string) (*C.char, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, newError(CodeInvalid, what+" contains a NUL byte")
+	}
+	return C.CString(s), nil
+}
+
+// Store is an open store: s3://BUCKET?options, file:///DIR or memory://NAMESPACE. Safe for
+// concurrent use.
+type Store struct {
+	mu  sync.RWMutex
+	ptr *C.lease_store
+	url string
+}
+
+// Open opens the store at url. It does not contact the store.
+func Open(url string) (*Store, error) {
+	rt, err := theRuntime()
+	if err != nil {
+		return nil, err
+	}
+	curl, err := cString(url, "url")
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(curl))
+	var ptr *C.lease_store
+	var cerr *C.lease_error
+	if err := takeError(C.lease_store_open(rt, curl, &ptr, &cerr), cerr); err != nil {
+		return nil, err
+	}
+	s := &Store{ptr: ptr, url: url}
+	runtime.SetFinalizer(s, (*Store).Close)
+	return s, nil
+}
+
+// URL is the URL the store was opened with.
+func (s *Store) URL() string { return s.url }
+
+// Close frees the store. Leases acquired from it stay valid. Closing twice is harmless.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ptr != nil {
+		C.lease_store_free(s.ptr)
+		s.ptr = nil
+	}
+	runtime.SetFinalizer(s, nil)
+	return nil
+}
+
+// Options say how a lease is acquired and held. The zero value (or nil) means the defaults.
+type Options struct {
+	// TTL is how long the lease lasts without renewal (100 ms to 24 h; default 30 s). The
+	// holder renews every TTL/3 in the background.
+	TTL time.Duration
+	// Label is shown to people by Status (at most 256 bytes).
+	Label string
+	// Data is a small payload stored in the record (at most 16 KiB), e.g. the leader's address.
+	Data string
+	// PollInterval is how often a waiter re-reads the record (default TTL/10, within 50 ms to 2 s).
+	PollInterval time.Duration
+}
+
+// Acquire acquires the lease name, waiting while someone else holds it until ctx is done: it
+// returns an error matching ErrTimeout (and context.DeadlineExceeded) when ctx's deadline
+// passes, and ErrCancelled (and context.Canceled) when ctx is cancelled.
+func (s *Store) Acquire(ctx context.Context, name string, opts *Options) (*Lease, error) {
+	return s.acquire(ctx, name, opts, false)
+}
+
+// TryAcquire tries once: it returns an error matching ErrHeld if someone else holds the lease.
+func (s *Store) TryAcquire(ctx context.Context, name string, opts *Options) (*Lease, error) {
+	return s.acquire(ctx, name, opts, true)
+}
+
+func ctxError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Code: CodeTimeout, Message: "the context's deadline passed before the lease was acquired", cause: err}
+	}
+	return &Error{Code: CodeCancelled, Message: "the context was cancelled before the lease was acquired", cause: err}
+}
+
+func (s *Store) acquire(ctx context.Context, name string, opts *Options, try bool) (*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(err)
+	}
+	copts := C.lease_options_default()
+	var frees []unsafe.Pointer
+	defer func() {
+		for _, p := range frees {
+			C.free(p)
+		}
+	}()
+	cname, err := cString(name, "name")
+	if err != nil {
+		return nil, err
+	}
+	frees = append(frees, unsafe.Pointer(cname))
+	if opts != nil {
+		if opts.TTL < 0 || opts.PollInterval < 0 {
+			return nil, newError(CodeInvalid, "TTL and PollInterval must not be negative")
+		}
+		if opts.TTL > 0 {
+			copts.ttl_ms = C.uint64_t(opts.TTL.Milliseconds())
+		}
+		if opts.PollInterval > 0 {
+			copts.poll_interval_ms = C.uint64_t(opts.PollInterval.Milliseconds())
+		}
+		if opts.Label != "" {
+			p, err := cString(opts.Label, "label")
+			if err != nil {
+				return nil, err
+			}
+			frees = append(frees, unsafe.Pointer(p))
+			copts.label = p
+		}
+		if opts.Data != "" {
+			p, err := cString(opts.Data, "data")
+			if err != nil {
+				return nil, err
+			}
+			frees = append(frees, unsafe.Pointer(p))
+			copts.data = p
+		}
+	}
+	byDeadline := false
+	switch deadline, ok := ctx.Deadline(); {
+	case try:
+		copts.wait_ms = 0
+	case ok:
+		ms := time.Until(deadline).Milliseconds()
+		if ms < 0 {
+			ms = 0
+		}
+		copts.wait_ms = C.int64_t(ms)
+		byDeadline = true
+	default:
+		copts.wait_ms = -1
+	}
+
+	// Cancellation: a goroutine cancels the token when ctx is done; it has finished before
+	// the token is freed.
+	if done := ctx.Done(); done != nil {
+		token := C.lease_cancel_token_new()
+		if token == nil {
+			return nil, newError(CodeForked, "cannot create a cancel token (after fork?)")
+		}
+		defer C.lease_cancel_token_free(token)
+		copts.cancel = token
+		stop := make(chan struct{})
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			select {
+			case <-done:
+				C.lease_cancel_token_cancel(token)
+			case <-stop:
+			}
+		}()
+		defer func() {
+			close(stop)
+			<-finished
+		}()
+	}
+
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.ptr == nil {
+		return nil, newError(CodeInvalid, "the store is closed")
+	}
+	var ptr *C.lease
+	var cerr *C.lease_error
+	code := C.lease_acquire(s.ptr, cname, &copts, &ptr, &cerr)
+	if err := takeError(code, cerr); err != nil {
+		e := err.(*Error)
+		switch {
+		case e.Code == CodeCancelled && ctx.Err() != nil:
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				e.Code = CodeTimeout
+			}
+			e.cause = ctx.Err()
+		case e.Code == CodeTimeout && byDeadline:
+			e.cause = context.DeadlineExceeded
+		}
+		return nil, e
+	}
+	return newLease(ptr)
+}
+
+// Lease is a held lease, renewed in the background until released, lost or closed. Safe for
+// concurrent use.
+type Lease struct {
+	mu     sync.RWMutex
+	ptr    *C.lease
+	epoch  uint64
+	token  Token
+	lost   *lostState
+	handle cgo.Handle
+}
+
+type lostState struct {
+	once   sync.Once
+	ch     chan struct{}
+	mu     sync.Mutex
+	reason string
+}
+
+//export goLeaseLost
+func goLeaseLost(handle C.uintptr_t, reason *C.char) {
+	// On a liblease runtime thread: only record and signal, never block.
+	st := cgo.Handle(handle).Value().(*lostState)
+	r := C.GoString(reason)
+	st.once.Do(func() {
+		st.mu.Lock()
+		st.reason = r
+		st.mu.Unlock()
+		close(st.ch)
+	})
+}
+
+func newLease(ptr *C.lease) (*Lease, error) {
+	st := &lostState{ch: make(chan struct{})}
+	l := &Lease{ptr: ptr, epoch: uint64(C.lease_epoch(ptr)), lost: st, handle: cgo.NewHandle(st)}
+	var ctok *C.char
+	if code := C.lease_token(ptr, &ctok, nil); code == C.LEASE_OK {
+		l.token, _ = ParseToken(C.GoString(ctok))
+		C.lease_string_free(ctok)
+	}
+	if code := C.lease_go_on_lost(ptr, C.uintptr_t(l.handle)); code != C.LEASE_OK {
+		C.lease_free(ptr)
+		l.handle.Delete()
+		return nil, newError(Code(code), "cannot register the lost callback")
+	}
+	// A lease never closed is released when collected (as a Rust Lease is when dropped).
+	runtime.SetFinalizer(l, func(l *Lease) { _ = l.Close() })
+	return l, nil
+}
+
+// Epoch is the fencing token: strictly increasing per lease name, unchanged by renewals and
+// release. Hand it to resources that check it.
+func (l *Lease) Epoch() uint64 { return l.epoch }
+
+// Remaining is how long this holder may still rely on the lease: zero once it is lost,
+// released or closed.
+func (l *Lease) Remaining() time.Duration {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return 0
+	}
+	return time.Duration(C.lease_remaining_ms(l.ptr)) * time.Millisecond
+}
+
+// EnsureHeld returns nil only if the lease is held for at least min more; otherwise an error
+// matching ErrLost. Call it before each step that needs the lease. It does not block.
+func (l *Lease) EnsureHeld(min time.Duration) error {
+	if min < 0 {
+		min = 0
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return newError(CodeLost, "the lease is closed")
+	}
+	var cerr *C.lease_error
+	return takeError(C.lease_ensure_held(l.ptr, C.uint64_t(min.Milliseconds()), &cerr), cerr)
+}
+
+// Lost is closed when the lease is lost (taken over, broken, expired without renewal,
+// deleted); never, if it is released or closed first.
+func (l *Lease) Lost() <-chan struct{} { return l.lost.ch }
+
+// LostReason says why the lease was lost ("" while it is not).
+func (l *Lease) LostReason() string {
+	l.lost.mu.Lock()
+	defer l.lost.mu.Unlock()
+	return l.lost.reason
+}
+
+// Release releases the lease so a waiter can take it at once. Releasing twice is harmless.
+// It returns an error matching ErrLost if the lease was lost before it could be released:
+// whatever was done under it may have overlapped with another holder.
+func (l *Lease) Release() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return nil
+	}
+	var cerr *C.lease_error
+	return takeError(C.lease_release(l.ptr, &cerr), cerr)
+}
+
+// Close releases the lease (as Release, returning its error) and frees it. After Close no
+// method blocks, Remaining is zero and Lost never closes. Closing twice is harmless.
+func (l *Lease) Close() error {
+	err := l.Release()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ptr != nil {
+		C.lease_free(l.ptr) // after this no lost callback runs: the handle can go
+		l.ptr = nil
+		l.handle.Delete()
+	}
+	runtime.SetFinalizer(l, nil)
+	return err
+}
+
+// Holder is who holds (or last held) a lease.
+type Holder struct {
+	ID     string `json:"id"`
+	Label  string `json:"label"`
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+	User   string `json:"user"`
+	Client string `json:"client"`
+}
+
+// Status is a lease as the store shows it now.
+type Status struct {
+	URL string
+	// State is "free", "held", "released", "expired" or "corrupt".
+	State      string
+	Epoch      uint64
+	Holder     *Holder
+	TTL        time.Duration
+	ExpiresIn  time.Duration
+	Data       string
+	AcquiredAt string
+	RenewedAt  string
+	Detail     string
+}
+
+// Status reads the lease name without writing (read permission suffices).
+func (s *Store) Status(name string) (*Status, error) {
+	cname, err := cString(name, "name")
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(cname))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.ptr == nil {
+		return nil, newError(CodeInvalid, "the store is closed")
+	}
+	var cjson *C.char
+	var cerr *C.lease_error
+	if err := takeError(C.lease_status(s.ptr, cname, &cjson, &cerr), cerr); err != nil {
+		return nil, err
+	}
+	raw := C.GoString(cjson)
+	C.lease_string_free(cjson)
+	var j struct {
+		URL         string  `json:"url"`
+		State       string  `json:"state"`
+		Epoch       uint64  `json:"epoch"`
+		Holder      *Holder `json:"holder"`
+		TTLMs       int64   `json:"ttl_ms"`
+		ExpiresInMs int64   `json:"expires_in_ms"`
+		Data        string  `json:"data"`
+		AcquiredAt  string  `json:"acquired_at"`
+		RenewedAt   string  `json:"renewed_at"`
+		Detail      string  `json:"detail"`
+	}
+	if err := json.Unmarshal([]byte(raw), &j); err != nil {
+		return nil, newError(CodeInternal, "cannot parse the status liblease returned: "+err.Error())
+	}
+	return &Status{
+		URL: j.URL, State: j.State, Epoch: j.Epoch, Holder: j.Holder,
+		TTL: time.Duration(j.TTLMs) * time.Millisecond, ExpiresIn: time.Duration(j.ExpiresInMs) * time.Millisecond,
+		Data: j.Data, AcquiredAt: j.AcquiredAt, RenewedAt: j.RenewedAt, Detail: j.Detail,
+	}, nil
+}
