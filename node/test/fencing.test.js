@@ -4,6 +4,9 @@
 'use strict';
 
 const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const path = require('node:path');
+const readline = require('node:readline');
 const { it } = require('node:test');
 
 const { lease, eachStore, breakLease, keyOf, makeUrl, tmpDir, uid } = require('../test-support/helpers.js');
@@ -69,6 +72,41 @@ eachStore('fencing', (store, url) => {
     assert.equal(got.data.toString(), 'newer holder');
     assert.equal(got.epoch, newer.epoch);
     await assert.rejects(zombie.release(), { code: 'LEASE_LOST' });
+  });
+
+  it('a zombie paused with SIGSTOP past its ttl is refused by the store', async () => {
+    const u = url('sigstop');
+    const key = dataKey();
+    const child = spawn(process.execPath, [path.join(__dirname, '..', 'test-support', 'zombie-child.js'), u, key], {
+      cwd: path.join(__dirname, '..'),
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+    const next = async () => JSON.parse((await lines.next()).value);
+    try {
+      const { ready, epoch: zombieEpoch } = await next();
+      assert.equal(ready, true);
+      child.kill('SIGSTOP'); // paused: it renews nothing from now on
+      // Another process takes over once the zombie's ttl (1 s) and grace have passed.
+      const newer = await lease.acquire(u, { ttl: 30_000, wait: 30_000, label: 'newer' });
+      try {
+        assert.ok(newer.epoch > zombieEpoch);
+        await newer.fencedPut(key, 'newer holder');
+        child.kill('SIGCONT');
+        child.stdin.write('write\n'); // it wakes up and writes at once
+        const outcome = await next();
+        assert.deepEqual(outcome, { wrote: false, code: 'LEASE_FENCED', epoch: newer.epoch });
+      } finally {
+        await newer.release();
+      }
+      const got = await lease.fencedGet(u, { key });
+      assert.equal(got.data.toString(), 'newer holder');
+      assert.equal(got.epoch, newer.epoch);
+    } finally {
+      child.kill('SIGCONT');
+      child.stdin.end();
+      await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', resolve)));
+    }
   });
 
   it('fencedDelete', async () => {
