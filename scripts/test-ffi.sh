@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# liblease (the C ABI) and the Go binding: build, header drift, C tests (plain, valgrind, ASan),
+# Go tests under -race, the examples, the cross-language test, and a quick benchmark run.
+#
+#   scripts/test-ffi.sh                   standalone, or called by scripts/test
+#   scripts/test-ffi.sh --update-header   rewrite include/liblease.h from ffi/src/lib.rs, then test
+#
+# liblease is built in release mode for the explicit host target
+# ($CARGO_TARGET_DIR/$HOST_TARGET/release): scripts/test already builds the core that way (the
+# cycle-bench baseline, the Python and Node extensions), so there only the ffi crate compiles;
+# the benchmark needs release code anyway, and valgrind runs optimized code several times faster.
+# It is installed with ffi/install.sh into .cache/ffi/prefix (git-ignored), and everything after
+# links it through pkg-config, as users do (PKG_CONFIG_PATH=.cache/ffi/prefix/lib/pkgconfig).
+#
+# Environment (all optional; scripts/test sets them):
+#   CARGO_TARGET_DIR     cargo target dir (default ./target)
+#   LEASE_BIN            the `lease` CLI (default: built here with cargo build -p lease-cli)
+#   LEASE_CYCLE_BENCH    the Rust cycle benchmark (default: built here)
+#   LEASE_TEST_S3_MOTO   S3 store URL of a moto server (default: started here)
+#   CI=true              a missing S3 server fails instead of skipping the S3 runs
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+HOST_TARGET=${HOST_TARGET:-$(rustc -vV | sed -n 's/^host: //p')}
+RELEASE=$CARGO_TARGET_DIR/$HOST_TARGET/release
+PREFIX=$ROOT/.cache/ffi/prefix
+BUILD=$ROOT/.cache/ffi/build
+# Only the C and Go steps see it (`with_pc`): cargo must not, since aws-lc-sys's build script
+# reruns (and aws-sdk-s3 and the core recompile, minutes) whenever PKG_CONFIG_PATH changes.
+PC_PATH="$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+with_pc() { PKG_CONFIG_PATH=$PC_PATH "$@"; }
+update_header=""
+for arg in "$@"; do
+  case $arg in
+    --update-header) update_header=1 ;;
+    *) echo "test-ffi.sh: unknown argument $arg" >&2; exit 64 ;;
+  esac
+done
+
+started=$(date +%s)
+timings=()
+step() {
+  local name=$1 t0
+  shift
+  printf '\n--- ffi: %s\n' "$name"
+  t0=$(date +%s)
+  "$@"
+  timings+=("$(printf '%5ss  %s' $(($(date +%s) - t0)) "$name")")
+}
+
+in_ci() { [ "${CI:-}" = "true" ]; }
+
+# --- liblease, its header and its unit tests.
+build_lib() {
+  cargo build --release --target "$HOST_TARGET" -p lease-ffi
+}
+
+# The header cbindgen (pinned) writes from ffi/src/lib.rs must be the committed one. The unit
+# test `committed_header_is_current` compares them (and rewrites it with LEASE_UPDATE_HEADER=1).
+check_header() {
+  if [ -n "$update_header" ]; then
+    LEASE_UPDATE_HEADER=1 cargo test -q --release --target "$HOST_TARGET" -p lease-ffi --lib
+  else
+    cargo test -q --release --target "$HOST_TARGET" -p lease-ffi --lib
+  fi
+  git diff --stat --exit-code -- include/liblease.h >/dev/null ||
+    echo "note: include/liblease.h differs from the last commit: commit it" >&2
+}
+
+install_lib() {
+  ffi/install.sh --prefix "$PREFIX" --from "$RELEASE"
+  with_pc pkg-config --exists liblease liblease-static
+  echo "pkg-config liblease $(with_pc pkg-config --modversion liblease): $(with_pc pkg-config --libs liblease)"
+}
+
+step "cargo build --release -p lease-ffi ($HOST_TARGET)" build_lib
+step "header drift + unit tests" check_header
+step "install into .cache/ffi/prefix" install_lib
+
+# --- The CLI (for `lease break` and the cross-language test) and the Rust bench baseline.
+if [ -z "${LEASE_BIN:-}" ]; then
+  step "cargo build -p lease-cli" cargo build -q -p lease-cli
+  export LEASE_BIN="$CARGO_TARGET_DIR/debug/lease"
+fi
+if [ -z "${LEASE_CYCLE_BENCH:-}" ]; then
+  step "cargo build lease-cycle-bench" cargo build -q --release --target "$HOST_TARGET" \
+    -p lease-systests --bin lease-cycle-bench
+  export LEASE_CYCLE_BENCH="$RELEASE/lease-cycle-bench"
+fi
+
+# --- S3 (moto), unless the caller started it.
+started_s3=""
+S3_ENV=$ROOT/.cache/ffi-s3.env
+if [ -z "${LEASE_TEST_S3_MOTO:-}" ] && [ -x scripts/s3-servers.sh ]; then
+  printf '\n--- ffi: starting moto (scripts/s3-servers.sh)\n'
+  if scripts/s3-servers.sh start --no-minio --env-file "$S3_ENV"; then
+    started_s3=1
+    set -a
+    # shellcheck disable=SC1090
+    . "$S3_ENV"
+    set +a
+  fi
+fi
+tmp=$(mktemp -d)
+# File stores need their directory.
+mkdir -p "$tmp/c-tests" "$tmp/example-c" "$tmp/example-go" "$tmp/cross"
+cleanup() {
+  rm -rf "$tmp"
+  if [ -n "$started_s3" ]; then
+    scripts/s3-servers.sh stop --env-file "$S3_ENV" >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+s3=${LEASE_TEST_S3_MOTO:-}
+if [ -z "$s3" ]; then
+  if in_ci; then
+    echo "LEASE_TEST_S3_MOTO is not set and moto could not be started (CI=true: S3 runs are mandatory)" >&2
+    exit 1
+  fi
+  echo "!!! SKIPPING the S3 runs: LEASE_TEST_S3_MOTO is not set and moto could not be started" >&2
+fi
+export LEASE_TEST_S3_MOTO=$s3
+
+# --- C tests: -Wall -Wextra -Werror; plainly, under valgrind memcheck, under ASan + UBSan.
+c_tests() {
+  local store=$1
+  with_pc make -s -C ffi/tests/c BUILD="$BUILD/c-tests" STORE="$store" check-plain check-valgrind check-asan
+}
+step "C tests on file:// (plain, valgrind, asan)" c_tests "file://$tmp/c-tests"
+if [ -n "$s3" ]; then
+  step "C tests on S3/moto (plain, valgrind, asan)" c_tests "$s3"
+fi
+
+# --- Go: vet and tests under the race detector, on file:// and S3.
+go_tests() {
+  (export PKG_CONFIG_PATH=$PC_PATH; cd bindings/go && go vet ./... &&
+    LEASE_EXPECTED_VERSION=$(pkg-config --modversion liblease) go test -race -count=1 ./...)
+}
+step "go vet + go test -race ./... (bindings/go)" go_tests
+
+# --- The examples, once each: two workers on one lease (one leads, one waits and takes over).
+examples() {
+  with_pc make -s -C examples/c BUILD="$BUILD/examples-c" STORE="file://$tmp/example-c" run
+  (export PKG_CONFIG_PATH=$PC_PATH; cd examples/go && go vet ./... &&
+    go build -o "$BUILD/leader_worker_go" ./leader_worker)
+  "$BUILD/leader_worker_go" "file://$tmp/example-go" example-leader 3 &
+  local first=$!
+  sleep 0.3
+  "$BUILD/leader_worker_go" "file://$tmp/example-go" example-leader 2
+  wait "$first"
+  # -tags lease_static links liblease.a (pkg-config liblease-static): no liblease.so needed.
+  (export PKG_CONFIG_PATH=$PC_PATH; cd examples/go &&
+    go build -tags lease_static -o "$BUILD/leader_worker_go_static" ./leader_worker)
+  if ldd "$BUILD/leader_worker_go_static" | grep -q liblease; then
+    echo "the lease_static build links liblease.so" >&2
+    return 1
+  fi
+  "$BUILD/leader_worker_go_static" "file://$tmp/example-go" example-static 1
+}
+step "examples (C, Go)" examples
+
+# --- Cross-language: a C worker, a Go worker and the CLI contend for one lease.
+cross() {
+  local cflags libs
+  cflags=$(with_pc pkg-config --cflags liblease)
+  libs=$(with_pc pkg-config --libs liblease)
+  mkdir -p "$BUILD"
+  # shellcheck disable=SC2086
+  cc -std=c11 -Wall -Wextra -Werror -O2 $cflags -o "$BUILD/c_worker" ffi/tests/cross/c_worker.c $libs -pthread
+  (export PKG_CONFIG_PATH=$PC_PATH; cd bindings/go && go build -o "$BUILD/go_worker" ./internal/crossworker)
+  C_WORKER=$BUILD/c_worker GO_WORKER=$BUILD/go_worker ffi/tests/cross/run.sh "file://$tmp/cross"
+  if [ -n "$s3" ]; then
+    C_WORKER=$BUILD/c_worker GO_WORKER=$BUILD/go_worker ffi/tests/cross/run.sh "$s3"
+  fi
+}
+step "cross-language (C, Go, CLI) on file:// and S3" cross
+
+# --- The benchmark, --quick: checks it runs (figures: docs/benchmarks.md, `ffi/bench/run.py`).
+bench() {
+  local cflags libs
+  cflags=$(with_pc pkg-config --cflags liblease)
+  libs=$(with_pc pkg-config --libs liblease)
+  # shellcheck disable=SC2086
+  cc -std=c11 -Wall -Wextra -Werror -O2 $cflags -o "$BUILD/bench" ffi/bench/bench.c $libs -pthread
+  cargo build -q --release --target "$HOST_TARGET" -p lease-ffi --example calls_bench
+  python3 ffi/bench/run.py "$BUILD/bench" "$RELEASE/examples/calls_bench" "$LEASE_CYCLE_BENCH" --quick
+}
+step "benchmark (--quick)" bench
+
+echo
+echo "ffi: all passed in $(($(date +%s) - started))s"
+printf '%s\n' "${timings[@]}"
