@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 )
@@ -194,5 +195,37 @@ func TestFencingBadInput(t *testing.T) {
 	_ = l.Close()
 	if _, err := l.FencedPut(dataKey("closed"), []byte("x")); !errors.Is(err, ErrInvalid) {
 		t.Errorf("FencedPut on a closed lease: %v", err)
+	}
+}
+
+// A custom S3 endpoint is trusted with If-Match on DeleteObject only when the URL says
+// conditional_delete=true (MinIO ignores it): without it a fenced delete is refused with
+// ErrStore and deletes nothing (docs/stores.md).
+func TestFencedDeleteNeedsConditionalDeletes(t *testing.T) {
+	base := os.Getenv("LEASE_TEST_S3_MOTO")
+	if base == "" {
+		missing(t, "LEASE_TEST_S3_MOTO")
+	}
+	plain := strings.Replace(base, "&conditional_delete=true", "", 1)
+	if plain == base {
+		t.Fatalf("%s does not say conditional_delete=true", base)
+	}
+	s := open(t, plain)
+	l, err := s.Acquire(context.Background(), uniqueName(t, "plain-delete"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	key := dataKey("plain-delete")
+	if _, err := l.FencedPut(key, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.FencedDelete(key)
+	e := expectErr(t, err, ErrStore)
+	if !strings.Contains(e.Message, "no conditional delete") {
+		t.Fatalf("message %q", e.Message)
+	}
+	if obj, err := s.FencedGet(key); err != nil || obj == nil {
+		t.Fatalf("the object is gone: %+v, %v", obj, err)
 	}
 }
