@@ -359,6 +359,20 @@ eachStore('lease', (store, url) => {
   });
 });
 
+it('a file URL object and a plain path are lease urls', async () => {
+  const u = makeUrl('file', 'url-object');
+  const asUrl = new URL(u);
+  const path = asUrl.pathname;
+  const l = await lease.acquire(asUrl, { ttl: 5_000 });
+  try {
+    assert.equal(l.url, u);
+    assert.equal(await lease.tryAcquire(path), null);
+    assert.equal((await lease.status(asUrl)).holder.id, l.holder.id);
+  } finally {
+    await l.release();
+  }
+});
+
 it('memory store works in process', async () => {
   const u = makeUrl('memory', 'mem');
   const l = await lease.acquire(u, { ttl: 1000 });
