@@ -74,12 +74,20 @@ def test_a_zombie_write_after_break_and_takeover_raises_fenced(
         zombie.release()
 
 
-def test_fenced_delete(url: str) -> None:
-    # The test servers' URLs say conditional_delete=true (moto honours If-Match on
-    # DeleteObject); the file store always has it.
+def test_fenced_delete(url: str, store: str) -> None:
+    # moto's URL says conditional_delete=true (it honours If-Match on DeleteObject) and the
+    # file store always has it; MinIO ignores If-Match on DeleteObject (docs/stores.md), so
+    # its URL leaves the option off and the library must refuse rather than delete unfenced.
     key = data_key()
     with lease.acquire(url, ttl=30) as l:
         l.fenced_put(key, b"x")
+        if store == "minio":
+            assert "conditional_delete" not in url
+            with pytest.raises(lease.StoreError, match="no conditional delete"):
+                l.fenced_delete(key)
+            got = lease.fenced_get(url, key=key)
+            assert got is not None and got.data == b"x"
+            return
         assert l.fenced_delete(key) is True
         assert lease.fenced_get(url, key=key) is None
         assert l.fenced_delete(key) is False
