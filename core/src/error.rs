@@ -36,6 +36,25 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind there is, in declaration order: what bindings map and their tests walk.
+    pub const ALL: [ErrorKind; 10] = [
+        ErrorKind::Held,
+        ErrorKind::Timeout,
+        ErrorKind::Cancelled,
+        ErrorKind::Lost,
+        ErrorKind::Fenced,
+        ErrorKind::Unavailable,
+        ErrorKind::Invalid,
+        ErrorKind::Store,
+        ErrorKind::Corrupt,
+        ErrorKind::Internal,
+    ];
+
+    /// The kind whose [`as_str`](Self::as_str) name is `name`.
+    pub fn from_name(name: &str) -> Option<ErrorKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     /// A stable, lower-case name used in messages, JSON output and bindings.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -203,19 +222,12 @@ mod tests {
 
     #[test]
     fn kinds_have_stable_names() {
-        let all = [
-            ErrorKind::Held,
-            ErrorKind::Timeout,
-            ErrorKind::Cancelled,
-            ErrorKind::Lost,
-            ErrorKind::Fenced,
-            ErrorKind::Unavailable,
-            ErrorKind::Invalid,
-            ErrorKind::Store,
-            ErrorKind::Corrupt,
-            ErrorKind::Internal,
-        ];
+        let all = ErrorKind::ALL;
         let names: std::collections::HashSet<_> = all.iter().map(|k| k.as_str()).collect();
         assert_eq!(names.len(), all.len());
+        for k in all {
+            assert_eq!(ErrorKind::from_name(k.as_str()), Some(k));
+        }
+        assert_eq!(ErrorKind::from_name("nonsense"), None);
     }
 }

@@ -1447,6 +1447,7 @@ mod tests {
             (ErrorKind::Corrupt, LEASE_CORRUPT),
             (ErrorKind::Internal, LEASE_INTERNAL),
         ];
+        assert_eq!(kinds.len(), ErrorKind::ALL.len(), "a kind without a code");
         for (kind, code) in kinds {
             assert_eq!(code_of(kind), code, "{kind}");
             // The C name ends with the core's stable name of the kind.

@@ -29,20 +29,6 @@ pub fn code(kind: ErrorKind) -> &'static str {
     }
 }
 
-/// Every kind the core has today, for the test hook below.
-pub const KINDS: [ErrorKind; 10] = [
-    ErrorKind::Held,
-    ErrorKind::Timeout,
-    ErrorKind::Cancelled,
-    ErrorKind::Lost,
-    ErrorKind::Fenced,
-    ErrorKind::Unavailable,
-    ErrorKind::Invalid,
-    ErrorKind::Store,
-    ErrorKind::Corrupt,
-    ErrorKind::Internal,
-];
-
 /// `{ id, label, host, pid, user, client }`, absent fields as `null`.
 pub fn holder_object<'e>(env: &'e Env, h: &Holder) -> napi::Result<Object<'e>> {
     let mut o = Object::new(env)?;

@@ -445,7 +445,7 @@ pub fn error_for_kind<'e>(
     epoch: Option<f64>,
     holder_id: Option<String>,
 ) -> Result<Object<'e>> {
-    let Some(kind) = errors::KINDS.into_iter().find(|k| k.as_str() == kind) else {
+    let Some(kind) = lease::ErrorKind::from_name(&kind) else {
         return Err(errors::invalid(env, format!("unknown error kind {kind:?}")));
     };
     let mut e = lease::Error::new(kind, message);

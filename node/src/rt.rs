@@ -62,13 +62,7 @@ where
     let rt = handle()?;
     let (deferred, promise) = env.create_deferred::<D, Resolver<D>>()?;
     rt.spawn(async move {
-        let out = match AssertUnwindSafe(fut).catch_unwind().await {
-            Ok(out) => out,
-            Err(panic) => Err(lease::Error::internal(format!(
-                "a lease call panicked: {}",
-                panic_message(&panic)
-            ))),
-        };
+        let out = flatten(AssertUnwindSafe(fut).catch_unwind().await);
         deferred.resolve(Box::new(move |env: Env| match out {
             Ok(v) => convert(&env, v),
             Err(e) => Err(errors::to_napi(&env, &e)),

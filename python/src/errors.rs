@@ -93,21 +93,8 @@ pub fn _error_for_kind(
     epoch: Option<u64>,
     holder_id: Option<&str>,
 ) -> PyResult<PyErr> {
-    let kind = [
-        ErrorKind::Held,
-        ErrorKind::Timeout,
-        ErrorKind::Cancelled,
-        ErrorKind::Lost,
-        ErrorKind::Fenced,
-        ErrorKind::Unavailable,
-        ErrorKind::Invalid,
-        ErrorKind::Store,
-        ErrorKind::Corrupt,
-        ErrorKind::Internal,
-    ]
-    .into_iter()
-    .find(|k| k.as_str() == kind)
-    .ok_or_else(|| invalid(format!("unknown error kind {kind:?}")))?;
+    let kind = ErrorKind::from_name(kind)
+        .ok_or_else(|| invalid(format!("unknown error kind {kind:?}")))?;
     let mut e = lease::Error::new(kind, message);
     if let Some(url) = url {
         e = e.with_lease(url);
