@@ -51,6 +51,7 @@ step() {
 }
 
 in_ci() { [ "${CI:-}" = "true" ]; }
+. scripts/lib/component.sh
 
 # --- liblease, its header and its unit tests.
 build_lib() {
@@ -79,40 +80,14 @@ step "cargo build --release -p lease-ffi ($HOST_TARGET)" build_lib
 step "header drift + unit tests" check_header
 step "install into .cache/ffi/prefix" install_lib
 
-# --- The CLI (for `lease break` and the cross-language test) and the Rust bench baseline.
-if [ -z "${LEASE_BIN:-}" ]; then
-  step "cargo build -p lease-cli" cargo build -q -p lease-cli
-  export LEASE_BIN="$CARGO_TARGET_DIR/debug/lease"
-fi
-if [ -z "${LEASE_CYCLE_BENCH:-}" ]; then
-  step "cargo build lease-cycle-bench" cargo build -q --release --target "$HOST_TARGET" \
-    -p lease-systests --bin lease-cycle-bench
-  export LEASE_CYCLE_BENCH="$RELEASE/lease-cycle-bench"
-fi
-
-# --- S3 (moto), unless the caller started it.
-started_s3=""
-S3_ENV=$ROOT/.cache/ffi-s3.env
-if [ -z "${LEASE_TEST_S3_MOTO:-}" ] && [ -x scripts/s3-servers.sh ]; then
-  printf '\n--- ffi: starting moto (scripts/s3-servers.sh)\n'
-  if scripts/s3-servers.sh start --no-minio --env-file "$S3_ENV"; then
-    started_s3=1
-    set -a
-    # shellcheck disable=SC1090
-    . "$S3_ENV"
-    set +a
-  fi
-fi
+# --- The CLI (for `lease break` and the cross-language test), the Rust bench baseline, and
+# S3 (moto), unless the caller gave them.
+step "lease CLI and lease-cycle-bench" need_cli_and_bench "$HOST_TARGET"
+step "S3 test servers" need_s3 "$ROOT/.cache/ffi-s3.env"
 tmp=$(mktemp -d)
 # File stores need their directory.
 mkdir -p "$tmp/c-tests" "$tmp/example-c" "$tmp/example-go" "$tmp/cross"
-cleanup() {
-  rm -rf "$tmp"
-  if [ -n "$started_s3" ]; then
-    scripts/s3-servers.sh stop --env-file "$S3_ENV" >/dev/null 2>&1 || true
-  fi
-}
-trap cleanup EXIT
+trap 'rm -rf "$tmp"; stop_own_s3' EXIT
 s3=${LEASE_TEST_S3_MOTO:-}
 if [ -z "$s3" ]; then
   if in_ci; then

@@ -27,6 +27,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 TRIPLE=${HOST_TARGET:-$(rustc -vV | sed -n 's/^host: //p')}
 export LEASE_NODE_TARGET=$TRIPLE
 say() { printf '\n--- node: %s\n' "$*"; }
+. scripts/lib/component.sh
 t_start=$(date +%s)
 
 # --- Versions: the package's version is the workspace's.
@@ -34,35 +35,17 @@ say "versions"
 command -v node >/dev/null || { echo "node is not installed (Node >= 18.18 needed)" >&2; exit 1; }
 node -e 'const [a, b] = process.versions.node.split(".").map(Number);
   if (a < 18 || (a === 18 && b < 18)) { console.error("Node >= 18.18 needed, found " + process.version); process.exit(1); }'
-ws_version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
-node_version=$(node -p 'require("./node/package.json").version')
-if [ -z "$ws_version" ] || [ "$ws_version" != "$node_version" ]; then
-  echo "version drift: workspace $ws_version, node/package.json $node_version" >&2
-  exit 1
-fi
-grep -q '^version.workspace = true' node/Cargo.toml || {
-  echo "node/Cargo.toml must use version.workspace = true" >&2
-  exit 1
-}
-lock_version=$(node -p 'require("./node/package-lock.json").version')
-if [ "$lock_version" != "$ws_version" ]; then
-  echo "version drift: node/package-lock.json says $lock_version (run npm install in node/)" >&2
-  exit 1
-fi
+ws_version=$(workspace_version)
+check_version node/package.json "$(node -p 'require("./node/package.json").version')"
+check_crate_version node/Cargo.toml
+check_version "node/package-lock.json (run npm install in node/)" \
+  "$(node -p 'require("./node/package-lock.json").version')"
 echo "workspace, node/package.json, node/package-lock.json: $ws_version (node $(node --version))"
 
-# --- The CLI (for `lease break`) and the Rust baseline of the benchmark.
-if [ -z "${LEASE_BIN:-}" ]; then
-  say "building the lease CLI"
-  cargo build -q -p lease-cli
-  export LEASE_BIN="$CARGO_TARGET_DIR/debug/lease"
-fi
-if [ -z "${LEASE_CYCLE_BENCH:-}" ]; then
-  # With the same --target as the addon, so both share one release build of the core.
-  say "building lease-cycle-bench"
-  cargo build -q --release --target "$TRIPLE" -p lease-systests --bin lease-cycle-bench
-  export LEASE_CYCLE_BENCH="$CARGO_TARGET_DIR/$TRIPLE/release/lease-cycle-bench"
-fi
+# --- The CLI (for `lease break`) and the Rust baseline of the benchmark, with the same
+# --target as the addon.
+say "lease CLI and lease-cycle-bench"
+need_cli_and_bench "$TRIPLE"
 
 # --- The pinned dev tools, from node/package-lock.json.
 # `npm install`, not `npm ci`: npm 11 leaves the other platforms' optional packages of the CLI's
@@ -84,15 +67,7 @@ say "tsc --strict on node/test-support/types-check.ts (index.d.ts as TypeScript 
 # --- What users run: install the package by path into a project of their own.
 say "npm install $ROOT/node (into a fresh project)"
 tmp=$(mktemp -d)
-started_s3=""
-env_file=$ROOT/.cache/node-s3.env
-cleanup() {
-  rm -rf "$tmp"
-  if [ -n "$started_s3" ]; then
-    scripts/s3-servers.sh stop --env-file "$env_file" >/dev/null 2>&1 || true
-  fi
-}
-trap cleanup EXIT
+trap 'rm -rf "$tmp"; stop_own_s3' EXIT
 mkdir -p "$tmp/app"
 # The install script must build the addon: start without one.
 rm -f node/lease.node
@@ -109,19 +84,8 @@ rm -f node/lease.node
   console.log("import * as lease from \"lease\": ok");')
 
 # --- S3 servers, unless the caller started them.
-if [ -z "${LEASE_TEST_S3_MOTO:-}" ] && [ -x scripts/s3-servers.sh ]; then
-  say "starting moto (scripts/s3-servers.sh)"
-  mkdir -p "$ROOT/.cache"
-  if scripts/s3-servers.sh start --no-minio --env-file "$env_file"; then
-    started_s3=1
-    set -a
-    # shellcheck disable=SC1090
-    . "$env_file"
-    set +a
-  else
-    echo "!!! could not start the S3 test servers: S3 tests will fail (CI) or skip" >&2
-  fi
-fi
+say "S3 test servers"
+need_s3 "$ROOT/.cache/node-s3.env"
 
 # --- The tests.
 say "node --test node/test/"

@@ -25,19 +25,13 @@ PYTHON=${PYTHON:-python3}
 VENV=$ROOT/.venv/python
 TRIPLE=x86_64-unknown-linux-gnu
 say() { printf '\n--- python: %s\n' "$*"; }
+. scripts/lib/component.sh
 
 # --- Versions: the package's version is the workspace's.
 say "versions"
-ws_version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
-py_version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' python/pyproject.toml | head -n1)
-if [ -z "$ws_version" ] || [ "$ws_version" != "$py_version" ]; then
-  echo "version drift: workspace $ws_version, python/pyproject.toml $py_version" >&2
-  exit 1
-fi
-grep -q '^version.workspace = true' python/Cargo.toml || {
-  echo "python/Cargo.toml must use version.workspace = true" >&2
-  exit 1
-}
+ws_version=$(workspace_version)
+check_version python/pyproject.toml "$(sed -n 's/^version *= *"\(.*\)"/\1/p' python/pyproject.toml | head -n1)"
+check_crate_version python/Cargo.toml
 echo "workspace and python/pyproject.toml: $ws_version"
 
 # --- The venv with pinned test tools.
@@ -49,18 +43,10 @@ fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
   "pip>=23" "pytest==8.3.5" "mypy==1.15.0" "filelock==3.18.0"
 
-# --- The CLI (for `lease break`) and the Rust baseline of the benchmark.
-if [ -z "${LEASE_BIN:-}" ]; then
-  say "building the lease CLI"
-  cargo build -q -p lease-cli
-  export LEASE_BIN="$CARGO_TARGET_DIR/debug/lease"
-fi
-if [ -z "${LEASE_CYCLE_BENCH:-}" ]; then
-  # With the same --target as the extension, so both share one release build of the core.
-  say "building lease-cycle-bench"
-  cargo build -q --release --target "$TRIPLE" -p lease-systests --bin lease-cycle-bench
-  export LEASE_CYCLE_BENCH="$CARGO_TARGET_DIR/$TRIPLE/release/lease-cycle-bench"
-fi
+# --- The CLI (for `lease break`) and the Rust baseline of the benchmark, with the same
+# --target as the extension.
+say "lease CLI and lease-cycle-bench"
+need_cli_and_bench "$TRIPLE"
 
 # --- pip install ./python: what users run. Release build, shared target triple.
 say "pip install ./python"
@@ -73,27 +59,9 @@ print("import lease:", lease.__version__, lease.__file__)
 EOF
 
 # --- S3 servers, unless the caller started them.
-started_s3=""
-if [ -z "${LEASE_TEST_S3_MOTO:-}" ] && [ -x scripts/s3-servers.sh ]; then
-  say "starting moto (scripts/s3-servers.sh)"
-  env_file=$ROOT/.cache/python-s3.env
-  mkdir -p "$ROOT/.cache"
-  if scripts/s3-servers.sh start --no-minio --env-file "$env_file"; then
-    started_s3=1
-    set -a
-    # shellcheck disable=SC1090
-    . "$env_file"
-    set +a
-  else
-    echo "!!! could not start the S3 test servers: S3 tests will fail (CI) or skip" >&2
-  fi
-fi
-cleanup() {
-  if [ -n "$started_s3" ]; then
-    scripts/s3-servers.sh stop >/dev/null 2>&1 || true
-  fi
-}
-trap cleanup EXIT
+say "S3 test servers"
+need_s3 "$ROOT/.cache/python-s3.env"
+trap stop_own_s3 EXIT
 
 # --- The tests.
 say "pytest"
@@ -106,7 +74,7 @@ say "mypy --strict (package and examples)"
 
 say "examples"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; cleanup' EXIT
+trap 'rm -rf "$tmp"; stop_own_s3' EXIT
 # Two workers on one election: one leads and works, the other waits, then takes over.
 "$VENV/bin/python" examples/python/leader_worker.py "file://$tmp/leader" --name a --steps 5 &
 worker_a=$!
