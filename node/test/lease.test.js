@@ -119,11 +119,13 @@ eachStore('lease', (store, url) => {
 
   it('renewals go on while the event loop is blocked', async () => {
     const u = url('blocked');
-    const l = await lease.acquire(u, { ttl: 600 });
+    // ttl 3 s, not less: status() judges expiry from the store's clock, whose timestamps have
+    // 1 s resolution on S3, so with a sub-second ttl a live lease could read as 'expired'.
+    const l = await lease.acquire(u, { ttl: 3000 });
     try {
       const before = (await lease.status(u)).renewedAt;
-      // Block this thread for 2.5 ttls: renewals run on the library's own threads.
-      const end = performance.now() + 1500;
+      // Block this thread past the ttl: renewals run on the library's own threads.
+      const end = performance.now() + 3500;
       while (performance.now() < end);
       assert.equal(l.held, true, 'still held after the event loop was blocked past the ttl');
       assert.ok(l.remaining() > 0);
