@@ -8,80 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lease::clock::{Clock, Instant, Rng, SimClock};
-use lease::record::{Parsed, Record, RecordState};
+use lease::record::RecordState;
 use lease::store::memory::{Fault, MemoryStore, Op};
-use lease::store::{Get, GetOptions, Store};
 use lease::{Client, Election, ErrorKind, LeaseOptions, LeaseState, LostReason};
 
-const TTL: Duration = Duration::from_secs(10);
-const GRACE: Duration = Duration::from_secs(1); // max(1 s, ttl / 10)
-const RESOLUTION: Duration = Duration::from_millis(1); // the memory store's clock resolution
-const POLL: Duration = Duration::from_secs(1);
-
-fn secs(s: f64) -> Duration {
-    Duration::from_secs_f64(s)
-}
-
-/// A world: the store's objects on the true simulated clock.
-struct World {
-    clock: Arc<SimClock>,
-    store: MemoryStore,
-}
-
-impl World {
-    fn new() -> World {
-        let clock = Arc::new(SimClock::at_2026());
-        let store = MemoryStore::with_clock(clock.clone());
-        World { clock, store }
-    }
-
-    /// A client on its own connection (own faults) and its own clock.
-    fn client_on(&self, name: &str, seed: u64, clock: Arc<dyn Clock>) -> (Client, MemoryStore) {
-        let conn = self.store.connection();
-        let client = Client::builder(Arc::new(conn.clone()))
-            .clock(clock)
-            .rng(Rng::seeded(seed))
-            .identity(name, seed as u32)
-            .build();
-        (client, conn)
-    }
-
-    fn client(&self, name: &str, seed: u64) -> (Client, MemoryStore) {
-        self.client_on(name, seed, self.clock.clone())
-    }
-
-    fn now(&self) -> Instant {
-        self.clock.now()
-    }
-
-    async fn record(&self, key: &str) -> Option<Parsed> {
-        match self
-            .store
-            .connection()
-            .get(key, GetOptions::default())
-            .await
-            .unwrap()
-        {
-            Get::Found(o) => Some(Record::parse(o.bytes.as_deref(), o.size)),
-            _ => None,
-        }
-    }
-
-    async fn valid(&self, key: &str) -> Record {
-        match self.record(key).await {
-            Some(Parsed::Valid(r)) => r,
-            other => panic!("expected a valid record, got {other:?}"),
-        }
-    }
-}
-
-fn opts() -> LeaseOptions {
-    LeaseOptions::new(TTL).poll_interval(POLL)
-}
-
-async fn sleep(d: Duration) {
-    tokio::time::sleep(d).await;
-}
+mod sim;
+use sim::*;
 
 #[tokio::test(start_paused = true)]
 async fn renew_and_release_keep_the_epoch() {
@@ -727,34 +659,6 @@ async fn election_campaign_resign_observe() {
 
 // ---------------------------------------------------------------------------------------------
 // Invariants from recorded histories, under random faults, pauses and clock drift.
-
-/// One stretch of work a holder did while it believed it held the lease: it called
-/// `ensure_held(step)` at `start` and finished at `end`, in the simulation's true time.
-#[derive(Debug, Clone, Copy)]
-struct Hold {
-    who: usize,
-    epoch: u64,
-    start: Instant,
-    end: Instant,
-}
-
-/// Pairs of holds by different epochs that overlap in time.
-fn overlaps(history: &[Hold]) -> Vec<(Hold, Hold)> {
-    let mut h = history.to_vec();
-    h.sort_by_key(|x| x.start);
-    let mut bad = vec![];
-    for (i, a) in h.iter().enumerate() {
-        for b in &h[i + 1..] {
-            if b.start >= a.end {
-                break;
-            }
-            if a.epoch != b.epoch {
-                bad.push((*a, *b));
-            }
-        }
-    }
-    bad
-}
 
 struct Contention {
     clients: usize,

@@ -7,6 +7,11 @@
 //! ([`MemoryStore::faults`]) can apply a write but lose its reply, apply it and answer 412 as an
 //! SDK retry would, fail the next calls, add latency before or after a call takes effect, or
 //! fail at random; all on an injected clock.
+//!
+//! A call in flight is like a request on the network: once sent, it takes effect after its
+//! latency whether or not the caller still waits for the answer. A client that times out and
+//! drops the call does not stop a write from landing later, and two writes in flight with
+//! different latencies land in the other order (see [`Faults::set_random_latency`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,6 +82,8 @@ struct FaultState {
     random_fail_ppm: u32,
     random_lose_ppm: u32,
     rng: Option<Rng>,
+    /// Random extra latency before a call takes effect, up to this (reorders calls in flight).
+    random_latency: Duration,
 }
 
 /// Counts of calls served, for asserting how many requests an operation costs.
@@ -95,6 +102,8 @@ struct Shared {
     next_generation: AtomicU64,
     /// Every write that took effect, in order, once a test asks for it.
     log: Mutex<Option<Vec<LoggedWrite>>>,
+    /// Times are truncated to this (S3's HTTP dates have whole seconds).
+    resolution: Mutex<Duration>,
 }
 
 /// A write that took effect (a put, or a delete), in the order it did.
@@ -126,6 +135,7 @@ impl Shared {
             objects: Mutex::default(),
             next_generation: AtomicU64::new(1),
             log: Mutex::default(),
+            resolution: Mutex::new(Duration::from_millis(1)),
         }
     }
 }
@@ -200,6 +210,21 @@ impl MemoryStore {
         *self.stats.lock().unwrap() = Stats::default();
     }
 
+    /// Truncate the store's times (`last_modified`, `server_now`) to multiples of `resolution`,
+    /// as S3's whole-second HTTP dates are; every connection to these objects sees it.
+    pub fn set_clock_resolution(&self, resolution: Duration) {
+        assert!(
+            !resolution.is_zero(),
+            "a clock resolution must be above zero"
+        );
+        *self.shared.resolution.lock().unwrap() = resolution;
+    }
+
+    /// The store's clock now, truncated to its resolution.
+    fn store_now(&self) -> SystemTime {
+        truncate(self.clock.wall(), *self.shared.resolution.lock().unwrap())
+    }
+
     /// Start recording every write that takes effect, on every connection to these objects.
     pub fn record_writes(&self) {
         self.shared.log.lock().unwrap().get_or_insert_with(Vec::new);
@@ -226,7 +251,7 @@ impl MemoryStore {
         let entry = Entry {
             bytes: bytes.into(),
             version,
-            last_modified: self.clock.wall(),
+            last_modified: self.store_now(),
             meta: Meta::new(),
         };
         self.shared
@@ -272,6 +297,11 @@ impl MemoryStore {
                 Fault::Deny => plan.deny = true,
             }
         }
+        if !f.random_latency.is_zero() {
+            if let Some(rng) = &f.rng {
+                plan.before += f.random_latency.mul_f64(rng.fraction());
+            }
+        }
         if let Some(rng) = &f.rng {
             let roll = (rng.next_u64() % 1_000_000) as u32;
             if roll < f.random_fail_ppm {
@@ -285,24 +315,37 @@ impl MemoryStore {
         plan
     }
 
-    async fn run<T>(&self, op: Op, apply: impl FnOnce() -> T) -> Result<(T, Plan)> {
+    /// Carry out one call as the plan says. A call that takes effect does so after its latency
+    /// in a task of its own, like a request already on the network: a caller that stops waiting
+    /// (a timeout) does not stop it from landing.
+    async fn run<T: Send + 'static>(
+        &self,
+        op: Op,
+        apply: impl FnOnce(&MemoryStore) -> T + Send + 'static,
+    ) -> Result<(T, Plan)> {
         let plan = self.plan(op);
-        if !plan.before.is_zero() {
-            self.clock.sleep(plan.before).await;
+        if plan.deny || plan.fail {
+            if !plan.before.is_zero() {
+                self.clock.sleep(plan.before).await;
+            }
+            return Err(if plan.deny {
+                Error::store(format!("{}: access denied (injected)", self.url))
+            } else {
+                Error::unavailable(format!("{}: injected failure", self.url))
+            });
         }
-        if plan.deny {
-            return Err(Error::store(format!(
-                "{}: access denied (injected)",
-                self.url
-            )));
-        }
-        if plan.fail {
-            return Err(Error::unavailable(format!(
-                "{}: injected failure",
-                self.url
-            )));
-        }
-        let out = apply();
+        let out = if plan.before.is_zero() {
+            apply(self)
+        } else {
+            let store = self.clone();
+            let before = plan.before;
+            tokio::spawn(async move {
+                store.clock.sleep(before).await;
+                apply(&store)
+            })
+            .await
+            .map_err(|e| Error::internal(format!("memory store task failed: {e}")))?
+        };
         if !plan.after.is_zero() {
             self.clock.sleep(plan.after).await;
         }
@@ -314,6 +357,14 @@ impl MemoryStore {
         }
         Ok((out, plan))
     }
+}
+
+/// `t` rounded down to a multiple of `resolution` since the Unix epoch.
+fn truncate(t: SystemTime, resolution: Duration) -> SystemTime {
+    let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let res = resolution.as_nanos();
+    let kept = since.as_nanos() / res * res;
+    SystemTime::UNIX_EPOCH + Duration::from_nanos(kept as u64)
 }
 
 struct Plan {
@@ -373,6 +424,14 @@ impl Faults<'_> {
         s.rng = Some(Rng::seeded(seed));
     }
 
+    /// Add a random latency of up to `max` before each call takes effect, drawn from a
+    /// generator seeded with `seed`: calls in flight then land in another order than sent.
+    pub fn set_random_latency(&self, max: Duration, seed: u64) {
+        let mut s = self.state();
+        s.random_latency = max;
+        s.rng.get_or_insert_with(|| Rng::seeded(seed));
+    }
+
     /// Remove every fault.
     pub fn clear(&self) {
         *self.state() = FaultState::default();
@@ -388,7 +447,7 @@ impl Store for MemoryStore {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             conditional_delete: true,
-            clock_resolution: Duration::from_millis(1),
+            clock_resolution: *self.shared.resolution.lock().unwrap(),
             store_clock_rule: true,
             wall_clock: true,
         }
@@ -396,15 +455,22 @@ impl Store for MemoryStore {
 
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get> {
         validate_key(key)?;
-        let now = self.clock.wall();
-        let (out, _) = self
-            .run(Op::Get, || {
-                self.shared.objects.lock().unwrap().get(key).cloned()
+        let owned_key = key.to_string();
+        let ((entry, now), _) = self
+            .run(Op::Get, move |store| {
+                let entry = store
+                    .shared
+                    .objects
+                    .lock()
+                    .unwrap()
+                    .get(&owned_key)
+                    .cloned();
+                (entry, store.store_now())
             })
             .await?;
         let mut stats = self.stats.lock().unwrap();
         stats.gets += 1;
-        let Some(entry) = out else {
+        let Some(entry) = entry else {
             return Ok(Get::NotFound {
                 server_now: Some(now),
             });
@@ -430,10 +496,11 @@ impl Store for MemoryStore {
     async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put> {
         validate_key(key)?;
         validate_meta(meta)?;
+        let (key, meta) = (key.to_string(), meta.clone());
         let result = self
-            .run(Op::Put, || {
-                let mut objects = self.shared.objects.lock().unwrap();
-                let current = objects.get(key).map(|e| &e.version);
+            .run(Op::Put, move |store| {
+                let mut objects = store.shared.objects.lock().unwrap();
+                let current = objects.get(&key).map(|e| &e.version);
                 let allowed = match &cond {
                     Cond::Create => current.is_none(),
                     Cond::Match(v) => current == Some(v),
@@ -441,16 +508,16 @@ impl Store for MemoryStore {
                 if !allowed {
                     return Put::ConditionFailed;
                 }
-                let version = self.next_version();
-                let now = self.clock.wall();
+                let version = store.next_version();
+                let now = store.store_now();
+                store.log(&key, false, &meta);
                 let entry = Entry {
                     bytes,
                     version: version.clone(),
                     last_modified: now,
-                    meta: meta.clone(),
+                    meta,
                 };
-                objects.insert(key.to_string(), entry);
-                self.log(key, false, meta);
+                objects.insert(key, entry);
                 Put::Written {
                     version,
                     server_now: Some(now),
@@ -466,14 +533,15 @@ impl Store for MemoryStore {
 
     async fn delete(&self, key: &str, version: &Version) -> Result<Delete> {
         validate_key(key)?;
+        let (key, version) = (key.to_string(), version.clone());
         let result = self
-            .run(Op::Delete, || {
-                let mut objects = self.shared.objects.lock().unwrap();
-                if objects.get(key).map(|e| &e.version) != Some(version) {
+            .run(Op::Delete, move |store| {
+                let mut objects = store.shared.objects.lock().unwrap();
+                if objects.get(&key).map(|e| &e.version) != Some(&version) {
                     return Delete::ConditionFailed;
                 }
-                objects.remove(key);
-                self.log(key, true, &Meta::new());
+                objects.remove(&key);
+                store.log(&key, true, &Meta::new());
                 Delete::Deleted
             })
             .await;
