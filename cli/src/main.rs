@@ -59,13 +59,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Forced takeover by an operator: mark LEASE released with epoch + 1, so its holder loses
-    /// it at its next renewal and the next holder gets a higher epoch.
+    /// Forced takeover by an operator: the holder loses LEASE at its next renewal (epoch + 1).
+    /// The next holder may start once the broken holder's deadline has surely passed (its ttl +
+    /// grace after the break), or at once if the broken holder lets go first.
     Break {
+        /// The lease: a URL (s3://bucket/key, file:///dir/key) or a bare name.
         lease: String,
         /// Confirm: the holder will lose the lease.
         #[arg(long)]
         yes: bool,
+        /// Let the next holder in at once, while the broken holder may still believe it holds
+        /// for up to its ttl: two holders at once. Safe only where every write is fenced.
+        #[arg(long)]
+        allow_two_holders: bool,
     },
 }
 
@@ -153,7 +159,11 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Status { lease, json } => show::status(&lease, json).await,
             Command::Watch { lease, json, poll } => show::watch(&lease, json, poll).await,
-            Command::Break { lease, yes } => show::break_lease(&lease, yes).await,
+            Command::Break {
+                lease,
+                yes,
+                allow_two_holders,
+            } => show::break_lease(&lease, yes, allow_two_holders).await,
             Command::Doctor {
                 store,
                 prefix,

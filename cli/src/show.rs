@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lease::clock::{Clock, SystemClock};
-use lease::{format_duration, Client, LeaseState, Status};
+use lease::{format_duration, BreakMode, Client, LeaseState, Status};
 
 use crate::exit::{self, Exit};
 
@@ -25,7 +25,7 @@ fn human(s: &Status) -> String {
     }
     if let Some(t) = s.expires_in {
         out += &format!(
-            "expires in: {} (estimated by the store's clock)\n",
+            "free in:    {} at the latest, unless renewed (by the store's clock)\n",
             format_duration(t)
         );
     }
@@ -94,7 +94,7 @@ pub async fn watch(url: &str, json: bool, poll: Duration) -> Result<Exit, Exit> 
     }
 }
 
-pub async fn break_lease(url: &str, yes: bool) -> Result<Exit, Exit> {
+pub async fn break_lease(url: &str, yes: bool, allow_two_holders: bool) -> Result<Exit, Exit> {
     if !yes {
         return Err(Exit::fail(
             exit::USAGE,
@@ -106,7 +106,19 @@ pub async fn break_lease(url: &str, yes: bool) -> Result<Exit, Exit> {
         "lease break by {}",
         std::env::var("USER").unwrap_or_else(|_| "unknown".into())
     );
-    match client.break_lease(&key, Some(who)).await? {
+    let mode = if allow_two_holders {
+        BreakMode::AllowTwoHolders
+    } else {
+        BreakMode::WaitOutHolder
+    };
+    let lease_url = client.lease_url(&key);
+    match client.break_lease(&key, Some(who), mode).await? {
+        Some(before) if before.state == LeaseState::Broken && !allow_two_holders => {
+            println!(
+                "{lease_url} is already broken; it is free once its holder lets go or in {}",
+                before.expires_in.map_or("?".into(), format_duration)
+            );
+        }
         Some(before) => {
             let by = before.holder.as_ref().map_or_else(
                 || "an unknown holder (corrupt record)".to_string(),
@@ -115,12 +127,20 @@ pub async fn break_lease(url: &str, yes: bool) -> Result<Exit, Exit> {
             let epoch = before
                 .epoch
                 .map_or_else(|| "?".to_string(), |e| e.to_string());
-            println!(
-                "broke {}: it was held by {by} at epoch {epoch}; it is now released",
-                client.lease_url(&key)
-            );
+            if allow_two_holders {
+                println!(
+                    "broke {lease_url}: it was held by {by} at epoch {epoch}; it is now released \
+                     (the broken holder may still believe it holds for up to its ttl)"
+                );
+            } else {
+                println!(
+                    "broke {lease_url}: it was held by {by} at epoch {epoch}; the next holder may \
+                     start when that holder lets go, or at the latest when its ttl and grace have \
+                     passed"
+                );
+            }
         }
-        None => println!("{} is not held; nothing to break", client.lease_url(&key)),
+        None => println!("{lease_url} is not held; nothing to break"),
     }
     Ok(Exit::ok())
 }

@@ -118,16 +118,27 @@ fn exports_the_lease_and_passes_the_exit_status_through() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     let words: Vec<&str> = stdout.split_whitespace().collect();
     let url = format!("file://{}/job", env.home.path().display());
-    assert_eq!(words[..3], ["1", url.as_str(), &format!("{url}#1")]);
-    assert_eq!(words[3].len(), 32);
+    // A new lease starts at the store's clock in milliseconds (above any epoch handed out
+    // before, should its record have been deleted).
+    let epoch: u64 = words[0].parse().unwrap();
+    assert!(epoch > 1_700_000_000_000, "{epoch}");
+    let holder = words[3];
+    assert_eq!(holder.len(), 32);
+    assert_eq!(
+        words[1..3],
+        [url.as_str(), &format!("{url}#{epoch}@{holder}")]
+    );
     let s = env.status_json("job");
     assert_eq!(
         (s["state"].as_str(), s["epoch"].as_u64()),
-        (Some("released"), Some(1))
+        (Some("released"), Some(epoch))
     );
     // The next run gets the next epoch.
     let out = env.run(&["run", "job", "--", "sh", "-c", "echo $LEASE_EPOCH"]);
-    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "2");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        (epoch + 1).to_string()
+    );
     // A child killed by a signal: 128 + N, as a shell reports it.
     let out = env.run(&["run", "job", "--", "sh", "-c", "kill -9 $$"]);
     assert_eq!(out.status.code(), Some(128 + 9));
@@ -147,22 +158,26 @@ fn break_stops_the_child_with_sigterm_and_exits_with_the_lost_code() {
     wait_for(&started);
     let out = env.run(&["break", "job"]);
     assert_eq!(out.status.code(), Some(64), "break needs --yes");
+    let epoch = env.status_json("job")["epoch"].as_u64().unwrap();
     let out = env.run(&["break", "job", "--yes"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("at epoch 1"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("at epoch {epoch}")));
+    // Until the holder lets go, the lease is broken, not free.
+    assert_eq!(env.status_json("job")["state"], "broken");
     let out = run.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
     assert!(got_term.exists(), "the child did not get SIGTERM");
     assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    // Once its command stopped, `lease run` acknowledged the break: released, epoch + 1.
     let s = env.status_json("job");
     assert_eq!(
         (s["state"].as_str(), s["epoch"].as_u64()),
-        (Some("released"), Some(2))
+        (Some("released"), Some(epoch + 1))
     );
     // Breaking a released lease changes nothing.
     let out = env.run(&["break", "job", "--yes"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to break"));
-    assert_eq!(env.status_json("job")["epoch"], 2);
+    assert_eq!(env.status_json("job")["epoch"], epoch + 1);
 }
 
 #[test]
@@ -230,7 +245,11 @@ fn waiting_runs_start_when_the_lease_is_released_and_time_out() {
         "echo $LEASE_EPOCH",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), "2");
+    let first_epoch = env.status_json("job")["epoch"].as_u64().unwrap() - 1;
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        (first_epoch + 1).to_string()
+    );
     assert!(first.wait().unwrap().success());
 }
 
@@ -290,8 +309,9 @@ fn status_json_has_the_documented_keys() {
     assert_eq!(s["state"], "held");
     assert_eq!(s["holder"]["label"], "gc-1");
     assert_eq!(s["ttl_ms"], 20_000);
+    // Until a waiter may take over: ttl + grace (2 s) + the file store's resolution (10 ms).
     let left = s["expires_in_ms"].as_u64().unwrap();
-    assert!(left <= 20_000 && left > 10_000, "{left}");
+    assert!(left <= 22_010 && left > 10_000, "{left}");
     let human = String::from_utf8(env.run(&["status", "job"]).stdout).unwrap();
     assert!(
         human.contains("state:      held") && human.contains("\"gc-1\""),
@@ -336,12 +356,13 @@ fn watch_prints_one_line_per_change() {
             )
         })
         .collect();
+    let first = states.get(1).and_then(|s| s.1).unwrap_or(0);
     let expected = [
         ("free", None),
-        ("held", Some(1)),
-        ("released", Some(1)),
-        ("held", Some(2)),
-        ("released", Some(2)),
+        ("held", Some(first)),
+        ("released", Some(first)),
+        ("held", Some(first + 1)),
+        ("released", Some(first + 1)),
     ];
     let expected: Vec<(String, Option<u64>)> =
         expected.iter().map(|(s, e)| (s.to_string(), *e)).collect();

@@ -37,6 +37,8 @@ fn record(rev: u64) -> Bytes {
         renewed_at: Some("2026-11-22T10:00:00.123Z".into()),
         data: None,
         prev: vec![],
+        write: Some("0123456789abcdef".into()),
+        broken: None,
     }
     .to_bytes()
 }

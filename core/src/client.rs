@@ -262,10 +262,12 @@ impl Backoff {
         let initial = Duration::from_millis(50)
             .min(timing.renew / 10)
             .max(Duration::from_millis(1));
-        Backoff {
-            next: initial,
-            max: (timing.renew / 2).max(initial),
-        }
+        Backoff::between(initial, (timing.renew / 2).max(initial))
+    }
+
+    /// Starting at `initial`, doubling up to `max`.
+    pub(crate) fn between(initial: Duration, max: Duration) -> Self {
+        Backoff { next: initial, max }
     }
 
     pub(crate) fn next(&mut self, rng: &Rng) -> Duration {
@@ -273,6 +275,21 @@ impl Backoff {
         self.next = (self.next * 2).min(self.max);
         d
     }
+}
+
+/// A record in the view that is one of our own earlier writes whose outcome stayed unknown:
+/// its version, the record, and the instant read before that write was sent.
+fn adopt_pending(view: &View, pending: &[(String, Instant)]) -> Option<(Version, Record, Instant)> {
+    let Some(Seen::Present {
+        version,
+        parsed: Parsed::Valid(r),
+        ..
+    }) = &view.seen
+    else {
+        return None;
+    };
+    let (_, sent) = pending.iter().find(|(nonce, _)| r.is_write(nonce))?;
+    Some((version.clone(), r.clone(), *sent))
 }
 
 /// The earliest of some instants.
@@ -411,7 +428,9 @@ impl Client {
     ///
     /// A failed condition is read back too: an SDK that retried a write which had landed gets
     /// 412 for its own write (the dynamolock#280 bug class). The write landed if and only if
-    /// the record now carries our holder id and the rev we wrote.
+    /// the record now carries its nonce (`record.write`, drawn for this write alone), or names
+    /// it in `prev`. Resends within this call send the same bytes, so at most one copy lands,
+    /// and `t_send` is read before the first: whichever copy landed was sent after it.
     pub(crate) async fn write(
         &self,
         key: &str,
@@ -420,6 +439,7 @@ impl Client {
         give_up_at: Instant,
         timing: &Timing,
     ) -> Result<Written> {
+        let nonce = record.write.clone().expect("every write carries a nonce");
         let bytes: Bytes = record.to_bytes();
         let clock = &self.inner.clock;
         let mut backoff = Backoff::new(timing);
@@ -462,14 +482,14 @@ impl Client {
             match &current {
                 Get::Found(obj) => {
                     if let Parsed::Valid(r) = Record::parse(obj.bytes.as_deref(), obj.size) {
-                        if r.holder.id == record.holder.id && r.rev == record.rev {
+                        if r.is_write(&nonce) {
                             debug!(key, rev = r.rev, "read-back shows our write landed");
                             return Ok(Written::Landed {
                                 version: obj.version.clone(),
                                 t_send,
                             });
                         }
-                        if r.prev.contains(&record.as_prev()) {
+                        if r.replaced_write(&nonce) {
                             debug!(key, "read-back shows our write landed and was replaced");
                             return Ok(Written::Replaced { current });
                         }
@@ -503,7 +523,14 @@ impl Client {
         let known = self.known_epoch(key);
         let (version, parsed, last_modified, first_seen) = match &view.seen {
             None => unreachable!("decide is called after a read"),
-            Some(Seen::Absent) => return Decision::Create { epoch: known + 1 },
+            // A record that is absent may have been deleted while held (by hand, a lifecycle
+            // rule, a restore): start above any epoch that can have been handed out, as for a
+            // corrupt record.
+            Some(Seen::Absent) => {
+                return Decision::Create {
+                    epoch: (known + 1).max(view.time_epoch(self.inner.clock.as_ref())),
+                }
+            }
             Some(Seen::Present {
                 version,
                 parsed,
@@ -549,11 +576,14 @@ impl Client {
         }
         if timing.store_clock_rule {
             if let (Some(modified), Some((server_now, at))) = (last_modified, view.server_now) {
+                // Both readings are truncated to the resolution, so the measured age is at most
+                // one resolution above the true age: `age >= ttl + grace + resolution` proves
+                // a true age above ttl + grace (and fires at most one resolution later).
                 let limit = record_ttl + grace + timing.resolution;
                 let age = server_now
                     .duration_since(*modified)
                     .unwrap_or(Duration::ZERO);
-                if age > limit {
+                if age >= limit {
                     return Decision::TakeOver {
                         version: version.clone(),
                         epoch: next_epoch,
@@ -632,6 +662,9 @@ impl Client {
         // True while the view is as fresh as the last answer from the store.
         let mut fresh = false;
         let mut tried_blind_create = false;
+        // Writes of this acquisition whose outcome stayed unknown, with the instant read before
+        // each was sent: one may land later, and is then ours with that send time.
+        let mut pending: Vec<(String, Instant)> = Vec::new();
 
         // A record this client released itself can be taken straight back with one write.
         let memo = self
@@ -706,6 +739,21 @@ impl Client {
             {
                 self.saw_epoch(key, r.epoch);
             }
+            if let Some((version, record, t_send)) = adopt_pending(&view, &pending) {
+                // An earlier attempt of ours landed late: we hold the lease since its send.
+                pending.clear();
+                match self
+                    .start_or_let_go(key, &url, record, version, t_send, timing, cancel)
+                    .await?
+                {
+                    Some(lease) => return Ok(lease),
+                    None => {
+                        fresh = false;
+                        view = View::default();
+                        continue;
+                    }
+                }
+            }
 
             let (cond, epoch, rev) = match self.decide(key, &view, &timing) {
                 Decision::Create { epoch } => (Cond::Create, epoch, 1),
@@ -776,39 +824,25 @@ impl Client {
                 } else {
                     view.prev()
                 },
+                write: Some(self.inner.rng.nonce()),
+                broken: None,
             };
             // Once sent, resolve the outcome even if cancelled: a landed write must be released.
-            let give_up_at = clock.now() + timing.ttl;
+            let sent_at = clock.now();
+            let give_up_at = sent_at + timing.ttl;
             match self.write(key, &record, cond, give_up_at, &timing).await {
                 Ok(Written::Landed { version, t_send }) => {
-                    self.saw_epoch(key, epoch);
-                    self.remember(key, |m| m.released = None);
-                    let lease = Lease::start(
-                        self.clone(),
-                        key.to_string(),
-                        url.clone(),
-                        record,
-                        version,
-                        t_send,
-                        timing,
-                    );
-                    if cancel.is_cancelled() {
-                        let _ = lease.release().await;
-                        return Err(Error::new(
-                            ErrorKind::Cancelled,
-                            format!("acquire of {url} was cancelled"),
-                        )
-                        .with_lease(&url));
+                    pending.clear();
+                    match self
+                        .start_or_let_go(key, &url, record, version, t_send, timing, cancel)
+                        .await?
+                    {
+                        Some(lease) => return Ok(lease),
+                        None => {
+                            fresh = false;
+                            view = View::default();
+                        }
                     }
-                    if lease.remaining().is_zero() {
-                        let _ = lease.release().await;
-                        return Err(Error::unavailable(format!(
-                            "{url}: the store took longer than the ttl to answer"
-                        ))
-                        .with_lease(&url));
-                    }
-                    debug!(lease = %url, epoch, "acquired");
-                    return Ok(lease);
                 }
                 // Replaced: landed, and someone (an operator's break) replaced it before we even
                 // learned we held it; we never acted on it, so it is as if we lost the race.
@@ -818,6 +852,7 @@ impl Client {
                     self.remember(key, |m| m.released = None);
                 }
                 Err(e) if e.kind() == ErrorKind::Unavailable => {
+                    pending.push((record.write.clone().unwrap_or_default(), sent_at));
                     if retry_deadline.is_some_and(|d| clock.now() >= d) {
                         return Err(e.with_lease(&url));
                     }
@@ -831,17 +866,70 @@ impl Client {
         }
     }
 
-    /// An operator's forced takeover: write `released` with epoch + 1, so the holder's next
-    /// renewal fails, it is told it lost the lease, and epochs stay monotonic. Returns the
-    /// record as it was before, or `None` when there was no held lease to break.
+    /// A write of ours landed at `version`, sent at `t_send`: start holding the lease, unless the
+    /// acquisition was cancelled or the deadline (`t_send + ttl`) has already passed (a write
+    /// that took longer than the ttl to land or to learn of). Then let it go again: release it,
+    /// so nobody waits it out, and return `None` to go on trying (or `Cancelled`).
+    #[allow(clippy::too_many_arguments)]
+    async fn start_or_let_go(
+        &self,
+        key: &str,
+        url: &str,
+        record: Record,
+        version: Version,
+        t_send: Instant,
+        timing: Timing,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Lease>> {
+        self.saw_epoch(key, record.epoch);
+        self.remember(key, |m| m.released = None);
+        let epoch = record.epoch;
+        let lease = Lease::start(
+            self.clone(),
+            key.to_string(),
+            url.to_string(),
+            record,
+            version,
+            t_send,
+            timing,
+        );
+        if cancel.is_cancelled() {
+            let _ = lease.release().await;
+            return Err(Error::new(
+                ErrorKind::Cancelled,
+                format!("acquire of {url} was cancelled"),
+            )
+            .with_lease(url));
+        }
+        if lease.remaining().is_zero() {
+            warn!(lease = %url, epoch, "our write landed after its deadline; letting it go");
+            let _ = lease.release().await;
+            return Ok(None);
+        }
+        debug!(lease = %url, epoch, "acquired");
+        Ok(Some(lease))
+    }
+
+    /// An operator's forced takeover. Returns the lease's status before the break, or `None`
+    /// when there was no held lease to break.
+    ///
+    /// [`BreakMode::WaitOutHolder`] (the default) writes a record held by the breaker with the
+    /// broken holder's ttl and epoch + 1. The broken holder learns of it at its next renewal and
+    /// stops believing; waiters take the lease over by the usual rules, `ttl + grace` after the
+    /// break, when the broken holder's deadline has surely passed — or at once when the broken
+    /// holder acknowledges the loss by releasing its lease. [`BreakMode::AllowTwoHolders`]
+    /// writes `released` at once: the next holder may start while the broken one still believes
+    /// it holds, for up to its ttl; that is safe only where every write is fenced.
     pub async fn break_lease(
         &self,
         key: &str,
         label: Option<String>,
+        mode: BreakMode,
     ) -> Result<Option<crate::Status>> {
         let url = self.lease_url(key);
         validate_key(key).map_err(|e| e.with_lease(&url))?;
         let timing = LeaseOptions::default().timing(&self.inner.store.capabilities())?;
+        let mut backoff = Backoff::new(&timing);
         for _ in 0..20 {
             let mut view = View::default();
             view.absorb(
@@ -850,9 +938,9 @@ impl Client {
                     .map_err(|e| e.with_lease(&url))?,
                 self.inner.clock.now(),
             );
-            let before = crate::status::Status::from_view(&url, &view);
+            let before = crate::status::Status::from_view(&url, &view, &timing);
             let known = self.known_epoch(key);
-            let (version, epoch, rev, ttl_ms) = match &view.seen {
+            let (version, epoch, rev, ttl_ms, broken) = match &view.seen {
                 Some(Seen::Present {
                     version,
                     parsed: Parsed::Valid(r),
@@ -861,7 +949,27 @@ impl Client {
                     if r.state == RecordState::Released {
                         return Ok(None);
                     }
-                    (version.clone(), r.epoch.max(known) + 1, r.rev + 1, r.ttl_ms)
+                    if r.broken.is_some() {
+                        // Already broken, and waiting out the broken holder: nobody believes
+                        // this record, so only releasing it is left to do.
+                        if mode == BreakMode::WaitOutHolder {
+                            return Ok(Some(before));
+                        }
+                        (
+                            version.clone(),
+                            r.epoch,
+                            r.rev + 1,
+                            r.ttl_ms,
+                            r.broken.clone(),
+                        )
+                    } else {
+                        let broken = crate::record::Broken {
+                            id: r.holder.id.clone(),
+                            epoch: r.epoch,
+                        };
+                        let epoch = r.epoch.max(known) + 1;
+                        (version.clone(), epoch, r.rev + 1, r.ttl_ms, Some(broken))
+                    }
                 }
                 Some(Seen::Present {
                     version,
@@ -874,6 +982,7 @@ impl Client {
                         (epoch.unwrap_or(0).max(known) + 1).max(server_ms),
                         1,
                         timing.ttl.as_millis() as u64,
+                        None,
                     )
                 }
                 _ => return Ok(None),
@@ -883,7 +992,10 @@ impl Client {
                 format: FORMAT,
                 epoch,
                 rev,
-                state: RecordState::Released,
+                state: match mode {
+                    BreakMode::WaitOutHolder => RecordState::Held,
+                    BreakMode::AllowTwoHolders => RecordState::Released,
+                },
                 ttl_ms,
                 holder: self
                     .new_holder(Some(label.clone().unwrap_or_else(|| "lease break".into()))),
@@ -891,6 +1003,8 @@ impl Client {
                 renewed_at: Some(now_wall),
                 data: None,
                 prev: view.prev(),
+                write: Some(self.inner.rng.nonce()),
+                broken,
             };
             let give_up_at = self.inner.clock.now() + timing.ttl;
             match self
@@ -900,16 +1014,20 @@ impl Client {
             {
                 Written::Landed { version, .. } => {
                     self.saw_epoch(key, epoch);
-                    self.released(key, version, record);
+                    if record.state == RecordState::Released {
+                        self.released(key, version, record);
+                    }
                     return Ok(Some(before));
                 }
-                // Our break landed and someone has already taken the lease.
+                // Our break landed and someone has already replaced it.
                 Written::Replaced { .. } => {
                     self.saw_epoch(key, epoch);
                     local_wake(self.inner.store.url(), key).notify_waiters();
                     return Ok(Some(before));
                 }
-                Written::Rejected { .. } => continue,
+                Written::Rejected { .. } => {
+                    self.inner.clock.sleep(backoff.next(&self.inner.rng)).await;
+                }
             }
         }
         Err(
@@ -917,4 +1035,16 @@ impl Client {
                 .with_lease(url),
         )
     }
+}
+
+/// How [`Client::break_lease`] lets the next holder in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BreakMode {
+    /// Nobody may acquire until the broken holder's deadline has surely passed (`ttl + grace`
+    /// after the break), unless the broken holder acknowledges the loss by releasing.
+    #[default]
+    WaitOutHolder,
+    /// The next holder may acquire at once, while the broken holder may still believe it holds
+    /// for up to its ttl. Safe only where every write the holders make is fenced.
+    AllowTwoHolders,
 }

@@ -289,6 +289,11 @@ impl Rng {
     pub fn hex_id(&self) -> String {
         format!("{:016x}{:016x}", self.next_u64(), self.next_u64())
     }
+
+    /// 64 random bits as 16 hex digits: a nonce that tells one write from another.
+    pub fn nonce(&self) -> String {
+        format!("{:016x}", self.next_u64())
+    }
 }
 
 #[cfg(test)]

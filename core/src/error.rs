@@ -22,6 +22,10 @@ pub enum ErrorKind {
     Lost,
     /// A write carried an epoch lower than one already recorded: a newer holder exists.
     Fenced,
+    /// A version-conditional write found the object changed since the version the caller
+    /// read (by a writer of the same or a lower epoch; a higher epoch is `Fenced`). Read
+    /// again and decide again.
+    Conflict,
     /// The store is unavailable or overloaded; the same call may succeed later.
     Unavailable,
     /// Bad input: URL, name, ttl, option, or a value of the wrong shape.
@@ -37,12 +41,13 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind there is, in declaration order: what bindings map and their tests walk.
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::Held,
         ErrorKind::Timeout,
         ErrorKind::Cancelled,
         ErrorKind::Lost,
         ErrorKind::Fenced,
+        ErrorKind::Conflict,
         ErrorKind::Unavailable,
         ErrorKind::Invalid,
         ErrorKind::Store,
@@ -63,6 +68,7 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Lost => "lost",
             ErrorKind::Fenced => "fenced",
+            ErrorKind::Conflict => "conflict",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Invalid => "invalid",
             ErrorKind::Store => "store",

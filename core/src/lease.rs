@@ -33,7 +33,8 @@ pub enum LostReason {
     Expired,
     /// Another holder's record replaced ours.
     TakenOver { holder: Holder, epoch: u64 },
-    /// Someone released the lease on our behalf (`lease break`), with a higher epoch.
+    /// An operator broke the lease (`lease break`), with a higher epoch. Releasing the lease
+    /// acknowledges the break, so the next holder need not wait out our ttl.
     Broken { by: Holder, epoch: u64 },
     /// The record was deleted.
     Vanished,
@@ -60,14 +61,18 @@ impl fmt::Display for LostReason {
 }
 
 impl LostReason {
-    /// What the store shows instead of our record.
-    fn from_current(current: &Get) -> LostReason {
+    /// What the store shows instead of the record of holder `ours`. Only a record that names
+    /// us as the holder it broke is a break; any other record of another holder (held, or
+    /// released after taking over) means we were taken over.
+    fn from_current(current: &Get, ours: &str) -> LostReason {
         match current {
             Get::Found(obj) => match Record::parse(obj.bytes.as_deref(), obj.size) {
-                Parsed::Valid(r) if r.state == RecordState::Released => LostReason::Broken {
-                    by: r.holder,
-                    epoch: r.epoch,
-                },
+                Parsed::Valid(r) if r.broken.as_ref().is_some_and(|b| b.id == ours) => {
+                    LostReason::Broken {
+                        by: r.holder,
+                        epoch: r.epoch,
+                    }
+                }
                 Parsed::Valid(r) => LostReason::TakenOver {
                     holder: r.holder,
                     epoch: r.epoch,
@@ -110,9 +115,9 @@ struct Shared {
     writes: tokio::sync::Mutex<()>,
     lost: CancellationToken,
     stop: CancellationToken,
-    /// The version of each object this holder last wrote with a fenced write, so the next
-    /// fenced write to it needs one request.
-    fence_versions: Mutex<HashMap<String, Version>>,
+    /// The version (and write nonce) of each object this holder last wrote with a fenced
+    /// write, so the next fenced write to it needs one request.
+    fence_versions: Mutex<HashMap<String, (Version, String)>>,
 }
 
 /// A held lease. Clones share it; when the last clone is dropped without [`Lease::release`],
@@ -129,7 +134,9 @@ struct DropGuard {
 
 impl Drop for DropGuard {
     fn drop(&mut self) {
-        if !matches!(self.shared.state.lock().unwrap().phase, Phase::Held) {
+        // Held: release. Lost: release too, which tidies up after the loss (releases our
+        // record if it is still there, acknowledges a break) so nobody waits us out.
+        if matches!(self.shared.state.lock().unwrap().phase, Phase::Released) {
             return;
         }
         self.shared.stop.cancel();
@@ -198,7 +205,7 @@ impl Lease {
         &self.handle.shared
     }
 
-    pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, Version>> {
+    pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, (Version, String)>> {
         &self.shared().fence_versions
     }
 
@@ -207,9 +214,10 @@ impl Lease {
         self.shared().epoch
     }
 
-    /// The lease's name and epoch, to hand to resources that check it.
+    /// The lease's name, epoch and holder id, to hand to resources that check it.
     pub fn token(&self) -> FencingToken {
-        FencingToken::new(self.shared().url.clone(), self.shared().epoch)
+        let s = self.shared();
+        FencingToken::new(s.url.clone(), s.epoch).with_holder(s.holder.id.clone())
     }
 
     pub fn key(&self) -> &str {
@@ -419,7 +427,11 @@ impl Shared {
         record = record.successor();
         record.renewed_at = Some(timestamp(clock.wall()));
         let mut backoff = Backoff::new(&self.timing);
+        let rng = &self.client.inner.rng;
         loop {
+            // A nonce per write: an attempt that gave up may still land, and must not be taken
+            // for a later one.
+            record.write = Some(rng.nonce());
             match self
                 .client
                 .write(
@@ -442,7 +454,7 @@ impl Shared {
                 }
                 // Replaced: our renewal landed, then someone else's write replaced it.
                 Ok(Written::Rejected { current }) | Ok(Written::Replaced { current }) => {
-                    self.mark_lost(LostReason::from_current(&current));
+                    self.mark_lost(LostReason::from_current(&current, &self.holder.id));
                     return false;
                 }
                 Err(e) => {
@@ -487,6 +499,7 @@ impl Shared {
         record = record.successor();
         record.state = RecordState::Released;
         record.renewed_at = Some(timestamp(clock.wall()));
+        record.write = Some(self.client.inner.rng.nonce());
         match self
             .client
             .write(
@@ -512,8 +525,9 @@ impl Shared {
                 Ok(())
             }
             Ok(Written::Rejected { current }) => {
-                let reason = LostReason::from_current(&current);
+                let reason = LostReason::from_current(&current, &self.holder.id);
                 self.mark_lost(reason.clone());
+                self.acknowledge_break(&current).await;
                 Err(self.lost_error(&reason))
             }
             Err(e) => {
@@ -525,37 +539,88 @@ impl Shared {
         }
     }
 
-    /// After a loss by expiry our record may still be in the store (the store was unreachable,
-    /// or this process was paused). Releasing it lets waiters in at once instead of after
-    /// `ttl + grace`; nobody else holds it, so this is safe. Best effort.
+    /// After a loss our record may still be in the store (the loss was by expiry: the store was
+    /// unreachable, or this process was paused), or an operator's break that waits us out.
+    /// Releasing either lets waiters in at once instead of after `ttl + grace`; we no longer
+    /// believe we hold the lease, so this is safe. Best effort.
     async fn tidy_after_loss(&self) {
         let timeout = self.timing.request_timeout;
-        let Ok(Get::Found(obj)) = self.client.get(&self.key, None, timeout).await else {
+        let Ok(current) = self.client.get(&self.key, None, timeout).await else {
             return;
         };
-        let Parsed::Valid(mut record) = Record::parse(obj.bytes.as_deref(), obj.size) else {
-            return;
-        };
-        if record.holder.id != self.holder.id || record.state != RecordState::Held {
-            return;
+        if !self.acknowledge_break(&current).await {
+            self.release_if_ours(&current).await;
         }
-        record = record.successor();
-        record.state = RecordState::Released;
-        record.renewed_at = Some(timestamp(self.client.clock().wall()));
+    }
+
+    /// If `current` is our own record, still held, release it.
+    async fn release_if_ours(&self, current: &Get) -> bool {
+        let Get::Found(obj) = current else {
+            return false;
+        };
+        let Parsed::Valid(record) = Record::parse(obj.bytes.as_deref(), obj.size) else {
+            return false;
+        };
+        // The same holder id at another epoch is a later lease of the same acquisition (one
+        // that let an expired adoption go and took the lease again): not ours to release.
+        let ours = record.holder.id == self.holder.id && record.epoch == self.epoch;
+        if !ours || record.state != RecordState::Held {
+            return false;
+        }
+        self.release_record(record, obj.version.clone()).await
+    }
+
+    /// If `current` is a break of our lease that waits us out, release it: the acknowledgement
+    /// that we no longer believe we hold the lease, which lets the next holder in at once.
+    async fn acknowledge_break(&self, current: &Get) -> bool {
+        let Get::Found(obj) = current else {
+            return false;
+        };
+        let Parsed::Valid(record) = Record::parse(obj.bytes.as_deref(), obj.size) else {
+            return false;
+        };
+        let ours = record
+            .broken
+            .as_ref()
+            .is_some_and(|b| b.id == self.holder.id && b.epoch == self.epoch);
+        if !ours || record.state != RecordState::Held {
+            return false;
+        }
+        if !matches!(self.state.lock().unwrap().phase, Phase::Lost(_)) {
+            return false; // only a holder that has stopped believing may acknowledge
+        }
+        let released = self.release_record(record, obj.version.clone()).await;
+        if released {
+            debug!(lease = %self.url, "acknowledged the break of our lease");
+        }
+        released
+    }
+
+    /// Write `record`'s successor as `released` over `version`.
+    async fn release_record(&self, record: Record, version: Version) -> bool {
+        let timeout = self.timing.request_timeout;
+        let mut next = record.successor();
+        next.state = RecordState::Released;
+        next.renewed_at = Some(timestamp(self.client.clock().wall()));
+        next.write = Some(self.client.inner.rng.nonce());
         let give_up_at = self.client.clock().now() + timeout * 2;
-        if let Ok(Written::Landed { version, .. }) = self
+        match self
             .client
             .write(
                 &self.key,
-                &record,
-                Cond::Match(obj.version),
+                &next,
+                Cond::Match(version),
                 give_up_at,
                 &self.timing,
             )
             .await
         {
-            debug!(lease = %self.url, "released our record after losing the lease");
-            self.client.released(&self.key, version, record);
+            Ok(Written::Landed { version, .. }) => {
+                debug!(lease = %self.url, "released the record after losing the lease");
+                self.client.released(&self.key, version, next);
+                true
+            }
+            _ => false,
         }
     }
 }

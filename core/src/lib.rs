@@ -32,7 +32,7 @@ mod status;
 pub mod store;
 mod token;
 
-pub use client::{set_client_name, Client, ClientBuilder};
+pub use client::{set_client_name, BreakMode, Client, ClientBuilder};
 pub use election::{Election, Leader, LeaderWatch};
 pub use error::{Error, ErrorKind, Result};
 pub use fence::{FencedObject, FencingGate};

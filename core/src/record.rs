@@ -7,7 +7,7 @@
 //!   "acquired_at": "2026-11-22T10:00:00.123Z", "renewed_at": "…", "data": "…" }
 //! ```
 //! `epoch` is the fencing token, `rev` grows on every write so no two writes carry the same
-//! bytes. Times are for people; no decision compares them across machines. Unknown fields are
+//! bytes, `write` is a nonce per write so a writer recognises its own write when reading back. Times are for people; no decision compares them across machines. Unknown fields are
 //! ignored. Anything else that does not parse is corrupt.
 
 use std::time::{Duration, SystemTime};
@@ -86,16 +86,36 @@ pub struct Record {
     /// written (a release followed at once by takeovers, say).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prev: Vec<Prev>,
+    /// A nonce drawn for each write (each conditional PUT sequence, not each resend of the same
+    /// bytes): a writer whose reply was lost recognises its own write by it. Two attempts of one
+    /// acquisition carry the same holder id and rev but different nonces, so a read-back never
+    /// takes an earlier attempt that landed late for a later one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<String>,
+    /// Set by `break`: the holder this record broke. The broken holder recognises the break at
+    /// its next renewal, and releasing the record acknowledges it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<Broken>,
+}
+
+/// The holder a `break` took the lease from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Broken {
+    pub id: String,
+    pub epoch: u64,
 }
 
 /// How many earlier holders a record remembers.
 pub const MAX_PREV: usize = 8;
 
-/// Which record a write replaced: its holder id and rev identify it.
+/// Which record a write replaced: its write nonce identifies it (holder id and rev are kept
+/// for people, and for records written before nonces existed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prev {
     pub id: String,
     pub rev: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<String>,
 }
 
 /// What a stored object says, once parsed.
@@ -117,7 +137,18 @@ impl Record {
         Prev {
             id: self.holder.id.clone(),
             rev: self.rev,
+            write: self.write.clone(),
         }
+    }
+
+    /// Whether this record is the write with nonce `write`.
+    pub fn is_write(&self, write: &str) -> bool {
+        self.write.as_deref() == Some(write)
+    }
+
+    /// Whether this record names the write with nonce `write` among those it replaced.
+    pub fn replaced_write(&self, write: &str) -> bool {
+        self.prev.iter().any(|p| p.write.as_deref() == Some(write))
     }
 
     /// The `prev` list of a record that replaces this one.
@@ -132,11 +163,13 @@ impl Record {
             .collect()
     }
 
-    /// The next write of the same holder: `rev + 1`, replacing this one.
+    /// The next write of the same holder: `rev + 1`, replacing this one. Its nonce is unset:
+    /// the writer draws one.
     pub fn successor(&self) -> Record {
         Record {
             rev: self.rev + 1,
             prev: self.prev_for_successor(),
+            write: None,
             ..self.clone()
         }
     }
@@ -222,6 +255,8 @@ mod tests {
             renewed_at: None,
             data: None,
             prev: vec![],
+            write: Some("w0".into()),
+            broken: None,
         }
     }
 
@@ -273,16 +308,19 @@ mod tests {
     #[test]
     fn prev_keeps_the_latest_record_of_each_earlier_holder() {
         let mut r = sample();
-        for _ in 0..5 {
+        for i in 0..5 {
             r = r.successor(); // renewals
+            r.write = Some(format!("w{}", i + 1));
         }
         assert_eq!(
             r.prev,
             vec![Prev {
                 id: "abc".into(),
-                rev: 46
+                rev: 46,
+                write: Some("w4".into()),
             }]
         );
+        assert!(r.replaced_write("w4") && !r.replaced_write("w3") && r.is_write("w5"));
         for i in 0..20 {
             let mut next = r.successor();
             next.holder.id = format!("h{i}");

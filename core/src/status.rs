@@ -11,7 +11,7 @@ use tracing::warn;
 
 use crate::client::{local_wake, Backoff, Client, Seen, View};
 use crate::error::{ErrorKind, Result};
-use crate::options::LeaseOptions;
+use crate::options::{LeaseOptions, Timing, MAX_TTL};
 use crate::record::{Holder, Parsed, RecordState};
 use crate::store::{validate_key, Version};
 
@@ -24,9 +24,13 @@ pub enum LeaseState {
     Held,
     /// Released by its last holder (or broken); free to take.
     Released,
-    /// Held, but by the store's clock older than its ttl: the holder no longer relies on it,
-    /// and a waiter will take it over once the grace has passed too.
+    /// Held, but by the store's clock older than its ttl + grace + the clock's resolution: the
+    /// holder no longer relies on it, and a waiter may take it over now (the same margins as the
+    /// takeover rule, so a lease that is being renewed is never called expired).
     Expired,
+    /// Broken by an operator (`lease break`): nobody may take it until the broken holder's
+    /// deadline has surely passed, or it acknowledges the loss.
+    Broken,
     /// The record cannot be read as a lease record; it will be taken over like an expired one.
     Corrupt,
 }
@@ -38,6 +42,7 @@ impl LeaseState {
             LeaseState::Held => "held",
             LeaseState::Released => "released",
             LeaseState::Expired => "expired",
+            LeaseState::Broken => "broken",
             LeaseState::Corrupt => "corrupt",
         }
     }
@@ -57,7 +62,8 @@ pub struct Status {
     pub epoch: Option<u64>,
     pub holder: Option<Holder>,
     pub ttl: Option<Duration>,
-    /// Estimated time until the holder's ttl runs out, by the store's clock.
+    /// Estimated time until a waiter may take the lease over, by the store's clock (the
+    /// holder's own deadline comes before it).
     pub expires_in: Option<Duration>,
     pub data: Option<String>,
     pub acquired_at: Option<String>,
@@ -68,7 +74,7 @@ pub struct Status {
 }
 
 impl Status {
-    pub(crate) fn from_view(url: &str, view: &View) -> Status {
+    pub(crate) fn from_view(url: &str, view: &View, timing: &Timing) -> Status {
         let mut s = Status {
             url: url.to_string(),
             state: LeaseState::Free,
@@ -105,14 +111,17 @@ impl Status {
                 s.data = r.data.clone();
                 s.acquired_at = r.acquired_at.clone();
                 s.renewed_at = r.renewed_at.clone();
-                s.state = match r.state {
-                    RecordState::Released => LeaseState::Released,
-                    RecordState::Held => LeaseState::Held,
+                s.state = match (r.state, &r.broken) {
+                    (RecordState::Released, _) => LeaseState::Released,
+                    (RecordState::Held, None) => LeaseState::Held,
+                    (RecordState::Held, Some(_)) => LeaseState::Broken,
                 };
                 if r.state == RecordState::Held {
                     if let (Some(modified), Some((now, _))) = (last_modified, view.server_now) {
                         let age = now.duration_since(*modified).unwrap_or(Duration::ZERO);
-                        let left = r.ttl().saturating_sub(age);
+                        let ttl = r.ttl().min(MAX_TTL);
+                        let limit = ttl + timing.grace_for(ttl) + timing.resolution;
+                        let left = limit.saturating_sub(age);
                         s.expires_in = Some(left);
                         if left.is_zero() {
                             s.state = LeaseState::Expired;
@@ -168,7 +177,7 @@ impl Client {
                 Ok(get) => {
                     let mut view = View::default();
                     view.absorb(get, self.clock().now());
-                    return Ok(Status::from_view(&url, &view));
+                    return Ok(Status::from_view(&url, &view, &timing));
                 }
                 Err(e) if e.kind() == ErrorKind::Unavailable && attempts < 3 => {
                     attempts += 1;
@@ -208,7 +217,7 @@ pub struct Watcher {
     poll: Duration,
     view: View,
     last: Option<Status>,
-    timing: crate::options::Timing,
+    timing: Timing,
 }
 
 impl Watcher {
@@ -238,7 +247,7 @@ impl Watcher {
                 }
                 Err(e) => return Err(e.with_lease(&self.url)),
             }
-            let status = Status::from_view(&self.url, &self.view);
+            let status = Status::from_view(&self.url, &self.view, &self.timing);
             if self
                 .last
                 .as_ref()

@@ -7,44 +7,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lease::clock::{Rng, SimClock};
+use lease::clock::Rng;
 use lease::store::memory::{Fault, LoggedWrite, MemoryStore, Op};
 use lease::store::{Cond, GetOptions, Meta, Put, Store};
-use lease::{Client, ErrorKind, FencingGate, FencingToken, LeaseOptions};
+use lease::{BreakMode, Client, ErrorKind, FencingGate, FencingToken};
 
-const TTL: Duration = Duration::from_secs(10);
+mod sim;
+use sim::{opts, sleep, World, FIRST};
 
-struct World {
-    clock: Arc<SimClock>,
-    store: MemoryStore,
-}
-
-impl World {
-    fn new() -> World {
-        let clock = Arc::new(SimClock::at_2026());
-        let store = MemoryStore::with_clock(clock.clone());
-        store.record_writes();
-        World { clock, store }
-    }
-
-    fn client(&self, seed: u64) -> (Client, MemoryStore) {
-        let conn = self.store.connection();
-        (
-            Client::builder(Arc::new(conn.clone()))
-                .clock(self.clock.clone())
-                .rng(Rng::seeded(seed))
-                .build(),
-            conn,
-        )
-    }
-}
-
-fn opts() -> LeaseOptions {
-    LeaseOptions::new(TTL).poll_interval(Duration::from_secs(1))
-}
-
-async fn sleep(d: Duration) {
-    tokio::time::sleep(d).await;
+/// A world whose store records every write that lands.
+fn world() -> World {
+    let w = World::new();
+    w.store.record_writes();
+    w
 }
 
 /// Epochs of the landed fenced writes to `key`, in landing order.
@@ -57,42 +32,54 @@ fn landed_epochs(log: &[LoggedWrite], key: &str) -> Vec<u64> {
 
 #[tokio::test(start_paused = true)]
 async fn a_zombie_write_is_rejected_and_the_newer_data_stays() {
-    let w = World::new();
-    let (a, _) = w.client(1);
-    let (b, _) = w.client(2);
+    let w = world();
+    let (a, _) = w.client("c", 1);
+    let (b, _) = w.client("c", 2);
     let zombie = a.acquire("lock", &opts()).await.unwrap();
     zombie.fenced_put("data", "from A").await.unwrap();
     let got = a.fenced_get("data").await.unwrap().unwrap();
-    assert_eq!((got.bytes.as_ref(), got.epoch), (&b"from A"[..], Some(1)));
+    assert_eq!(
+        (got.bytes.as_ref(), got.epoch),
+        (&b"from A"[..], Some(FIRST))
+    );
     assert_eq!(got.lease.as_deref(), Some(zombie.url()));
 
     // A passes its check; before it writes, an operator breaks the lease and B takes over.
     zombie.ensure_held(Duration::from_secs(1)).unwrap();
-    b.break_lease("lock", None).await.unwrap();
+    b.break_lease("lock", None, BreakMode::default())
+        .await
+        .unwrap();
     let newer = b.acquire("lock", &opts()).await.unwrap();
-    assert_eq!(newer.epoch(), 3);
+    assert_eq!(newer.epoch(), FIRST + 2);
     newer.fenced_put("data", "from B").await.unwrap();
 
     // A wakes up and writes as if nothing happened: the store refuses.
     let e = zombie.fenced_put("data", "zombie write").await.unwrap_err();
-    assert_eq!((e.kind(), e.epoch()), (ErrorKind::Fenced, Some(3)));
+    assert_eq!((e.kind(), e.epoch()), (ErrorKind::Fenced, Some(FIRST + 2)));
     assert!(
-        e.to_string().contains("epoch 3") && e.to_string().contains("epoch 1"),
+        e.to_string().contains(&format!("epoch {}", FIRST + 2))
+            && e.to_string().contains(&format!("epoch {FIRST}")),
         "{e}"
     );
     let e = zombie.fenced_delete("data").await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Fenced);
     let got = a.fenced_get("data").await.unwrap().unwrap();
-    assert_eq!((got.bytes.as_ref(), got.epoch), (&b"from B"[..], Some(3)));
+    assert_eq!(
+        (got.bytes.as_ref(), got.epoch),
+        (&b"from B"[..], Some(FIRST + 2))
+    );
     // A fresh object is no problem for anyone; the fence starts with its first fenced write.
     zombie.fenced_put("other", "x").await.unwrap();
-    assert_eq!(landed_epochs(&w.store.write_log(), "data"), vec![1, 3]);
+    assert_eq!(
+        landed_epochs(&w.store.write_log(), "data"),
+        vec![FIRST, FIRST + 2]
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn fenced_writes_cost_one_request_when_the_version_is_known() {
-    let w = World::new();
-    let (a, conn) = w.client(1);
+    let w = world();
+    let (a, conn) = w.client("c", 1);
     let held = a.acquire("lock", &opts()).await.unwrap();
     conn.reset_stats();
     held.fenced_put("data", "1").await.unwrap();
@@ -120,8 +107,8 @@ async fn fenced_writes_cost_one_request_when_the_version_is_known() {
 
 #[tokio::test(start_paused = true)]
 async fn lost_replies_and_412s_for_landed_writes_are_resolved_by_reading_back() {
-    let w = World::new();
-    let (a, conn) = w.client(1);
+    let w = world();
+    let (a, conn) = w.client("c", 1);
     let held = a.acquire("lock", &opts()).await.unwrap();
     conn.faults().lose_next_replies(1);
     held.fenced_put("data", "1").await.unwrap();
@@ -133,15 +120,15 @@ async fn lost_replies_and_412s_for_landed_writes_are_resolved_by_reading_back() 
     assert_eq!(got.bytes.as_ref(), b"3");
     assert_eq!(
         landed_epochs(&w.store.write_log(), "data"),
-        vec![1, 1, 1],
+        vec![FIRST, FIRST, FIRST],
         "each write landed exactly once"
     );
 }
 
 #[tokio::test(start_paused = true)]
 async fn objects_of_another_lease_and_the_lease_record_itself_are_refused() {
-    let w = World::new();
-    let (a, _) = w.client(1);
+    let w = world();
+    let (a, _) = w.client("c", 1);
     let one = a.acquire("lock-one", &opts()).await.unwrap();
     let two = a.acquire("lock-two", &opts()).await.unwrap();
     one.fenced_put("data", "x").await.unwrap();
@@ -160,8 +147,8 @@ async fn objects_of_another_lease_and_the_lease_record_itself_are_refused() {
 
 #[tokio::test(start_paused = true)]
 async fn fenced_delete() {
-    let w = World::new();
-    let (a, _) = w.client(1);
+    let w = world();
+    let (a, _) = w.client("c", 1);
     let held = a.acquire("lock", &opts()).await.unwrap();
     assert!(
         !held.fenced_delete("data").await.unwrap(),
@@ -175,7 +162,7 @@ async fn fenced_delete() {
 
 #[tokio::test(start_paused = true)]
 async fn gates_admit_by_the_highest_epoch_seen() {
-    let w = World::new();
+    let w = world();
     let gates = [
         FencingGate::in_memory(),
         FencingGate::in_store(Arc::new(w.store.connection()), "gates").unwrap(),
@@ -208,7 +195,7 @@ async fn gates_admit_by_the_highest_epoch_seen() {
 
 #[tokio::test(start_paused = true)]
 async fn a_shared_gate_under_concurrent_admits_never_goes_backwards() {
-    let w = World::new();
+    let w = world();
     let mut tasks = vec![];
     for i in 0..24u64 {
         let conn = w.store.connection();
@@ -296,10 +283,10 @@ async fn unfenced_put(conn: &MemoryStore, key: &str, epoch: u64, value: String) 
 }
 
 async fn randomized(seed: u64, fenced: bool) -> Vec<LoggedWrite> {
-    let w = World::new();
+    let w = world();
     let mut tasks = vec![];
     for i in 0..(2 + seed % 2) {
-        let (client, conn) = w.client(seed * 10 + i);
+        let (client, conn) = w.client("c", seed * 10 + i);
         conn.faults().set_random(0.03, 0.03, seed * 100 + i);
         tasks.push(tokio::spawn(holder_loop(
             client,
@@ -363,4 +350,220 @@ async fn without_fencing_zombies_do_land_lower_epochs() {
         "no zombie write ever landed late: the scenario is too tame"
     );
     eprintln!("unfenced: {violations} of 60 runs landed a lower epoch after a higher one");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read-modify-write (issue 11, item 6): no acknowledged update is lost.
+
+/// The scenario that lost updates: A (epoch n) reads the counter, B (epoch n+1) reads the same
+/// value, A's write lands (no higher epoch has written yet), then B's write conditional on the
+/// version B read must fail with `Conflict`, and B's retry counts both increments.
+#[tokio::test(start_paused = true)]
+async fn version_conditional_writes_refuse_a_changed_object() {
+    let w = world();
+    let (a, _) = w.client("a", 1);
+    let (b, _) = w.client("b", 2);
+    let (op, _) = w.client("operator", 3);
+    let old = a.acquire("lock", &opts()).await.unwrap();
+    old.fenced_put("counter", "0").await.unwrap();
+    let seen_by_a = a.fenced_get("counter").await.unwrap().unwrap();
+    op.break_lease("lock", None, BreakMode::AllowTwoHolders)
+        .await
+        .unwrap();
+    let new = b.acquire("lock", &opts()).await.unwrap();
+    let seen_by_b = b.fenced_get("counter").await.unwrap().unwrap();
+    assert_eq!(seen_by_a.version, seen_by_b.version);
+    old.fenced_put_if("counter", "1", Some(&seen_by_a.version))
+        .await
+        .unwrap();
+    let e = new
+        .fenced_put_if("counter", "1", Some(&seen_by_b.version))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    // Absent expected, present found: a conflict too.
+    let e = new.fenced_put_if("counter", "x", None).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    new.fenced_update("counter", |cur| {
+        let n: u64 = std::str::from_utf8(&cur.unwrap().bytes)
+            .unwrap()
+            .parse()
+            .unwrap();
+        (n + 1).to_string().into()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        &a.fenced_get("counter").await.unwrap().unwrap().bytes[..],
+        b"2"
+    );
+    // Now that the newer epoch wrote, the old holder is fenced, whatever version it names.
+    let latest = a.fenced_get("counter").await.unwrap().unwrap();
+    let e = old
+        .fenced_put_if("counter", "3", Some(&latest.version))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
+    // A new object: expected absent, found absent.
+    new.fenced_put_if("fresh", "x", None).await.unwrap();
+}
+
+/// How a worker increments the shared counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Increment {
+    /// `fenced_update` (a version-conditional write).
+    Update,
+    /// `fenced_get` then a plain `fenced_put`: not atomic (the negative control).
+    GetThenPut,
+}
+
+/// What became of one increment: its id and the error kind, if any.
+type Outcome = (String, Option<ErrorKind>);
+
+fn next_count(cur: Option<&lease::FencedObject>, op: &str) -> bytes::Bytes {
+    let n: u64 = cur.map_or(0, |o| {
+        let text = std::str::from_utf8(&o.bytes).unwrap();
+        text.split(';').next().unwrap().parse().unwrap()
+    });
+    format!("{};{op}", n + 1).into()
+}
+
+async fn counter_worker(
+    client: Client,
+    conn: MemoryStore,
+    seed: u64,
+    how: Increment,
+) -> Vec<Outcome> {
+    let rng = Rng::seeded(seed);
+    let mut outcomes = vec![];
+    for round in 0..4 {
+        let Ok(held) = client
+            .acquire("lock", &opts().wait(Duration::from_secs(600)))
+            .await
+        else {
+            continue;
+        };
+        for i in 0..(2 + rng.next_u64() % 4) {
+            let op = format!("{seed}-{round}-{i}");
+            if rng.fraction() < 0.2 {
+                // A pause of the whole process (GC, SIGSTOP), past the ttl sometimes.
+                conn.faults().set_unavailable(true);
+                sleep(Duration::from_millis(rng.next_u64() % 15_000)).await;
+                conn.faults().set_unavailable(false);
+            }
+            if held.ensure_held(Duration::from_secs(1)).is_err() {
+                break;
+            }
+            let result = match how {
+                Increment::Update => held
+                    .fenced_update("counter", |cur| next_count(cur, &op))
+                    .await
+                    .map(|_| ()),
+                Increment::GetThenPut => match client.fenced_get("counter").await {
+                    Ok(cur) => {
+                        sleep(Duration::from_millis(rng.next_u64() % 3_000)).await;
+                        held.fenced_put("counter", next_count(cur.as_ref(), &op))
+                            .await
+                            .map(|_| ())
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            outcomes.push((op, result.err().map(|e| e.kind())));
+        }
+        let _ = held.release().await;
+        sleep(Duration::from_millis(rng.next_u64() % 1_000)).await;
+    }
+    outcomes
+}
+
+/// The counter's history from the store's own log, checked against what the workers were
+/// told: every landed write counted every landed write before it (no lost update), every
+/// acknowledged increment landed exactly once, and no increment reported `Fenced` or
+/// `Conflict` landed (no write that landed is reported as refused).
+fn check_counter(log: &[LoggedWrite], outcomes: &[Outcome]) -> Result<(), String> {
+    let mut landed = std::collections::HashMap::new();
+    for (i, w) in log.iter().filter(|w| w.key == "counter").enumerate() {
+        let text = std::str::from_utf8(&w.bytes).unwrap();
+        let (count, op) = text.split_once(';').unwrap();
+        if count.parse::<usize>().unwrap() != i + 1 {
+            return Err(format!(
+                "lost update: write {} wrote count {count} ({op})",
+                i + 1
+            ));
+        }
+        *landed.entry(op.to_string()).or_insert(0) += 1;
+    }
+    for (op, kind) in outcomes {
+        let times = landed.get(op).copied().unwrap_or(0);
+        match kind {
+            None if times != 1 => return Err(format!("acknowledged {op} landed {times} times")),
+            Some(ErrorKind::Fenced | ErrorKind::Conflict) if times != 0 => {
+                return Err(format!("{op} was reported {kind:?} but landed"))
+            }
+            Some(ErrorKind::Unavailable) if times > 1 => {
+                return Err(format!("{op} landed {times} times"))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+async fn counter_run(seed: u64, how: Increment) -> (Vec<LoggedWrite>, Vec<Outcome>) {
+    let w = world();
+    let mut tasks = vec![];
+    for i in 0..3 {
+        let (client, conn) = w.client(&format!("w{i}"), seed * 10 + i);
+        conn.faults().set_random(0.02, 0.05, seed * 100 + i);
+        conn.faults()
+            .set_random_latency(Duration::from_millis(300), seed * 100 + i);
+        tasks.push(tokio::spawn(counter_worker(
+            client,
+            conn,
+            seed * 1000 + i,
+            how,
+        )));
+    }
+    let mut outcomes = vec![];
+    for t in tasks {
+        outcomes.extend(t.await.unwrap());
+    }
+    (w.store.write_log(), outcomes)
+}
+
+#[tokio::test(start_paused = true)]
+async fn version_conditional_updates_lose_no_increment_under_faults_and_pauses() {
+    let (mut landed, mut refused) = (0, 0);
+    for seed in 1..=40 {
+        let (log, outcomes) = counter_run(seed, Increment::Update).await;
+        if let Err(e) = check_counter(&log, &outcomes) {
+            panic!("seed {seed}: {e}");
+        }
+        landed += log.iter().filter(|w| w.key == "counter").count();
+        refused += outcomes.iter().filter(|(_, k)| k.is_some()).count();
+    }
+    eprintln!("40 runs: {landed} increments landed, {refused} refused or unknown");
+    assert!(
+        landed > 200 && refused > 5,
+        "too little happened: {landed} landed, {refused} refused"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn fenced_get_then_put_does_lose_updates() {
+    // Negative control: the same runs with a plain fenced_put after fenced_get must show lost
+    // updates, or the test above proves nothing.
+    let mut violations = 0;
+    for seed in 1..=40 {
+        let (log, outcomes) = counter_run(seed, Increment::GetThenPut).await;
+        if check_counter(&log, &outcomes).is_err() {
+            violations += 1;
+        }
+    }
+    eprintln!("get-then-put: {violations} of 40 runs lost an update");
+    assert!(
+        violations > 0,
+        "no update was ever lost: the scenario is too tame"
+    );
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use lease::clock::{Clock, Instant, Rng, SimClock};
 use lease::record::RecordState;
 use lease::store::memory::{Fault, MemoryStore, Op};
-use lease::{Client, Election, ErrorKind, LeaseOptions, LeaseState, LostReason};
+use lease::{BreakMode, Client, Election, ErrorKind, LeaseOptions, LeaseState, LostReason};
 
 mod sim;
 use sim::*;
@@ -23,18 +23,18 @@ async fn renew_and_release_keep_the_epoch() {
         .acquire("job", &opts().label("worker-a").data("10.0.0.1:80"))
         .await
         .unwrap();
-    assert_eq!(lease.epoch(), 1);
+    assert_eq!(lease.epoch(), FIRST);
     let first = w.valid("job").await;
     assert_eq!(
         (first.epoch, first.rev, first.state),
-        (1, 1, RecordState::Held)
+        (FIRST, 1, RecordState::Held)
     );
     assert_eq!(first.holder.label.as_deref(), Some("worker-a"));
     assert_eq!(first.data.as_deref(), Some("10.0.0.1:80"));
 
     sleep(secs(60.0)).await;
     let later = w.valid("job").await;
-    assert_eq!(later.epoch, 1, "renewal changed the epoch");
+    assert_eq!(later.epoch, FIRST, "renewal changed the epoch");
     assert!(
         later.rev >= 18,
         "expected a renewal every ttl/3, rev is {}",
@@ -52,7 +52,10 @@ async fn renew_and_release_keep_the_epoch() {
 
     lease.release().await.unwrap();
     let released = w.valid("job").await;
-    assert_eq!((released.epoch, released.state), (1, RecordState::Released));
+    assert_eq!(
+        (released.epoch, released.state),
+        (FIRST, RecordState::Released)
+    );
     assert_eq!(released.rev, later.rev + 1);
     assert_eq!(lease.remaining(), Duration::ZERO);
     assert_eq!(
@@ -81,7 +84,7 @@ async fn release_lets_a_waiter_in_at_once_with_the_next_epoch() {
     held.release().await.unwrap();
     let got = waiter.await.unwrap().unwrap();
     assert_eq!(w.now() - released_at, Duration::ZERO);
-    assert_eq!(got.epoch(), 2);
+    assert_eq!(got.epoch(), FIRST + 1);
 }
 
 /// Which takeover rules a waiter uses.
@@ -178,7 +181,7 @@ async fn crashed_holder_is_replaced_within_the_bound_never_before_its_deadline()
             "{rules:?}: takeover {after_last_write:?} after the last write, bound {bound:?}"
         );
         assert!(after_deadline > Duration::ZERO);
-        assert_eq!(epoch, 2);
+        assert_eq!(epoch, FIRST + 1);
     }
 }
 
@@ -218,7 +221,7 @@ async fn takeover_rules_each_on_and_off() {
             .await
             .unwrap()
             .epoch(),
-        2
+        h.epoch() + 1
     );
 }
 
@@ -247,7 +250,7 @@ async fn store_clock_rule_survives_a_skewed_store_node() {
     let got = b.acquire("job", &STORE_CLOCK.apply(opts())).await.unwrap();
     assert!(w.now() >= deadline);
     assert!(w.now() - arrived < POLL, "waited {:?}", w.now() - arrived);
-    assert_eq!(got.epoch(), 2);
+    assert_eq!(got.epoch(), FIRST + 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -257,7 +260,7 @@ async fn a_lost_reply_is_adopted_by_reading_back_not_reported_lost() {
     // Acquire: the create landed, its reply was lost.
     a_conn.faults().lose_next_replies(1);
     let held = a.acquire("job", &opts()).await.unwrap();
-    assert_eq!(held.epoch(), 1);
+    assert_eq!(held.epoch(), FIRST);
     // Renew: the write landed, the reply was lost.
     a_conn.faults().lose_next_replies(1);
     sleep(secs(4.0)).await;
@@ -281,7 +284,8 @@ async fn a_lost_reply_is_adopted_by_reading_back_not_reported_lost() {
     a_conn
         .faults()
         .push(Op::Put, Fault::LandThenConditionFailed);
-    assert_eq!(a.acquire("new", &opts()).await.unwrap().epoch(), 1);
+    let new = a.acquire("new", &opts()).await.unwrap();
+    assert_eq!(w.valid("new").await.epoch, new.epoch());
 }
 
 #[tokio::test(start_paused = true)]
@@ -373,8 +377,8 @@ async fn a_record_overwritten_or_deleted_under_the_holder_means_lost() {
     let held = a.acquire("gone", &opts()).await.unwrap();
     w.store.remove_raw("gone");
     assert_eq!(held.lost().await, LostReason::Vanished);
-    // The same client knows epoch 1 was handed out: the recreated record goes above it.
-    assert_eq!(a.acquire("gone", &opts()).await.unwrap().epoch(), 2);
+    // The recreated record goes above the epoch handed out.
+    assert!(a.acquire("gone", &opts()).await.unwrap().epoch() > held.epoch());
 
     let held = a.acquire("scribbled", &opts()).await.unwrap();
     w.store.overwrite_raw("scribbled", "not json");
@@ -394,17 +398,22 @@ async fn break_makes_the_holder_lose_at_its_next_renewal() {
     }
     let token = held.lost_token();
     let before = op
-        .break_lease("job", None)
+        .break_lease("job", None, BreakMode::default())
         .await
         .unwrap()
         .expect("a held lease was broken");
     assert_eq!(before.holder.unwrap().label.as_deref(), Some("victim"));
+    // The break is a record held by the operator that names the holder it broke.
     let r = w.valid("job").await;
-    assert_eq!((r.state, r.epoch), (RecordState::Released, 2));
+    assert_eq!((r.state, r.epoch), (RecordState::Held, FIRST + 1));
+    assert_eq!(
+        r.broken.map(|b| (b.id, b.epoch)),
+        Some((held.holder().id.clone(), FIRST))
+    );
     let broken_at = w.now();
     let reason = held.lost().await;
     assert!(
-        matches!(reason, LostReason::Broken { epoch: 2, .. }),
+        matches!(reason, LostReason::Broken { epoch: e, .. } if e == FIRST + 1),
         "{reason:?}"
     );
     // tokio's timer rounds sleeps up to whole milliseconds.
@@ -423,17 +432,22 @@ async fn break_makes_the_holder_lose_at_its_next_renewal() {
     }
     assert_eq!(*late.lock().unwrap(), 1);
     let e = held.ensure_held(Duration::ZERO).unwrap_err();
-    assert_eq!((e.kind(), e.epoch()), (ErrorKind::Lost, Some(1)));
+    assert_eq!((e.kind(), e.epoch()), (ErrorKind::Lost, Some(FIRST)));
     assert_eq!(held.release().await.unwrap_err().kind(), ErrorKind::Lost);
-    // Breaking a released lease does nothing; the next holder gets epoch 3.
-    assert!(op.break_lease("job", None).await.unwrap().is_none());
+    // The holder's release acknowledged the break: the record is released, breaking it again
+    // does nothing, and the next holder gets the epoch above the break's.
+    assert!(op
+        .break_lease("job", None, BreakMode::default())
+        .await
+        .unwrap()
+        .is_none());
     let (b, _) = w.client("b", 2);
     assert_eq!(
         b.acquire("job", &opts().wait(Duration::ZERO))
             .await
             .unwrap()
             .epoch(),
-        3
+        FIRST + 2
     );
 }
 
@@ -470,7 +484,7 @@ async fn held_and_timeout_errors_name_the_holder() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Held);
     assert_eq!(e.holder().unwrap().label.as_deref(), Some("gc-1"));
-    assert_eq!(e.epoch(), Some(1));
+    assert_eq!(e.epoch(), Some(FIRST));
     assert!(
         e.to_string().contains("\"gc-1\"") && e.to_string().contains("memory://"),
         "{e}"
@@ -582,11 +596,15 @@ async fn status_and_watch() {
     let held = a.acquire("job", &opts().label("l")).await.unwrap();
     let acquired = w.now();
     let s = watch.next().await.unwrap();
-    assert_eq!((s.state, s.epoch), (LeaseState::Held, Some(1)));
+    assert_eq!((s.state, s.epoch), (LeaseState::Held, Some(FIRST)));
     sleep(secs(2.0)).await;
     let st = obs.status("job").await.unwrap();
     assert_eq!(st.ttl, Some(TTL));
-    assert_eq!(st.expires_in, Some(TTL - (w.now() - acquired)));
+    // Time left until a waiter may take over: ttl + grace + resolution after the last write.
+    assert_eq!(
+        st.expires_in,
+        Some(TTL + GRACE + RESOLUTION - (w.now() - acquired))
+    );
     let json = st.to_json();
     for k in ["state", "epoch", "holder", "ttl_ms", "expires_in_ms"] {
         assert!(json.get(k).is_some(), "{k} missing from {json}");
@@ -599,15 +617,15 @@ async fn status_and_watch() {
         held.release().await.unwrap();
     });
     let s = watch.next().await.unwrap();
-    assert_eq!((s.state, s.epoch), (LeaseState::Released, Some(1)));
+    assert_eq!((s.state, s.epoch), (LeaseState::Released, Some(FIRST)));
     released.await.unwrap();
 
     let held = a.acquire("job", &opts()).await.unwrap();
-    assert_eq!(watch.next().await.unwrap().epoch, Some(2));
+    assert_eq!(watch.next().await.unwrap().epoch, Some(FIRST + 1));
     a_conn.faults().set_unavailable(true);
     held.lost().await;
     let s = watch.next().await.unwrap();
-    assert_eq!((s.state, s.epoch), (LeaseState::Expired, Some(2)));
+    assert_eq!((s.state, s.epoch), (LeaseState::Expired, Some(FIRST + 1)));
     assert_eq!(s.expires_in, Some(Duration::ZERO));
 }
 
@@ -622,10 +640,10 @@ async fn election_campaign_resign_observe() {
     assert_eq!(observe.next().await.unwrap(), None);
 
     let lead = ea.campaign().await.unwrap();
-    assert_eq!(lead.epoch(), 1);
+    assert_eq!(lead.epoch(), FIRST);
     assert_eq!(
         ea.campaign().await.unwrap().epoch(),
-        1,
+        FIRST,
         "campaigning while leading returns the same lease"
     );
     let leader = observe.next().await.unwrap().unwrap();
@@ -635,9 +653,9 @@ async fn election_campaign_resign_observe() {
             leader.epoch,
             leader.data.as_deref()
         ),
-        (Some("node-a"), 1, Some("http://a:8080"))
+        (Some("node-a"), FIRST, Some("http://a:8080"))
     );
-    assert_eq!(eb.leader().await.unwrap().unwrap().epoch, 1);
+    assert_eq!(eb.leader().await.unwrap().unwrap().epoch, FIRST);
 
     let campaign_b = {
         let eb = eb.clone();
@@ -646,11 +664,11 @@ async fn election_campaign_resign_observe() {
     sleep(secs(30.0)).await;
     assert!(!campaign_b.is_finished(), "b must not lead while a does");
     ea.resign().await.unwrap();
-    assert_eq!(campaign_b.await.unwrap().unwrap(), 2);
+    assert_eq!(campaign_b.await.unwrap().unwrap(), FIRST + 1);
     let leader = observe.next().await.unwrap().unwrap();
     assert_eq!(
         (leader.holder.label.as_deref(), leader.epoch),
-        (Some("node-b"), 2)
+        (Some("node-b"), FIRST + 1)
     );
     ea.resign().await.unwrap(); // not leading: nothing to do
     eb.resign().await.unwrap();
@@ -866,7 +884,7 @@ async fn a_release_that_landed_is_not_reported_lost_when_a_waiter_takes_over_fir
         .expect("the release landed; it must not be reported lost");
     assert!(held.lost_reason().is_none());
     let b_lease = waiter.await.unwrap().unwrap();
-    assert_eq!(b_lease.epoch(), 2);
+    assert_eq!(b_lease.epoch(), FIRST + 1);
     let r = w.valid("job").await;
     assert_eq!(
         r.prev.first().map(|p| p.id.as_str()),
@@ -882,8 +900,11 @@ async fn a_refused_read_of_a_new_key_still_lets_the_record_be_created() {
     let (a, a_conn) = w.client("a", 1);
     a_conn.faults().push(Op::Get, Fault::Deny);
     let held = a.acquire("new", &opts()).await.unwrap();
-    assert_eq!(held.epoch(), 1);
-    assert_eq!((a_conn.stats().puts, w.valid("new").await.epoch), (1, 1));
+    assert_eq!(held.epoch(), FIRST);
+    assert_eq!(
+        (a_conn.stats().puts, w.valid("new").await.epoch),
+        (1, FIRST)
+    );
     // When the key exists and reads are refused, the create fails and the denial is reported.
     let (b, b_conn) = w.client("b", 2);
     b_conn.faults().push(Op::Get, Fault::Deny);

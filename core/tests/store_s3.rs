@@ -413,41 +413,43 @@ async fn acquire_renew_release_and_reacquire() {
         let b = Client::new(store.clone());
         let ttl = Duration::from_secs(3);
         let held = a.acquire(&key, &opts(ttl)).await.unwrap();
-        assert_eq!(held.epoch(), 1, "{server}");
+        // A new record starts at the store's clock in milliseconds.
+        let first = held.epoch();
+        assert!(first > 1_700_000_000_000, "{server}: {first}");
         // Someone else cannot have it.
         let e = b
             .acquire(&key, &opts(ttl).wait(Duration::ZERO))
             .await
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Held, "{server}: {e}");
-        assert_eq!(e.epoch(), Some(1));
+        assert_eq!(e.epoch(), Some(first));
         // Renewals land: after three renew intervals the lease is still held and the record's
         // rev has grown, with the same epoch.
         SystemClock.sleep(ttl).await;
         held.ensure_held(Duration::from_millis(100)).unwrap();
         let status = b.status(&key).await.unwrap();
-        assert_eq!(status.epoch, Some(1), "{server}: {status:?}");
+        assert_eq!(status.epoch, Some(first), "{server}: {status:?}");
         let raw = match store.get(&key, GetOptions::default()).await.unwrap() {
             Get::Found(o) => o,
             other => panic!("{other:?}"),
         };
         let rec: serde_json::Value = serde_json::from_slice(raw.bytes.as_ref().unwrap()).unwrap();
         assert!(rec["rev"].as_u64().unwrap() >= 3, "{server}: {rec}");
-        assert_eq!(rec["epoch"], 1);
+        assert_eq!(rec["epoch"], first);
         held.release().await.unwrap();
         // A released lease is taken at once, with the next epoch.
         let next = b
             .acquire(&key, &opts(ttl).wait(Duration::ZERO))
             .await
             .unwrap();
-        assert_eq!(next.epoch(), 2, "{server}");
+        assert_eq!(next.epoch(), first + 1, "{server}");
         next.release().await.unwrap();
         // And the client that released it last takes it back with the epoch after that.
         let again = b
             .acquire(&key, &opts(ttl).wait(Duration::ZERO))
             .await
             .unwrap();
-        assert_eq!(again.epoch(), 3, "{server}");
+        assert_eq!(again.epoch(), first + 2, "{server}");
         again.release().await.unwrap();
     }
 }

@@ -112,6 +112,8 @@ pub struct LoggedWrite {
     pub key: String,
     pub deleted: bool,
     pub meta: Meta,
+    /// The contents written (empty for a delete).
+    pub bytes: Bytes,
 }
 
 /// The in-memory store: one connection to a set of objects. Clones share the connection.
@@ -235,12 +237,13 @@ impl MemoryStore {
         self.shared.log.lock().unwrap().clone().unwrap_or_default()
     }
 
-    fn log(&self, key: &str, deleted: bool, meta: &Meta) {
+    fn log(&self, key: &str, deleted: bool, meta: &Meta, bytes: &Bytes) {
         if let Some(log) = self.shared.log.lock().unwrap().as_mut() {
             log.push(LoggedWrite {
                 key: key.to_string(),
                 deleted,
                 meta: meta.clone(),
+                bytes: bytes.clone(),
             });
         }
     }
@@ -510,7 +513,7 @@ impl Store for MemoryStore {
                 }
                 let version = store.next_version();
                 let now = store.store_now();
-                store.log(&key, false, &meta);
+                store.log(&key, false, &meta, &bytes);
                 let entry = Entry {
                     bytes,
                     version: version.clone(),
@@ -541,7 +544,7 @@ impl Store for MemoryStore {
                     return Delete::ConditionFailed;
                 }
                 objects.remove(&key);
-                store.log(&key, true, &Meta::new());
+                store.log(&key, true, &Meta::new(), &Bytes::new());
                 Delete::Deleted
             })
             .await;

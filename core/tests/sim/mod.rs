@@ -18,6 +18,10 @@ pub const TTL: Duration = Duration::from_secs(10);
 pub const GRACE: Duration = Duration::from_secs(1); // max(1 s, ttl / 10)
 pub const RESOLUTION: Duration = Duration::from_millis(1); // the memory store's default
 pub const POLL: Duration = Duration::from_secs(1);
+/// The epoch of a record created at the start of a simulation: new records start at the
+/// store's clock in milliseconds (2026-01-01T00:00:00Z, `SimClock::at_2026`), above any epoch
+/// that can have been handed out before.
+pub const FIRST: u64 = 1_767_225_600_000;
 
 pub fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
