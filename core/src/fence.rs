@@ -260,8 +260,8 @@ impl Lease {
     }
 
     /// Write `bytes` at `key` only if the object is still at `expected` (as returned by
-    /// [`Client::fenced_get`] or an earlier fenced write), or still absent when `expected` is
-    /// `None`. A change by a holder with a higher epoch is [`ErrorKind::Fenced`]; any other
+    /// [`Client::fenced_get`] or an earlier fenced write; its etag alone will do), or still
+    /// absent when `expected` is `None`. A change by a holder with a higher epoch is [`ErrorKind::Fenced`]; any other
     /// change since is [`ErrorKind::Conflict`] (read again and decide again).
     pub async fn fenced_put_if(
         &self,
@@ -315,7 +315,7 @@ impl Lease {
         // could not always tell a concurrent create from our own, replaced.)
         let mut known: Option<Option<(Version, Option<String>)>> = match (&expect, cached) {
             (Expect::Any, Some((v, w))) => Some(Some((v, Some(w)))),
-            (Expect::Version(e), Some((v, w))) if *e == v => Some(Some((v, Some(w)))),
+            (Expect::Version(e), Some((v, w))) if e.matches(&v) => Some(Some((v, Some(w)))),
             _ => None,
         };
         // What our last attempt was conditioned on (None: absent), while its outcome is unknown.
@@ -503,7 +503,7 @@ fn check_expected(key_url: &str, expect: &Expect, now: Option<&Version>) -> Resu
         (Expect::Any, _) => Ok(()),
         (Expect::Absent, None) => Ok(()),
         (Expect::Absent, Some(_)) => conflict("was created since you found it absent"),
-        (Expect::Version(v), Some(now)) if v == now => Ok(()),
+        (Expect::Version(v), Some(now)) if v.matches(now) => Ok(()),
         (Expect::Version(_), Some(_)) => conflict("changed since the version you read"),
         (Expect::Version(_), None) => conflict("was deleted since the version you read"),
     }

@@ -40,6 +40,24 @@ impl Version {
             generation: None,
         }
     }
+
+    /// Whether `other` names the same version as far as both say: equal etags and equal
+    /// generations where both have one. Bindings hand versions around as etag strings, so a
+    /// version a caller passes back may lack the generation the store keeps beside the etag.
+    pub fn matches(&self, other: &Version) -> bool {
+        let etags = match (self.etag.as_str(), other.etag.as_str()) {
+            ("", _) | (_, "") => None,
+            (a, b) => Some(a == b),
+        };
+        let generations = match (self.generation, other.generation) {
+            (Some(a), Some(b)) => Some(a == b),
+            _ => None,
+        };
+        match (etags, generations) {
+            (None, None) => false,
+            (e, g) => e.unwrap_or(true) && g.unwrap_or(true),
+        }
+    }
 }
 
 impl fmt::Display for Version {
@@ -243,6 +261,22 @@ mod tests {
             let e = validate_key(bad).unwrap_err();
             assert_eq!(e.kind(), crate::ErrorKind::Invalid, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn versions_match_on_what_both_say() {
+        let full = Version {
+            etag: "\"m5\"".into(),
+            generation: Some(5),
+        };
+        assert!(full.matches(&Version::etag("\"m5\"")));
+        assert!(!full.matches(&Version::etag("\"m6\"")));
+        assert!(!full.matches(&Version::default()));
+        let gen_only = Version {
+            etag: String::new(),
+            generation: Some(5),
+        };
+        assert!(full.matches(&gen_only) && !gen_only.matches(&Version::etag("x")));
     }
 
     #[test]
