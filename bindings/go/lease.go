@@ -30,10 +30,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log"
 	"runtime"
 	"runtime/cgo"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -263,8 +265,13 @@ type Lease struct {
 	token  Token
 	lost   *lostState
 	handle cgo.Handle
+	// A Release returned nil: the holder gave the lease up, so Lost() stays open even when the
+	// *Lease is collected afterwards.
+	released atomic.Bool
 }
 
+// lostState is what Lost() and LostReason() read. It is reachable from the lost callback's
+// handle, not from the *Lease: a holder may keep only the channel.
 type lostState struct {
 	once   sync.Once
 	ch     chan struct{}
@@ -272,17 +279,23 @@ type lostState struct {
 	reason string
 }
 
+// close records reason and closes the channel, the first time only; it reports whether it did.
+func (st *lostState) close(reason string) bool {
+	closed := false
+	st.once.Do(func() {
+		st.mu.Lock()
+		st.reason = reason
+		st.mu.Unlock()
+		close(st.ch)
+		closed = true
+	})
+	return closed
+}
+
 //export goLeaseLost
 func goLeaseLost(handle C.uintptr_t, reason *C.char) {
 	// On a liblease runtime thread: only record and signal, never block.
-	st := cgo.Handle(handle).Value().(*lostState)
-	r := C.GoString(reason)
-	st.once.Do(func() {
-		st.mu.Lock()
-		st.reason = r
-		st.mu.Unlock()
-		close(st.ch)
-	})
+	cgo.Handle(handle).Value().(*lostState).close(C.GoString(reason))
 }
 
 func newLease(ptr *C.lease) (*Lease, error) {
@@ -299,8 +312,24 @@ func newLease(ptr *C.lease) (*Lease, error) {
 		return nil, newError(Code(code), "cannot register the lost callback")
 	}
 	// A lease never closed is released when collected (as a Rust Lease is when dropped).
-	runtime.SetFinalizer(l, func(l *Lease) { _ = l.Close() })
+	runtime.SetFinalizer(l, (*Lease).collected)
 	return l, nil
+}
+
+// collected is the finalizer of a *Lease nobody closed. Its holder may still be waiting on
+// Lost() (the channel outlives the *Lease) and working as if it held the lease, so unless the
+// lease was released, Lost() is closed, and the event logged, before the release lets anyone
+// else acquire. The release itself blocks, so it runs in its own goroutine (a finalizer must
+// not hold up the others).
+func (l *Lease) collected() {
+	if !l.released.Load() {
+		const why = "the *Lease was collected by the garbage collector without Release or Close (the collection releases the lease)"
+		if l.lost.close(why) {
+			log.Printf("lease: %s (epoch %d): %s; its Lost() is closed. Call Close when done with a lease.",
+				l.token.Lease, l.epoch, why)
+		}
+	}
+	go func() { _ = l.Close() }()
 }
 
 // Epoch is the fencing token: strictly increasing per lease name, unchanged by renewals and
@@ -334,7 +363,10 @@ func (l *Lease) EnsureHeld(min time.Duration) error {
 }
 
 // Lost is closed when the lease is lost (taken over, broken, expired without renewal,
-// deleted); never, if it is released or closed first.
+// deleted), and when the *Lease is collected by the garbage collector without Release or Close
+// (the collection releases the lease; Lost is closed first, and the event logged with the
+// standard log package), so a goroutine that kept only this channel learns that it no longer
+// holds the lease. It is never closed if the lease is released or closed first.
 func (l *Lease) Lost() <-chan struct{} { return l.lost.ch }
 
 // LostReason says why the lease was lost ("" while it is not).
@@ -354,7 +386,11 @@ func (l *Lease) Release() error {
 		return nil
 	}
 	var cerr *C.lease_error
-	return takeError(C.lease_release(l.ptr, &cerr), cerr)
+	err := takeError(C.lease_release(l.ptr, &cerr), cerr)
+	if err == nil {
+		l.released.Store(true)
+	}
+	return err
 }
 
 // Close releases the lease (as Release, returning its error) and frees it. After Close no

@@ -7,12 +7,15 @@ package lease
 // are skipped, loudly.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"math/rand"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -417,6 +420,92 @@ func TestLostAfterBreak(t *testing.T) {
 			t.Fatalf("epoch %d after a break of %d", next.Epoch(), epoch)
 		}
 	})
+}
+
+// acquireKeepingOnlyLost acquires name and returns only the lease's Lost() channel: the *Lease
+// itself becomes unreachable when this returns (noinline: it must not live on in the caller's
+// frame).
+//
+//go:noinline
+func acquireKeepingOnlyLost(t *testing.T, s *Store, name string) (<-chan struct{}, uint64) {
+	t.Helper()
+	l, err := s.Acquire(context.Background(), name, &Options{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Lost(), l.Epoch()
+}
+
+// Issue 11 item 11: a *Lease collected by the GC was released by its finalizer while Lost()
+// stayed open, so a worker selecting on Lost() went on working after another had acquired.
+// Lost() must close (and the event be logged) before anyone else can acquire.
+func TestLostClosedWhenCollected(t *testing.T) {
+	forEachStore(t, func(t *testing.T, sc storeCase) {
+		var logged syncBuffer
+		log.SetOutput(&logged)
+		defer log.SetOutput(os.Stderr)
+		s := open(t, sc.url)
+		name := uniqueName(t, "collected")
+		lost, epoch := acquireKeepingOnlyLost(t, s, name)
+
+		// A goroutine blocked on the channel, as a worker would be.
+		woken := make(chan struct{})
+		go func() {
+			<-lost
+			close(woken)
+		}()
+
+		// Collect until the lease is gone: each round, another worker tries to take it, and
+		// whenever it can, the first worker's Lost() must already be closed.
+		deadline := time.Now().Add(20 * time.Second)
+		var next *Lease
+		for next == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("the dropped lease was not released within 20 s of GC rounds")
+			}
+			runtime.GC()
+			time.Sleep(20 * time.Millisecond)
+			l, err := s.TryAcquire(context.Background(), name, nil)
+			if err != nil {
+				expectErr(t, err, ErrHeld)
+				continue
+			}
+			next = l
+			select {
+			case <-lost:
+			default:
+				t.Fatalf("epoch %d acquired while the collected epoch %d's Lost() was open", l.Epoch(), epoch)
+			}
+		}
+		defer next.Close()
+		select {
+		case <-woken:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the goroutine blocked on Lost() was not woken")
+		}
+		if msg := logged.String(); !strings.Contains(msg, fmt.Sprintf("epoch %d", epoch)) ||
+			!strings.Contains(msg, "garbage collector") {
+			t.Fatalf("not logged: %q", msg)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the log package's writes from the finalizer goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Bad input of every kind returns ErrInvalid, never a crash.

@@ -44,7 +44,7 @@ async def await_core(start: Callable[[Done], "Pending"]) -> Any:
     fut: asyncio.Future[Any] = loop.create_future()
 
     def done(ok: bool, value: Any) -> None:
-        # Runs on a runtime thread, with the GIL.
+        # Runs on the library's results thread, with the GIL.
         try:
             loop.call_soon_threadsafe(_settle, fut, ok, value)
         except RuntimeError:  # the loop is closed: nobody is waiting any more

@@ -476,7 +476,7 @@ impl PyLease {
         import_attr(py, &RELEASE, "lease._aio", "release_async")?.call1((slf,))
     }
 
-    /// Start releasing; `done(ok, value)` is called from a runtime thread when finished.
+    /// Start releasing; `done(ok, value)` is called (see `rt::spawn_settle`) when finished.
     fn _release_start(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<Pending> {
         let lease = self.owned()?.clone();
         rt::spawn_settle(py, async move { lease.release().await }, done, |py, ()| {

@@ -1,11 +1,15 @@
 //! The extension's tokio runtime, fork detection, and the two ways Python waits for core futures:
 //! blocking (GIL released, Ctrl-C checked between short slices) and asyncio (the future runs on
-//! the runtime and settles an `asyncio.Future` through a callback).
+//! the runtime and settles an `asyncio.Future` through a callback run on a thread of ours).
+//!
+//! The runtime's threads run every renewal, so they never wait for the GIL: whatever needs
+//! Python (asyncio results, `on_lost` callbacks, log records) is handed to a courier thread
+//! (`Courier`), and only those threads wait for the GIL.
 //!
 //! A tokio runtime does not survive `fork()`: its worker threads exist only in the parent. The
 //! runtime is therefore tagged with the PID that built it; a forked child that calls into the
 //! library builds a fresh one and leaks the parent's copy (dropping it would wait for threads
-//! that do not exist in the child). Every helper thread (the notifier below) is handled the same
+//! that do not exist in the child). Every helper thread (the couriers below) is handled the same
 //! way.
 
 use std::future::Future;
@@ -35,8 +39,8 @@ pub fn shutting_down() -> bool {
     SHUTTING_DOWN.load(Ordering::SeqCst)
 }
 
-/// Run `f` with the GIL from one of our own threads (runtime workers, the notifier), unless the
-/// interpreter is shutting down.
+/// Run `f` with the GIL from one of our courier threads, unless the interpreter is shutting
+/// down.
 ///
 /// Why the count: once finalization has begun, a foreign thread that waits for the GIL is ended
 /// by CPython with `pthread_exit`, whose unwinding runs pyo3's guard and releases a thread state
@@ -45,7 +49,7 @@ pub fn shutting_down() -> bool {
 /// this count to reach zero, so no thread of ours is near the GIL when finalization starts.
 /// (Increment, then check the flag; the hook sets the flag, then reads the count: both SeqCst,
 /// so at least one side sees the other.)
-pub fn with_python<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
+fn with_python<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
     IN_PYTHON.fetch_add(1, Ordering::SeqCst);
     let out = if shutting_down() {
         None
@@ -146,8 +150,8 @@ where
 {
     if on_runtime_thread() {
         return Err(crate::errors::to_py(lease::Error::invalid(
-            "a blocking lease call was made on the library's runtime thread (from an asyncio \
-             callback run by the runtime?); use the *_async variant or another thread",
+            "a blocking lease call was made on the library's runtime thread; use the *_async \
+             variant or another thread",
         )));
     }
     let h = handle()?;
@@ -187,70 +191,105 @@ where
     }
 }
 
-/// A job for the notifier thread.
+/// A job for a delivery thread: runs there with the GIL.
 type Job = Box<dyn FnOnce(Python<'_>) + Send>;
 
-/// The notifier thread delivers log records and lost-lease notifications to Python. Runtime
-/// threads never wait for the GIL themselves: the core logs while holding its own locks, and a
-/// Python thread holding the GIL may be waiting for one of those locks.
+/// A thread of ours that alone waits for the GIL and runs jobs with it, one at a time, in the
+/// order they were sent. Runtime threads never wait for the GIL themselves: the core's renewals
+/// run on those threads, and C code (or a Python thread waiting for one of the core's locks) may
+/// hold the GIL for longer than a ttl. They hand their Python work to a courier instead.
 ///
-/// Reached through an atomic pointer, not a mutex: runtime threads send to it at any moment,
-/// and a `fork()` at that moment must not leave the child a lock that nobody will release. A
-/// child sees the parent's PID in it and starts its own (the parent's is leaked).
-struct Notifier {
+/// There are two: `CALLBACKS` (the notifier thread of the docs) runs user code (`on_lost`
+/// callbacks, `logging` handlers), which may block for long, even on an asyncio result;
+/// `RESULTS` settles asyncio futures and runs no user code, so a slow callback never holds back
+/// a result.
+///
+/// Each is reached through an atomic pointer, not a mutex: runtime threads send to it at any
+/// moment, and a `fork()` at that moment must not leave the child a lock that nobody will
+/// release. A child sees the parent's PID in it and starts its own (the parent's is leaked).
+struct Courier {
+    thread_name: &'static str,
+    running: AtomicPtr<Running>,
+}
+
+/// A courier's thread in one process: the PID that started it and the way to it.
+struct Running {
     pid: u32,
     tx: mpsc::Sender<Job>,
 }
 
-static NOTIFIER: AtomicPtr<Notifier> = AtomicPtr::new(std::ptr::null_mut());
+static CALLBACKS: Courier = Courier::new("lease-notify");
+static RESULTS: Courier = Courier::new("lease-settle");
 
-fn start_notifier(me: u32) -> Option<&'static Notifier> {
-    let (tx, rx) = mpsc::channel::<Job>();
-    std::thread::Builder::new()
-        .name("lease-notify".into())
-        .spawn(move || {
-            while let Ok(job) = rx.recv() {
-                let _ = with_python(|py| {
-                    // A panic in one job must not end the thread.
-                    let _ = catch_unwind(AssertUnwindSafe(|| job(py)));
-                });
-            }
-        })
-        .ok()?;
-    Some(Box::leak(Box::new(Notifier { pid: me, tx })))
-}
-
-/// Queue `job` to run on the notifier thread with the GIL. Dropped once Python shuts down.
-pub fn notify(job: Job) {
-    if shutting_down() {
-        return;
-    }
-    let me = pid();
-    let current = NOTIFIER.load(Ordering::Acquire);
-    // SAFETY: the pointer is null or a leaked, never freed Notifier.
-    if let Some(n) = unsafe { current.as_ref() } {
-        if n.pid == me {
-            let _ = n.tx.send(job);
-            return;
+impl Courier {
+    const fn new(thread_name: &'static str) -> Self {
+        Courier {
+            thread_name,
+            running: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
-    let Some(fresh) = start_notifier(me) else {
-        return;
-    };
-    let fresh_ptr = fresh as *const Notifier as *mut Notifier;
-    let winner =
-        match NOTIFIER.compare_exchange(current, fresh_ptr, Ordering::AcqRel, Ordering::Acquire) {
+
+    fn start(&self, me: u32) -> Option<&'static Running> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name(self.thread_name.into())
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    // Dropped unrun once Python shuts down.
+                    let _ = with_python(|py| {
+                        // A panic in one job must not end the thread.
+                        let _ = catch_unwind(AssertUnwindSafe(|| job(py)));
+                    });
+                }
+            })
+            .ok()?;
+        Some(Box::leak(Box::new(Running { pid: me, tx })))
+    }
+
+    /// Queue `job`; never waits (safe on a runtime thread, with or without the core's locks).
+    /// Dropped once Python shuts down.
+    fn send(&self, job: Job) {
+        if shutting_down() {
+            return;
+        }
+        let me = pid();
+        let current = self.running.load(Ordering::Acquire);
+        // SAFETY: the pointer is null or a leaked, never freed `Running`.
+        if let Some(r) = unsafe { current.as_ref() } {
+            if r.pid == me {
+                let _ = r.tx.send(job);
+                return;
+            }
+        }
+        let Some(fresh) = self.start(me) else {
+            return;
+        };
+        let fresh_ptr = fresh as *const Running as *mut Running;
+        let winner = match self.running.compare_exchange(
+            current,
+            fresh_ptr,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
             Ok(_) => fresh,
             // Another thread started one first: use it (ours idles, leaked, a rare race).
             // SAFETY: as above.
             Err(other) => unsafe { &*other },
         };
-    let _ = winner.tx.send(job);
+        let _ = winner.tx.send(job);
+    }
 }
 
-/// Settle an asyncio future from the runtime: `done(ok, value)` is called with the GIL from a
-/// runtime thread once `fut` completes; the Python side forwards it with
-/// `loop.call_soon_threadsafe`. `convert` turns the output into a Python object (with the GIL).
+/// Queue `job` (user code: an `on_lost` callback, a log record) to run with the GIL on the
+/// callbacks thread. Dropped once Python shuts down.
+pub fn notify(job: Job) {
+    CALLBACKS.send(job);
+}
+
+/// Settle an asyncio future: once `fut` completes on the runtime, `done(ok, value)` is called
+/// with the GIL on the results thread (never on a runtime thread: see `Courier`); the Python
+/// side forwards it with `loop.call_soon_threadsafe`. `convert` turns the output into a Python
+/// object, on that thread too.
 pub fn spawn_settle<F, T>(
     py: Python<'_>,
     fut: F,
@@ -265,7 +304,7 @@ where
     let h = handle()?;
     let task = h.spawn(async move {
         let out = fut.await;
-        let _ = with_python(move |py| {
+        RESULTS.send(Box::new(move |py| {
             let (ok, value) = match out {
                 Ok(v) => match convert(py, v) {
                     Ok(obj) => (true, obj),
@@ -276,7 +315,7 @@ where
             if let Err(e) = done.call1(py, (ok, value)) {
                 e.write_unraisable(py, None);
             }
-        });
+        }));
     });
     Ok(task.abort_handle())
 }

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import threading
 import time
-from typing import List
+from typing import Callable, List
 
 import pytest
 
@@ -166,3 +168,57 @@ def test_election_async(url: str) -> None:
         await b.resign_async()
 
     asyncio.run(main())
+
+
+def hold_the_gil(seconds: float) -> None:
+    """Sleep in C with the GIL held, as a CPU-bound C extension would hold it: a call through
+    `ctypes.PyDLL` keeps the GIL (`CDLL` calls release it), and `poll(NULL, 0, ms)` just waits."""
+    libc = ctypes.PyDLL(None)
+    libc.poll(None, 0, int(seconds * 1000))
+
+
+def test_renewals_go_on_while_c_code_holds_the_gil_with_async_results_pending(
+    url: str, new_url: Callable[[str], str]
+) -> None:
+    # Issue 11 item 9: runtime threads that waited for the GIL to settle asyncio results stalled
+    # every renewal while C code held the GIL, and the lease was lost. ttl 2 s, not less: on S3
+    # the store's clock has 1 s resolution.
+    ttl, hold = 2.0, 3.5
+    mine = lease.acquire(url, ttl=ttl, label="mine")
+    other_url = new_url("other")
+    other = lease.acquire(other_url, ttl=30)
+    ticks: List[float] = []
+    ticking = threading.Event()
+
+    def ticker() -> None:
+        # Measures the premise: no Python thread runs while the GIL is held.
+        while not ticking.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.001)
+
+    async def main() -> None:
+        # Four waiters that give up (LeaseTimeout) 0.3 s into the hold: their results are
+        # ready on the runtime while nobody can take the GIL.
+        waiters = [
+            asyncio.ensure_future(lease.acquire_async(other_url, wait=0.3)) for _ in range(4)
+        ]
+        await asyncio.sleep(0)  # each has started its core call
+        hold_the_gil(hold)
+        for w in waiters:
+            with pytest.raises(lease.LeaseTimeout):
+                await asyncio.wait_for(w, timeout=10)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    try:
+        asyncio.run(main())
+    finally:
+        ticking.set()
+        t.join()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert max(gaps) >= hold - 0.1, f"the GIL was not held: longest gap {max(gaps):.3f} s"
+    reason, held = mine.lost_reason, mine.held
+    other.release()
+    assert reason is None, f"lost while the GIL was held: {reason}"
+    assert held and mine.ensure_held() > 0
+    mine.release()
