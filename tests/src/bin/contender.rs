@@ -10,12 +10,23 @@
 //! lease-contender take URL TTL_MS
 //!     acquire (waiting), print "took EPOCH BOOT_NS WALL_NS": when it acquired, on CLOCK_BOOTTIME
 //!     (the file store's clock) and CLOCK_REALTIME (an S3 server's on this machine); release.
+//! lease-contender step URL TTL_MS
+//!     a worker driven line by line from stdin, answering each command with one line:
+//!     `acquire` → `acquired EPOCH`; `get KEY` → `got VERSION TEXT` (`-` for none);
+//!     `put KEY TEXT`, `put-if KEY VERSION TEXT` (`-`: must be absent), `append KEY ITEM`
+//!     (fenced_update appending `,ITEM`) → `ok` or `err KIND`; `release` → `released`.
+//! lease-contender append URL N OUTCOMES KEY TTL_MS HOLD_MS
+//!     N times: acquire, wait HOLD_MS (a stretch of work, when a pause may strike), append
+//!     `PID-I` to the list at KEY with fenced_update, write "PID-I ok|KIND" to OUTCOMES, release.
 //! ```
 
 use std::io::Write;
 use std::time::Duration;
 
-use lease::{Client, LeaseOptions};
+use bytes::Bytes;
+use lease::store::Version;
+use lease::clock::Clock;
+use lease::{Client, FencedObject, Lease, LeaseOptions};
 
 /// A clock in nanoseconds, comparable between processes on one machine.
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -110,6 +121,112 @@ async fn main() {
             println!("took {} {boot} {wall}", held.epoch());
             held.release().await.unwrap_or_else(|e| fail(e));
         }
-        _ => fail("usage: lease-contender loop|hold|take URL …"),
+        "step" => step(&client, &key, options(args.get(2))).await,
+        "append" => {
+            let n: u64 = args
+                .get(2)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| fail("N is a number"));
+            let outcomes = args.get(3).unwrap_or_else(|| fail("OUTCOMES missing"));
+            let list = args.get(4).unwrap_or_else(|| fail("KEY missing"));
+            let opts = options(args.get(5));
+            let hold: u64 = args.get(6).and_then(|h| h.parse().ok()).unwrap_or(0);
+            for i in 0..n {
+                let held = client
+                    .acquire(&key, &opts)
+                    .await
+                    .unwrap_or_else(|e| fail(e));
+                lease::clock::SystemClock.sleep(Duration::from_millis(hold)).await;
+                let item = format!("{}-{i}", std::process::id());
+                let outcome = match held.fenced_update(list, |old| appended(old, &item)).await {
+                    Ok(_) => "ok".to_string(),
+                    Err(e) => e.kind().to_string(),
+                };
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(outcomes)
+                    .unwrap_or_else(|e| fail(e));
+                writeln!(f, "{item} {outcome}").unwrap_or_else(|e| fail(e));
+                let _ = held.release().await;
+            }
+        }
+        _ => fail("usage: lease-contender loop|hold|take|step|append URL …"),
+    }
+}
+
+/// A list of items, comma-separated, with `item` appended.
+fn appended(old: Option<&FencedObject>, item: &str) -> Bytes {
+    let mut text = old.map_or(String::new(), |o| {
+        String::from_utf8_lossy(&o.bytes).into_owned()
+    });
+    if !text.is_empty() {
+        text.push(',');
+    }
+    text.push_str(item);
+    Bytes::from(text)
+}
+
+/// The `step` worker: one command per line on stdin, one answer per line on stdout.
+async fn step(client: &Client, key: &str, opts: LeaseOptions) {
+    // Lines are read on a blocking thread: the runtime's workers keep renewing meanwhile.
+    let next_line = || async {
+        tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            match std::io::stdin().read_line(&mut line) {
+                Ok(n) if n > 0 => Some(line.trim_end().to_string()),
+                _ => None,
+            }
+        })
+        .await
+        .ok()
+        .flatten()
+    };
+    let mut held: Option<Lease> = None;
+    let answer = |line: String| {
+        println!("{line}");
+        std::io::stdout().flush().unwrap();
+    };
+    let outcome = |r: lease::Result<Version>| match r {
+        Ok(_) => "ok".to_string(),
+        Err(e) => format!("err {}", e.kind()),
+    };
+    while let Some(line) = next_line().await {
+        let words: Vec<&str> = line.splitn(4, ' ').collect();
+        let lease = || held.as_ref().unwrap_or_else(|| fail("no lease held"));
+        match words.as_slice() {
+            ["acquire"] => {
+                let l = client.acquire(key, &opts).await.unwrap_or_else(|e| fail(e));
+                answer(format!("acquired {}", l.epoch()));
+                held = Some(l);
+            }
+            ["get", k] => match client.fenced_get(k).await.unwrap_or_else(|e| fail(e)) {
+                Some(o) => answer(format!(
+                    "got {} {}",
+                    o.version.etag,
+                    String::from_utf8_lossy(&o.bytes)
+                )),
+                None => answer("got - -".into()),
+            },
+            ["put", k, text] => answer(outcome(lease().fenced_put(k, text.to_string()).await)),
+            ["put-if", k, version, text] => {
+                let expected = (*version != "-").then(|| Version::etag(*version));
+                let r = lease()
+                    .fenced_put_if(k, text.to_string(), expected.as_ref())
+                    .await;
+                answer(outcome(r))
+            }
+            ["append", k, item] => {
+                let r = lease().fenced_update(k, |old| appended(old, item)).await;
+                answer(outcome(r))
+            }
+            ["release"] => {
+                if let Some(l) = held.take() {
+                    let _ = l.release().await;
+                }
+                answer("released".into());
+            }
+            _ => fail(format!("unknown command {line:?}")),
+        }
     }
 }
