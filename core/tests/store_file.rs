@@ -276,3 +276,175 @@ async fn store_times_use_the_boot_clock_within_a_boot() {
         other => panic!("{other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Time namespaces (issue 11 item 5): a boot-clock stamp written in one time namespace must not
+// be read on another namespace's CLOCK_BOOTTIME (same boot id, shifted clock).
+
+/// Set when this test binary runs as the waiter of `a_waiter_in_another_time_namespace_...`.
+const TIMENS_WAITER_DIR: &str = "LEASE_TEST_TIMENS_WAITER_DIR";
+const TIMENS_PARENT_NS: &str = "LEASE_TEST_TIMENS_PARENT_NS";
+
+fn time_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/time")
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether `unshare --time` works here; `Err` says why not.
+fn can_unshare_time() -> Result<(), String> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not root: `unshare --time` needs CAP_SYS_ADMIN".into());
+    }
+    match std::process::Command::new("unshare")
+        .args(["--time", "--boottime", "+100000", "true"])
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "`unshare --time` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run unshare: {e}")),
+    }
+}
+
+/// Skip with a clear message, except under CI=true where a skip would hide a regression.
+fn skip_or_fail(test: &str, why: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test} cannot run here (CI=true forbids skipping): {why}");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_in_another_time_namespace_does_not_take_a_live_lease() {
+    const TEST: &str = "a_waiter_in_another_time_namespace_does_not_take_a_live_lease";
+    if let Err(why) = can_unshare_time() {
+        return skip_or_fail(TEST, &why);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let holder = lease::Client::new(Arc::new(FileStore::open(dir.path()).unwrap()));
+    let opts = lease::LeaseOptions::new(Duration::from_secs(30));
+    let held = holder.acquire("job", &opts).await.unwrap();
+
+    // The waiter: this test binary again, in a new time namespace whose CLOCK_BOOTTIME runs
+    // 100000 s ahead (as after a checkpoint-restore), same boot id.
+    let out = tokio::process::Command::new("unshare")
+        .args(["--time", "--boottime", "+100000"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "timens_waiter_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(TIMENS_WAITER_DIR, dir.path())
+        .env(TIMENS_PARENT_NS, time_namespace())
+        .output()
+        .await
+        .unwrap();
+    let report = format!(
+        "waiter stdout:\n{}\nwaiter stderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "the waiter in another time namespace failed ({}):\n{report}",
+        out.status
+    );
+    assert!(
+        report.contains("WAITER: held"),
+        "the waiter did not run:\n{report}"
+    );
+    assert!(held.ensure_held(Duration::from_secs(20)).is_ok());
+    held.release().await.unwrap();
+}
+
+/// The waiter process of the test above; runs only when that test starts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a helper process, started by a_waiter_in_another_time_namespace_does_not_take_a_live_lease"]
+async fn timens_waiter_process() {
+    let dir = std::env::var_os(TIMENS_WAITER_DIR).expect("started by the parent test");
+    let parent_ns = std::env::var(TIMENS_PARENT_NS).unwrap();
+    // The test is only meaningful in another namespace, on a clock far from the holder's.
+    assert_ne!(time_namespace(), parent_ns, "not in a new time namespace");
+    let boot = lease::clock::SystemClock.boot_time().unwrap();
+    assert!(
+        boot.since_boot > Duration::from_secs(100_000),
+        "CLOCK_BOOTTIME is not shifted: {boot:?}"
+    );
+    let waiter = lease::Client::new(Arc::new(FileStore::open(dir).unwrap()));
+    let opts = lease::LeaseOptions::new(Duration::from_secs(30));
+    let status = waiter.status("job").await.unwrap();
+    println!("WAITER: status {:?}", status.state);
+    match waiter.try_acquire("job", &opts).await.unwrap() {
+        None => println!("WAITER: held"),
+        Some(l) => {
+            let _ = l.release().await;
+            panic!("a waiter in another time namespace took a live 30 s lease at once")
+        }
+    }
+    assert_eq!(status.state, lease::LeaseState::Held);
+}
+
+fn set_stamp(path: &std::path::Path, value: &str) {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let name = std::ffi::CString::new("user.lease.stamp").unwrap();
+    // SAFETY: valid NUL-terminated strings; value is valid for its length.
+    let rc = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+}
+
+fn is_wall_time(t: std::time::SystemTime) -> bool {
+    t.duration_since(std::time::UNIX_EPOCH).unwrap() > Duration::from_secs(1_700_000_000)
+}
+
+#[tokio::test]
+async fn stamps_without_or_from_another_time_namespace_fall_back_to_mtime() {
+    let (dir, s) = store();
+    let boot = lease::clock::SystemClock.boot_time().unwrap();
+    let last_modified = |s: FileStore| async move {
+        match s.get("k", GetOptions::default()).await.unwrap() {
+            Get::Found(o) => (o.last_modified.unwrap(), o.server_now.unwrap()),
+            other => panic!("{other:?}"),
+        }
+    };
+    s.put("k", "x".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap();
+    let (modified, _) = last_modified(s.clone()).await;
+    assert!(
+        !is_wall_time(modified),
+        "our own stamp is on the boot clock"
+    );
+
+    // A stamp written before stamps named their time namespace: which clock it was read on is
+    // unknown, so it is not trusted.
+    let path = dir.path().join("k");
+    let nanos = boot.since_boot.as_nanos();
+    set_stamp(&path, &format!("{} {nanos}", boot.boot_id));
+    let (modified, now) = last_modified(s.clone()).await;
+    assert!(is_wall_time(modified) && is_wall_time(now), "{modified:?}");
+
+    // A stamp from another time namespace of this boot.
+    set_stamp(&path, &format!("{} {nanos} time:[1]", boot.boot_id));
+    let (modified, now) = last_modified(s.clone()).await;
+    assert!(is_wall_time(modified) && is_wall_time(now), "{modified:?}");
+
+    // Garbage is ignored the same way.
+    set_stamp(&path, "garbage");
+    let (modified, _) = last_modified(s.clone()).await;
+    assert!(is_wall_time(modified), "{modified:?}");
+}

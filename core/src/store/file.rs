@@ -12,12 +12,14 @@
 //!   previous one (its `rev` grows), so equal hashes mean equal records: no ABA.
 //! - Metadata (used by fenced writes) is an extended attribute (`user.lease.meta`) set on the
 //!   temporary file before it is linked or renamed, so it changes atomically with the contents.
-//! - The store's clock. Each write is stamped with this machine's boot id and time since boot
-//!   (`user.lease.stamp`, set with the metadata). A reader in the same boot reports
-//!   `last_modified` and `server_now` on that boot clock: immune to wall-clock steps (NTP, a
-//!   resumed VM) and counting suspend, like the holder's own deadline. A file written in another
-//!   boot, or by another machine over a network file system, or on a file system without
-//!   extended attributes, falls back to its mtime and this machine's wall clock.
+//! - The store's clock. Each write is stamped with this machine's boot id, time since boot and
+//!   Linux time namespace (`user.lease.stamp`, set with the metadata). A reader in the same boot
+//!   and time namespace reports `last_modified` and `server_now` on that boot clock: immune to
+//!   wall-clock steps (NTP, a resumed VM) and counting suspend, like the holder's own deadline.
+//!   A file written in another boot or another time namespace (whose `CLOCK_BOOTTIME` is
+//!   shifted), by another machine over a network file system, on a file system without
+//!   extended attributes, or stamped before stamps named their namespace, falls back to its
+//!   mtime and this machine's wall clock, which no time namespace shifts.
 //!
 //! Names starting with `.` are reserved for the sidecar files.
 
@@ -282,25 +284,59 @@ fn write_meta(file: &File, meta: &Meta, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Stamp a file with the boot clock, if this machine has one and the file system keeps it.
+/// Stamp a file with the boot clock, if this machine has one and the file system keeps it:
+/// `BOOT_ID NANOS_SINCE_BOOT TIME_NAMESPACE`.
 fn write_stamp(file: &File, boot: Option<BootTime>, path: &Path) -> Result<()> {
     if let Some(b) = boot {
-        let value = format!("{} {}", b.boot_id, b.since_boot.as_nanos());
+        let value = format!(
+            "{} {} {}",
+            b.boot_id,
+            b.since_boot.as_nanos(),
+            b.time_namespace
+        );
         set_xattr(file, STAMP_XATTR, value.as_bytes(), path)?;
     }
     Ok(())
 }
 
-/// The boot clock stamp of a file: (boot id, time since boot).
-fn read_stamp(file: &File, path: &Path) -> Result<Option<(String, Duration)>> {
+/// A file's boot-clock stamp.
+#[derive(Debug, PartialEq, Eq)]
+struct Stamp {
+    boot_id: String,
+    since_boot: Duration,
+    /// `None` for a stamp written before stamps named their time namespace: on which clock it
+    /// was read is unknown, so it is not trusted (see `Inner::store_times`).
+    time_namespace: Option<String>,
+}
+
+impl Stamp {
+    /// `None` for anything but two or three fields with a number second.
+    fn parse(text: &str) -> Option<Stamp> {
+        let mut fields = text.split(' ');
+        let boot_id = fields.next()?.to_string();
+        let since_boot = Duration::from_nanos(fields.next()?.parse().ok()?);
+        let time_namespace = fields.next().map(str::to_string);
+        if fields.next().is_some() {
+            return None;
+        }
+        Some(Stamp {
+            boot_id,
+            since_boot,
+            time_namespace,
+        })
+    }
+
+    /// Whether this stamp was read on the same `CLOCK_BOOTTIME` as `now`.
+    fn same_clock_as(&self, now: &BootTime) -> bool {
+        self.boot_id == *now.boot_id && self.time_namespace.as_deref() == Some(&*now.time_namespace)
+    }
+}
+
+fn read_stamp(file: &File, path: &Path) -> Result<Option<Stamp>> {
     let Some(buf) = get_xattr(file, STAMP_XATTR, path)? else {
         return Ok(None);
     };
-    let text = String::from_utf8_lossy(&buf);
-    let parsed = text
-        .split_once(' ')
-        .and_then(|(id, ns)| Some((id.to_string(), Duration::from_nanos(ns.parse().ok()?))));
-    Ok(parsed)
+    Ok(Stamp::parse(&String::from_utf8_lossy(&buf)))
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
@@ -316,7 +352,7 @@ struct Current {
     version: Version,
     /// The file's mtime.
     mtime: Option<SystemTime>,
-    stamp: Option<(String, Duration)>,
+    stamp: Option<Stamp>,
     meta: Meta,
 }
 
@@ -372,17 +408,16 @@ impl Inner {
     }
 
     /// `(last_modified, server_now)` of an object, both on one clock: the boot clock when the
-    /// object was written in this boot, else mtime and the wall clock.
+    /// object was stamped in this boot and this time namespace, else mtime and the wall clock
+    /// (neither is shifted by time namespaces).
     fn store_times(&self, current: Option<&Current>) -> (Option<SystemTime>, Option<SystemTime>) {
         let boot = self.clock.boot_time();
         if let (Some(c), Some(b)) = (current, &boot) {
-            if let Some((id, since_boot)) = &c.stamp {
-                if **id == *b.boot_id {
-                    return (
-                        Some(SystemTime::UNIX_EPOCH + *since_boot),
-                        Some(SystemTime::UNIX_EPOCH + b.since_boot),
-                    );
-                }
+            if let Some(stamp) = c.stamp.as_ref().filter(|s| s.same_clock_as(b)) {
+                return (
+                    Some(SystemTime::UNIX_EPOCH + stamp.since_boot),
+                    Some(SystemTime::UNIX_EPOCH + b.since_boot),
+                );
             }
         }
         (current.and_then(|c| c.mtime), Some(self.clock.wall()))
