@@ -448,3 +448,231 @@ async fn stamps_without_or_from_another_time_namespace_fall_back_to_mtime() {
     let (modified, _) = last_modified(s.clone()).await;
     assert!(is_wall_time(modified), "{modified:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The sidecar lock (issue 11 item 8): a process stopped inside it must not block writers
+// forever, nor make each waiting call hold a thread; temp files of killed writers are removed.
+
+/// The name of the threads of the runtime whose threads a test counts (at most 15 bytes, as
+/// `/proc/self/task/*/comm` keeps them).
+const COUNTED_RUNTIME: &str = "counted-rt";
+
+/// The threads of this process named `COUNTED_RUNTIME`: the other tests of this binary run
+/// their own runtimes at the same time.
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == COUNTED_RUNTIME)
+        .count()
+}
+
+/// A `flock(1)` process holding `path`'s lock, stopped with SIGSTOP; killed when dropped.
+struct StoppedLockHolder {
+    child: std::process::Child,
+}
+
+impl StoppedLockHolder {
+    fn start(path: &std::path::Path) -> Self {
+        // -o: the lock stays with flock itself, not with the `sleep` it runs.
+        let child = std::process::Command::new("flock")
+            .arg("-o")
+            .arg(path)
+            .args(["sleep", "120"])
+            .spawn()
+            .expect("flock(1) is needed for this test");
+        let holder = StoppedLockHolder { child };
+        // Wait (bounded) until the lock is taken.
+        let probe = std::fs::File::open(path).unwrap();
+        let mut held = false;
+        for _ in 0..500 {
+            match probe.try_lock() {
+                Ok(()) => probe.unlock().unwrap(),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    held = true;
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(held, "flock did not take the lock within 5 s");
+        // SAFETY: signalling our own child.
+        assert_eq!(
+            unsafe { libc::kill(holder.child.id() as i32, libc::SIGSTOP) },
+            0
+        );
+        holder
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for StoppedLockHolder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_stopped_lock_holder_makes_writes_unavailable_within_a_bound_without_threads() {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(COUNTED_RUNTIME)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(stopped_lock_holder())
+}
+
+async fn stopped_lock_holder() {
+    let (dir, s) = store();
+    let v = match s
+        .put("k", "1".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap()
+    {
+        lease::store::Put::Written { version, .. } => version,
+        other => panic!("{other:?}"),
+    };
+    let lock_file = dir.path().join(".k.lock");
+    std::fs::write(&lock_file, "").unwrap();
+    let holder = StoppedLockHolder::start(&lock_file);
+
+    let before = thread_count();
+    const CALLS: usize = 24;
+    let started = lease::clock::SystemClock.now();
+    let mut calls = vec![];
+    for i in 0..CALLS {
+        let s = s.clone();
+        let v = v.clone();
+        calls.push(tokio::spawn(async move {
+            let call = async {
+                if i == 0 {
+                    s.delete("k", &v).await.map(|_| ())
+                } else {
+                    s.put("k", "2".into(), Cond::Match(v), &Meta::new())
+                        .await
+                        .map(|_| ())
+                }
+            };
+            // Far beyond the store's bound: on expiry the call hung.
+            tokio::select! {
+                r = call => Ok(r),
+                _ = lease::clock::SystemClock.sleep(Duration::from_secs(10)) => Err(()),
+            }
+        }));
+        // One at a time: a thread per waiting call shows as growth, not a burst of calls
+        // starting together (which a blocking pool serves with several threads, waiting or not).
+        lease::clock::SystemClock
+            .sleep(Duration::from_millis(20))
+            .await;
+    }
+    // All are waiting now: the first gives up after the store's bound (1 s).
+    let during = thread_count();
+    eprintln!("threads of the runtime: {before} before, {during} while {CALLS} calls waited");
+    assert!(
+        during <= before + 4,
+        "{CALLS} waiting calls grew the threads from {before} to {during}"
+    );
+    for (i, call) in calls.into_iter().enumerate() {
+        let result = call.await.unwrap();
+        let e = match result {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => panic!("a write went through a held lock"),
+            Err(_) => panic!("a write waited 10 s for a stopped lock holder"),
+        };
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&lock_file.display().to_string())
+                && msg.contains("held by another process")
+                && msg.contains(&format!("pid {}", holder.pid()))
+                && msg.contains("stopped"),
+            "unclear error: {msg}"
+        );
+        if i == 0 {
+            eprintln!("the error: {msg}");
+        }
+    }
+    let waited = lease::clock::SystemClock.now() - started;
+    assert!(
+        waited < Duration::from_secs(5),
+        "the lock wait is not bounded: {waited:?}"
+    );
+    // Reads never wait for the lock.
+    assert!(matches!(
+        s.get("k", GetOptions::default()).await.unwrap(),
+        Get::Found(_)
+    ));
+    // Once the holder is gone, writes go through.
+    drop(holder);
+    assert!(matches!(
+        s.put("k", "2".into(), Cond::Match(v), &Meta::new())
+            .await
+            .unwrap(),
+        lease::store::Put::Written { .. }
+    ));
+}
+
+fn set_age(path: &std::path::Path, age: Duration) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(lease::clock::SystemClock.wall() - age)
+        .unwrap();
+}
+
+#[tokio::test]
+async fn stale_temporary_files_are_removed_and_live_ones_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let hour = Duration::from_secs(3600);
+    // Left by a writer killed mid-write an hour ago.
+    let stale = d.join(".a.0123456789abcdef.tmp");
+    std::fs::write(&stale, "torn").unwrap();
+    set_age(&stale, hour);
+    // Being written right now.
+    let fresh = d.join(".a.fedcba9876543210.tmp");
+    std::fs::write(&fresh, "new").unwrap();
+    // Old, but its writer (stopped, say) still holds its lock.
+    let in_use = d.join(".b.00000000000000aa.tmp");
+    std::fs::write(&in_use, "slow").unwrap();
+    set_age(&in_use, hour);
+    let in_use_lock = std::fs::File::open(&in_use).unwrap();
+    in_use_lock.lock().unwrap();
+    // Not temporary files of this store.
+    for other in [".c.lock", "notes.tmp", ".x.tmp", ".y.0123.tmp"] {
+        std::fs::write(d.join(other), "").unwrap();
+        set_age(&d.join(other), hour);
+    }
+
+    let s = FileStore::open(dir.path()).unwrap();
+    // Reading does not clean up ...
+    s.get("d/a", GetOptions::default()).await.unwrap();
+    assert!(stale.exists());
+    // ... a write in the directory does.
+    s.put("d/a", "1".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ".a.fedcba9876543210.tmp",
+            ".b.00000000000000aa.tmp",
+            ".c.lock",
+            ".x.tmp",
+            ".y.0123.tmp",
+            "a",
+            "notes.tmp"
+        ]
+    );
+    drop(in_use_lock);
+}
