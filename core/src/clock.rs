@@ -15,11 +15,17 @@ use futures::future::BoxFuture;
 /// The monotonic instant type used everywhere (tokio's, so simulated time works).
 pub use tokio::time::Instant;
 
-/// This machine's time since boot, suspend included, with the boot it belongs to: comparable
-/// between processes on one machine, immune to wall-clock steps.
+/// This machine's time since boot, suspend included, with the boot and the time namespace it
+/// belongs to: comparable between processes of one boot in one time namespace, immune to
+/// wall-clock steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BootTime {
     pub boot_id: Arc<str>,
+    /// The Linux time namespace `since_boot` was read in (`time:[4026531834]`), or `-` on a
+    /// kernel without time namespaces. Processes of one boot in different time namespaces
+    /// (checkpoint-restore, `unshare --time`, some container runtimes) see `CLOCK_BOOTTIME`
+    /// shifted by arbitrary offsets, so readings compare only within one namespace.
+    pub time_namespace: Arc<str>,
     pub since_boot: Duration,
 }
 
@@ -84,6 +90,24 @@ fn boot_id() -> Option<Arc<str>> {
     .clone()
 }
 
+/// The time namespace of this process, read on every call: a process can be restored by CRIU
+/// into a new one, or join another with `setns(2)`, so a cached value could name a namespace
+/// whose clock it no longer reads. `-` when the kernel has no time namespaces (before Linux
+/// 5.6, or built without them): then every process of the boot reads one `CLOCK_BOOTTIME`.
+/// `None` when it cannot be told (no `/proc`): the boot clock is then not used at all.
+fn time_namespace() -> Option<Arc<str>> {
+    match std::fs::read_link("/proc/self/ns/time") {
+        Ok(link) => Some(Arc::from(link.to_string_lossy().as_ref())),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && std::fs::symlink_metadata("/proc/self/ns/mnt").is_ok() =>
+        {
+            Some(Arc::from("-"))
+        }
+        Err(_) => None,
+    }
+}
+
 /// A tokio instant and the boot time at the same moment: maps one time line onto the other.
 #[allow(clippy::disallowed_methods)]
 fn anchor() -> (Instant, Duration) {
@@ -113,8 +137,9 @@ impl Clock for SystemClock {
         })
     }
     fn boot_time(&self) -> Option<BootTime> {
-        boot_id().map(|boot_id| BootTime {
-            boot_id,
+        Some(BootTime {
+            boot_id: boot_id()?,
+            time_namespace: time_namespace()?,
             since_boot: boottime(),
         })
     }
@@ -337,6 +362,10 @@ mod tests {
         assert!(c.now() - t0 >= Duration::from_millis(30));
         let boot = c.boot_time().expect("Linux has a boot id");
         assert_eq!(boot.boot_id.len(), 36);
+        assert!(
+            boot.time_namespace.starts_with("time:[") || &*boot.time_namespace == "-",
+            "{boot:?}"
+        );
         assert!(c.boot_time().unwrap().since_boot >= boot.since_boot);
     }
 

@@ -276,3 +276,403 @@ async fn store_times_use_the_boot_clock_within_a_boot() {
         other => panic!("{other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Time namespaces (issue 11 item 5): a boot-clock stamp written in one time namespace must not
+// be read on another namespace's CLOCK_BOOTTIME (same boot id, shifted clock).
+
+/// Set when this test binary runs as the waiter of `a_waiter_in_another_time_namespace_...`.
+const TIMENS_WAITER_DIR: &str = "LEASE_TEST_TIMENS_WAITER_DIR";
+const TIMENS_PARENT_NS: &str = "LEASE_TEST_TIMENS_PARENT_NS";
+
+fn time_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/time")
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether `unshare --time` works here; `Err` says why not.
+fn can_unshare_time() -> Result<(), String> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not root: `unshare --time` needs CAP_SYS_ADMIN".into());
+    }
+    match std::process::Command::new("unshare")
+        .args(["--time", "--boottime", "+100000", "true"])
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "`unshare --time` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run unshare: {e}")),
+    }
+}
+
+/// Skip with a clear message, except under CI=true where a skip would hide a regression.
+fn skip_or_fail(test: &str, why: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test} cannot run here (CI=true forbids skipping): {why}");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_in_another_time_namespace_does_not_take_a_live_lease() {
+    const TEST: &str = "a_waiter_in_another_time_namespace_does_not_take_a_live_lease";
+    if let Err(why) = can_unshare_time() {
+        return skip_or_fail(TEST, &why);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let holder = lease::Client::new(Arc::new(FileStore::open(dir.path()).unwrap()));
+    let opts = lease::LeaseOptions::new(Duration::from_secs(30));
+    let held = holder.acquire("job", &opts).await.unwrap();
+
+    // The waiter: this test binary again, in a new time namespace whose CLOCK_BOOTTIME runs
+    // 100000 s ahead (as after a checkpoint-restore), same boot id.
+    let out = tokio::process::Command::new("unshare")
+        .args(["--time", "--boottime", "+100000"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "timens_waiter_process",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(TIMENS_WAITER_DIR, dir.path())
+        .env(TIMENS_PARENT_NS, time_namespace())
+        .output()
+        .await
+        .unwrap();
+    let report = format!(
+        "waiter stdout:\n{}\nwaiter stderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "the waiter in another time namespace failed ({}):\n{report}",
+        out.status
+    );
+    assert!(
+        report.contains("WAITER: held"),
+        "the waiter did not run:\n{report}"
+    );
+    assert!(held.ensure_held(Duration::from_secs(20)).is_ok());
+    held.release().await.unwrap();
+}
+
+/// The waiter process of the test above; runs only when that test starts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a helper process, started by a_waiter_in_another_time_namespace_does_not_take_a_live_lease"]
+async fn timens_waiter_process() {
+    let dir = std::env::var_os(TIMENS_WAITER_DIR).expect("started by the parent test");
+    let parent_ns = std::env::var(TIMENS_PARENT_NS).unwrap();
+    // The test is only meaningful in another namespace, on a clock far from the holder's.
+    assert_ne!(time_namespace(), parent_ns, "not in a new time namespace");
+    let boot = lease::clock::SystemClock.boot_time().unwrap();
+    assert!(
+        boot.since_boot > Duration::from_secs(100_000),
+        "CLOCK_BOOTTIME is not shifted: {boot:?}"
+    );
+    let waiter = lease::Client::new(Arc::new(FileStore::open(dir).unwrap()));
+    let opts = lease::LeaseOptions::new(Duration::from_secs(30));
+    let status = waiter.status("job").await.unwrap();
+    println!("WAITER: status {:?}", status.state);
+    match waiter.try_acquire("job", &opts).await.unwrap() {
+        None => println!("WAITER: held"),
+        Some(l) => {
+            let _ = l.release().await;
+            panic!("a waiter in another time namespace took a live 30 s lease at once")
+        }
+    }
+    assert_eq!(status.state, lease::LeaseState::Held);
+}
+
+fn set_stamp(path: &std::path::Path, value: &str) {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let name = std::ffi::CString::new("user.lease.stamp").unwrap();
+    // SAFETY: valid NUL-terminated strings; value is valid for its length.
+    let rc = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+}
+
+fn is_wall_time(t: std::time::SystemTime) -> bool {
+    t.duration_since(std::time::UNIX_EPOCH).unwrap() > Duration::from_secs(1_700_000_000)
+}
+
+#[tokio::test]
+async fn stamps_without_or_from_another_time_namespace_fall_back_to_mtime() {
+    let (dir, s) = store();
+    let boot = lease::clock::SystemClock.boot_time().unwrap();
+    let last_modified = |s: FileStore| async move {
+        match s.get("k", GetOptions::default()).await.unwrap() {
+            Get::Found(o) => (o.last_modified.unwrap(), o.server_now.unwrap()),
+            other => panic!("{other:?}"),
+        }
+    };
+    s.put("k", "x".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap();
+    let (modified, _) = last_modified(s.clone()).await;
+    assert!(
+        !is_wall_time(modified),
+        "our own stamp is on the boot clock"
+    );
+
+    // A stamp written before stamps named their time namespace: which clock it was read on is
+    // unknown, so it is not trusted.
+    let path = dir.path().join("k");
+    let nanos = boot.since_boot.as_nanos();
+    set_stamp(&path, &format!("{} {nanos}", boot.boot_id));
+    let (modified, now) = last_modified(s.clone()).await;
+    assert!(is_wall_time(modified) && is_wall_time(now), "{modified:?}");
+
+    // A stamp from another time namespace of this boot.
+    set_stamp(&path, &format!("{} {nanos} time:[1]", boot.boot_id));
+    let (modified, now) = last_modified(s.clone()).await;
+    assert!(is_wall_time(modified) && is_wall_time(now), "{modified:?}");
+
+    // Garbage is ignored the same way.
+    set_stamp(&path, "garbage");
+    let (modified, _) = last_modified(s.clone()).await;
+    assert!(is_wall_time(modified), "{modified:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sidecar lock (issue 11 item 8): a process stopped inside it must not block writers
+// forever, nor make each waiting call hold a thread; temp files of killed writers are removed.
+
+/// The name of the threads of the runtime whose threads a test counts (at most 15 bytes, as
+/// `/proc/self/task/*/comm` keeps them).
+const COUNTED_RUNTIME: &str = "counted-rt";
+
+/// The threads of this process named `COUNTED_RUNTIME`: the other tests of this binary run
+/// their own runtimes at the same time.
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == COUNTED_RUNTIME)
+        .count()
+}
+
+/// A `flock(1)` process holding `path`'s lock, stopped with SIGSTOP; killed when dropped.
+struct StoppedLockHolder {
+    child: std::process::Child,
+}
+
+impl StoppedLockHolder {
+    fn start(path: &std::path::Path) -> Self {
+        // -o: the lock stays with flock itself, not with the `sleep` it runs.
+        let child = std::process::Command::new("flock")
+            .arg("-o")
+            .arg(path)
+            .args(["sleep", "120"])
+            .spawn()
+            .expect("flock(1) is needed for this test");
+        let holder = StoppedLockHolder { child };
+        // Wait (bounded) until the lock is taken.
+        let probe = std::fs::File::open(path).unwrap();
+        let mut held = false;
+        for _ in 0..500 {
+            match probe.try_lock() {
+                Ok(()) => probe.unlock().unwrap(),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    held = true;
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(held, "flock did not take the lock within 5 s");
+        // SAFETY: signalling our own child.
+        assert_eq!(
+            unsafe { libc::kill(holder.child.id() as i32, libc::SIGSTOP) },
+            0
+        );
+        holder
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for StoppedLockHolder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_stopped_lock_holder_makes_writes_unavailable_within_a_bound_without_threads() {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(COUNTED_RUNTIME)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(stopped_lock_holder())
+}
+
+async fn stopped_lock_holder() {
+    let (dir, s) = store();
+    let v = match s
+        .put("k", "1".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap()
+    {
+        lease::store::Put::Written { version, .. } => version,
+        other => panic!("{other:?}"),
+    };
+    let lock_file = dir.path().join(".k.lock");
+    std::fs::write(&lock_file, "").unwrap();
+    let holder = StoppedLockHolder::start(&lock_file);
+
+    let before = thread_count();
+    const CALLS: usize = 24;
+    let started = lease::clock::SystemClock.now();
+    let mut calls = vec![];
+    for i in 0..CALLS {
+        let s = s.clone();
+        let v = v.clone();
+        calls.push(tokio::spawn(async move {
+            let call = async {
+                if i == 0 {
+                    s.delete("k", &v).await.map(|_| ())
+                } else {
+                    s.put("k", "2".into(), Cond::Match(v), &Meta::new())
+                        .await
+                        .map(|_| ())
+                }
+            };
+            // Far beyond the store's bound: on expiry the call hung.
+            tokio::select! {
+                r = call => Ok(r),
+                _ = lease::clock::SystemClock.sleep(Duration::from_secs(10)) => Err(()),
+            }
+        }));
+        // One at a time: a thread per waiting call shows as growth, not a burst of calls
+        // starting together (which a blocking pool serves with several threads, waiting or not).
+        lease::clock::SystemClock
+            .sleep(Duration::from_millis(20))
+            .await;
+    }
+    // All are waiting now: the first gives up after the store's bound (1 s).
+    let during = thread_count();
+    eprintln!("threads of the runtime: {before} before, {during} while {CALLS} calls waited");
+    assert!(
+        during <= before + 4,
+        "{CALLS} waiting calls grew the threads from {before} to {during}"
+    );
+    for (i, call) in calls.into_iter().enumerate() {
+        let result = call.await.unwrap();
+        let e = match result {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => panic!("a write went through a held lock"),
+            Err(_) => panic!("a write waited 10 s for a stopped lock holder"),
+        };
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&lock_file.display().to_string())
+                && msg.contains("held by another process")
+                && msg.contains(&format!("pid {}", holder.pid()))
+                && msg.contains("stopped"),
+            "unclear error: {msg}"
+        );
+        if i == 0 {
+            eprintln!("the error: {msg}");
+        }
+    }
+    let waited = lease::clock::SystemClock.now() - started;
+    assert!(
+        waited < Duration::from_secs(5),
+        "the lock wait is not bounded: {waited:?}"
+    );
+    // Reads never wait for the lock.
+    assert!(matches!(
+        s.get("k", GetOptions::default()).await.unwrap(),
+        Get::Found(_)
+    ));
+    // Once the holder is gone, writes go through.
+    drop(holder);
+    assert!(matches!(
+        s.put("k", "2".into(), Cond::Match(v), &Meta::new())
+            .await
+            .unwrap(),
+        lease::store::Put::Written { .. }
+    ));
+}
+
+fn set_age(path: &std::path::Path, age: Duration) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(lease::clock::SystemClock.wall() - age)
+        .unwrap();
+}
+
+#[tokio::test]
+async fn stale_temporary_files_are_removed_and_live_ones_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let hour = Duration::from_secs(3600);
+    // Left by a writer killed mid-write an hour ago.
+    let stale = d.join(".a.0123456789abcdef.tmp");
+    std::fs::write(&stale, "torn").unwrap();
+    set_age(&stale, hour);
+    // Being written right now.
+    let fresh = d.join(".a.fedcba9876543210.tmp");
+    std::fs::write(&fresh, "new").unwrap();
+    // Old, but its writer (stopped, say) still holds its lock.
+    let in_use = d.join(".b.00000000000000aa.tmp");
+    std::fs::write(&in_use, "slow").unwrap();
+    set_age(&in_use, hour);
+    let in_use_lock = std::fs::File::open(&in_use).unwrap();
+    in_use_lock.lock().unwrap();
+    // Not temporary files of this store.
+    for other in [".c.lock", "notes.tmp", ".x.tmp", ".y.0123.tmp"] {
+        std::fs::write(d.join(other), "").unwrap();
+        set_age(&d.join(other), hour);
+    }
+
+    let s = FileStore::open(dir.path()).unwrap();
+    // Reading does not clean up ...
+    s.get("d/a", GetOptions::default()).await.unwrap();
+    assert!(stale.exists());
+    // ... a write in the directory does.
+    s.put("d/a", "1".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ".a.fedcba9876543210.tmp",
+            ".b.00000000000000aa.tmp",
+            ".c.lock",
+            ".x.tmp",
+            ".y.0123.tmp",
+            "a",
+            "notes.tmp"
+        ]
+    );
+    drop(in_use_lock);
+}

@@ -7,37 +7,49 @@
 //!   when the object exists, atomically, without any lock.
 //! - `Match` and `delete` run under an exclusive `flock` on a sidecar lock file
 //!   (`.NAME.lock`): read the current version, compare, `rename(2)` over (or unlink), fsync the
-//!   directory.
+//!   directory. The lock is taken with non-blocking attempts between async sleeps, for at most
+//!   [`DEFAULT_LOCK_WAIT`]: a process stopped inside the lock costs each waiting call neither a
+//!   thread nor more than that wait, and the call fails `Unavailable`, naming the lock file and
+//!   its holder.
+//! - Temporary files are `.NAME.HEX.tmp`, locked (`flock`) by their writer from creation until
+//!   they are renamed or removed. Those of writers killed mid-write are removed by a later
+//!   writer: the first write to a directory by a `FileStore`, and then at most every
+//!   [`SWEEP_INTERVAL`], removes the temporary files there that are older than
+//!   [`STALE_TEMP_AGE`] and that it can lock.
 //! - The version is a hash of the contents and metadata. Every lease record differs from the
 //!   previous one (its `rev` grows), so equal hashes mean equal records: no ABA.
 //! - Metadata (used by fenced writes) is an extended attribute (`user.lease.meta`) set on the
 //!   temporary file before it is linked or renamed, so it changes atomically with the contents.
-//! - The store's clock. Each write is stamped with this machine's boot id and time since boot
-//!   (`user.lease.stamp`, set with the metadata). A reader in the same boot reports
-//!   `last_modified` and `server_now` on that boot clock: immune to wall-clock steps (NTP, a
-//!   resumed VM) and counting suspend, like the holder's own deadline. A file written in another
-//!   boot, or by another machine over a network file system, or on a file system without
-//!   extended attributes, falls back to its mtime and this machine's wall clock.
+//! - The store's clock. Each write is stamped with this machine's boot id, time since boot and
+//!   Linux time namespace (`user.lease.stamp`, set with the metadata). A reader in the same boot
+//!   and time namespace reports `last_modified` and `server_now` on that boot clock: immune to
+//!   wall-clock steps (NTP, a resumed VM) and counting suspend, like the holder's own deadline.
+//!   A file written in another boot or another time namespace (whose `CLOCK_BOOTTIME` is
+//!   shifted), by another machine over a network file system, on a file system without
+//!   extended attributes, or stamped before stamps named their namespace, falls back to its
+//!   mtime and this machine's wall clock, which no time namespace shifts.
 //!
 //! Names starting with `.` are reserved for the sidecar files.
 
+use std::collections::HashMap;
 use std::ffi::CString;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
+use tracing::{debug, warn};
 
 use super::{
     validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Put,
     Store, Version,
 };
-use crate::clock::{BootTime, Clock, Rng, SystemClock};
+use crate::clock::{BootTime, Clock, Instant, Rng, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 
 const META_XATTR: &str = "user.lease.meta";
@@ -46,10 +58,27 @@ const STAMP_XATTR: &str = "user.lease.stamp";
 /// 255-byte limit of common file systems.
 const MAX_SEGMENT: usize = 200;
 
+/// How long a conditional write or delete waits for the sidecar lock of its object before it
+/// fails `Unavailable`. A write holds the lock for a read, a write and two fsyncs (milliseconds),
+/// so a longer wait means its holder is stopped or stuck. Shorter than the default request
+/// timeout (5 s at the default ttl), so the caller sees this clear error rather than a timeout;
+/// where the caller's timeout is shorter it ends the wait first (also `Unavailable`).
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(1);
+/// The longest pause between two attempts to take a busy sidecar lock.
+const MAX_LOCK_POLL: Duration = Duration::from_millis(20);
+/// After this long waiting for a sidecar lock, log who holds it (once per call).
+const LOCK_WARN_AFTER: Duration = Duration::from_millis(250);
+/// A temporary file this old (by mtime) that no writer holds locked is left by a killed
+/// writer. The age only covers the instant between a writer creating its file and locking it.
+pub const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
+/// How often one `FileStore` looks for stale temporary files in a directory it writes to.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(600);
+
 /// The file store, rooted at a directory.
 #[derive(Debug, Clone)]
 pub struct FileStore {
     inner: Arc<Inner>,
+    lock_wait: Duration,
 }
 
 #[derive(Debug)]
@@ -58,6 +87,8 @@ struct Inner {
     url: String,
     clock: Arc<dyn Clock>,
     rng: Rng,
+    /// When this store last looked for stale temporary files in each directory.
+    swept: Mutex<HashMap<PathBuf, Instant>>,
 }
 
 /// The directory used for bare lease names: `$LEASE_HOME`, else `$XDG_STATE_HOME/lease`,
@@ -121,8 +152,17 @@ impl FileStore {
                 url,
                 clock,
                 rng: Rng::from_entropy(),
+                swept: Mutex::new(HashMap::new()),
             }),
+            lock_wait: DEFAULT_LOCK_WAIT,
         })
+    }
+
+    /// The same store, waiting at most `wait` for a sidecar lock (default
+    /// [`DEFAULT_LOCK_WAIT`]).
+    pub fn with_lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
     }
 
     /// The store for bare lease names, creating its directory when missing.
@@ -163,6 +203,190 @@ impl FileStore {
         tokio::task::spawn_blocking(move || f(&inner))
             .await
             .map_err(|e| Error::internal(format!("file store task failed: {e}")))?
+    }
+
+    /// Run `f` under the exclusive sidecar lock of the object at `path`.
+    ///
+    /// The lock is waited for here, with non-blocking attempts between async sleeps, not in a
+    /// blocking thread: a thread blocked in `flock` can be neither cancelled nor bounded, and
+    /// a stopped lock holder would pin one per waiting call. `f` runs in a blocking thread that
+    /// owns the lock, so a caller that gives up meanwhile cannot leave the lock held.
+    async fn locked<T: Send + 'static>(
+        &self,
+        path: PathBuf,
+        f: impl FnOnce(&Inner, &Path) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let lock = {
+            let path = path.clone();
+            self.blocking(move |_| SidecarLock::open(&path)).await?
+        };
+        if let Some(lock) = &lock {
+            self.wait_for(lock).await?;
+        }
+        self.blocking(move |inner| {
+            let out = f(inner, &path);
+            drop(lock);
+            out
+        })
+        .await
+    }
+
+    /// Take `lock`, or fail `Unavailable` after `lock_wait`.
+    async fn wait_for(&self, lock: &SidecarLock) -> Result<()> {
+        let clock = &self.inner.clock;
+        let started = clock.now();
+        let give_up_at = started + self.lock_wait;
+        let mut pause = Duration::from_millis(1);
+        let mut warned = false;
+        loop {
+            if lock.try_lock()? {
+                return Ok(());
+            }
+            let now = clock.now();
+            if now >= give_up_at {
+                return Err(Error::unavailable(format!(
+                    "the lock file {} is held by another process{} for more than {}: \
+                     nothing was changed",
+                    lock.path.display(),
+                    lock.holder(),
+                    humantime::format_duration(self.lock_wait)
+                )));
+            }
+            if !warned && now - started >= LOCK_WARN_AFTER {
+                warned = true;
+                warn!(
+                    "waiting for the lock file {}, held by another process{}",
+                    lock.path.display(),
+                    lock.holder()
+                );
+            }
+            clock.sleep(pause.min(give_up_at - now)).await;
+            pause = (pause * 2).min(MAX_LOCK_POLL);
+        }
+    }
+
+    /// Remove stale temporary files from `dir`, if this store has not looked there lately.
+    async fn sweep_if_due(&self, dir: PathBuf) {
+        let now = self.inner.clock.now();
+        {
+            let mut swept = self.inner.swept.lock().unwrap_or_else(|e| e.into_inner());
+            if swept
+                .get(&dir)
+                .is_some_and(|at| now.saturating_duration_since(*at) < SWEEP_INTERVAL)
+            {
+                return;
+            }
+            swept.insert(dir.clone(), now);
+        }
+        let _ = self
+            .blocking(move |inner| {
+                inner.sweep(&dir);
+                Ok(())
+            })
+            .await;
+    }
+}
+
+/// An open sidecar lock file (`.NAME.lock`); the lock, once taken, is released when dropped.
+struct SidecarLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl SidecarLock {
+    /// The lock file of the object at `path`; `None` when the object's directory does not
+    /// exist: nothing can be at `path` then, so a condition on it fails, and creating the
+    /// directory for a lock file would only leave litter.
+    fn open(path: &Path) -> Result<Option<SidecarLock>> {
+        if !path.parent().expect("has parent").exists() {
+            return Ok(None);
+        }
+        let lock_path = sidecar(path, ".lock");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&lock_path)
+            .map_err(|e| io_error(e, "cannot open lock file", &lock_path))?;
+        Ok(Some(SidecarLock {
+            file,
+            path: lock_path,
+        }))
+    }
+
+    /// One attempt that never blocks: `Ok(false)` when another process holds the lock.
+    fn try_lock(&self) -> Result<bool> {
+        match self.file.try_lock() {
+            Ok(()) => Ok(true),
+            Err(TryLockError::WouldBlock) => Ok(false),
+            Err(TryLockError::Error(e)) => Err(io_error(e, "cannot lock", &self.path)),
+        }
+    }
+
+    /// Who holds the lock, as far as `/proc/locks` tells: ` (pid 123 "flock", stopped)`, or
+    /// nothing. Read only after a long wait.
+    fn holder(&self) -> String {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = self.file.metadata() else {
+            return String::new();
+        };
+        let Ok(locks) = fs::read_to_string("/proc/locks") else {
+            return String::new();
+        };
+        let Some(pid) = flock_holder(&locks, meta.dev(), meta.ino()) else {
+            return String::new();
+        };
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        let mut about = format!(" (pid {pid}");
+        if let Ok(comm) = fs::read_to_string(proc.join("comm")) {
+            about.push_str(&format!(" {:?}", comm.trim()));
+        }
+        // The state is the field after the command name, which ends at the last ')'.
+        if let Ok(stat) = fs::read_to_string(proc.join("stat")) {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
+            match state {
+                Some("T") => about.push_str(", stopped"),
+                Some("t") => about.push_str(", stopped by a debugger"),
+                _ => {}
+            }
+        }
+        about.push(')');
+        about
+    }
+}
+
+/// The pid holding a `flock` on the file (`dev`, `ino`) according to `/proc/locks`, whose lines
+/// read `1: FLOCK  ADVISORY  WRITE 1234 00:2d:5678 0 EOF` (waiters have `->` after the number).
+fn flock_holder(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let file = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let at = fields.iter().position(|f| *f == file)?;
+        fields
+            .get(at.checked_sub(1)?)?
+            .parse()
+            .ok()
+            .filter(|pid| *pid > 0)
+    })
+}
+
+/// Whether `name` is one of this store's temporary files: `.NAME.` + 16 hex digits + `.tmp`.
+fn is_temp_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        return false;
+    };
+    match rest.rsplit_once('.') {
+        Some((object, hex)) => {
+            !object.is_empty() && hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        }
+        None => false,
     }
 }
 
@@ -282,25 +506,59 @@ fn write_meta(file: &File, meta: &Meta, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Stamp a file with the boot clock, if this machine has one and the file system keeps it.
+/// Stamp a file with the boot clock, if this machine has one and the file system keeps it:
+/// `BOOT_ID NANOS_SINCE_BOOT TIME_NAMESPACE`.
 fn write_stamp(file: &File, boot: Option<BootTime>, path: &Path) -> Result<()> {
     if let Some(b) = boot {
-        let value = format!("{} {}", b.boot_id, b.since_boot.as_nanos());
+        let value = format!(
+            "{} {} {}",
+            b.boot_id,
+            b.since_boot.as_nanos(),
+            b.time_namespace
+        );
         set_xattr(file, STAMP_XATTR, value.as_bytes(), path)?;
     }
     Ok(())
 }
 
-/// The boot clock stamp of a file: (boot id, time since boot).
-fn read_stamp(file: &File, path: &Path) -> Result<Option<(String, Duration)>> {
+/// A file's boot-clock stamp.
+#[derive(Debug, PartialEq, Eq)]
+struct Stamp {
+    boot_id: String,
+    since_boot: Duration,
+    /// `None` for a stamp written before stamps named their time namespace: on which clock it
+    /// was read is unknown, so it is not trusted (see `Inner::store_times`).
+    time_namespace: Option<String>,
+}
+
+impl Stamp {
+    /// `None` for anything but two or three fields with a number second.
+    fn parse(text: &str) -> Option<Stamp> {
+        let mut fields = text.split(' ');
+        let boot_id = fields.next()?.to_string();
+        let since_boot = Duration::from_nanos(fields.next()?.parse().ok()?);
+        let time_namespace = fields.next().map(str::to_string);
+        if fields.next().is_some() {
+            return None;
+        }
+        Some(Stamp {
+            boot_id,
+            since_boot,
+            time_namespace,
+        })
+    }
+
+    /// Whether this stamp was read on the same `CLOCK_BOOTTIME` as `now`.
+    fn same_clock_as(&self, now: &BootTime) -> bool {
+        self.boot_id == *now.boot_id && self.time_namespace.as_deref() == Some(&*now.time_namespace)
+    }
+}
+
+fn read_stamp(file: &File, path: &Path) -> Result<Option<Stamp>> {
     let Some(buf) = get_xattr(file, STAMP_XATTR, path)? else {
         return Ok(None);
     };
-    let text = String::from_utf8_lossy(&buf);
-    let parsed = text
-        .split_once(' ')
-        .and_then(|(id, ns)| Some((id.to_string(), Duration::from_nanos(ns.parse().ok()?))));
-    Ok(parsed)
+    Ok(Stamp::parse(&String::from_utf8_lossy(&buf)))
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
@@ -316,7 +574,7 @@ struct Current {
     version: Version,
     /// The file's mtime.
     mtime: Option<SystemTime>,
-    stamp: Option<(String, Duration)>,
+    stamp: Option<Stamp>,
     meta: Meta,
 }
 
@@ -372,24 +630,25 @@ impl Inner {
     }
 
     /// `(last_modified, server_now)` of an object, both on one clock: the boot clock when the
-    /// object was written in this boot, else mtime and the wall clock.
+    /// object was stamped in this boot and this time namespace, else mtime and the wall clock
+    /// (neither is shifted by time namespaces).
     fn store_times(&self, current: Option<&Current>) -> (Option<SystemTime>, Option<SystemTime>) {
         let boot = self.clock.boot_time();
         if let (Some(c), Some(b)) = (current, &boot) {
-            if let Some((id, since_boot)) = &c.stamp {
-                if **id == *b.boot_id {
-                    return (
-                        Some(SystemTime::UNIX_EPOCH + *since_boot),
-                        Some(SystemTime::UNIX_EPOCH + b.since_boot),
-                    );
-                }
+            if let Some(stamp) = c.stamp.as_ref().filter(|s| s.same_clock_as(b)) {
+                return (
+                    Some(SystemTime::UNIX_EPOCH + stamp.since_boot),
+                    Some(SystemTime::UNIX_EPOCH + b.since_boot),
+                );
             }
         }
         (current.and_then(|c| c.mtime), Some(self.clock.wall()))
     }
 
-    /// Write `bytes` and `meta` to a new, fsynced temporary file next to `path`.
-    fn write_temp(&self, path: &Path, bytes: &[u8], meta: &Meta) -> Result<PathBuf> {
+    /// Write `bytes` and `meta` to a new, fsynced temporary file next to `path`. The file comes
+    /// back open and locked, which tells `sweep` that its writer is alive: keep it until the
+    /// temporary name is renamed or removed.
+    fn write_temp(&self, path: &Path, bytes: &[u8], meta: &Meta) -> Result<(PathBuf, File)> {
         let dir = path.parent().expect("object paths have a parent");
         fs::create_dir_all(dir).map_err(|e| match e.kind() {
             // Some part of the path is a file: another lease's.
@@ -407,15 +666,25 @@ impl Inner {
                 .mode(0o644)
                 .open(&temp)
                 .map_err(|e| io_error(e, "cannot create temporary file", &temp))?;
+            // A fresh, randomly named file: nobody else locks it but a sweeper that found it
+            // stale, which cannot happen this young.
+            f.try_lock().map_err(|e| {
+                Error::unavailable(format!(
+                    "cannot lock temporary file {}: {e}",
+                    temp.display()
+                ))
+            })?;
             f.write_all(bytes)
                 .map_err(|e| io_error(e, "cannot write", &temp))?;
             write_meta(&f, meta, &temp)?;
             // Read after the writer's t_send, as the protocol requires of a store's stamp.
             write_stamp(&f, self.clock.boot_time(), &temp)?;
-            f.sync_all().map_err(|e| io_error(e, "cannot sync", &temp))
+            f.sync_all()
+                .map_err(|e| io_error(e, "cannot sync", &temp))?;
+            Ok(f)
         })();
         match result {
-            Ok(()) => Ok(temp),
+            Ok(f) => Ok((temp, f)),
             Err(e) => {
                 let _ = fs::remove_file(&temp);
                 Err(e)
@@ -433,9 +702,10 @@ impl Inner {
     }
 
     fn create(&self, path: &Path, bytes: &[u8], meta: &Meta) -> Result<Put> {
-        let temp = self.write_temp(path, bytes, meta)?;
+        let (temp, locked) = self.write_temp(path, bytes, meta)?;
         let linked = fs::hard_link(&temp, path);
         let _ = fs::remove_file(&temp);
+        drop(locked);
         match linked {
             Ok(()) => {
                 sync_dir(path.parent().expect("has parent"))?;
@@ -446,56 +716,70 @@ impl Inner {
         }
     }
 
-    /// Run `f` under the exclusive lock of the object at `path`.
-    fn locked<T>(&self, path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let dir = path.parent().expect("has parent");
-        if !dir.exists() {
-            // Nothing can be at `path`, so a condition on it fails; creating the directory for
-            // a lock file would only leave litter.
-            return f();
-        }
-        let lock_path = sidecar(path, ".lock");
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(&lock_path)
-            .map_err(|e| io_error(e, "cannot open lock file", &lock_path))?;
-        lock.lock()
-            .map_err(|e| io_error(e, "cannot lock", &lock_path))?;
-        let out = f();
-        let _ = lock.unlock();
-        out
-    }
-
+    /// Replace the object at `path` if it is at `expected`; run under its sidecar lock.
     fn replace(&self, path: &Path, expected: &Version, bytes: &[u8], meta: &Meta) -> Result<Put> {
-        self.locked(path, || {
-            match self.read(path, Some(0))? {
-                Some(current) if &current.version == expected => {}
-                _ => return Ok(Put::ConditionFailed),
-            }
-            let temp = self.write_temp(path, bytes, meta)?;
-            if let Err(e) = fs::rename(&temp, path) {
-                let _ = fs::remove_file(&temp);
-                return Err(io_error(e, "cannot replace", path));
-            }
-            sync_dir(path.parent().expect("has parent"))?;
-            Ok(self.written(bytes, meta))
-        })
+        match self.read(path, Some(0))? {
+            Some(current) if &current.version == expected => {}
+            _ => return Ok(Put::ConditionFailed),
+        }
+        let (temp, _locked) = self.write_temp(path, bytes, meta)?;
+        if let Err(e) = fs::rename(&temp, path) {
+            let _ = fs::remove_file(&temp);
+            return Err(io_error(e, "cannot replace", path));
+        }
+        sync_dir(path.parent().expect("has parent"))?;
+        Ok(self.written(bytes, meta))
     }
 
+    /// Delete the object at `path` if it is at `expected`; run under its sidecar lock.
     fn remove(&self, path: &Path, expected: &Version) -> Result<Delete> {
-        self.locked(path, || {
-            match self.read(path, Some(0))? {
-                Some(current) if &current.version == expected => {}
-                _ => return Ok(Delete::ConditionFailed),
+        match self.read(path, Some(0))? {
+            Some(current) if &current.version == expected => {}
+            _ => return Ok(Delete::ConditionFailed),
+        }
+        fs::remove_file(path).map_err(|e| io_error(e, "cannot delete", path))?;
+        sync_dir(path.parent().expect("has parent"))?;
+        Ok(Delete::Deleted)
+    }
+
+    /// Remove the temporary files in `dir` left by writers killed mid-write: older than
+    /// `STALE_TEMP_AGE` and not locked. A live writer holds its file's lock from the moment
+    /// it is created (give or take the age) until it is renamed or removed, so its file is
+    /// never removed; the lock is kept while removing, so no writer can start using it.
+    fn sweep(&self, dir: &Path) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        let now = self.clock.wall();
+        for entry in entries.flatten() {
+            if !entry.file_name().to_str().is_some_and(is_temp_name) {
+                continue;
             }
-            fs::remove_file(path).map_err(|e| io_error(e, "cannot delete", path))?;
-            sync_dir(path.parent().expect("has parent"))?;
-            Ok(Delete::Deleted)
-        })
+            let path = entry.path();
+            let Ok(file) = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(&path)
+            else {
+                continue;
+            };
+            let stale = file.metadata().is_ok_and(|m| {
+                m.is_file()
+                    && m.modified()
+                        .ok()
+                        .and_then(|t| now.duration_since(t).ok())
+                        .is_some_and(|age| age >= STALE_TEMP_AGE)
+            });
+            if stale && file.try_lock().is_ok() {
+                match fs::remove_file(&path) {
+                    Ok(()) => debug!(
+                        "removed {}, left by a writer killed mid-write",
+                        path.display()
+                    ),
+                    Err(e) => debug!("cannot remove stale {}: {e}", path.display()),
+                }
+            }
+        }
     }
 }
 
@@ -544,17 +828,88 @@ impl Store for FileStore {
         let path = self.path_of(key)?;
         validate_meta(meta)?;
         let meta = meta.clone();
-        self.blocking(move |inner| match cond {
-            Cond::Create => inner.create(&path, &bytes, &meta),
-            Cond::Match(v) => inner.replace(&path, &v, &bytes, &meta),
-        })
-        .await
+        let dir = path.parent().expect("has parent").to_path_buf();
+        let put = match cond {
+            Cond::Create => {
+                self.blocking(move |inner| inner.create(&path, &bytes, &meta))
+                    .await
+            }
+            Cond::Match(v) => {
+                self.locked(path, move |inner, path| {
+                    inner.replace(path, &v, &bytes, &meta)
+                })
+                .await
+            }
+        };
+        // Writers leave temporary files when killed; writers clean them up (not readers).
+        self.sweep_if_due(dir).await;
+        put
     }
 
     async fn delete(&self, key: &str, version: &Version) -> Result<Delete> {
         let path = self.path_of(key)?;
         let version = version.clone();
-        self.blocking(move |inner| inner.remove(&path, &version))
+        self.locked(path, move |inner, path| inner.remove(path, &version))
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flock_holders_are_found_in_proc_locks() {
+        let dev = libc::makedev(0, 0x2d);
+        let locks = "\
+1: POSIX  ADVISORY  WRITE 77 00:2d:5678 0 EOF
+2: FLOCK  ADVISORY  WRITE 1234 00:2d:5678 0 EOF
+2: -> FLOCK  ADVISORY  WRITE 99 00:2d:5678 0 EOF
+3: FLOCK  ADVISORY  WRITE 555 00:2d:9999 0 EOF
+";
+        assert_eq!(flock_holder(locks, dev, 5678), Some(1234));
+        assert_eq!(flock_holder(locks, dev, 9999), Some(555));
+        assert_eq!(flock_holder(locks, dev, 1), None);
+        assert_eq!(flock_holder(locks, libc::makedev(8, 1), 5678), None);
+        // Only a waiter: nobody to name.
+        let waiting = "2: -> FLOCK  ADVISORY  WRITE 99 00:2d:5678 0 EOF\n";
+        assert_eq!(flock_holder(waiting, dev, 5678), None);
+    }
+
+    #[test]
+    fn temporary_file_names() {
+        assert!(is_temp_name(".job.0123456789abcdef.tmp"));
+        assert!(is_temp_name(".a.b.0123456789ABCDEF.tmp"));
+        for not in [
+            "job",
+            ".job.lock",
+            ".0123456789abcdef.tmp",
+            ".job.0123456789abcdeg.tmp",
+            ".job.0123.tmp",
+            "job.0123456789abcdef.tmp",
+        ] {
+            assert!(!is_temp_name(not), "{not}");
+        }
+    }
+
+    #[test]
+    fn stamps_parse_with_and_without_a_time_namespace() {
+        let with = Stamp::parse("b00t 42 time:[4026531834]").unwrap();
+        assert_eq!(with.time_namespace.as_deref(), Some("time:[4026531834]"));
+        assert_eq!(with.since_boot, Duration::from_nanos(42));
+        let old = Stamp::parse("b00t 42").unwrap();
+        assert_eq!(old.time_namespace, None);
+        for bad in ["", "b00t", "b00t x", "b00t 42 ns extra"] {
+            assert_eq!(Stamp::parse(bad), None, "{bad}");
+        }
+        let now = BootTime {
+            boot_id: "b00t".into(),
+            time_namespace: "time:[4026531834]".into(),
+            since_boot: Duration::from_secs(1),
+        };
+        assert!(with.same_clock_as(&now));
+        assert!(!old.same_clock_as(&now));
+        let other = Stamp::parse("b00t 42 time:[4026532177]").unwrap();
+        assert!(!other.same_clock_as(&now));
     }
 }
