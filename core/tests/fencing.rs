@@ -577,7 +577,9 @@ async fn a_version_rebuilt_from_its_etag_is_accepted() {
     let v = held.fenced_put("counter", "0").await.unwrap();
     assert!(v.generation.is_some(), "the memory store keeps generations");
     let etag_only = lease::store::Version::etag(v.etag.clone());
-    held.fenced_put_if("counter", "1", Some(&etag_only)).await.unwrap();
+    held.fenced_put_if("counter", "1", Some(&etag_only))
+        .await
+        .unwrap();
     let e = held
         .fenced_put_if("counter", "2", Some(&etag_only))
         .await
