@@ -134,7 +134,7 @@ fn exports_the_lease_and_passes_the_exit_status_through() {
 }
 
 #[test]
-fn break_stops_the_child_with_sigterm_and_exits_with_the_lost_code() {
+fn break_kills_the_child_at_once_and_exits_with_the_lost_code() {
     let env = Env::new();
     let started = env.path("started");
     let got_term = env.path("got-term");
@@ -152,8 +152,10 @@ fn break_stops_the_child_with_sigterm_and_exits_with_the_lost_code() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("at epoch 1"));
     let out = run.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
-    assert!(got_term.exists(), "the child did not get SIGTERM");
+    // Another holder may start at once: no time for a SIGTERM handler.
+    assert!(!got_term.exists(), "the child got SIGTERM, not SIGKILL");
     assert!(stderr(&out).contains("lost"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SIGKILL"), "{}", stderr(&out));
     let s = env.status_json("job");
     assert_eq!(
         (s["state"].as_str(), s["epoch"].as_u64()),
@@ -166,7 +168,7 @@ fn break_stops_the_child_with_sigterm_and_exits_with_the_lost_code() {
 }
 
 #[test]
-fn a_child_that_ignores_sigterm_gets_sigkill_after_kill_after() {
+fn the_lost_exit_code_can_be_changed() {
     let env = Env::new();
     let started = env.path("started");
     let script = format!(
@@ -177,8 +179,6 @@ fn a_child_that_ignores_sigterm_gets_sigkill_after_kill_after() {
         "run",
         "--ttl",
         "1s",
-        "--kill-after",
-        "500ms",
         "--lost-exit-code",
         "99",
         "job",
@@ -385,6 +385,20 @@ fn bad_input_is_one_clear_line_and_a_usage_code() {
             "invalid duration",
         ),
         (&["run", "job"], 64, "required"),
+        (
+            &[
+                "run",
+                "--ttl",
+                "3s",
+                "--kill-after",
+                "10s",
+                "job",
+                "--",
+                "true",
+            ],
+            64,
+            "--kill-after 10s is too long for --ttl 3s: use at most 1.2s",
+        ),
         (
             &["run", "job", "--", "/nonexistent/command"],
             127,
