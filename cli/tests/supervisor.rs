@@ -381,3 +381,25 @@ fn kill_after_must_leave_time_for_renewals() {
         }
     }
 }
+
+/// The signals a process blocks, from /proc/PID/status.
+fn blocked(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
+    u64::from_str_radix(line["SigBlk:".len()..].trim(), 16).unwrap()
+}
+
+#[test]
+fn lease_run_refuses_terminal_stops_and_its_command_keeps_them() {
+    let env = Env::new();
+    let job = Job::start(&env, &["--ttl", "30s"], false);
+    let terminal_stops = (1u64 << (libc::SIGTTIN - 1)) | (1u64 << (libc::SIGTTOU - 1));
+    assert_eq!(
+        blocked(job.pid()) & terminal_stops,
+        terminal_stops,
+        "lease run would stop on SIGTTIN/SIGTTOU without its command"
+    );
+    for pid in [job.command, job.grandchild] {
+        assert_eq!(blocked(pid), 0, "the command inherited blocked signals");
+    }
+}
