@@ -12,7 +12,8 @@ pub const STORE: u8 = 69;
 pub const INTERNAL: u8 = 70;
 /// Held by someone else, with --no-wait or after --wait ran out (EX_TEMPFAIL). Change with -E.
 pub const HELD: u8 = 75;
-/// The lease was lost while the command ran. Change with --lost-exit-code.
+/// The lease was lost (or renewals were too late) while the command ran. Change with
+/// --lost-exit-code.
 pub const LOST: u8 = 76;
 /// The command could not be executed / was not found (as in shells).
 pub const NOT_EXECUTABLE: u8 = 126;
@@ -24,8 +25,8 @@ pub const HELP: &str = "\
 Exit codes of `lease run`:
   CMD's own status   CMD ran while the lease was held (128+N if a signal N killed it)
   75                 the lease is held by someone else (-n, or --wait ran out); see -E
-  76                 the lease was lost while CMD ran: CMD got SIGTERM (SIGKILL after
-                     --kill-after); see --lost-exit-code
+  76                 the lease was lost, or renewals were too late, while CMD ran: CMD
+                     was killed before the lease's deadline; see --lost-exit-code
   64                 bad arguments, lease name or URL
   69                 the store failed (permissions, missing bucket or directory, unreachable)
   126, 127           CMD could not be executed, or was not found

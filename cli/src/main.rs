@@ -5,6 +5,7 @@
 //! exported to the child.
 
 mod exit;
+mod reaper;
 mod run;
 mod show;
 
@@ -73,6 +74,9 @@ enum Command {
         #[arg(long)]
         allow_two_holders: bool,
     },
+    /// Internal: the watchdog between `lease run` and its command (cli/src/reaper.rs).
+    #[command(name = "__reaper", hide = true)]
+    Reaper(reaper::ReaperArgs),
 }
 
 #[derive(Args, Debug)]
@@ -92,13 +96,15 @@ pub struct RunArgs {
     /// A small payload stored in the lease record while CMD runs.
     #[arg(long)]
     pub data: Option<String>,
-    /// After the lease is lost, wait this long after SIGTERM before SIGKILL.
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub kill_after: Duration,
+    /// When renewals are late, send CMD SIGTERM this long before the SIGKILL that lands just
+    /// before the lease's deadline [default: ttl/3, at most 10s]. A lost lease means SIGKILL at
+    /// once.
+    #[arg(long, value_parser = duration)]
+    pub kill_after: Option<Duration>,
     /// Exit code when the lease is held by someone else (with -n, or after --wait ran out).
     #[arg(short = 'E', long, default_value_t = exit::HELD, value_name = "CODE")]
     pub conflict_exit_code: u8,
-    /// Exit code when the lease is lost while CMD runs.
+    /// Exit code when the lease is lost (or renewals are too late) while CMD runs.
     #[arg(long, default_value_t = exit::LOST, value_name = "CODE")]
     pub lost_exit_code: u8,
     /// The lease: a URL (s3://bucket/key, file:///path, memory://ns/key) or a bare name in the
@@ -142,6 +148,14 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let command = match cli.command {
+        // The reaper is small and synchronous: no runtime, no logging.
+        Command::Reaper(args) => return reaper::main(args),
+        command => command,
+    };
+    if matches!(command, Command::Run(_)) {
+        run::refuse_terminal_stops(); // before the runtime starts its threads
+    }
     init_logging(cli.verbose);
     lease::set_client_name("cli");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -155,7 +169,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
+        match command {
             Command::Run(args) => run::run(args).await,
             Command::Status { lease, json } => show::status(&lease, json).await,
             Command::Watch { lease, json, poll } => show::watch(&lease, json, poll).await,
@@ -169,6 +183,7 @@ fn main() -> ExitCode {
                 prefix,
                 json,
             } => show::doctor(&store, &prefix, json).await,
+            Command::Reaper(_) => unreachable!("handled before the runtime starts"),
         }
     });
     // Do not wait for stray blocking tasks (a file read stuck on a dead NFS mount, say).
