@@ -24,8 +24,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use bytes::Bytes;
-use lease::store::Version;
 use lease::clock::Clock;
+use lease::store::Version;
 use lease::{Client, FencedObject, Lease, LeaseOptions};
 
 /// A clock in nanoseconds, comparable between processes on one machine.
@@ -136,7 +136,9 @@ async fn main() {
                     .acquire(&key, &opts)
                     .await
                     .unwrap_or_else(|e| fail(e));
-                lease::clock::SystemClock.sleep(Duration::from_millis(hold)).await;
+                lease::clock::SystemClock
+                    .sleep(Duration::from_millis(hold))
+                    .await;
                 let item = format!("{}-{i}", std::process::id());
                 let outcome = match held.fenced_update(list, |old| appended(old, &item)).await {
                     Ok(_) => "ok".to_string(),
