@@ -687,6 +687,8 @@ struct Contention {
     lose: f64,
     /// Rate of each client's clock relative to true time (1.0 = exact).
     rates: Vec<f64>,
+    /// Largest random latency of a call.
+    latency: Duration,
 }
 
 /// Run `clients` workers for `rounds` acquisitions each on one key, with faults and random
@@ -703,6 +705,10 @@ async fn contend(c: Contention) -> (Vec<Hold>, Vec<(Instant, u64)>, usize) {
         let (client, conn) = w.client_on(&format!("w{i}"), c.seed * 100 + i as u64, own_clock);
         conn.faults()
             .set_random(c.fail, c.lose, c.seed * 1000 + i as u64);
+        // Random latency up to past the request timeout (ttl/6): some calls time out and their
+        // writes land late, after the caller gave up, and calls in flight land out of order.
+        conn.faults()
+            .set_random_latency(c.latency, c.seed * 1000 + i as u64);
         let (w, history, acquisitions, lost) = (
             w.clone(),
             history.clone(),
@@ -796,6 +802,7 @@ async fn random_contention_with_faults_and_pauses_keeps_the_invariants() {
             fail: 0.05,
             lose: 0.05,
             rates: vec![],
+            latency: secs(2.5),
         })
         .await;
         assert_invariants(&h, &a, &format!("seed {seed}"));
@@ -818,6 +825,7 @@ async fn clock_rate_drift_within_the_grace_is_safe() {
             fail: 0.1,
             lose: 0.1,
             rates: vec![0.95, 1.0, 1.05],
+            latency: secs(1.0),
         })
         .await;
         assert_invariants(&h, &a, &format!("drift seed {seed}"));
