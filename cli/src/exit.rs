@@ -32,7 +32,7 @@ Exit codes of `lease run`:
   126, 127           CMD could not be executed, or was not found
   130                interrupted while waiting for the lease
 
-CMD's environment: LEASE_URL, LEASE_EPOCH (the fencing token), LEASE_TOKEN (URL#EPOCH),
+CMD's environment: LEASE_URL, LEASE_EPOCH (the fencing token), LEASE_TOKEN (URL#EPOCH@HOLDER),
 LEASE_HOLDER_ID. Durations: 500ms, 30s, 5m, 1h.";
 
 /// How the program ends: an exit code and, maybe, a message for stderr.
