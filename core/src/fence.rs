@@ -31,32 +31,20 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
-use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
 
-use crate::client::{Backoff, Client};
-use crate::clock::Instant;
+use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Lease;
-use crate::store::{
-    validate_key, Cond, Delete, DynStore, Get, GetOptions, Meta, Object, Put, Version,
+use crate::protocol::fence::{
+    admission, verdict, Admission, Expect, FenceEvent, FenceOp, FenceStep, Stamp, MAX_ROUNDS,
+    UNAVAILABLE_BUDGET,
 };
+use crate::protocol::Backoff;
+use crate::store::{validate_key, Cond, Delete, DynStore, Get, GetOptions, Object, Put, Version};
 use crate::token::FencingToken;
 
-/// Metadata keys of fenced objects.
-pub const META_EPOCH: &str = "lease-epoch";
-pub const META_LEASE: &str = "lease-name";
-pub const META_HOLDER: &str = "lease-holder";
-/// The nonce of the write that made the object.
-pub const META_WRITE: &str = "lease-write";
-/// The nonce of the object this one replaced (absent for a create).
-pub const META_PREV: &str = "lease-prev";
-
-/// How many times a fenced operation re-reads after losing a race before giving up.
-const MAX_ROUNDS: usize = 32;
 /// Timeout of one store request of a fenced operation.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a fenced operation keeps retrying a store that answers `Unavailable`.
-const UNAVAILABLE_BUDGET: Duration = Duration::from_secs(20);
 
 /// An object as written by a fenced write.
 #[derive(Debug, Clone)]
@@ -71,119 +59,14 @@ pub struct FencedObject {
     pub version: Version,
 }
 
-/// Metadata values are printable ASCII (what S3 headers keep intact): escape the rest, and `%`.
-const META_ESCAPE: &AsciiSet = &CONTROLS.add(b'%');
-
-fn escape(s: &str) -> String {
-    utf8_percent_encode(s, META_ESCAPE).to_string()
-}
-
-fn unescape(s: &str) -> String {
-    percent_decode_str(s).decode_utf8_lossy().into_owned()
-}
-
-/// What a fenced object's metadata says about the write that made it.
-#[derive(Debug, Default)]
-struct Stamp {
-    lease: Option<String>,
-    epoch: Option<u64>,
-    holder: Option<String>,
-    write: Option<String>,
-    prev: Option<String>,
-}
-
-impl Stamp {
-    fn of(meta: &Meta) -> Stamp {
-        Stamp {
-            lease: meta.get(META_LEASE).map(|l| unescape(l)),
-            epoch: meta.get(META_EPOCH).and_then(|e| e.parse().ok()),
-            holder: meta.get(META_HOLDER).cloned(),
-            write: meta.get(META_WRITE).cloned(),
-            prev: meta.get(META_PREV).cloned(),
-        }
-    }
-
-    /// The metadata a write under `token` carries, with its nonce and the nonce it replaces.
-    fn meta_for(token: &FencingToken, write: Option<&str>, prev: Option<&str>) -> Meta {
-        let mut meta = Meta::from([
-            (META_EPOCH.to_string(), token.epoch().to_string()),
-            (META_LEASE.to_string(), escape(token.lease())),
-        ]);
-        let mut put = |k: &str, v: Option<&str>| {
-            if let Some(v) = v {
-                meta.insert(k.to_string(), v.to_string());
-            }
-        };
-        put(META_HOLDER, token.holder());
-        put(META_WRITE, write);
-        put(META_PREV, prev);
-        meta
-    }
-}
-
-/// May a writer holding `token` change something last changed under `stamp`? Not if another
-/// lease wrote it, a higher epoch wrote it, or another holder of the *same* epoch wrote it (two
-/// holders must never both be admitted with equal tokens). A stamp or token without a holder
-/// id (written by older versions, or a token built by hand) cannot be told apart by holder.
-fn verdict(what: &str, token: &FencingToken, stamp: &Stamp) -> Result<()> {
-    if let Some(lease) = stamp.lease.as_deref().filter(|l| *l != token.lease()) {
-        return Err(Error::new(
-            ErrorKind::Fenced,
-            format!(
-                "{what} was written under another lease ({lease}); a token of {} cannot change it",
-                token.lease()
-            ),
-        )
-        .with_lease(token.lease()));
-    }
-    let fenced = |why: String, stored: u64| {
-        Err(Error::new(ErrorKind::Fenced, why)
-            .with_lease(token.lease())
-            .with_epoch(stored))
-    };
-    match stamp.epoch {
-        Some(stored) if stored > token.epoch() => fenced(
-            format!(
-                "{what} was written at epoch {stored}, newer than this holder's epoch {}: refused",
-                token.epoch()
-            ),
-            stored,
-        ),
-        Some(stored) if stored == token.epoch() => {
-            match (stamp.holder.as_deref(), token.holder()) {
-                (Some(theirs), Some(ours)) if theirs != ours => fenced(
-                    format!(
-                    "{what} was written at epoch {stored} by another holder than this one: two \
-                     holders with one epoch are never both admitted"
-                ),
-                    stored,
-                ),
-                _ => Ok(()),
-            }
-        }
-        _ => Ok(()),
-    }
-}
-
-/// What the caller of a fenced write expects the object to be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Expect {
-    /// Whatever it is (a plain `fenced_put`).
-    Any,
-    /// Absent.
-    Absent,
-    /// At this version.
-    Version(Version),
-}
-
-/// Retries of one fenced operation: backoff while the store is unavailable (up to a time
-/// budget), a bounded number of rounds while others keep changing the object.
+/// Retries of a fenced delete or a gate admission: backoff while the store is unavailable (up
+/// to a time budget), a bounded number of rounds while others keep changing the object.
 struct Retries<'a> {
     client: &'a Client,
     key_url: &'a str,
     what: &'static str,
     backoff: Backoff,
-    give_up_at: Instant,
+    give_up_at: crate::clock::Instant,
     rounds: usize,
 }
 
@@ -302,111 +185,41 @@ impl Lease {
         }
     }
 
+    /// Carry out a [`FenceOp`]'s steps.
     async fn fenced_write(&self, key: &str, bytes: Bytes, expect: Expect) -> Result<Version> {
         let client = self.client();
         let key_url = client.lease_url(key);
         self.check_fenced_key(key)?;
-        let token = self.token();
-        let nonce = client.inner.rng.nonce();
-        let mut retries = Retries::new(client, &key_url, "fenced write");
-        // What this holder last wrote there: skip the read when the caller expects it.
+        let rng = &client.inner.rng;
         let cached = self.fence_cache().lock().unwrap().get(key).cloned();
-        // (An object expected absent is read first all the same: a blind create that fails
-        // could not always tell a concurrent create from our own, replaced.)
-        let mut known: Option<Option<(Version, Option<String>)>> = match (&expect, cached) {
-            (Expect::Any, Some((v, w))) => Some(Some((v, Some(w)))),
-            (Expect::Version(e), Some((v, w))) if e.matches(&v) => Some(Some((v, Some(w)))),
-            _ => None,
-        };
-        // What our last attempt was conditioned on (None: absent), while its outcome is unknown.
-        let mut in_doubt: Option<Option<(Version, Option<String>)>> = None;
-        loop {
-            let base = match known.take() {
-                Some(base) => base,
-                None => {
-                    let obj = match read_meta(client, key).await {
-                        Ok(obj) => obj,
-                        Err(e) if e.kind() == ErrorKind::Unavailable => {
-                            retries.unavailable(e).await?;
-                            continue;
-                        }
-                        Err(e) => return Err(e.with_lease(&key_url)),
-                    };
-                    let stamp = obj.as_ref().map(|o| Stamp::of(&o.meta)).unwrap_or_default();
-                    if let Some(landed) = self.recognise(key, &nonce, obj.as_ref(), &stamp) {
-                        return Ok(landed);
-                    }
-                    let now = obj.map(|o| (o.version, stamp.write.clone()));
-                    if let Some(base) = in_doubt.take() {
-                        if !proves_not_landed(base.as_ref(), now.as_ref(), &stamp)
-                            && (expect != Expect::Any || verdict(&key_url, &token, &stamp).is_err())
-                        {
-                            return Err(Error::unavailable(format!(
-                                "the outcome of a fenced write to {key_url} is unknown: the \
-                                 object changed since it was sent (now epoch {}), so it may \
-                                 have landed and been overwritten",
-                                stamp.epoch.map_or("unknown".into(), |e| e.to_string())
-                            ))
-                            .with_lease(&key_url));
-                        }
-                        // A plain put whose outcome is unknown may simply be written again.
-                    }
-                    if now.is_some() {
-                        verdict(&key_url, &token, &stamp)?;
-                    }
-                    check_expected(&key_url, &expect, now.as_ref().map(|(v, _)| v))?;
-                    now
+        let mut op = FenceOp::new(&key_url, self.token(), rng.nonce(), bytes, expect, cached);
+        let mut event = FenceEvent::Start;
+        let outcome = loop {
+            match op.step(event, client.clock().now(), rng) {
+                FenceStep::ReadMeta => event = FenceEvent::Read(read_meta(client, key).await),
+                FenceStep::Put { bytes, cond, meta } => {
+                    let put = client.store().put(key, bytes, cond, &meta);
+                    event =
+                        FenceEvent::Put(client.timed(REQUEST_TIMEOUT, "fenced write", put).await);
                 }
-            };
-            let (cond, prev) = match &base {
-                None => (Cond::Create, None),
-                Some((v, w)) => (Cond::Match(v.clone()), w.clone()),
-            };
-            let meta = Stamp::meta_for(&token, Some(&nonce), prev.as_deref());
-            let put = client.store().put(key, bytes.clone(), cond, &meta);
-            match client.timed(REQUEST_TIMEOUT, "fenced write", put).await {
-                Ok(Put::Written { version, .. }) => {
-                    self.remember_fenced(key, Some((version.clone(), nonce)));
-                    return Ok(version);
+                FenceStep::Sleep(d) => {
+                    client.clock().sleep(d).await;
+                    event = FenceEvent::Slept;
                 }
-                // Someone else wrote, or the outcome is unknown (a 412 may also answer a
-                // resent write of ours that had landed): read, and decide again.
-                Ok(Put::ConditionFailed) => {
-                    retries.another_round()?;
-                }
-                Err(e) if e.kind() == ErrorKind::Unavailable => {
-                    retries.unavailable(e).await?;
-                }
-                Err(e) => return Err(e.with_lease(&key_url)),
+                FenceStep::Done(outcome) => break outcome,
             }
-            in_doubt = Some(base);
-            self.remember_fenced(key, None);
-        }
-    }
-
-    /// Whether the object read is our write (`nonce`), or replaced it: then our write landed.
-    fn recognise(
-        &self,
-        key: &str,
-        nonce: &str,
-        obj: Option<&Object>,
-        stamp: &Stamp,
-    ) -> Option<Version> {
-        let obj = obj?;
-        if stamp.write.as_deref() == Some(nonce) {
-            self.remember_fenced(key, Some((obj.version.clone(), nonce.to_string())));
-            return Some(obj.version.clone());
-        }
-        // Landed, and a newer write already replaced it: it happened; its version is gone.
-        (stamp.prev.as_deref() == Some(nonce)).then(Version::default)
-    }
-
-    fn remember_fenced(&self, key: &str, written: Option<(Version, String)>) {
-        let mut cache = self.fence_cache().lock().unwrap();
-        match written {
-            Some(w) => cache.insert(key.to_string(), w),
-            None => cache.remove(key),
         };
+        // What this holder wrote last saves the read of its next write there.
+        let mut cache = self.fence_cache().lock().unwrap();
+        match &outcome {
+            Ok(v) if *v != Version::default() => {
+                cache.insert(key.to_string(), (v.clone(), op.nonce().to_string()));
+            }
+            _ => {
+                cache.remove(key);
+            }
+        }
+        outcome
     }
 
     /// Delete `key` unless a holder with a higher epoch has written it (then `Fenced`).
@@ -442,7 +255,7 @@ impl Lease {
             let delete = client.store().delete(key, &obj.version);
             match client.timed(REQUEST_TIMEOUT, "fenced delete", delete).await {
                 Ok(Delete::Deleted) => {
-                    self.remember_fenced(key, None);
+                    self.fence_cache().lock().unwrap().remove(key);
                     return Ok(true);
                 }
                 Ok(Delete::ConditionFailed) => retries.another_round()?,
@@ -463,49 +276,6 @@ impl Lease {
             )));
         }
         Ok(())
-    }
-}
-
-/// After a write conditioned on `base` (its version and nonce; `None`: absent) whose outcome
-/// is unknown, does what is there `now` prove it did not land? Yes if nothing changed, or if
-/// what is there replaced `base` itself (it names `base`'s nonce, or was created where `base`
-/// was absent): ours, conditioned on `base`, can then never land. Otherwise it may have landed
-/// and been overwritten since.
-fn proves_not_landed(
-    base: Option<&(Version, Option<String>)>,
-    now: Option<&(Version, Option<String>)>,
-    stamp: &Stamp,
-) -> bool {
-    match (base, now) {
-        (None, None) => true,
-        (None, Some(_)) => stamp.prev.is_none(),
-        (Some(_), None) => false,
-        (Some((bv, bw)), Some((nv, _))) => {
-            bv == nv
-                || bw
-                    .as_ref()
-                    .is_some_and(|bw| stamp.prev.as_ref() == Some(bw))
-        }
-    }
-}
-
-/// Does the object's state (`now`: its version, or `None` when absent) match what the caller
-/// expects? If not, that is a `Conflict` (the caller has already passed the fencing verdict).
-fn check_expected(key_url: &str, expect: &Expect, now: Option<&Version>) -> Result<()> {
-    let conflict = |why: &str| {
-        Err(Error::new(
-            ErrorKind::Conflict,
-            format!("{key_url} {why}: read it again and decide again"),
-        )
-        .with_lease(key_url))
-    };
-    match (expect, now) {
-        (Expect::Any, _) => Ok(()),
-        (Expect::Absent, None) => Ok(()),
-        (Expect::Absent, Some(_)) => conflict("was created since you found it absent"),
-        (Expect::Version(v), Some(now)) if v.matches(now) => Ok(()),
-        (Expect::Version(_), Some(_)) => conflict("changed since the version you read"),
-        (Expect::Version(_), None) => conflict("was deleted since the version you read"),
     }
 }
 
@@ -583,17 +353,8 @@ impl FencingGate {
         match &self.backend {
             GateBackend::Memory(seen) => {
                 let mut seen = seen.lock().unwrap();
-                if let Some(stamp) = seen.get(resource) {
-                    verdict(resource, token, stamp)?;
-                }
-                let admitted = seen.entry(resource.to_string()).or_default();
-                if admitted.epoch.is_none_or(|e| token.epoch() > e) || admitted.holder.is_none() {
-                    *admitted = Stamp {
-                        lease: Some(token.lease().to_string()),
-                        epoch: Some(token.epoch()),
-                        holder: token.holder().map(str::to_string),
-                        ..Stamp::default()
-                    };
+                if admission(resource, token, seen.get(resource))? == Admission::Record {
+                    seen.insert(resource.to_string(), Stamp::of_token(token));
                 }
                 Ok(())
             }
@@ -608,13 +369,10 @@ impl FencingGate {
                         Ok(None) => Cond::Create,
                         Ok(Some(obj)) => {
                             let stamp = Stamp::of(&obj.meta);
-                            verdict(&key_url, token, &stamp)?;
-                            if stamp.epoch == Some(token.epoch())
-                                && stamp.holder.as_deref() == token.holder()
-                            {
-                                return Ok(()); // already recorded
+                            match admission(&key_url, token, Some(&stamp))? {
+                                Admission::AlreadyRecorded => return Ok(()),
+                                Admission::Record => Cond::Match(obj.version),
                             }
-                            Cond::Match(obj.version)
                         }
                         Err(e) if e.kind() == ErrorKind::Unavailable => {
                             retries.unavailable(e).await?;
@@ -635,41 +393,5 @@ impl FencingGate {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metadata_values_are_escaped_and_back() {
-        for s in [
-            "s3://b/locks/gc?region=x",
-            "file:///tmp/ünï cødé%20",
-            "a\nb",
-        ] {
-            let e = escape(s);
-            assert!(e.bytes().all(|b| (0x20..0x7f).contains(&b)), "{e}");
-            assert_eq!(unescape(&e), s);
-        }
-    }
-
-    #[test]
-    fn equal_epochs_of_different_holders_are_fenced() {
-        let token = FencingToken::new("memory://x/k", 7).with_holder("aa");
-        let stamp = |epoch, holder: Option<&str>| Stamp {
-            lease: Some("memory://x/k".into()),
-            epoch: Some(epoch),
-            holder: holder.map(str::to_string),
-            ..Stamp::default()
-        };
-        assert!(verdict("o", &token, &stamp(7, Some("aa"))).is_ok());
-        assert!(verdict("o", &token, &stamp(6, Some("bb"))).is_ok());
-        assert!(verdict("o", &token, &stamp(7, None)).is_ok());
-        let e = verdict("o", &token, &stamp(7, Some("bb"))).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Fenced);
-        let e = verdict("o", &token, &stamp(8, Some("aa"))).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Fenced);
     }
 }

@@ -1,4 +1,5 @@
-//! A held lease: its deadline, its background renewal, its loss, its release.
+//! A held lease: the driver of [`protocol::hold`](crate::protocol::hold) — background renewal,
+//! the deadline watchdog, loss notification, release.
 //!
 //! The holder believes it holds the lease until `t_send + ttl`, where `t_send` is its monotonic
 //! clock read before sending the last write that landed. It renews every `renew_interval`
@@ -18,88 +19,23 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::client::{local_wake, Backoff, Client, Written};
+use crate::client::{local_wake, Client};
 use crate::clock::Instant;
-use crate::error::{Error, ErrorKind, Result};
-use crate::options::{format_duration, Timing};
-use crate::record::{timestamp, Holder, Parsed, Record, RecordState};
-use crate::store::{Cond, Get, Version};
+use crate::error::Result;
+use crate::options::Timing;
+use crate::protocol::hold::{Hold, Phase};
+use crate::protocol::write::Written;
+use crate::protocol::Backoff;
+use crate::record::{Holder, Record, RecordState};
+use crate::store::{Get, Version};
 use crate::token::FencingToken;
 
-/// Why a lease was lost.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LostReason {
-    /// The deadline passed without a renewal that landed (store unreachable, or too slow).
-    Expired,
-    /// Another holder's record replaced ours.
-    TakenOver { holder: Holder, epoch: u64 },
-    /// An operator broke the lease (`lease break`), with a higher epoch. Releasing the lease
-    /// acknowledges the break, so the next holder need not wait out our ttl.
-    Broken { by: Holder, epoch: u64 },
-    /// The record was deleted.
-    Vanished,
-    /// The record was replaced by something that is not a lease record.
-    Overwritten,
-}
-
-impl fmt::Display for LostReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LostReason::Expired => f.write_str("its deadline passed without a successful renewal"),
-            LostReason::TakenOver { holder, epoch } => {
-                write!(f, "taken over by {} at epoch {epoch}", holder.describe())
-            }
-            LostReason::Broken { by, epoch } => {
-                write!(f, "broken by {} (epoch now {epoch})", by.describe())
-            }
-            LostReason::Vanished => f.write_str("its record was deleted"),
-            LostReason::Overwritten => {
-                f.write_str("its record was overwritten with something unreadable")
-            }
-        }
-    }
-}
-
-impl LostReason {
-    /// What the store shows instead of the record of holder `ours`. Only a record that names
-    /// us as the holder it broke is a break; any other record of another holder (held, or
-    /// released after taking over) means we were taken over.
-    fn from_current(current: &Get, ours: &str) -> LostReason {
-        match current {
-            Get::Found(obj) => match Record::parse(obj.bytes.as_deref(), obj.size) {
-                Parsed::Valid(r) if r.broken.as_ref().is_some_and(|b| b.id == ours) => {
-                    LostReason::Broken {
-                        by: r.holder,
-                        epoch: r.epoch,
-                    }
-                }
-                Parsed::Valid(r) => LostReason::TakenOver {
-                    holder: r.holder,
-                    epoch: r.epoch,
-                },
-                Parsed::Corrupt { .. } => LostReason::Overwritten,
-            },
-            Get::NotFound { .. } => LostReason::Vanished,
-            Get::NotModified { .. } => LostReason::Overwritten,
-        }
-    }
-}
+pub use crate::protocol::hold::LostReason;
 
 type LostCallback = Box<dyn FnOnce(&LostReason) + Send>;
 
-enum Phase {
-    Held,
-    Released,
-    Lost(LostReason),
-}
-
 struct State {
-    record: Record,
-    version: Version,
-    /// `t_send` of the last write that landed.
-    last_send: Instant,
-    deadline: Instant,
-    phase: Phase,
+    hold: Hold,
     callbacks: Vec<LostCallback>,
 }
 
@@ -136,7 +72,7 @@ impl Drop for DropGuard {
     fn drop(&mut self) {
         // Held: release. Lost: release too, which tidies up after the loss (releases our
         // record if it is still there, acknowledges a break) so nobody waits us out.
-        if matches!(self.shared.state.lock().unwrap().phase, Phase::Released) {
+        if self.shared.phase() == Phase::Released {
             return;
         }
         self.shared.stop.cancel();
@@ -176,11 +112,7 @@ impl Lease {
             epoch: record.epoch,
             holder: record.holder.clone(),
             state: Mutex::new(State {
-                record,
-                version,
-                last_send: t_send,
-                deadline: t_send + timing.ttl,
-                phase: Phase::Held,
+                hold: Hold::new(&url, record, version, t_send, timing),
                 callbacks: Vec::new(),
             }),
             client,
@@ -243,13 +175,8 @@ impl Lease {
     /// How long this holder may still rely on the lease (zero once lost or released).
     pub fn remaining(&self) -> Duration {
         let s = self.shared();
-        let st = s.state.lock().unwrap();
-        match st.phase {
-            Phase::Held => st
-                .deadline
-                .saturating_duration_since(s.client.clock().now()),
-            _ => Duration::ZERO,
-        }
+        let now = s.client.clock().now();
+        s.state.lock().unwrap().hold.remaining(now)
     }
 
     pub fn is_held(&self) -> bool {
@@ -257,47 +184,18 @@ impl Lease {
     }
 
     /// Succeed, returning the time left, only if the lease is held for at least `min_remaining`
-    /// more; otherwise fail with [`ErrorKind::Lost`]. Call it before each step that needs the
-    /// lease.
+    /// more; otherwise fail with [`crate::ErrorKind::Lost`]. Call it before each step that
+    /// needs the lease.
     pub fn ensure_held(&self, min_remaining: Duration) -> Result<Duration> {
         let s = self.shared();
-        let st = s.state.lock().unwrap();
-        match &st.phase {
-            Phase::Lost(reason) => Err(s.lost_error(reason)),
-            Phase::Released => Err(
-                Error::new(ErrorKind::Lost, format!("{} was released", s.url))
-                    .with_lease(&s.url)
-                    .with_epoch(s.epoch),
-            ),
-            Phase::Held => {
-                let left = st
-                    .deadline
-                    .saturating_duration_since(s.client.clock().now());
-                if left.is_zero() {
-                    return Err(s.lost_error(&LostReason::Expired));
-                }
-                if left < min_remaining {
-                    return Err(Error::new(
-                        ErrorKind::Lost,
-                        format!(
-                            "{} has {} left, less than the {} required",
-                            s.url,
-                            format_duration(left),
-                            format_duration(min_remaining)
-                        ),
-                    )
-                    .with_lease(&s.url)
-                    .with_epoch(s.epoch));
-                }
-                Ok(left)
-            }
-        }
+        let now = s.client.clock().now();
+        s.state.lock().unwrap().hold.ensure_held(now, min_remaining)
     }
 
     /// Why the lease was lost, if it was.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        match &self.shared().state.lock().unwrap().phase {
-            Phase::Lost(r) => Some(r.clone()),
+        match self.shared().phase() {
+            Phase::Lost(r) => Some(r),
             _ => None,
         }
     }
@@ -318,9 +216,8 @@ impl Lease {
     pub fn on_lost(&self, f: impl FnOnce(&LostReason) + Send + 'static) {
         let s = self.shared();
         let mut st = s.state.lock().unwrap();
-        match &st.phase {
+        match st.hold.phase.clone() {
             Phase::Lost(r) => {
-                let r = r.clone();
                 drop(st);
                 run_callback(Box::new(f), &r);
             }
@@ -330,17 +227,16 @@ impl Lease {
     }
 
     /// Renew now instead of waiting for the background renewal (before a long step, say),
-    /// and return the time left afterwards. Fails with [`ErrorKind::Lost`] if the lease is
-    /// lost (or released).
+    /// and return the time left afterwards. Fails with [`crate::ErrorKind::Lost`] if the lease
+    /// is lost (or released).
     pub async fn renew(&self) -> Result<Duration> {
-        let s = self.shared();
-        s.renew_once().await;
+        self.shared().renew_once().await;
         self.ensure_held(Duration::ZERO)
     }
 
     /// Release the lease: write `released` (same epoch) so a waiter can take it at once.
-    /// Idempotent. Fails with [`ErrorKind::Lost`] if the lease was lost before it could be
-    /// released: whatever was done under it may have overlapped with another holder.
+    /// Idempotent. Fails with [`crate::ErrorKind::Lost`] if the lease was lost before it could
+    /// be released: whatever was done under it may have overlapped with another holder.
     pub async fn release(&self) -> Result<()> {
         self.shared().release().await
     }
@@ -353,27 +249,16 @@ fn run_callback(f: LostCallback, reason: &LostReason) {
 }
 
 impl Shared {
-    fn lost_error(&self, reason: &LostReason) -> Error {
-        let mut e = Error::new(
-            ErrorKind::Lost,
-            format!("{} (epoch {}) was lost: {reason}", self.url, self.epoch),
-        )
-        .with_lease(&self.url)
-        .with_epoch(self.epoch);
-        if let LostReason::TakenOver { holder, .. } | LostReason::Broken { by: holder, .. } = reason
-        {
-            e = e.with_holder(holder.clone());
-        }
-        e
+    fn phase(&self) -> Phase {
+        self.state.lock().unwrap().hold.phase.clone()
     }
 
     fn mark_lost(&self, reason: LostReason) {
         let callbacks = {
             let mut st = self.state.lock().unwrap();
-            if !matches!(st.phase, Phase::Held) {
+            if !st.hold.lose(reason.clone()) {
                 return;
             }
-            st.phase = Phase::Lost(reason.clone());
             std::mem::take(&mut st.callbacks)
         };
         // Reported to the holder through the API; a log line at info is enough.
@@ -389,10 +274,10 @@ impl Shared {
         loop {
             let (next, deadline) = {
                 let st = self.state.lock().unwrap();
-                if !matches!(st.phase, Phase::Held) {
+                if st.hold.phase != Phase::Held {
                     return;
                 }
-                (st.last_send + self.timing.renew, st.deadline)
+                (st.hold.renew_at(), st.hold.deadline())
             };
             tokio::select! {
                 biased;
@@ -417,39 +302,28 @@ impl Shared {
             return false;
         }
         let clock = self.client.clock();
-        let (mut record, version, deadline) = {
-            let st = self.state.lock().unwrap();
-            if !matches!(st.phase, Phase::Held) {
-                return false;
-            }
-            (st.record.clone(), st.version.clone(), st.deadline)
-        };
-        record = record.successor();
-        record.renewed_at = Some(timestamp(clock.wall()));
-        let mut backoff = Backoff::new(&self.timing);
         let rng = &self.client.inner.rng;
+        let mut backoff = Backoff::for_timing(&self.timing);
         loop {
-            // A nonce per write: an attempt that gave up may still land, and must not be taken
-            // for a later one.
-            record.write = Some(rng.nonce());
+            // A fresh nonce per attempt: an attempt that gave up may still land, and must not be
+            // taken for a later one.
+            let (write, deadline) = {
+                let st = self.state.lock().unwrap();
+                let write = st.hold.next_write(RecordState::Held, clock.wall(), rng);
+                (write, st.hold.deadline())
+            };
+            let Some((record, cond)) = write else {
+                return false;
+            };
             match self
                 .client
-                .write(
-                    &self.key,
-                    &record,
-                    Cond::Match(version.clone()),
-                    deadline,
-                    &self.timing,
-                )
+                .write(&self.key, &record, cond, deadline, &self.timing)
                 .await
             {
                 Ok(Written::Landed { version, t_send }) => {
                     let mut st = self.state.lock().unwrap();
-                    st.record = record;
-                    st.version = version;
-                    st.last_send = t_send;
-                    st.deadline = t_send + self.timing.ttl;
-                    debug!(lease = %self.url, rev = st.record.rev, "renewed");
+                    debug!(lease = %self.url, rev = record.rev, "renewed");
+                    st.hold.renewed(record, version, t_send);
                     return true;
                 }
                 // Replaced: our renewal landed, then someone else's write replaced it.
@@ -464,9 +338,7 @@ impl Shared {
                         return false;
                     }
                     warn!(lease = %self.url, "renewal failed, retrying: {e}");
-                    clock
-                        .sleep(backoff.next(&self.client.inner.rng).min(deadline - now))
-                        .await;
+                    clock.sleep(backoff.next(rng).min(deadline - now)).await;
                 }
             }
         }
@@ -476,50 +348,41 @@ impl Shared {
         self.stop.cancel();
         let _writing = self.writes.lock().await;
         let clock = self.client.clock();
-        let held = {
+        let (write, deadline, phase) = {
             let st = self.state.lock().unwrap();
-            match &st.phase {
-                Phase::Released => return Ok(()),
-                Phase::Lost(reason) => Err(self.lost_error(reason)),
-                Phase::Held => Ok((st.record.clone(), st.version.clone(), st.deadline)),
-            }
+            let write =
+                st.hold
+                    .next_write(RecordState::Released, clock.wall(), &self.client.inner.rng);
+            (write, st.hold.deadline(), st.hold.phase.clone())
         };
-        let (mut record, version, deadline) = match held {
-            Ok(held) => held,
-            Err(lost) => {
-                self.tidy_after_loss().await;
-                return Err(lost);
+        match phase {
+            Phase::Released => return Ok(()),
+            Phase::Lost(reason) => {
+                self.tidy_after_loss(None).await;
+                return Err(self.lost_error(&reason));
             }
-        };
-        if clock.now() >= deadline {
-            self.mark_lost(LostReason::Expired);
-            self.tidy_after_loss().await;
-            return Err(self.lost_error(&LostReason::Expired));
+            Phase::Held if clock.now() >= deadline => {
+                self.mark_lost(LostReason::Expired);
+                self.tidy_after_loss(None).await;
+                return Err(self.lost_error(&LostReason::Expired));
+            }
+            Phase::Held => {}
         }
-        record = record.successor();
-        record.state = RecordState::Released;
-        record.renewed_at = Some(timestamp(clock.wall()));
-        record.write = Some(self.client.inner.rng.nonce());
+        let (record, cond) = write.expect("a held lease has a next write");
         match self
             .client
-            .write(
-                &self.key,
-                &record,
-                Cond::Match(version),
-                deadline,
-                &self.timing,
-            )
+            .write(&self.key, &record, cond, deadline, &self.timing)
             .await
         {
             Ok(Written::Landed { version, .. }) => {
-                self.state.lock().unwrap().phase = Phase::Released;
+                self.state.lock().unwrap().hold.released();
                 debug!(lease = %self.url, epoch = self.epoch, "released");
                 self.client.released(&self.key, version, record);
                 Ok(())
             }
             // The release landed and a waiter has already taken the lease: released.
             Ok(Written::Replaced { .. }) => {
-                self.state.lock().unwrap().phase = Phase::Released;
+                self.state.lock().unwrap().hold.released();
                 debug!(lease = %self.url, epoch = self.epoch, "released (and already taken over)");
                 local_wake(self.client.store().url(), &self.key).notify_waiters();
                 Ok(())
@@ -527,7 +390,7 @@ impl Shared {
             Ok(Written::Rejected { current }) => {
                 let reason = LostReason::from_current(&current, &self.holder.id);
                 self.mark_lost(reason.clone());
-                self.acknowledge_break(&current).await;
+                self.tidy_after_loss(Some(current)).await;
                 Err(self.lost_error(&reason))
             }
             Err(e) => {
@@ -539,88 +402,38 @@ impl Shared {
         }
     }
 
-    /// After a loss our record may still be in the store (the loss was by expiry: the store was
-    /// unreachable, or this process was paused), or an operator's break that waits us out.
-    /// Releasing either lets waiters in at once instead of after `ttl + grace`; we no longer
-    /// believe we hold the lease, so this is safe. Best effort.
-    async fn tidy_after_loss(&self) {
-        let timeout = self.timing.request_timeout;
-        let Ok(current) = self.client.get(&self.key, None, timeout).await else {
+    fn lost_error(&self, reason: &LostReason) -> crate::Error {
+        self.state.lock().unwrap().hold.lost_error(reason)
+    }
+
+    /// After a loss, release our own record if it is still there, or acknowledge a break of our
+    /// lease ([`Hold::tidy`]), so waiters need not wait out `ttl + grace`. Best effort.
+    async fn tidy_after_loss(&self, current: Option<Get>) {
+        let current = match current {
+            Some(c) => c,
+            None => match self.client.read_record(&self.key, None, &self.timing).await {
+                Ok(c) => c,
+                Err(_) => return,
+            },
+        };
+        let clock = self.client.clock();
+        let plan =
+            self.state
+                .lock()
+                .unwrap()
+                .hold
+                .tidy(&current, clock.wall(), &self.client.inner.rng);
+        let Some((record, cond)) = plan else {
             return;
         };
-        if !self.acknowledge_break(&current).await {
-            self.release_if_ours(&current).await;
-        }
-    }
-
-    /// If `current` is our own record, still held, release it.
-    async fn release_if_ours(&self, current: &Get) -> bool {
-        let Get::Found(obj) = current else {
-            return false;
-        };
-        let Parsed::Valid(record) = Record::parse(obj.bytes.as_deref(), obj.size) else {
-            return false;
-        };
-        // The same holder id at another epoch is a later lease of the same acquisition (one
-        // that let an expired adoption go and took the lease again): not ours to release.
-        let ours = record.holder.id == self.holder.id && record.epoch == self.epoch;
-        if !ours || record.state != RecordState::Held {
-            return false;
-        }
-        self.release_record(record, obj.version.clone()).await
-    }
-
-    /// If `current` is a break of our lease that waits us out, release it: the acknowledgement
-    /// that we no longer believe we hold the lease, which lets the next holder in at once.
-    async fn acknowledge_break(&self, current: &Get) -> bool {
-        let Get::Found(obj) = current else {
-            return false;
-        };
-        let Parsed::Valid(record) = Record::parse(obj.bytes.as_deref(), obj.size) else {
-            return false;
-        };
-        let ours = record
-            .broken
-            .as_ref()
-            .is_some_and(|b| b.id == self.holder.id && b.epoch == self.epoch);
-        if !ours || record.state != RecordState::Held {
-            return false;
-        }
-        if !matches!(self.state.lock().unwrap().phase, Phase::Lost(_)) {
-            return false; // only a holder that has stopped believing may acknowledge
-        }
-        let released = self.release_record(record, obj.version.clone()).await;
-        if released {
-            debug!(lease = %self.url, "acknowledged the break of our lease");
-        }
-        released
-    }
-
-    /// Write `record`'s successor as `released` over `version`.
-    async fn release_record(&self, record: Record, version: Version) -> bool {
-        let timeout = self.timing.request_timeout;
-        let mut next = record.successor();
-        next.state = RecordState::Released;
-        next.renewed_at = Some(timestamp(self.client.clock().wall()));
-        next.write = Some(self.client.inner.rng.nonce());
-        let give_up_at = self.client.clock().now() + timeout * 2;
-        match self
+        let give_up_at = clock.now() + self.timing.request_timeout * 2;
+        if let Ok(Written::Landed { version, .. }) = self
             .client
-            .write(
-                &self.key,
-                &next,
-                Cond::Match(version),
-                give_up_at,
-                &self.timing,
-            )
+            .write(&self.key, &record, cond, give_up_at, &self.timing)
             .await
         {
-            Ok(Written::Landed { version, .. }) => {
-                debug!(lease = %self.url, "released the record after losing the lease");
-                self.client.released(&self.key, version, next);
-                true
-            }
-            _ => false,
+            debug!(lease = %self.url, "released the record after losing the lease");
+            self.client.released(&self.key, version, record);
         }
     }
 }

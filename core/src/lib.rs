@@ -19,6 +19,7 @@
 //!
 //! See `docs/protocol.md` for the protocol and the reasoning behind it.
 
+mod acquire;
 mod client;
 pub mod clock;
 pub mod doctor;
@@ -27,17 +28,19 @@ pub mod error;
 mod fence;
 mod lease;
 pub mod options;
+pub mod protocol;
 pub mod record;
 mod status;
 pub mod store;
 mod token;
 
-pub use client::{set_client_name, BreakMode, Client, ClientBuilder};
+pub use client::{set_client_name, Client, ClientBuilder};
 pub use election::{Election, Leader, LeaderWatch};
 pub use error::{Error, ErrorKind, Result};
 pub use fence::{FencedObject, FencingGate};
 pub use lease::{Lease, LostReason};
 pub use options::{format_duration, parse_duration, LeaseOptions};
+pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use status::{unix_ms, LeaseState, Status, Watcher};
 pub use store::url::{LeaseUrl, StoreUrl};

@@ -202,7 +202,7 @@ impl LeaseOptions {
 }
 
 /// Timings derived from [`LeaseOptions`], checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Timing {
     pub ttl: Duration,
     pub renew: Duration,

@@ -24,7 +24,7 @@ pub const MAX_LABEL_LEN: usize = 256;
 /// Largest user data payload.
 pub const MAX_DATA_LEN: usize = 16 * 1024;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecordState {
     Held,
@@ -32,7 +32,7 @@ pub enum RecordState {
 }
 
 /// Who holds (or last held) a lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct Holder {
     /// Random per acquisition: the only field the protocol compares.
     pub id: String,
@@ -66,7 +66,7 @@ impl Holder {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Record {
     pub format: u32,
     pub epoch: u64,
@@ -99,7 +99,7 @@ pub struct Record {
 }
 
 /// The holder a `break` took the lease from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Broken {
     pub id: String,
     pub epoch: u64,
@@ -110,7 +110,7 @@ pub const MAX_PREV: usize = 8;
 
 /// Which record a write replaced: its write nonce identifies it (holder id and rev are kept
 /// for people, and for records written before nonces existed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Prev {
     pub id: String,
     pub rev: u64,
@@ -120,7 +120,7 @@ pub struct Prev {
 
 /// What a stored object says, once parsed.
 #[allow(clippy::large_enum_variant)] // short-lived, one per read; boxing would only allocate
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Parsed {
     Valid(Record),
     /// Not a record this library can use; `epoch` is whatever epoch could still be read from it,

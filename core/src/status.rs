@@ -3,15 +3,17 @@
 //! Readers need only read permission. `watch` polls with `if-none-match`, so an unchanged
 //! record costs a 304 and no body.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::stream::Stream;
 use serde_json::json;
 use tracing::warn;
 
-use crate::client::{local_wake, Backoff, Client, Seen, View};
+use crate::client::{local_wake, Client};
 use crate::error::{ErrorKind, Result};
 use crate::options::{LeaseOptions, Timing, MAX_TTL};
+use crate::protocol::view::{Seen, View};
+use crate::protocol::Backoff;
 use crate::record::{Holder, Parsed, RecordState};
 use crate::store::{validate_key, Version};
 
@@ -74,7 +76,8 @@ pub struct Status {
 }
 
 impl Status {
-    pub(crate) fn from_view(url: &str, view: &View, timing: &Timing) -> Status {
+    /// The status of what `view` shows (the same margins as the takeover rule).
+    pub fn from_view(url: &str, view: &View, timing: &Timing) -> Status {
         let mut s = Status {
             url: url.to_string(),
             state: LeaseState::Free,
@@ -170,7 +173,7 @@ impl Client {
         let url = self.lease_url(key);
         validate_key(key).map_err(|e| e.with_lease(&url))?;
         let timing = LeaseOptions::default().timing(&self.store().capabilities())?;
-        let mut backoff = Backoff::new(&timing);
+        let mut backoff = Backoff::for_timing(&timing);
         let mut attempts = 0;
         loop {
             match self.get(key, None, timing.request_timeout).await {
@@ -224,7 +227,7 @@ impl Watcher {
     /// The next change (the current status on the first call).
     pub async fn next(&mut self) -> Result<Status> {
         let clock = self.client.clock().clone();
-        let mut backoff = Backoff::new(&self.timing);
+        let mut backoff = Backoff::for_timing(&self.timing);
         loop {
             if self.last.is_some() {
                 let wake = local_wake(self.client.store().url(), &self.key);
@@ -268,8 +271,4 @@ impl Watcher {
     }
 }
 
-/// Milliseconds since the Unix epoch, for JSON consumers that want numbers.
-pub fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use crate::protocol::view::unix_ms;

@@ -13,7 +13,7 @@ use lease::store::{Cond, GetOptions, Meta, Put, Store};
 use lease::{BreakMode, Client, ErrorKind, FencingGate, FencingToken};
 
 mod sim;
-use sim::{opts, sleep, World, FIRST};
+use sim::{opts, secs, sleep, World, FIRST};
 
 /// A world whose store records every write that lands.
 fn world() -> World {
@@ -584,5 +584,33 @@ async fn a_version_rebuilt_from_its_etag_is_accepted() {
         .fenced_put_if("counter", "2", Some(&etag_only))
         .await
         .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+}
+
+/// A failed condition on a write whose earlier attempts all had a known outcome is definite
+/// (stores here never resend a write behind our back): when two writes by others land between
+/// a version-conditional write's decision and its arrival, it is a `Conflict`, not an unknown
+/// outcome.
+#[tokio::test(start_paused = true)]
+async fn a_failed_condition_after_several_writes_is_a_conflict_not_an_unknown_outcome() {
+    let w = world();
+    let (a, a_conn) = w.client("a", 1);
+    let held = a.acquire("lock", &opts()).await.unwrap();
+    let v0 = held.fenced_put("counter", "0").await.unwrap(); // cached: the next put is blind
+    a_conn.faults().push(Op::Put, Fault::DelayBefore(secs(5.0)));
+    let slow = {
+        let held = held.clone();
+        tokio::spawn(async move { held.fenced_put_if("counter", "x", Some(&v0)).await })
+    };
+    sleep(secs(1.0)).await;
+    let (b, _) = w.client("b", 2);
+    for n in ["1", "2"] {
+        // Another task of the same holder (its own requests), read-modify-writing.
+        let current = b.fenced_get("counter").await.unwrap().unwrap();
+        held.fenced_put_if("counter", n, Some(&current.version))
+            .await
+            .unwrap();
+    }
+    let e = slow.await.unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
 }

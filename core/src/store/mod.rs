@@ -75,7 +75,7 @@ impl fmt::Display for Version {
 pub type Meta = BTreeMap<String, String>;
 
 /// A stored object as read.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Object {
     /// The contents, or `None` when the object is larger than the limit the reader asked for
     /// (the reader then never holds it in memory).
@@ -91,7 +91,7 @@ pub struct Object {
 }
 
 /// The answer to a [`Store::get`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Get {
     Found(Object),
     /// The object is still at the version given as `if_none_match`.
@@ -113,7 +113,7 @@ pub struct GetOptions<'a> {
 }
 
 /// The condition of a [`Store::put`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Cond {
     /// Write only if the key does not exist.
     Create,
@@ -122,7 +122,7 @@ pub enum Cond {
 }
 
 /// The answer to a [`Store::put`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Put {
     Written {
         version: Version,

@@ -1,0 +1,203 @@
+//! Acquiring and breaking leases: the drivers of [`protocol::acquire`] and
+//! [`protocol::breaking`]. They only carry out steps — read, write, sleep — and report.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::client::{local_wake, Client};
+use crate::error::{Error, ErrorKind, Result};
+use crate::lease::Lease;
+use crate::options::LeaseOptions;
+use crate::protocol::acquire::{Acquirer, Event, Plan, Step};
+use crate::protocol::breaking::{self, BreakMode, BreakPlan};
+use crate::protocol::view::View;
+use crate::protocol::write::Written;
+use crate::protocol::Backoff;
+use crate::record::RecordState;
+use crate::status::Status;
+use crate::store::validate_key;
+
+impl Client {
+    /// Acquire the lease at `key`, waiting as `opts.wait` says.
+    pub async fn acquire(&self, key: &str, opts: &LeaseOptions) -> Result<Lease> {
+        self.acquire_inner(key, opts, false, None).await
+    }
+
+    /// Acquire, giving up with [`ErrorKind::Cancelled`] when `cancel` fires.
+    ///
+    /// Prefer this to dropping the future: once a write has been sent, a cancelled acquire still
+    /// learns whether it landed and releases the lease if it did, so no phantom holder is left
+    /// for others to wait out.
+    pub async fn acquire_with_cancel(
+        &self,
+        key: &str,
+        opts: &LeaseOptions,
+        cancel: &CancellationToken,
+    ) -> Result<Lease> {
+        self.acquire_inner(key, opts, false, Some(cancel)).await
+    }
+
+    /// Try once: the lease, or `None` when someone else holds it.
+    pub async fn try_acquire(&self, key: &str, opts: &LeaseOptions) -> Result<Option<Lease>> {
+        match self.acquire_inner(key, opts, true, None).await {
+            Ok(lease) => Ok(Some(lease)),
+            Err(e) if e.kind() == ErrorKind::Held => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn acquire_inner(
+        &self,
+        key: &str,
+        opts: &LeaseOptions,
+        try_once: bool,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<Lease> {
+        let url = self.lease_url(key);
+        validate_key(key).map_err(|e| e.with_lease(&url))?;
+        let timing = opts
+            .timing(&self.store().capabilities())
+            .map_err(|e| e.with_lease(&url))?;
+        let clock = self.clock().clone();
+        let rng = &self.inner.rng;
+        let start = clock.now();
+        let try_once = try_once || opts.wait == Some(Duration::ZERO);
+        let wait_deadline = if try_once {
+            Some(start)
+        } else {
+            opts.wait.map(|w| start + w)
+        };
+        let plan = Plan {
+            url: url.clone(),
+            holder: self.new_holder(opts.label.clone()),
+            timing,
+            data: opts.data.clone(),
+            try_once,
+            wait_deadline,
+            // Transient store errors are retried until the wait ends, and for at least one
+            // renew interval, so one dropped connection does not fail a try_acquire.
+            retry_deadline: wait_deadline.map(|d| d.max(start + timing.renew)),
+        };
+        let memo = self.memo(key);
+        // The remembered release is used once: whatever happens, the view moves on.
+        self.remember(key, |m| m.released = None);
+        let mut acquirer = Acquirer::new(plan, memo.epoch, memo.released, start);
+        let never = CancellationToken::new();
+        let cancel = cancel.unwrap_or(&never);
+        let wake = local_wake(self.store().url(), key);
+        let mut event = Event::Start;
+        let result = loop {
+            let notified = wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if cancel.is_cancelled() && matches!(event, Event::Start | Event::Slept) {
+                event = Event::Cancelled;
+            }
+            match acquirer.step(event, clock.now(), clock.wall(), rng) {
+                Step::Read { if_none_match } => {
+                    let read = self.read_record(key, if_none_match.as_ref(), &timing).await;
+                    if let Err(e) = &read {
+                        warn!(lease = %url, "read failed: {e}");
+                    }
+                    event = Event::Read(read);
+                }
+                Step::Put { bytes, cond } => {
+                    event = Event::Put(self.put_raw(key, bytes, cond, &timing).await);
+                }
+                Step::Sleep {
+                    until,
+                    wake_on_release,
+                } => {
+                    tokio::select! {
+                        _ = clock.sleep_until(until) => event = Event::Slept,
+                        _ = &mut notified, if wake_on_release => event = Event::Slept,
+                        _ = cancel.cancelled() => event = Event::Cancelled,
+                    }
+                }
+                Step::Acquired {
+                    record,
+                    version,
+                    t_send,
+                } => {
+                    debug!(lease = %url, epoch = record.epoch, "acquired");
+                    break Ok(Lease::start(
+                        self.clone(),
+                        key.to_string(),
+                        url.clone(),
+                        record,
+                        version,
+                        t_send,
+                        timing,
+                    ));
+                }
+                Step::Failed(e) => break Err(e),
+            }
+        };
+        self.saw_epoch(key, acquirer.known_epoch());
+        result
+    }
+
+    /// An operator's forced takeover; see [`BreakMode`]. Returns the lease's status before the
+    /// break, or `None` when there was no held lease to break.
+    pub async fn break_lease(
+        &self,
+        key: &str,
+        label: Option<String>,
+        mode: BreakMode,
+    ) -> Result<Option<Status>> {
+        let url = self.lease_url(key);
+        validate_key(key).map_err(|e| e.with_lease(&url))?;
+        let timing = LeaseOptions::default().timing(&self.store().capabilities())?;
+        let clock = self.clock().clone();
+        let mut backoff = Backoff::for_timing(&timing);
+        for _ in 0..20 {
+            let mut view = View::default();
+            let read = self.read_record(key, None, &timing).await;
+            view.absorb(read.map_err(|e| e.with_lease(&url))?, clock.now());
+            let before = Status::from_view(&url, &view, &timing);
+            let breaker =
+                self.new_holder(Some(label.clone().unwrap_or_else(|| "lease break".into())));
+            let known = self.memo(key).epoch;
+            let (record, cond) = match breaking::plan(
+                &view,
+                known,
+                mode,
+                breaker,
+                &timing,
+                clock.wall(),
+                &self.inner.rng,
+            ) {
+                BreakPlan::Nothing => return Ok(None),
+                BreakPlan::AlreadyBroken => return Ok(Some(before)),
+                BreakPlan::Write { record, cond } => (record, cond),
+            };
+            let give_up_at = clock.now() + timing.ttl;
+            match self
+                .write(key, &record, cond, give_up_at, &timing)
+                .await
+                .map_err(|e| e.with_lease(&url))?
+            {
+                Written::Landed { version, .. } => {
+                    self.saw_epoch(key, record.epoch);
+                    if record.state == RecordState::Released {
+                        self.released(key, version, record);
+                    }
+                    return Ok(Some(before));
+                }
+                // Our break landed and someone has already replaced it.
+                Written::Replaced { .. } => {
+                    self.saw_epoch(key, record.epoch);
+                    local_wake(self.store().url(), key).notify_waiters();
+                    return Ok(Some(before));
+                }
+                Written::Rejected { .. } => clock.sleep(backoff.next(&self.inner.rng)).await,
+            }
+        }
+        Err(
+            Error::unavailable(format!("{url} kept changing while breaking it; try again"))
+                .with_lease(url),
+        )
+    }
+}

@@ -1,0 +1,486 @@
+//! Acquiring a lease: read, decide, write, wait — as a state machine the driver feeds with the
+//! answers of the store and the passing of time.
+//!
+//! - Read the record (with `if_none_match` once a version is known), then [`decide`]: create,
+//!   take over, or wait until a rule could fire (or the poll interval, or the wait deadline).
+//! - Write with [`WriteOp`]; a failed condition's read-back feeds the next decision without
+//!   another read.
+//! - A write whose outcome stayed unknown when it gave up may land later. Its nonce and send
+//!   time are remembered: if a later read shows it, the lease is ours since *that* send — and
+//!   when its deadline has already passed, the record is released ("let go") and the
+//!   acquisition goes on.
+//! - A landed write is also let go when the acquisition was cancelled meanwhile, so no phantom
+//!   holder is left for others to wait out.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use super::takeover::{decide, Decision};
+use super::view::View;
+use super::write::{WriteEvent, WriteOp, WriteStep, Written};
+use super::{Backoff, Entropy};
+use crate::clock::Instant;
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::{format_duration, Timing};
+use crate::record::{timestamp, Holder, Record, RecordState, FORMAT};
+use crate::store::{Cond, Get, Put, Version};
+
+/// What an acquisition wants.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Plan {
+    /// The lease's URL, for messages.
+    pub url: String,
+    pub holder: Holder,
+    pub timing: Timing,
+    pub data: Option<String>,
+    /// Give up with `Held` instead of waiting.
+    pub try_once: bool,
+    /// Give up with `Timeout` at this instant.
+    pub wait_deadline: Option<Instant>,
+    /// Give up on an unavailable store at this instant (`None`: never).
+    pub retry_deadline: Option<Instant>,
+}
+
+/// What happened since the last step.
+#[derive(Debug)]
+pub enum Event {
+    Start,
+    Read(Result<Get>),
+    Put(Result<Put>),
+    Slept,
+    /// The caller cancelled (delivered instead of `Slept` when a sleep was cut short).
+    Cancelled,
+}
+
+/// What to do next.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per step, moved at once; boxing would only allocate
+pub enum Step {
+    /// Read the record.
+    Read {
+        if_none_match: Option<Version>,
+    },
+    /// Send a conditional write.
+    Put {
+        bytes: Bytes,
+        cond: Cond,
+    },
+    /// Sleep until `until`; a release in this process may wake it early when `wake_on_release`.
+    Sleep {
+        until: Instant,
+        wake_on_release: bool,
+    },
+    /// The lease is ours: `record` at `version`, written by a write sent at `t_send`.
+    Acquired {
+        record: Record,
+        version: Version,
+        t_send: Instant,
+    },
+    Failed(Error),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Phase {
+    Idle,
+    Reading,
+    Waiting,
+    BackingOff,
+    /// Writing our record (an acquisition attempt).
+    Writing {
+        op: WriteOp,
+        record: Record,
+    },
+    /// Releasing a record of ours we must not keep (landed past its deadline, or after a
+    /// cancellation); then go on, or fail with `Cancelled`.
+    LettingGo {
+        op: WriteOp,
+        record: Record,
+    },
+    Done,
+}
+
+/// An acquisition in progress.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Acquirer {
+    plan: Plan,
+    /// The highest epoch seen for the key (what the client knew, and what it learned since).
+    known: u64,
+    view: View,
+    /// True while the view is as fresh as the last answer from the store.
+    fresh: bool,
+    tried_blind_create: bool,
+    /// Writes of this acquisition whose outcome stayed unknown, with the instant read before
+    /// each was sent: one may land later, and is then ours with that send time.
+    pending: Vec<(String, Instant)>,
+    backoff: Backoff,
+    cancelled: bool,
+    phase: Phase,
+    start: Instant,
+}
+
+impl Acquirer {
+    /// Start acquiring at `now`, knowing epochs up to `known` and, when this client released
+    /// the lease itself, the record it released (then the first step is the write).
+    pub fn new(plan: Plan, known: u64, released: Option<(Version, Record)>, now: Instant) -> Self {
+        let view = match released {
+            Some((version, record)) => View::known(version, record, now),
+            None => View::default(),
+        };
+        Acquirer {
+            backoff: Backoff::for_timing(&plan.timing),
+            plan,
+            known,
+            view,
+            fresh: false,
+            tried_blind_create: false,
+            pending: Vec::new(),
+            cancelled: false,
+            phase: Phase::Idle,
+            start: now,
+        }
+    }
+
+    /// The highest epoch seen for the key.
+    pub fn known_epoch(&self) -> u64 {
+        self.known
+    }
+
+    /// The next step, given what happened, at `now` (monotonic) and `wall` (our wall clock).
+    pub fn step(
+        &mut self,
+        event: Event,
+        now: Instant,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> Step {
+        if matches!(event, Event::Cancelled) {
+            self.cancelled = true;
+        }
+        match std::mem::replace(&mut self.phase, Phase::Idle) {
+            Phase::Writing { op, record } => self.writing(op, record, event, now, wall, entropy),
+            Phase::LettingGo { op, record } => {
+                self.letting_go(op, record, event, now, wall, entropy)
+            }
+            Phase::Reading => match event {
+                Event::Read(result) => self.after_read(result, now, wall, entropy),
+                other => unreachable!("a read answers with Read, not {other:?}"),
+            },
+            Phase::Idle | Phase::Waiting | Phase::BackingOff => self.next(now, wall, entropy),
+            Phase::Done => unreachable!("the acquisition is over"),
+        }
+    }
+
+    fn fail(&mut self, e: Error) -> Step {
+        self.phase = Phase::Done;
+        Step::Failed(e.with_lease(&self.plan.url))
+    }
+
+    fn cancelled_error(&mut self) -> Step {
+        let url = self.plan.url.clone();
+        self.fail(Error::new(
+            ErrorKind::Cancelled,
+            format!("acquire of {url} was cancelled"),
+        ))
+    }
+
+    /// Read, or decide from a view fresh enough.
+    fn next(&mut self, now: Instant, wall: SystemTime, entropy: &dyn Entropy) -> Step {
+        if self.cancelled {
+            return self.cancelled_error();
+        }
+        // Read unless the view already allows a write (a released record this client
+        // remembers, or a wait that has run out: the conditional write itself checks).
+        let must_read = self.view.seen.is_none()
+            || (!self.fresh
+                && matches!(
+                    decide(&self.view, &self.plan.timing, self.known, now, wall),
+                    Decision::Wait { .. }
+                ));
+        if must_read {
+            self.phase = Phase::Reading;
+            return Step::Read {
+                if_none_match: self.view.version().cloned(),
+            };
+        }
+        self.decide_and_act(now, wall, entropy)
+    }
+
+    fn retry_later(&mut self, e: Error, now: Instant, entropy: &dyn Entropy) -> Step {
+        if self.plan.retry_deadline.is_some_and(|d| now >= d) {
+            return self.fail(e);
+        }
+        self.phase = Phase::BackingOff;
+        Step::Sleep {
+            until: now + self.backoff.next(entropy),
+            wake_on_release: false,
+        }
+    }
+
+    fn after_read(
+        &mut self,
+        result: Result<Get>,
+        now: Instant,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> Step {
+        match result {
+            Ok(get) => {
+                self.view.absorb(get, now);
+                self.backoff = Backoff::for_timing(&self.plan.timing);
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable => {
+                return self.retry_later(e, now, entropy)
+            }
+            // S3 answers 403, not 404, to a read of a missing key when the caller may not list
+            // the bucket. A create is safe whatever is there: try it once. If the key exists it
+            // fails, and the read-back reports the denial.
+            Err(e)
+                if e.kind() == ErrorKind::Store
+                    && self.view.seen.is_none()
+                    && !self.tried_blind_create =>
+            {
+                self.tried_blind_create = true;
+                self.view.seen = Some(super::view::Seen::Absent);
+            }
+            Err(e) => return self.fail(e),
+        }
+        self.decide_and_act(now, wall, entropy)
+    }
+
+    fn decide_and_act(&mut self, now: Instant, wall: SystemTime, entropy: &dyn Entropy) -> Step {
+        if let Some(r) = self.view.record() {
+            self.known = self.known.max(r.epoch);
+        }
+        if let Some((version, record, t_send)) = self.adoptable() {
+            // An earlier attempt of ours landed late: we hold the lease since its send.
+            self.pending.clear();
+            return self.landed(record, version, t_send, now, wall, entropy);
+        }
+        if self.cancelled {
+            return self.cancelled_error();
+        }
+        let (cond, epoch, rev) = match decide(&self.view, &self.plan.timing, self.known, now, wall)
+        {
+            Decision::Create { epoch } => (Cond::Create, epoch, 1),
+            Decision::TakeOver {
+                version,
+                epoch,
+                rev,
+            } => (Cond::Match(version), epoch, rev),
+            Decision::Wait {
+                until,
+                holder,
+                epoch,
+            } => return self.wait(until, holder, epoch, now, entropy),
+        };
+        let now_wall = timestamp(wall);
+        let record = Record {
+            format: FORMAT,
+            epoch,
+            rev,
+            state: RecordState::Held,
+            ttl_ms: self.plan.timing.ttl.as_millis() as u64,
+            holder: self.plan.holder.clone(),
+            acquired_at: Some(now_wall.clone()),
+            renewed_at: Some(now_wall),
+            data: self.plan.data.clone(),
+            prev: if cond == Cond::Create {
+                vec![]
+            } else {
+                self.view.prev()
+            },
+            write: Some(entropy.nonce()),
+            broken: None,
+        };
+        // Once sent, the outcome is resolved even if cancelled: a landed write is let go.
+        let give_up_at = now + self.plan.timing.ttl;
+        let op = WriteOp::new(&self.plan.url, &record, cond, give_up_at, &self.plan.timing);
+        self.writing(op, record, Event::Start, now, wall, entropy)
+    }
+
+    fn wait(
+        &mut self,
+        until: Instant,
+        holder: Option<Holder>,
+        epoch: Option<u64>,
+        now: Instant,
+        entropy: &dyn Entropy,
+    ) -> Step {
+        let url = self.plan.url.clone();
+        let held_error = |kind: ErrorKind, what: String| {
+            let mut e = Error::new(kind, what);
+            if let Some(h) = holder.clone() {
+                e = e.with_holder(h);
+            }
+            if let Some(ep) = epoch {
+                e = e.with_epoch(ep);
+            }
+            e
+        };
+        let by = holder.as_ref().map_or_else(
+            || "an unknown holder (the record is corrupt)".to_string(),
+            Holder::describe,
+        );
+        if self.plan.try_once {
+            return self.fail(held_error(
+                ErrorKind::Held,
+                format!("{url} is held by {by}"),
+            ));
+        }
+        if self.plan.wait_deadline.is_some_and(|d| now >= d) {
+            let waited = format_duration(now - self.start);
+            return self.fail(held_error(
+                ErrorKind::Timeout,
+                format!("timed out after {waited} waiting for {url}, held by {by}"),
+            ));
+        }
+        let poll = entropy.jitter(self.plan.timing.poll, 0.2);
+        let mut wake_at = until.min(now + poll);
+        if let Some(d) = self.plan.wait_deadline {
+            wake_at = wake_at.min(d);
+        }
+        self.fresh = false;
+        self.phase = Phase::Waiting;
+        Step::Sleep {
+            until: wake_at,
+            wake_on_release: true,
+        }
+    }
+
+    /// A record of ours in the view whose write's outcome stayed unknown.
+    fn adoptable(&self) -> Option<(Version, Record, Instant)> {
+        let r = self.view.record()?;
+        let (_, sent) = self.pending.iter().find(|(nonce, _)| r.is_write(nonce))?;
+        Some((self.view.version()?.clone(), r.clone(), *sent))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn writing(
+        &mut self,
+        mut op: WriteOp,
+        record: Record,
+        event: Event,
+        now: Instant,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> Step {
+        match op.step(write_event(event), now, entropy) {
+            WriteStep::Done(Ok(Written::Landed { version, t_send })) => {
+                self.pending.clear();
+                self.landed(record, version, t_send, now, wall, entropy)
+            }
+            // Replaced: landed, and someone (an operator's break) replaced it before we even
+            // learned we held it; we never acted on it, so it is as if we lost the race.
+            WriteStep::Done(Ok(Written::Rejected { current } | Written::Replaced { current })) => {
+                self.view.absorb(current, now);
+                self.fresh = true;
+                self.next(now, wall, entropy)
+            }
+            WriteStep::Done(Err(e)) if e.kind() == ErrorKind::Unavailable => {
+                let sent = op.t_send().unwrap_or(now);
+                self.pending.push((op.nonce().to_string(), sent));
+                self.view = View::default();
+                self.fresh = false;
+                self.retry_later(e, now, entropy)
+            }
+            WriteStep::Done(Err(e)) => self.fail(e),
+            step => {
+                self.phase = Phase::Writing { op, record };
+                io_step(step, now)
+            }
+        }
+    }
+
+    /// A write of ours landed: hold the lease — unless its deadline has already passed or we
+    /// were cancelled; then release it again.
+    fn landed(
+        &mut self,
+        record: Record,
+        version: Version,
+        t_send: Instant,
+        now: Instant,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> Step {
+        self.known = self.known.max(record.epoch);
+        let expired = now >= t_send + self.plan.timing.ttl;
+        if !expired && !self.cancelled {
+            self.phase = Phase::Done;
+            return Step::Acquired {
+                record,
+                version,
+                t_send,
+            };
+        }
+        let mut release = record.successor();
+        release.state = RecordState::Released;
+        release.renewed_at = Some(timestamp(wall));
+        release.write = Some(entropy.nonce());
+        let give_up_at = now + self.plan.timing.request_timeout * 2;
+        let op = WriteOp::new(
+            &self.plan.url,
+            &release,
+            Cond::Match(version),
+            give_up_at,
+            &self.plan.timing,
+        );
+        self.letting_go(op, release, Event::Start, now, wall, entropy)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn letting_go(
+        &mut self,
+        mut op: WriteOp,
+        record: Record,
+        event: Event,
+        now: Instant,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> Step {
+        match op.step(write_event(event), now, entropy) {
+            WriteStep::Done(outcome) => {
+                // Best effort: a release that did not land leaves a record that expires.
+                self.view = match outcome {
+                    Ok(Written::Landed { version, .. }) => View::known(version, record, now),
+                    _ => View::default(),
+                };
+                self.fresh = false;
+                self.next(now, wall, entropy)
+            }
+            step => {
+                self.phase = Phase::LettingGo { op, record };
+                io_step(step, now)
+            }
+        }
+    }
+}
+
+fn write_event(event: Event) -> WriteEvent {
+    match event {
+        Event::Start => WriteEvent::Start,
+        Event::Read(r) => WriteEvent::Read(r),
+        Event::Put(r) => WriteEvent::Put(r),
+        // A write in flight resolves its outcome even when cancelled.
+        Event::Slept | Event::Cancelled => WriteEvent::Slept,
+    }
+}
+
+fn io_step(step: WriteStep, now: Instant) -> Step {
+    match step {
+        WriteStep::Put { bytes, cond } => Step::Put { bytes, cond },
+        WriteStep::Read => Step::Read {
+            if_none_match: None,
+        },
+        WriteStep::Sleep(d) => Step::Sleep {
+            until: now + d,
+            wake_on_release: false,
+        },
+        WriteStep::Done(_) => unreachable!("handled by the caller"),
+    }
+}
+
+/// How long an acquisition waited, for messages.
+pub fn waited(start: Instant, now: Instant) -> Duration {
+    now.saturating_duration_since(start)
+}

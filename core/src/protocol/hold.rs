@@ -1,0 +1,272 @@
+//! A held lease: its deadline, its renewals, its loss, its release, and tidying up after a loss.
+//!
+//! The holder believes it holds the lease until `t_send + ttl`, `t_send` being its monotonic
+//! clock read before sending the last write that landed. It renews every `renew` interval after
+//! that `t_send` and stops believing at the deadline even when it cannot reach the store.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use crate::clock::Instant;
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::{format_duration, Timing};
+use crate::record::{timestamp, Holder, Parsed, Record, RecordState};
+use crate::store::{Cond, Get, Version};
+
+use super::Entropy;
+
+/// Why a lease was lost.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LostReason {
+    /// The deadline passed without a renewal that landed (store unreachable, or too slow).
+    Expired,
+    /// Another holder's record replaced ours.
+    TakenOver { holder: Holder, epoch: u64 },
+    /// An operator broke the lease (`lease break`), with a higher epoch. Releasing the lease
+    /// acknowledges the break, so the next holder need not wait out our ttl.
+    Broken { by: Holder, epoch: u64 },
+    /// The record was deleted.
+    Vanished,
+    /// The record was replaced by something that is not a lease record.
+    Overwritten,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LostReason::Expired => f.write_str("its deadline passed without a successful renewal"),
+            LostReason::TakenOver { holder, epoch } => {
+                write!(f, "taken over by {} at epoch {epoch}", holder.describe())
+            }
+            LostReason::Broken { by, epoch } => {
+                write!(f, "broken by {} (epoch now {epoch})", by.describe())
+            }
+            LostReason::Vanished => f.write_str("its record was deleted"),
+            LostReason::Overwritten => {
+                f.write_str("its record was overwritten with something unreadable")
+            }
+        }
+    }
+}
+
+impl LostReason {
+    /// What the store shows instead of the record of holder `ours`. Only a record that names
+    /// us as the holder it broke is a break; any other record of another holder (held, or
+    /// released after taking over) means we were taken over.
+    pub fn from_current(current: &Get, ours: &str) -> LostReason {
+        match current {
+            Get::Found(obj) => match Record::parse(obj.bytes.as_deref(), obj.size) {
+                Parsed::Valid(r) if r.broken.as_ref().is_some_and(|b| b.id == ours) => {
+                    LostReason::Broken {
+                        by: r.holder,
+                        epoch: r.epoch,
+                    }
+                }
+                Parsed::Valid(r) => LostReason::TakenOver {
+                    holder: r.holder,
+                    epoch: r.epoch,
+                },
+                Parsed::Corrupt { .. } => LostReason::Overwritten,
+            },
+            Get::NotFound { .. } => LostReason::Vanished,
+            Get::NotModified { .. } => LostReason::Overwritten,
+        }
+    }
+}
+
+/// Where a held lease stands.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Held,
+    Released,
+    Lost(LostReason),
+}
+
+/// A held lease, as its holder knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Hold {
+    pub url: String,
+    pub timing: Timing,
+    /// Our last record that landed, and its version.
+    pub record: Record,
+    pub version: Version,
+    /// `t_send` of the last write that landed.
+    pub last_send: Instant,
+    pub phase: Phase,
+}
+
+impl Hold {
+    pub fn new(
+        url: &str,
+        record: Record,
+        version: Version,
+        t_send: Instant,
+        timing: Timing,
+    ) -> Hold {
+        Hold {
+            url: url.to_string(),
+            timing,
+            record,
+            version,
+            last_send: t_send,
+            phase: Phase::Held,
+        }
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.record.epoch
+    }
+
+    pub fn holder(&self) -> &Holder {
+        &self.record.holder
+    }
+
+    /// The instant the holder stops believing it holds the lease.
+    pub fn deadline(&self) -> Instant {
+        self.last_send + self.timing.ttl
+    }
+
+    /// When the next renewal is due.
+    pub fn renew_at(&self) -> Instant {
+        self.last_send + self.timing.renew
+    }
+
+    /// How long this holder may still rely on the lease (zero once lost or released).
+    pub fn remaining(&self, now: Instant) -> Duration {
+        match self.phase {
+            Phase::Held => self.deadline().saturating_duration_since(now),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Whether the holder believes it holds the lease at `now`.
+    pub fn believes(&self, now: Instant) -> bool {
+        !self.remaining(now).is_zero()
+    }
+
+    /// The time left, if at least `min`; else a `Lost` error saying why.
+    pub fn ensure_held(&self, now: Instant, min: Duration) -> Result<Duration> {
+        match &self.phase {
+            Phase::Lost(reason) => Err(self.lost_error(reason)),
+            Phase::Released => Err(Error::new(
+                ErrorKind::Lost,
+                format!("{} was released", self.url),
+            )
+            .with_lease(&self.url)
+            .with_epoch(self.epoch())),
+            Phase::Held => {
+                let left = self.remaining(now);
+                if left.is_zero() {
+                    return Err(self.lost_error(&LostReason::Expired));
+                }
+                if left < min {
+                    return Err(Error::new(
+                        ErrorKind::Lost,
+                        format!(
+                            "{} has {} left, less than the {} required",
+                            self.url,
+                            format_duration(left),
+                            format_duration(min)
+                        ),
+                    )
+                    .with_lease(&self.url)
+                    .with_epoch(self.epoch()));
+                }
+                Ok(left)
+            }
+        }
+    }
+
+    pub fn lost_error(&self, reason: &LostReason) -> Error {
+        let mut e = Error::new(
+            ErrorKind::Lost,
+            format!("{} (epoch {}) was lost: {reason}", self.url, self.epoch()),
+        )
+        .with_lease(&self.url)
+        .with_epoch(self.epoch());
+        if let LostReason::TakenOver { holder, .. } | LostReason::Broken { by: holder, .. } = reason
+        {
+            e = e.with_holder(holder.clone());
+        }
+        e
+    }
+
+    /// The next write of ours (a renewal or a release): the successor record with a fresh
+    /// nonce, conditional on our version. `None` unless held.
+    pub fn next_write(
+        &self,
+        state: RecordState,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> Option<(Record, Cond)> {
+        if self.phase != Phase::Held {
+            return None;
+        }
+        let mut record = self.record.successor();
+        record.state = state;
+        record.renewed_at = Some(timestamp(wall));
+        record.write = Some(entropy.nonce());
+        Some((record, Cond::Match(self.version.clone())))
+    }
+
+    /// A renewal landed.
+    pub fn renewed(&mut self, record: Record, version: Version, t_send: Instant) {
+        self.record = record;
+        self.version = version;
+        self.last_send = t_send;
+    }
+
+    /// The lease is lost; true when it was held until now (the loss is news).
+    pub fn lose(&mut self, reason: LostReason) -> bool {
+        if self.phase != Phase::Held {
+            return false;
+        }
+        self.phase = Phase::Lost(reason);
+        true
+    }
+
+    /// The lease was released.
+    pub fn released(&mut self) {
+        self.phase = Phase::Released;
+    }
+
+    /// After a loss, what to write over `current` so that nobody waits us out: our own record,
+    /// still held (the loss was by expiry: we were unreachable or paused), released; or a break
+    /// of our lease released, which acknowledges it. Safe: we no longer believe we hold the
+    /// lease. `None` when `current` is neither, or we still hold.
+    pub fn tidy(
+        &self,
+        current: &Get,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> Option<(Record, Cond)> {
+        if !matches!(self.phase, Phase::Lost(_)) {
+            return None;
+        }
+        let Get::Found(obj) = current else {
+            return None;
+        };
+        let Parsed::Valid(record) = Record::parse(obj.bytes.as_deref(), obj.size) else {
+            return None;
+        };
+        if record.state != RecordState::Held {
+            return None;
+        }
+        let id = &self.holder().id;
+        // The same holder id at another epoch is a later lease of the same acquisition (one
+        // that let a late adoption go and took the lease again): not ours.
+        let ours = record.holder.id == *id && record.epoch == self.epoch();
+        let breaks_us = record
+            .broken
+            .as_ref()
+            .is_some_and(|b| b.id == *id && b.epoch == self.epoch());
+        if !ours && !breaks_us {
+            return None;
+        }
+        let mut next = record.successor();
+        next.state = RecordState::Released;
+        next.renewed_at = Some(timestamp(wall));
+        next.write = Some(entropy.nonce());
+        Some((next, Cond::Match(obj.version.clone())))
+    }
+}
