@@ -10,6 +10,7 @@ export declare const codes: {
   readonly ABORTED: 'ABORT_ERR'
   readonly LOST: 'LEASE_LOST'
   readonly FENCED: 'LEASE_FENCED'
+  readonly CONFLICT: 'LEASE_CONFLICT'
   readonly UNAVAILABLE: 'LEASE_UNAVAILABLE'
   readonly INVALID: 'LEASE_INVALID'
   readonly STORE: 'LEASE_STORE'
@@ -53,6 +54,18 @@ export interface Lease {
   readonly lost: Promise<never>
   /** `release()`: what `await using` calls. */
   [Symbol.asyncDispose](): Promise<void>
+  /**
+   * Read-modify-write `key` without losing updates: `fn` gets the object now (or `null`) and
+   * returns the new contents (or a promise of them), written only if nobody wrote in between
+   * (`fencedPut` with `ifVersion` / `ifAbsent`); on `LEASE_CONFLICT` it reads and calls `fn`
+   * again, up to 32 times with a short random pause, then rejects with `LEASE_UNAVAILABLE`.
+   * `fn` may be called more than once: keep it free of side effects. Rejects with
+   * `LEASE_FENCED` when a newer holder wrote the object. Resolves to the new version.
+   */
+  fencedUpdate(
+    key: string,
+    fn: (old: FencedObject | null) => string | Uint8Array | ArrayBuffer | PromiseLike<string | Uint8Array | ArrayBuffer>,
+  ): Promise<string>
 }
 
 /**
@@ -88,17 +101,21 @@ export declare class Election {
 /**
  * Admit or refuse fencing tokens for resources outside the store (a database row, an HTTP
  * API): call `admit(resource, token)` before acting on a request that carries a token. A
- * token is admitted when its epoch is at least the highest admitted so far for the resource;
- * a lower epoch, or a token of another lease, rejects with `LEASE_FENCED` (its `epoch` is the
- * highest admitted). `new FencingGate()` remembers in memory (one process);
+ * token is admitted when its epoch is above the highest admitted so far for the resource, or
+ * equal to it and of the same holder; a lower epoch, the same epoch of another holder, or a
+ * token of another lease rejects with `LEASE_FENCED` (its `epoch` is the highest admitted).
+ * `new FencingGate()` remembers in this object's memory: it guards a resource served by one
+ * process (share the one gate object there); other processes, worker threads and in-memory
+ * gates have their own, unshared views.
  * `new FencingGate(storeUrl, { prefix })` keeps one small object per resource under `prefix`
- * in a store, changed only by conditional writes, so a fleet of services shares one gate.
+ * in a store, changed only by conditional writes: that is the gate a fleet of services
+ * shares.
  */
 export declare class FencingGate {
   constructor(store?: string | null, options?: GateOptions)
   /**
-   * Admit `token` (a Lease, or its `token`: `URL#EPOCH`) for `resource` and remember its
-   * epoch, or reject with `LEASE_FENCED`.
+   * Admit `token` (a Lease, or its `token`: `URL#EPOCH@HOLDER`) for `resource` and remember
+   * its epoch, or reject with `LEASE_FENCED`.
    */
   admit(resource: string, token: Lease | string): Promise<void>
   /** `in memory`, or `in STORE under PREFIX/`. */
@@ -121,7 +138,10 @@ export declare class Lease {
   get ttl(): number
   /** This holder as written in the record. */
   get holder(): Holder
-  /** `URL#EPOCH`: the token to hand to resources that check it. */
+  /**
+   * `URL#EPOCH@HOLDER`: the token to hand to resources that check it (`parseToken` takes it
+   * apart).
+   */
   get token(): string
   /** Whether the lease is still held (false once released, lost, or past its deadline). */
   get held(): boolean
@@ -149,8 +169,13 @@ export declare class Lease {
    * Write `data` at `key` (an object in this lease's store, not the lease record) unless a
    * holder with a higher epoch of this lease has written it: then reject with
    * `LEASE_FENCED`. Resolves to the new version. Strings are written as UTF-8.
+   * With `options.ifVersion` (the `version` of a `fencedGet` result), only if the object is
+   * still at that version; with `options.ifAbsent: true`, only if it does not exist;
+   * otherwise reject with `LEASE_CONFLICT` (read again and decide again). Without them the
+   * write does not look at what is there: `fencedGet` + plain `fencedPut` is not atomic
+   * (see `fencedUpdate`).
    */
-  fencedPut(key: string, data: string | Uint8Array | ArrayBuffer): Promise<string>
+  fencedPut(key: string, data: string | Uint8Array | ArrayBuffer, options?: FencedPutOptions): Promise<string>
   /**
    * Delete `key` unless a holder with a higher epoch has written it (then `LEASE_FENCED`).
    * Resolves to false if there was nothing to delete. Needs a store with conditional
@@ -181,8 +206,8 @@ export interface CampaignOptions {
 export declare function fencedGet(url: string, options?: { key?: string }): Promise<FencedObject | null>
 
 /**
- * An object read by `fencedGet`, with the epoch and lease of the fenced write that wrote it
- * (`null` for both when something other than a fenced write wrote it).
+ * An object read by `fencedGet`, with the epoch, lease and holder of the fenced write that
+ * wrote it (`null` for those when something other than a fenced write wrote it).
  */
 export interface FencedObject {
   /** The object's URL. */
@@ -195,9 +220,23 @@ export interface FencedObject {
   lease: string | null
   /**
    * The object's version (ETag on S3, a content hash on the file store): what `fencedPut`
-   * resolved to for the write that produced it.
+   * resolved to for the write that produced it, and what `fencedPut(key, data,
+   * { ifVersion })` takes to write only if nobody wrote since.
    */
   version: string
+  /** The holder id of the writer (`Lease.holder.id`). */
+  holder: string | null
+}
+
+/** Options of `Lease.fencedPut`: write only if the object is as the caller read it. */
+export interface FencedPutOptions {
+  /**
+   * Write only if the object is still at this version (the `version` of a `fencedGet`
+   * result, or what `fencedPut` resolved to); else reject with `LEASE_CONFLICT`.
+   */
+  ifVersion?: string
+  /** Write only if the object does not exist yet; else reject with `LEASE_CONFLICT`. */
+  ifAbsent?: boolean
 }
 
 /** Options of `new FencingGate(store, options)`. */
@@ -259,11 +298,13 @@ export interface ParsedToken {
   lease: string
   /** The holder's epoch. */
   epoch: number
+  /** The holder id (`Lease.holder.id`); `null` for a token without one (`URL#EPOCH`). */
+  holder: string | null
 }
 
 /**
- * Parse a fencing token (`URL#EPOCH`, as `Lease.token` prints it and `lease run` exports in
- * `LEASE_TOKEN`); throws `LEASE_INVALID` if it is not one.
+ * Parse a fencing token (`URL#EPOCH@HOLDER`, as `Lease.token` prints it and `lease run`
+ * exports in `LEASE_TOKEN`, or `URL#EPOCH`); throws `LEASE_INVALID` if it is not one.
  */
 export declare function parseToken(token: string): ParsedToken
 
@@ -274,15 +315,21 @@ export declare function status(url: string): Promise<Status>
 export interface Status {
   url: string
   /**
-   * `free` (no record), `held`, `released`, `expired` (held, but past its ttl by the store's
-   * clock) or `corrupt`.
+   * `free` (no record), `held`, `released`, `expired` (held, but by the store's clock older
+   * than its ttl + grace + the clock's resolution: a waiter may take it over now), `broken`
+   * (broken by an operator with `lease break`: nobody takes it until the broken holder's
+   * deadline has surely passed, or that holder releases) or `corrupt`.
    */
-  state: 'free' | 'held' | 'released' | 'expired' | 'corrupt'
+  state: 'free' | 'held' | 'released' | 'expired' | 'broken' | 'corrupt'
   /** The epoch of the last holder (`null` when free). */
   epoch: number | null
   holder: Holder | null
   ttlMs: number | null
-  /** Estimated time until the holder's ttl runs out, by the store's clock. */
+  /**
+   * Estimated time until a waiter may take the lease over (ttl + grace + the clock's
+   * resolution after the last write, by the store's clock); the holder itself stops
+   * relying on it sooner.
+   */
   expiresInMs: number | null
   data: string | null
   acquiredAt: string | null

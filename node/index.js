@@ -10,6 +10,8 @@
 // Node 18.18+ / 20.4+ define it; TypeScript's `await using` looks it up by this name too.
 Symbol.asyncDispose ??= Symbol.for('nodejs.asyncDispose');
 
+const { setTimeout: sleep } = require('node:timers/promises');
+
 const native = loadAddon();
 
 function loadAddon() {
@@ -223,7 +225,10 @@ async function fencedGet(url, options) {
   return native.fencedGet(url, key);
 }
 
-/** Parse a fencing token (`URL#EPOCH`, as `l.token` prints it) into `{ lease, epoch }`. */
+/**
+ * Parse a fencing token (`URL#EPOCH@HOLDER`, as `l.token` prints it, or `URL#EPOCH`) into
+ * `{ lease, epoch, holder }` (`holder` null when the token names none).
+ */
 function parseToken(token) {
   return native.parseToken(checkString(token, 'token'));
 }
@@ -302,16 +307,80 @@ defineMethod(Lease.prototype, 'renew', async function renew() {
   return nativeRenew.call(this);
 });
 
+function dataBytes(data) {
+  if (typeof data === 'string') return Buffer.from(data, 'utf8');
+  if (Buffer.isBuffer(data)) return data;
+  if (ArrayBuffer.isView(data)) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (data instanceof ArrayBuffer) return Buffer.from(data);
+  throw typeError(`The "data" argument must be a string, a Buffer, a TypedArray or an ArrayBuffer, not ${describe(data)}`);
+}
+
+/** The addon's fencedPut options: `ifVersion` a string, `ifAbsent` a boolean, not both. */
+function putOptions(options) {
+  const o = checkOptionsObject(options, 'options');
+  checkKnown(o, ['ifVersion', 'ifAbsent'], 'fencedPut()');
+  const out = {};
+  if (o.ifVersion !== undefined && o.ifVersion !== null) {
+    out.ifVersion = checkString(o.ifVersion, 'options.ifVersion');
+  }
+  if (o.ifAbsent !== undefined && o.ifAbsent !== null) {
+    if (typeof o.ifAbsent !== 'boolean') {
+      throw typeError(`The "options.ifAbsent" property must be a boolean, not ${describe(o.ifAbsent)}`);
+    }
+    out.ifAbsent = o.ifAbsent;
+  }
+  if (out.ifVersion !== undefined && out.ifAbsent) {
+    throw typeError('fencedPut() takes "options.ifVersion" or "options.ifAbsent", not both: an object cannot be at a version and absent');
+  }
+  return out;
+}
+
 const nativeFencedPut = Lease.prototype.fencedPut;
-defineMethod(Lease.prototype, 'fencedPut', async function fencedPut(key, data) {
+defineMethod(Lease.prototype, 'fencedPut', async function fencedPut(key, data, options) {
   checkString(key, 'key');
-  let bytes;
-  if (typeof data === 'string') bytes = Buffer.from(data, 'utf8');
-  else if (Buffer.isBuffer(data)) bytes = data;
-  else if (ArrayBuffer.isView(data)) bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  else if (data instanceof ArrayBuffer) bytes = Buffer.from(data);
-  else throw typeError(`The "data" argument must be a string, a Buffer, a TypedArray or an ArrayBuffer, not ${describe(data)}`);
-  return nativeFencedPut.call(this, key, bytes);
+  const bytes = dataBytes(data);
+  return nativeFencedPut.call(this, key, bytes, putOptions(options));
+});
+
+// fencedUpdate: a read-modify-write that loses no update. It writes conditionally on the
+// version it read (or on absence), and on LEASE_CONFLICT reads again and calls `fn` again, a
+// bounded number of times with a short random pause, as the core's fenced_update does. In
+// JavaScript, so `fn` runs on this thread, between awaits, never on the addon's threads.
+// (An object, not constants, so the tests can make it give up sooner.)
+const updatePolicy = { attempts: 32, firstPauseMs: 20, longestPauseMs: 1000 };
+
+/** The error after too many conflicts: the key keeps changing, so the store is busy. */
+function gaveUp(key, conflict) {
+  const e = new Error(
+    `${conflict.url ?? key} kept changing under a fenced update; gave up after ${updatePolicy.attempts} attempts (last: ${conflict.message})`,
+    { cause: conflict },
+  );
+  e.code = 'LEASE_UNAVAILABLE';
+  e.kind = 'unavailable';
+  e.retryable = true;
+  e.url = conflict.url ?? null;
+  e.holder = null;
+  e.epoch = conflict.epoch ?? null;
+  return e;
+}
+
+defineMethod(Lease.prototype, 'fencedUpdate', async function fencedUpdate(key, fn) {
+  checkString(key, 'key');
+  if (typeof fn !== 'function') throw typeError(`The "fn" argument must be a function, not ${describe(fn)}`);
+  let pause = updatePolicy.firstPauseMs;
+  for (let attempt = 1; ; attempt++) {
+    const old = await this._fencedGet(key);
+    const bytes = dataBytes(await fn(old));
+    const expect = old === null ? { ifAbsent: true } : { ifVersion: old.version };
+    try {
+      return await nativeFencedPut.call(this, key, bytes, expect);
+    } catch (e) {
+      if (!e || e.code !== 'LEASE_CONFLICT') throw e;
+      if (attempt >= updatePolicy.attempts) throw gaveUp(key, e);
+      await sleep(pause * (0.5 + Math.random() / 2));
+      pause = Math.min(pause * 2, updatePolicy.longestPauseMs);
+    }
+  }
 });
 
 const nativeFencedDelete = Lease.prototype.fencedDelete;
@@ -377,9 +446,9 @@ class FencingGate {
 
   /**
    * Admit or refuse fencing tokens for resources outside the store. `new FencingGate()` keeps
-   * what it admitted in memory (this process); `new FencingGate(storeUrl, { prefix })` keeps
-   * one small object per resource under `prefix` (default "fencing") in a store, so a fleet of
-   * services shares it.
+   * what it admitted in this object's memory (it guards one process; other processes and
+   * gates have their own); `new FencingGate(storeUrl, { prefix })` keeps one small object per
+   * resource under `prefix` (default "fencing") in a store, so a fleet of services shares it.
    */
   constructor(store, options) {
     const o = checkOptionsObject(options, 'options');
@@ -394,15 +463,16 @@ class FencingGate {
   }
 
   /**
-   * Admit `token` (a Lease, or its `token` text `URL#EPOCH`) for `resource`, remembering its
-   * epoch; rejects with LEASE_FENCED when a higher epoch (or another lease) was admitted.
+   * Admit `token` (a Lease, or its `token` text `URL#EPOCH@HOLDER`) for `resource`,
+   * remembering its epoch; rejects with LEASE_FENCED when a higher epoch, the same epoch of
+   * another holder, or another lease was admitted.
    */
   async admit(resource, token) {
     checkString(resource, 'resource');
     let text;
     if (token instanceof Lease) text = token.token;
     else if (typeof token === 'string') text = token;
-    else throw typeError(`The "token" argument must be a Lease or a token string (URL#EPOCH), not ${describe(token)}`);
+    else throw typeError(`The "token" argument must be a Lease or a token string (URL#EPOCH@HOLDER), not ${describe(token)}`);
     return this.#g.admit(resource, text);
   }
 
@@ -419,6 +489,7 @@ const codes = Object.freeze({
   ABORTED: 'ABORT_ERR',
   LOST: 'LEASE_LOST',
   FENCED: 'LEASE_FENCED',
+  CONFLICT: 'LEASE_CONFLICT',
   UNAVAILABLE: 'LEASE_UNAVAILABLE',
   INVALID: 'LEASE_INVALID',
   STORE: 'LEASE_STORE',
@@ -441,4 +512,5 @@ module.exports = {
   codes,
   // Tests only.
   _native: native,
+  _updatePolicy: updatePolicy,
 };

@@ -19,6 +19,7 @@ pub fn code(kind: ErrorKind) -> &'static str {
         ErrorKind::Cancelled => "ABORT_ERR",
         ErrorKind::Lost => "LEASE_LOST",
         ErrorKind::Fenced => "LEASE_FENCED",
+        ErrorKind::Conflict => "LEASE_CONFLICT",
         ErrorKind::Unavailable => "LEASE_UNAVAILABLE",
         ErrorKind::Invalid => "LEASE_INVALID",
         ErrorKind::Store => "LEASE_STORE",

@@ -1,7 +1,10 @@
-//! Store-enforced fencing: `Lease.fencedPut` / `fencedDelete` (in `held.rs`, over the bodies
-//! here), `fencedGet`, `parseToken`, and the `FencingGate` core.
+//! Store-enforced fencing: `Lease.fencedPut` / `fencedDelete` (in `held.rs`), `fencedGet`,
+//! `parseToken`, and the `FencingGate` core. `Lease.fencedUpdate` is JavaScript (index.js),
+//! over `Lease._fencedGet` and the conditional `fencedPut`, so the caller's function runs on
+//! the JavaScript thread.
 //!
-//! A refused write rejects with a `LEASE_FENCED` error whose `epoch` is the newer writer's.
+//! A refused write rejects with a `LEASE_FENCED` error whose `epoch` is the newer writer's; a
+//! conditional write whose expected version is gone rejects with `LEASE_CONFLICT`.
 
 use std::sync::Arc;
 
@@ -13,8 +16,8 @@ use crate::errors;
 use crate::rt;
 use lease::{Client, FencingGate as CoreGate, FencingToken};
 
-/// An object read by `fencedGet`, with the epoch and lease of the fenced write that wrote it
-/// (`null` for both when something other than a fenced write wrote it).
+/// An object read by `fencedGet`, with the epoch, lease and holder of the fenced write that
+/// wrote it (`null` for those when something other than a fenced write wrote it).
 #[napi(object)]
 pub struct FencedObject {
     /// The object's URL.
@@ -28,8 +31,24 @@ pub struct FencedObject {
     #[napi(ts_type = "string | null")]
     pub lease: Either<String, Null>,
     /// The object's version (ETag on S3, a content hash on the file store): what `fencedPut`
-    /// resolved to for the write that produced it.
+    /// resolved to for the write that produced it, and what `fencedPut(key, data,
+    /// { ifVersion })` takes to write only if nobody wrote since.
     pub version: String,
+    /// The holder id of the writer (`Lease.holder.id`).
+    #[napi(ts_type = "string | null")]
+    pub holder: Either<String, Null>,
+}
+
+/// The JavaScript shape of a fenced object read at `url`.
+pub fn object_of(url: String, o: lease::FencedObject) -> FencedObject {
+    FencedObject {
+        url,
+        data: Buffer::from(o.bytes.to_vec()),
+        epoch: or_null(o.epoch.map(|e| e as f64)),
+        lease: or_null(o.lease),
+        version: o.version.etag,
+        holder: or_null(o.holder),
+    }
 }
 
 fn or_null<T>(v: Option<T>) -> Either<T, Null> {
@@ -53,15 +72,7 @@ pub fn fenced_get<'e>(env: &'e Env, url: String, key: Option<String>) -> Result<
             let object_url = client.lease_url(&key);
             Ok((object_url, client.fenced_get(&key).await?))
         },
-        |_, (url, obj)| {
-            Ok(obj.map(|o| FencedObject {
-                url,
-                data: Buffer::from(o.bytes.to_vec()),
-                epoch: or_null(o.epoch.map(|e| e as f64)),
-                lease: or_null(o.lease),
-                version: o.version.etag,
-            }))
-        },
+        |_, (url, obj)| Ok(obj.map(|o| object_of(url, o))),
     )
 }
 
@@ -72,16 +83,20 @@ pub struct ParsedToken {
     pub lease: String,
     /// The holder's epoch.
     pub epoch: f64,
+    /// The holder id (`Lease.holder.id`); `null` for a token without one (`URL#EPOCH`).
+    #[napi(ts_type = "string | null")]
+    pub holder: Either<String, Null>,
 }
 
-/// Parse a fencing token (`URL#EPOCH`, as `Lease.token` prints it and `lease run` exports in
-/// `LEASE_TOKEN`); throws `LEASE_INVALID` if it is not one.
+/// Parse a fencing token (`URL#EPOCH@HOLDER`, as `Lease.token` prints it and `lease run`
+/// exports in `LEASE_TOKEN`, or `URL#EPOCH`); throws `LEASE_INVALID` if it is not one.
 #[napi]
 pub fn parse_token(env: Env, token: String) -> Result<ParsedToken> {
     let t: FencingToken = token.parse().map_err(|e| errors::to_napi(&env, &e))?;
     Ok(ParsedToken {
         lease: t.lease().to_string(),
         epoch: t.epoch() as f64,
+        holder: or_null(t.holder().map(str::to_string)),
     })
 }
 
@@ -94,11 +109,15 @@ pub struct GateOptions {
 
 /// Admit or refuse fencing tokens for resources outside the store (a database row, an HTTP
 /// API): call `admit(resource, token)` before acting on a request that carries a token. A
-/// token is admitted when its epoch is at least the highest admitted so far for the resource;
-/// a lower epoch, or a token of another lease, rejects with `LEASE_FENCED` (its `epoch` is the
-/// highest admitted). `new FencingGate()` remembers in memory (one process);
+/// token is admitted when its epoch is above the highest admitted so far for the resource, or
+/// equal to it and of the same holder; a lower epoch, the same epoch of another holder, or a
+/// token of another lease rejects with `LEASE_FENCED` (its `epoch` is the highest admitted).
+/// `new FencingGate()` remembers in this object's memory: it guards a resource served by one
+/// process (share the one gate object there); other processes, worker threads and in-memory
+/// gates have their own, unshared views.
 /// `new FencingGate(storeUrl, { prefix })` keeps one small object per resource under `prefix`
-/// in a store, changed only by conditional writes, so a fleet of services shares one gate.
+/// in a store, changed only by conditional writes: that is the gate a fleet of services
+/// shares.
 #[napi]
 pub struct FencingGate {
     gate: Arc<CoreGate>,
@@ -152,8 +171,8 @@ impl FencingGate {
         })
     }
 
-    /// Admit `token` (a Lease, or its `token`: `URL#EPOCH`) for `resource` and remember its
-    /// epoch, or reject with `LEASE_FENCED`.
+    /// Admit `token` (a Lease, or its `token`: `URL#EPOCH@HOLDER`) for `resource` and remember
+    /// its epoch, or reject with `LEASE_FENCED`.
     #[napi(
         ts_args_type = "resource: string, token: Lease | string",
         ts_return_type = "Promise<void>"

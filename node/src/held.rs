@@ -135,7 +135,8 @@ impl Lease {
         errors::holder_object(env, self.inner.holder())
     }
 
-    /// `URL#EPOCH`: the token to hand to resources that check it.
+    /// `URL#EPOCH@HOLDER`: the token to hand to resources that check it (`parseToken` takes it
+    /// apart).
     #[napi(getter)]
     pub fn token(&self) -> String {
         self.inner.token().to_string()
@@ -200,17 +201,59 @@ impl Lease {
     /// Write `data` at `key` (an object in this lease's store, not the lease record) unless a
     /// holder with a higher epoch of this lease has written it: then reject with
     /// `LEASE_FENCED`. Resolves to the new version. Strings are written as UTF-8.
+    /// With `options.ifVersion` (the `version` of a `fencedGet` result), only if the object is
+    /// still at that version; with `options.ifAbsent: true`, only if it does not exist;
+    /// otherwise reject with `LEASE_CONFLICT` (read again and decide again). Without them the
+    /// write does not look at what is there: `fencedGet` + plain `fencedPut` is not atomic
+    /// (see `fencedUpdate`).
     #[napi(
-        ts_args_type = "key: string, data: string | Uint8Array | ArrayBuffer",
+        ts_args_type = "key: string, data: string | Uint8Array | ArrayBuffer, options?: FencedPutOptions",
         ts_return_type = "Promise<string>"
     )]
-    pub fn fenced_put<'e>(&self, env: &'e Env, key: String, data: Buffer) -> Result<Unknown<'e>> {
+    pub fn fenced_put<'e>(
+        &self,
+        env: &'e Env,
+        key: String,
+        data: Buffer,
+        options: Option<FencedPutOptions>,
+    ) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
         let bytes = data.to_vec();
+        let options = options.unwrap_or_default();
         rt::call(
             env,
-            async move { inner.fenced_put(&key, bytes).await },
+            async move {
+                match (options.if_version, options.if_absent.unwrap_or(false)) {
+                    (Some(_), true) => Err(lease::Error::invalid(
+                        "fencedPut takes ifVersion or ifAbsent, not both",
+                    )),
+                    (Some(etag), false) if etag.is_empty() => Err(lease::Error::invalid(
+                        "ifVersion is empty: pass the version of a fencedGet result, or \
+                         ifAbsent: true for an object that must not exist yet",
+                    )),
+                    (Some(etag), false) => {
+                        let expected = lease::store::Version::etag(etag);
+                        inner.fenced_put_if(&key, bytes, Some(&expected)).await
+                    }
+                    (None, true) => inner.fenced_put_if(&key, bytes, None).await,
+                    (None, false) => inner.fenced_put(&key, bytes).await,
+                }
+            },
             |_, v| Ok(v.etag),
+        )
+    }
+
+    /// Read `key` in this lease's store (what `fencedUpdate` reads).
+    #[napi(js_name = "_fencedGet", skip_typescript)]
+    pub fn fenced_get<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
+        let client = self.inner.client().clone();
+        rt::call(
+            env,
+            async move {
+                let url = client.lease_url(&key);
+                Ok((url, client.fenced_get(&key).await?))
+            },
+            |_, (url, obj)| Ok(obj.map(|o| crate::fence::object_of(url, o))),
         )
     }
 
@@ -247,6 +290,17 @@ impl Lease {
         });
         Ok(())
     }
+}
+
+/// Options of `Lease.fencedPut`: write only if the object is as the caller read it.
+#[napi(object)]
+#[derive(Default)]
+pub struct FencedPutOptions {
+    /// Write only if the object is still at this version (the `version` of a `fencedGet`
+    /// result, or what `fencedPut` resolved to); else reject with `LEASE_CONFLICT`.
+    pub if_version: Option<String>,
+    /// Write only if the object does not exist yet; else reject with `LEASE_CONFLICT`.
+    pub if_absent: Option<bool>,
 }
 
 /// The `LEASE_LOST` error for a loss, as the core's `ensure_held` reports it.

@@ -169,9 +169,11 @@ pub fn status<'e>(env: &'e Env, url: String) -> Result<Unknown<'e>> {
 #[napi(object)]
 pub struct Status {
     pub url: String,
-    /// `free` (no record), `held`, `released`, `expired` (held, but past its ttl by the store's
-    /// clock) or `corrupt`.
-    #[napi(ts_type = "'free' | 'held' | 'released' | 'expired' | 'corrupt'")]
+    /// `free` (no record), `held`, `released`, `expired` (held, but by the store's clock older
+    /// than its ttl + grace + the clock's resolution: a waiter may take it over now), `broken`
+    /// (broken by an operator with `lease break`: nobody takes it until the broken holder's
+    /// deadline has surely passed, or that holder releases) or `corrupt`.
+    #[napi(ts_type = "'free' | 'held' | 'released' | 'expired' | 'broken' | 'corrupt'")]
     pub state: String,
     /// The epoch of the last holder (`null` when free).
     #[napi(ts_type = "number | null")]
@@ -180,7 +182,9 @@ pub struct Status {
     pub holder: Nullable,
     #[napi(ts_type = "number | null")]
     pub ttl_ms: Nullable,
-    /// Estimated time until the holder's ttl runs out, by the store's clock.
+    /// Estimated time until a waiter may take the lease over (ttl + grace + the clock's
+    /// resolution after the last write, by the store's clock); the holder itself stops
+    /// relying on it sooner.
     #[napi(ts_type = "number | null")]
     pub expires_in_ms: Nullable,
     #[napi(ts_type = "string | null")]
@@ -431,6 +435,13 @@ pub fn leader_next<'e>(
         },
         |_, l| Ok(leader_json(l)),
     )
+}
+
+/// Tests only: the stable names of every kind the core has (`ErrorKind::ALL`), so the tests can
+/// check that each one has its own code.
+#[napi(js_name = "_errorKinds", skip_typescript)]
+pub fn error_kinds() -> Vec<&'static str> {
+    lease::ErrorKind::ALL.iter().map(|k| k.as_str()).collect()
 }
 
 /// Tests only: the error object the mapping gives for a core error of kind `kind` (its stable

@@ -90,9 +90,14 @@ function leaseBin() {
   return bin;
 }
 
-/** `lease break URL --yes`, as an operator would. */
-function breakLease(url) {
-  execFileSync(leaseBin(), ['break', url, '--yes'], { stdio: 'pipe', timeout: 60_000 });
+/**
+ * `lease break URL --yes`, as an operator would. By default the break waits out the holder;
+ * `{ allowTwoHolders: true }` lets the next holder in at once while the broken one may still
+ * believe it holds (what a zombie test needs, and what fencing makes safe).
+ */
+function breakLease(url, { allowTwoHolders = false } = {}) {
+  const args = ['break', url, '--yes', ...(allowTwoHolders ? ['--allow-two-holders'] : [])];
+  execFileSync(leaseBin(), args, { stdio: 'pipe', timeout: 60_000 });
 }
 
 /** The lease's key in its store: the path after the bucket (S3) or directory (file). */

@@ -15,7 +15,15 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
     const v: string = await l.fencedPut('data/x', 'text');
     await l.fencedPut('data/y', new Uint8Array([1, 2]));
     const deleted: boolean = await l.fencedDelete('data/x');
-    void [epoch, left, s, lost, token, v, deleted];
+    const current = await lease.fencedGet(url, { key: 'data/n' });
+    if (current) await l.fencedPut('data/n', '1', { ifVersion: current.version });
+    else await l.fencedPut('data/n', '1', { ifAbsent: true });
+    const writer: string | null | undefined = current?.holder;
+    const v2: string = await l.fencedUpdate('data/n', (old: FencedObject | null) =>
+      String(old === null ? 1 : Number(old.data.toString()) + 1),
+    );
+    await l.fencedUpdate('data/b', async (old) => Buffer.from(old?.data ?? ''));
+    void [epoch, left, s, lost, token, v, deleted, writer, v2];
   }
   const maybe: Lease | null = await lease.tryAcquire(url, { ttl: 30_000 });
   if (maybe) await maybe.release();
@@ -24,6 +32,7 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
   const expires: number | null = st.expiresInMs;
   for await (const change of lease.watch(url, { signal, pollInterval: 500 })) {
     const state: Status['state'] = change.state;
+    if (state === 'broken') console.log('waiting out the broken holder');
     void state;
   }
   const e = new lease.Election(url, { ttl: 15_000, label: 'node-a' });
@@ -37,14 +46,16 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
   await gate.admit('orders/42', mine.token);
   const parsed = lease.parseToken(mine.token);
   const n: number = parsed.epoch;
+  const holderId: string | null = parsed.holder;
   const version: string = lease.version;
   try {
     await lease.acquire(url, { wait: 0 });
   } catch (err) {
     const le = err as LeaseError;
     if (le.code === lease.codes.HELD) console.log(le.holder?.id, le.epoch);
+    if (le.code === lease.codes.CONFLICT) console.log('read again');
   }
-  void [holderLabel, expires, leader, obj, n, version];
+  void [holderLabel, expires, leader, obj, n, holderId, version];
 }
 
 void main;

@@ -16,6 +16,7 @@ const CODES = {
   cancelled: 'ABORT_ERR',
   lost: 'LEASE_LOST',
   fenced: 'LEASE_FENCED',
+  conflict: 'LEASE_CONFLICT',
   unavailable: 'LEASE_UNAVAILABLE',
   invalid: 'LEASE_INVALID',
   store: 'LEASE_STORE',
@@ -39,6 +40,17 @@ describe('each kind maps to its code', () => {
       assert.ok(Object.values(lease.codes).includes(code));
     });
   }
+  it('every core kind has its own code', () => {
+    // A kind the core adds must get its code here (and in node/src/errors.rs), not fall back
+    // to the bare LEASE_ERROR.
+    const kinds = lease._native._errorKinds();
+    assert.deepEqual([...kinds].sort(), Object.keys(CODES).sort());
+    for (const kind of kinds) {
+      const e = lease._native._errorForKind(kind, 'x');
+      assert.notEqual(e.code, 'LEASE_ERROR', kind);
+      assert.ok(Object.values(lease.codes).includes(e.code), kind);
+    }
+  });
   it('without details', () => {
     const e = lease._native._errorForKind('timeout', 'waited');
     assert.equal(e.url, null);

@@ -3,6 +3,9 @@
 'use strict';
 
 const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const path = require('node:path');
+const readline = require('node:readline');
 const { it } = require('node:test');
 
 const { lease, MARGIN, eachStore, breakLease, sleep, until, makeUrl } = require('../test-support/helpers.js');
@@ -146,8 +149,8 @@ eachStore('lease', (store, url) => {
       assert.ok(l.ensureHeld() > 0);
       assert.ok(l.ensureHeld(1_000) > 1_000);
       assert.throws(() => l.ensureHeld(20_000), { code: 'LEASE_LOST' });
-      assert.ok(l.token.endsWith(`#${l.epoch}`));
-      assert.deepEqual(lease.parseToken(l.token), { lease: l.url, epoch: l.epoch });
+      assert.equal(l.token, `${l.url}#${l.epoch}@${l.holder.id}`);
+      assert.deepEqual(lease.parseToken(l.token), { lease: l.url, epoch: l.epoch, holder: l.holder.id });
     } finally {
       await l.release();
     }
@@ -263,6 +266,63 @@ eachStore('lease', (store, url) => {
     assert.ok(median < 30, `median gap ${median.toFixed(1)} ms (timer every 10 ms)`);
   });
 
+  it('break waits out a holder that cannot hear of it', async () => {
+    // Issue 11 item 3: the holder is paused (SIGSTOP) and learns nothing of the break, so
+    // nobody may take the lease before its deadline has surely passed.
+    const u = url('break-wait');
+    const script = `
+      const lease = require('lease');
+      lease.acquire(process.argv[1], { ttl: 2000, label: 'victim' }).then((l) => {
+        console.log(JSON.stringify({ epoch: l.epoch }));
+        process.kill(process.pid, 'SIGSTOP');
+      });`;
+    const child = spawn(process.execPath, ['-e', script, u], {
+      cwd: path.join(__dirname, '..'),
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+      const { epoch: victimEpoch } = JSON.parse((await lines.next()).value);
+      const t0 = performance.now();
+      breakLease(u);
+      const s = await lease.status(u);
+      assert.equal(s.state, 'broken');
+      assert.ok(s.epoch > victimEpoch);
+      assert.match(s.holder.label, /^lease break/);
+      assert.ok(s.expiresInMs > 0);
+      assert.equal(await lease.tryAcquire(u), null);
+      const l = await lease.acquire(u, { ttl: 5000, wait: 30_000 });
+      const took = performance.now() - t0;
+      try {
+        assert.ok(l.epoch > s.epoch);
+      } finally {
+        await l.release();
+      }
+      // Not before the broken holder's ttl (2 s) could have run out; within ttl + grace
+      // (1 s) + resolution (1 s on S3) + polling, with margin.
+      assert.ok(took >= 2000 && took < 2000 + 1000 + 1000 + MARGIN, `took ${took.toFixed(0)} ms`);
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', resolve)));
+    }
+  });
+
+  it('a broken holder that releases lets the next one in at once', async () => {
+    const u = url('break-ack');
+    const l = await lease.acquire(u, { ttl: 30_000 });
+    breakLease(u);
+    assert.equal((await lease.status(u)).state, 'broken');
+    await assert.rejects(l.release(), { code: 'LEASE_LOST', message: /broken/ });
+    const t0 = performance.now();
+    const after = await lease.acquire(u, { ttl: 30_000, wait: 10_000 });
+    try {
+      assert.ok(after.epoch > l.epoch);
+      assert.ok(performance.now() - t0 < MARGIN);
+    } finally {
+      await after.release();
+    }
+  });
+
   it('status of a free lease and the json shape', async () => {
     const u = url('status');
     const free = await lease.status(u);
@@ -279,7 +339,9 @@ eachStore('lease', (store, url) => {
       assert.equal(s.holder.pid, process.pid);
       assert.equal(typeof s.holder.host, 'string');
       assert.match(s.holder.client, /\(node\)$/);
-      assert.ok(s.expiresInMs > 0 && s.expiresInMs <= 20_000 + 2_000, String(s.expiresInMs));
+      // The time until a waiter may take over: ttl + grace (2 s at this ttl) + the clock's
+      // resolution (1 s on S3) after the last write, which was just now.
+      assert.ok(s.expiresInMs > 20_000 && s.expiresInMs <= 20_000 + 2_000 + 1_000, String(s.expiresInMs));
       assert.equal(typeof s.acquiredAt, 'string');
     } finally {
       await l.release();

@@ -10,6 +10,7 @@ export declare const codes: {
   readonly ABORTED: 'ABORT_ERR'
   readonly LOST: 'LEASE_LOST'
   readonly FENCED: 'LEASE_FENCED'
+  readonly CONFLICT: 'LEASE_CONFLICT'
   readonly UNAVAILABLE: 'LEASE_UNAVAILABLE'
   readonly INVALID: 'LEASE_INVALID'
   readonly STORE: 'LEASE_STORE'
@@ -53,4 +54,16 @@ export interface Lease {
   readonly lost: Promise<never>
   /** `release()`: what `await using` calls. */
   [Symbol.asyncDispose](): Promise<void>
+  /**
+   * Read-modify-write `key` without losing updates: `fn` gets the object now (or `null`) and
+   * returns the new contents (or a promise of them), written only if nobody wrote in between
+   * (`fencedPut` with `ifVersion` / `ifAbsent`); on `LEASE_CONFLICT` it reads and calls `fn`
+   * again, up to 32 times with a short random pause, then rejects with `LEASE_UNAVAILABLE`.
+   * `fn` may be called more than once: keep it free of side effects. Rejects with
+   * `LEASE_FENCED` when a newer holder wrote the object. Resolves to the new version.
+   */
+  fencedUpdate(
+    key: string,
+    fn: (old: FencedObject | null) => string | Uint8Array | ArrayBuffer | PromiseLike<string | Uint8Array | ArrayBuffer>,
+  ): Promise<string>
 }

@@ -31,6 +31,7 @@ from typing import (
 from . import _lease
 from ._aio import AcquireAsync, await_core
 from ._errors import (
+    Conflict,
     CorruptRecord,
     Fenced,
     InternalError,
@@ -44,7 +45,7 @@ from ._errors import (
     StoreUnavailable,
 )
 from ._lease import Lease
-from ._types import FencedObject, Holder, Leader, Status
+from ._types import FencedObject, Holder, Leader, State, Status, Token
 
 __version__: str = _lease.__version__
 
@@ -58,6 +59,7 @@ __all__ = [
     "watch_async",
     "fenced_get",
     "fenced_get_async",
+    "parse_token",
     "Election",
     "FencingGate",
     "FencedObject",
@@ -66,13 +68,16 @@ __all__ = [
     "LeaderObserver",
     "Holder",
     "Status",
+    "State",
     "Leader",
+    "Token",
     "LeaseError",
     "LeaseHeld",
     "LeaseTimeout",
     "LeaseCancelled",
     "LeaseLost",
     "Fenced",
+    "Conflict",
     "StoreError",
     "StoreUnavailable",
     "InvalidArgument",
@@ -162,8 +167,11 @@ async def status_async(url: URL) -> Status:
 
 
 def fenced_get(url: URL, *, key: Optional[str] = None) -> Optional[FencedObject]:
-    """Read an object written by :meth:`Lease.fenced_put`, with the epoch and lease of the
-    writer: a :class:`FencedObject`, or ``None`` when it does not exist. Needs no lease.
+    """Read an object written by :meth:`Lease.fenced_put`, with the epoch, lease and holder of
+    the writer and its version: a :class:`FencedObject`, or ``None`` when it does not exist.
+    Needs no lease. To change it based on what was read, write with
+    ``fenced_put(key, data, if_version=obj.version)`` or use :meth:`Lease.fenced_update`:
+    a plain ``fenced_put`` after ``fenced_get`` is not atomic.
 
     ``url`` is the object's URL (``s3://bucket/data/report``, ``file:///dir/report``); or,
     with ``key``, any lease URL of the store the object is in, and ``key`` the object's key
@@ -178,17 +186,27 @@ async def fenced_get_async(url: URL, *, key: Optional[str] = None) -> Optional[F
     return FencedObject._from_dict(d)
 
 
+def parse_token(token: str) -> Token:
+    """Take a fencing token apart: ``URL#EPOCH@HOLDER`` (what :attr:`Lease.token` is and
+    ``lease run`` exports as ``LEASE_TOKEN``), or ``URL#EPOCH`` (then ``holder`` is ``None``).
+    Raises :class:`InvalidArgument` if it is not one."""
+    lease_url, epoch, holder = _lease._parse_token(token)
+    return Token(lease=lease_url, epoch=epoch, holder=holder)
+
+
 class FencingGate:
     """Admit or refuse fencing tokens for resources outside the store (a database row, an
     HTTP API): the resource calls ``gate.admit(resource, token)`` before acting on a request
-    that carries a token (``Lease.token``, ``URL#EPOCH``, or a :class:`Lease`).
+    that carries a token (``Lease.token``, ``URL#EPOCH@HOLDER``, or a :class:`Lease`).
 
-    A token is admitted when its epoch is at least the highest admitted so far for that
-    resource; a lower epoch, or a token of another lease, raises :class:`Fenced` (its
-    ``epoch`` is the highest admitted). ``FencingGate()`` keeps what it admitted in memory
-    (one process); ``FencingGate(store_url, prefix="fencing")`` keeps one small object per
+    A token is admitted when its epoch is above the highest admitted so far for that
+    resource, or equal to it and of the same holder; a lower epoch, the same epoch of another
+    holder, or a token of another lease raises :class:`Fenced` (its ``epoch`` is the highest
+    admitted). ``FencingGate()`` keeps what it admitted in this object's memory: it guards a
+    resource served by one process (share the one gate object among its threads); other
+    processes, machines and ``FencingGate()`` objects have their own, unshared views. ``FencingGate(store_url, prefix="fencing")`` keeps one small object per
     resource in a store (``s3://bucket?…``, ``file:///dir``, a directory path), changed only by
-    conditional writes, so services in many processes and machines share one gate.
+    conditional writes: that is the gate services in many processes and machines share.
     """
 
     __slots__ = ("_g",)

@@ -65,8 +65,16 @@ async def release_async(lease: "Lease") -> None:
     await await_core(lease._release_start)
 
 
-async def fenced_put_async(lease: "Lease", key: str, data: Union[bytes, bytearray, str]) -> str:
-    version: str = await await_core(lambda done: lease._fenced_put_start(key, data, done))
+async def fenced_put_async(
+    lease: "Lease",
+    key: str,
+    data: Union[bytes, bytearray, str],
+    if_version: Optional[str] = None,
+    if_absent: Optional[bool] = None,
+) -> str:
+    version: str = await await_core(
+        lambda done: lease._fenced_put_start(key, data, done, if_version, if_absent)
+    )
     return version
 
 

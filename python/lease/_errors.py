@@ -15,6 +15,7 @@ __all__ = [
     "LeaseCancelled",
     "LeaseLost",
     "Fenced",
+    "Conflict",
     "StoreError",
     "StoreUnavailable",
     "InvalidArgument",
@@ -90,6 +91,14 @@ class Fenced(LeaseError):
     """A write carried an epoch lower than one already recorded: a newer holder exists."""
 
 
+class Conflict(LeaseError):
+    """A version-conditional fenced write (``fenced_put(..., if_version=...)`` or
+    ``if_absent=True``) found the object changed since that version (or created since it was
+    found absent) by a holder of the same or a lower epoch: read it again and decide again.
+    (A change by a newer epoch is :class:`Fenced`.) :meth:`Lease.fenced_update` does that
+    for you."""
+
+
 class StoreError(LeaseError):
     """A permanent store problem: permissions, a missing bucket or directory, missing
     credentials, a store that does not honour conditional writes."""
@@ -117,6 +126,7 @@ _DEFAULT_KIND = {
     "LeaseCancelled": "cancelled",
     "LeaseLost": "lost",
     "Fenced": "fenced",
+    "Conflict": "conflict",
     "StoreError": "store",
     "StoreUnavailable": "unavailable",
     "InvalidArgument": "invalid",

@@ -1,10 +1,10 @@
 # Type stubs of the Rust extension module `lease._lease` (python/src/).
 import os
 import threading
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union
 
 from ._errors import LeaseError, LeaseLost
-from ._types import Holder
+from ._types import FencedObject, Holder
 
 __version__: str
 
@@ -12,6 +12,7 @@ _URL = Union[str, "os.PathLike[str]"]
 _Seconds = Union[int, float]
 _Done = Callable[[bool, Any], None]
 _OnLost = Optional[Callable[[LeaseLost], object]]
+_Data = Union[bytes, bytearray, str]
 
 class Pending:
     def cancel(self) -> None: ...
@@ -27,7 +28,8 @@ class Lease:
     def url(self) -> str: ...
     @property
     def token(self) -> str:
-        """``URL#EPOCH``, to hand to resources that check it."""
+        """``URL#EPOCH@HOLDER``, to hand to resources that check it
+        (:func:`lease.parse_token` takes it apart)."""
     @property
     def holder(self) -> Holder: ...
     @property
@@ -44,21 +46,65 @@ class Lease:
     def ensure_held(self, min_remaining: Optional[_Seconds] = None) -> float:
         """The seconds left if at least ``min_remaining``; else raises :class:`LeaseLost`."""
     def on_lost(self, callback: Callable[[LeaseLost], object]) -> None: ...
-    def fenced_put(self, key: str, data: Union[bytes, bytearray, str]) -> str:
+    def fenced_put(
+        self,
+        key: str,
+        data: _Data,
+        *,
+        if_version: Optional[str] = None,
+        if_absent: bool = False,
+    ) -> str:
         """Write ``data`` (a ``str`` is written as UTF-8) at ``key`` in this lease's store,
-        stamped with this lease and epoch, unless a holder with a higher epoch (or another
-        lease) wrote it: then raise :class:`Fenced`, whose ``epoch`` is the newer one. Returns
-        the object's new version (what :func:`lease.fenced_get` reports as ``version``)."""
+        stamped with this lease, epoch and holder, unless a holder with a higher epoch (or
+        another lease) wrote it: then raise :class:`Fenced`, whose ``epoch`` is the newer one.
+        Returns the object's new version (what :func:`lease.fenced_get` reports as
+        ``version``).
+
+        ``if_version=obj.version`` writes only if the object is still at the version read
+        (``if_absent=True``: only if it does not exist); otherwise :class:`Conflict` (read
+        again and decide again). Not both. Without them the write does not look at what is
+        there: ``fenced_get`` + plain ``fenced_put`` is not atomic (see :meth:`fenced_update`).
+        """
+    def fenced_update(
+        self, key: str, fn: Callable[[Optional[FencedObject]], _Data]
+    ) -> str:
+        """Read-modify-write ``key`` without losing updates: ``fn`` gets the object now (a
+        :class:`FencedObject`, or ``None``) and returns the new contents, written only if
+        nobody wrote in between; on a :class:`Conflict` it reads and calls ``fn`` again (up to
+        32 times, with a short random pause; then :class:`StoreUnavailable`). ``fn`` runs on
+        the calling thread and may be called more than once: keep it free of side effects.
+        Raises :class:`Fenced` when a newer holder wrote the object. Returns the new
+        version."""
+    async def fenced_update_async(
+        self,
+        key: str,
+        fn: Callable[[Optional[FencedObject]], Union[_Data, Awaitable[_Data]]],
+    ) -> str:
+        """:meth:`fenced_update` for asyncio; ``fn`` may be a plain or an async function."""
     def fenced_delete(self, key: str) -> bool:
         """Delete ``key`` unless a newer holder wrote it (:class:`Fenced`); ``False`` when
         there was nothing to delete. :class:`StoreError` on stores without conditional
         deletes."""
-    async def fenced_put_async(self, key: str, data: Union[bytes, bytearray, str]) -> str: ...
+    async def fenced_put_async(
+        self,
+        key: str,
+        data: _Data,
+        *,
+        if_version: Optional[str] = None,
+        if_absent: bool = False,
+    ) -> str: ...
     async def fenced_delete_async(self, key: str) -> bool: ...
     def _fenced_put_start(
-        self, key: str, data: Union[bytes, bytearray, str], done: _Done
+        self,
+        key: str,
+        data: _Data,
+        done: _Done,
+        if_version: Optional[str] = None,
+        if_absent: Optional[bool] = None,
     ) -> Pending: ...
     def _fenced_delete_start(self, key: str, done: _Done) -> Pending: ...
+    def _fenced_get(self, key: str) -> Optional[Dict[str, Any]]: ...
+    def _fenced_get_start(self, key: str, done: _Done) -> Pending: ...
     def renew(self) -> float: ...
     def release(self) -> None: ...
     async def release_async(self) -> None: ...
@@ -145,6 +191,8 @@ def _error_for_kind(
     epoch: Optional[int] = None,
     holder_id: Optional[str] = None,
 ) -> LeaseError: ...
+def _error_kinds() -> List[str]: ...
+def _parse_token(token: str) -> Tuple[str, int, Optional[str]]: ...
 def _shutdown() -> None: ...
 def _refresh_log_level() -> None: ...
 def _log_through_tracing(level: str, message: str) -> None: ...

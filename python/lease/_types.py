@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, Literal, NamedTuple, Optional
+
+#: What a lease looks like from outside (``Status.state``).
+State = Literal["free", "held", "released", "expired", "broken", "corrupt"]
 
 
 class Holder(NamedTuple):
@@ -37,13 +40,17 @@ class Status:
     """A snapshot of a lease, as ``lease.status(url)`` and ``lease.watch(url)`` return it.
 
     ``state`` is ``"free"`` (no record), ``"held"``, ``"released"``, ``"expired"`` (held, but
-    older than its ttl by the store's clock) or ``"corrupt"``. Durations are in seconds;
-    :meth:`to_json` gives the exact JSON shape of ``lease status --json`` (``ttl_ms``,
-    ``expires_in_ms``).
+    by the store's clock older than its ttl + grace + the clock's resolution: a waiter may take
+    it over now), ``"broken"`` (broken by an operator with ``lease break``: nobody takes it until
+    the broken holder's deadline has surely passed, or that holder releases) or ``"corrupt"``.
+    ``expires_in`` is the time until a waiter may take the lease over (ttl + grace + resolution
+    after the last write, by the store's clock); the holder itself stops relying on it sooner.
+    Durations are in seconds; :meth:`to_json` gives the exact JSON shape of
+    ``lease status --json`` (``ttl_ms``, ``expires_in_ms``).
     """
 
     url: str
-    state: str
+    state: State
     epoch: Optional[int]
     holder: Optional[Holder]
     ttl: Optional[float]
@@ -96,8 +103,9 @@ class Leader(NamedTuple):
 
 @dataclass(frozen=True)
 class FencedObject:
-    """An object read by :func:`lease.fenced_get`, with the epoch and lease of the fenced write
-    that wrote it (``None`` for both when something other than a fenced write wrote it)."""
+    """An object read by :func:`lease.fenced_get`, with the epoch, lease and holder of the
+    fenced write that wrote it (``None`` for those when something other than a fenced write
+    wrote it)."""
 
     url: str
     """The object's URL."""
@@ -109,7 +117,10 @@ class FencedObject:
     """The URL of the lease the writer held."""
     version: str
     """The object's version (ETag on S3, a content hash on the file store): what
-    :meth:`lease.Lease.fenced_put` returned for the write that produced it."""
+    :meth:`lease.Lease.fenced_put` returned for the write that produced it, and what
+    ``fenced_put(..., if_version=...)`` takes to write only if nobody wrote since."""
+    holder: Optional[str] = None
+    """The holder id of the writer (``Lease.holder.id``)."""
 
     @classmethod
     def _from_dict(cls, d: Optional[Dict[str, Any]]) -> Optional["FencedObject"]:
@@ -121,9 +132,21 @@ class FencedObject:
             epoch=d["epoch"],
             lease=d["lease"],
             version=d["version"],
+            holder=d.get("holder"),
         )
 
     @property
     def text(self) -> str:
         """``data`` decoded as UTF-8 (raises ``UnicodeDecodeError`` if it is not)."""
         return self.data.decode("utf-8")
+
+
+class Token(NamedTuple):
+    """A fencing token taken apart (:func:`lease.parse_token`): ``URL#EPOCH@HOLDER``."""
+
+    lease: str
+    """The lease's URL."""
+    epoch: int
+    """The holder's epoch."""
+    holder: Optional[str]
+    """The holder id (``Lease.holder.id``); ``None`` for a token without one (``URL#EPOCH``)."""

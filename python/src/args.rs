@@ -19,7 +19,7 @@ use lease::{Client, LeaseOptions, LeaseUrl, StoreUrl};
 /// The longest duration accepted anywhere (longer ones are certainly mistakes).
 const MAX_SECONDS: f64 = 100.0 * 365.0 * 24.0 * 3600.0;
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())

@@ -19,6 +19,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Cancelled => "LeaseCancelled",
         ErrorKind::Lost => "LeaseLost",
         ErrorKind::Fenced => "Fenced",
+        ErrorKind::Conflict => "Conflict",
         ErrorKind::Unavailable => "StoreUnavailable",
         ErrorKind::Invalid => "InvalidArgument",
         ErrorKind::Store => "StoreError",
@@ -79,6 +80,13 @@ impl<T> IntoPyResult<T> for lease::Result<T> {
     fn py(self) -> PyResult<T> {
         self.map_err(to_py)
     }
+}
+
+/// Tests only: the stable names of every kind the core has (`ErrorKind::ALL`), so the tests
+/// can check that each one has its own exception class.
+#[pyfunction]
+pub fn _error_kinds() -> Vec<&'static str> {
+    ErrorKind::ALL.iter().map(|k| k.as_str()).collect()
 }
 
 /// Tests only: the exception the mapping gives for a core error of kind `kind` (by its stable

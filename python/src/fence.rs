@@ -1,20 +1,101 @@
 //! Store-enforced fencing: `Lease.fenced_put` / `fenced_delete` (their bodies, called from the
-//! `Lease` methods in `pylease`), `lease.fenced_get`, and `lease.FencingGate` (over `GateCore`).
+//! `Lease` methods in `pylease`), `lease.fenced_get`, `lease.parse_token`, and
+//! `lease.FencingGate` (over `GateCore`). `Lease.fenced_update` is Python (`lease/_update.py`),
+//! over `Lease._fenced_get` and the conditional `fenced_put` here, so the caller's function runs
+//! on the caller's thread, never on a runtime thread.
 //!
 //! Blocking calls release the GIL and stay interruptible (`rt::block`); the `_start` variants
 //! run on the runtime and settle an asyncio future. Errors go through the one mapping
-//! (`errors::to_py`): a refused write is `lease.Fenced` carrying the newer epoch.
+//! (`errors::to_py`): a refused write is `lease.Fenced` carrying the newer epoch, a write whose
+//! expected version is gone is `lease.Conflict`.
 
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 
 use crate::args::{self, data_bytes, key_text};
-use crate::errors::{invalid, to_py, IntoPyResult};
+use crate::errors::{invalid, to_py, type_error, IntoPyResult};
 use crate::pylease::Pending;
 use crate::rt::{self, block};
+use lease::store::Version;
 use lease::{Client, Error, FencedObject, FencingGate, FencingToken, Lease};
+
+/// What a fenced write expects the object to be: `if_version=` / `if_absent=` of `fenced_put`.
+pub enum Expected {
+    /// Whatever it is (a plain fenced write).
+    Any,
+    /// Absent (`if_absent=True`).
+    Absent,
+    /// Still at this version (`if_version=obj.version`).
+    Version(Version),
+}
+
+impl Expected {
+    /// From the keyword arguments: `if_version` a str or None, `if_absent` a bool; not both.
+    pub fn from_args(
+        if_version: Option<&Bound<'_, PyAny>>,
+        if_absent: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Expected> {
+        let if_version = if_version.filter(|v| !v.is_none());
+        let absent = match if_absent {
+            None => false,
+            Some(a) => a.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
+                type_error(format!(
+                    "if_absent must be a bool, not {}",
+                    args::type_name(a)
+                ))
+            })?,
+        };
+        let version = match if_version {
+            None => None,
+            Some(v) => {
+                let etag = v
+                    .cast::<PyString>()
+                    .map_err(|_| {
+                        type_error(format!(
+                            "if_version must be a str (the version of a FencedObject, or what \
+                             fenced_put returned) or None, not {}",
+                            args::type_name(v)
+                        ))
+                    })?
+                    .to_cow()
+                    .map(|c| c.into_owned())
+                    .map_err(|_| invalid("if_version is not valid UTF-8"))?;
+                if etag.is_empty() {
+                    return Err(invalid(
+                        "if_version is empty: pass the version of a FencedObject, or \
+                         if_absent=True for an object that must not exist yet",
+                    ));
+                }
+                Some(Version::etag(etag))
+            }
+        };
+        match (version, absent) {
+            (Some(_), true) => Err(type_error(
+                "fenced_put takes if_version or if_absent, not both: an object cannot be at a \
+                 version and absent",
+            )),
+            (Some(v), false) => Ok(Expected::Version(v)),
+            (None, true) => Ok(Expected::Absent),
+            (None, false) => Ok(Expected::Any),
+        }
+    }
+}
+
+/// The core's fenced write for `expected`: plain, or conditional on a version or absence.
+async fn write(
+    lease: Lease,
+    key: String,
+    data: Vec<u8>,
+    expected: Expected,
+) -> lease::Result<Version> {
+    match expected {
+        Expected::Any => lease.fenced_put(&key, data).await,
+        Expected::Absent => lease.fenced_put_if(&key, data, None).await,
+        Expected::Version(v) => lease.fenced_put_if(&key, data, Some(&v)).await,
+    }
+}
 
 /// `lease.Lease.fenced_put`: write `data` at `key` in the lease's store; the new version.
 pub fn put(
@@ -22,10 +103,11 @@ pub fn put(
     lease: Lease,
     key: &Bound<'_, PyAny>,
     data: &Bound<'_, PyAny>,
+    expected: Expected,
 ) -> PyResult<String> {
     let key = key_text("key", key)?;
     let data = data_bytes(data)?;
-    block(py, async move { lease.fenced_put(&key, data).await }, None)?
+    block(py, write(lease, key, data, expected), None)?
         .map(|v| v.etag)
         .py()
 }
@@ -35,17 +117,54 @@ pub fn put_start(
     lease: Lease,
     key: &Bound<'_, PyAny>,
     data: &Bound<'_, PyAny>,
+    expected: Expected,
     done: Py<PyAny>,
 ) -> PyResult<Pending> {
     let key = key_text("key", key)?;
     let data = data_bytes(data)?;
+    let abort = rt::spawn_settle(py, write(lease, key, data, expected), done, |py, v| {
+        Ok(v.etag.into_pyobject(py)?.into_any().unbind())
+    })?;
+    Ok(Pending::abort(abort))
+}
+
+/// `Lease._fenced_get`: read `key` in the lease's own store (what `fenced_update` reads).
+pub fn get_in(py: Python<'_>, lease: &Lease, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let key = key_text("key", key)?;
+    let client = lease.client().clone();
+    let object_url = client.lease_url(&key);
+    let obj = block(py, async move { client.fenced_get(&key).await }, None)?.py()?;
+    object_dict(py, &object_url, obj)
+}
+
+pub fn get_in_start(
+    py: Python<'_>,
+    lease: &Lease,
+    key: &Bound<'_, PyAny>,
+    done: Py<PyAny>,
+) -> PyResult<Pending> {
+    let key = key_text("key", key)?;
+    let client = lease.client().clone();
+    let object_url = client.lease_url(&key);
     let abort = rt::spawn_settle(
         py,
-        async move { lease.fenced_put(&key, data).await },
+        async move { client.fenced_get(&key).await },
         done,
-        |py, v| Ok(v.etag.into_pyobject(py)?.into_any().unbind()),
+        move |py, obj| object_dict(py, &object_url, obj),
     )?;
     Ok(Pending::abort(abort))
+}
+
+/// `lease.parse_token(text)`: `(lease, epoch, holder)`; `InvalidArgument` if it is not one.
+#[pyfunction]
+pub fn _parse_token(token: &Bound<'_, PyAny>) -> PyResult<(String, u64, Option<String>)> {
+    let text = token_text(token)?;
+    let t: FencingToken = text.parse().py()?;
+    Ok((
+        t.lease().to_string(),
+        t.epoch(),
+        t.holder().map(str::to_string),
+    ))
 }
 
 /// `lease.Lease.fenced_delete`: true if deleted, false if there was nothing to delete.
@@ -100,6 +219,7 @@ fn object_dict(py: Python<'_>, url: &str, obj: Option<FencedObject>) -> PyResult
     d.set_item("data", PyBytes::new(py, &obj.bytes))?;
     d.set_item("epoch", obj.epoch)?;
     d.set_item("lease", obj.lease)?;
+    d.set_item("holder", obj.holder)?;
     d.set_item("version", obj.version.etag)?;
     Ok(d.into_any().unbind())
 }
@@ -179,21 +299,23 @@ fn resource_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(resource)
 }
 
-fn token_of(obj: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
-    let text = key_text("token", obj).map_err(|e| {
+/// The text of a token argument: a str, else `TypeError`.
+fn token_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    key_text("token", obj).map_err(|e| {
         if e.is_instance_of::<pyo3::exceptions::PyTypeError>(obj.py()) {
-            crate::errors::type_error(format!(
-                "token must be a str (a lease's token, \"URL#EPOCH\") or a lease.Lease, not {}",
-                obj.get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|_| "?".into())
+            type_error(format!(
+                "token must be a str (a lease's token, \"URL#EPOCH@HOLDER\") or a lease.Lease, \
+                 not {}",
+                args::type_name(obj)
             ))
         } else {
             e
         }
-    })?;
-    text.parse::<FencingToken>().py()
+    })
+}
+
+fn token_of(obj: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
+    token_text(obj)?.parse::<FencingToken>().py()
 }
 
 impl GateCore {

@@ -60,6 +60,8 @@ fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fence::_fenced_get, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_fenced_get_start, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_error_for_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_error_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(fence::_parse_token, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(_refresh_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(_log_through_tracing, m)?)?;

@@ -279,7 +279,7 @@ impl PyLease {
         self.inner.url()
     }
 
-    /// `URL#EPOCH`: the token to hand to resources that check it.
+    /// `URL#EPOCH@HOLDER`: the token to hand to resources that check it.
     #[getter]
     fn token(&self) -> String {
         self.inner.token().to_string()
@@ -402,16 +402,61 @@ impl PyLease {
     }
 
     /// Write `data` (bytes, bytearray or str) at `key` in this lease's store, stamped with
-    /// this lease and epoch, unless a newer holder (or another lease) wrote it: then raise
-    /// `Fenced` (its `epoch` is the newer one). Returns the object's new version.
+    /// this lease, epoch and holder, unless a newer holder (or another lease) wrote it: then
+    /// raise `Fenced` (its `epoch` is the newer one). With `if_version` (a version read with
+    /// `fenced_get`), only if the object is still at that version; with `if_absent=True`, only
+    /// if it does not exist; otherwise `Conflict`. Returns the object's new version.
+    #[pyo3(signature = (key, data, *, if_version = None, if_absent = None))]
     fn fenced_put(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         data: &Bound<'_, PyAny>,
+        if_version: Option<&Bound<'_, PyAny>>,
+        if_absent: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<String> {
+        let expected = crate::fence::Expected::from_args(if_version, if_absent)?;
         let lease = self.owned()?.clone();
-        crate::fence::put(py, lease, key, data)
+        crate::fence::put(py, lease, key, data, expected)
+    }
+
+    /// Read-modify-write `key` without losing updates: `fn(old)` gets the object now (a
+    /// `FencedObject`, or None) and returns the new contents, written only if nobody wrote in
+    /// between; on `Conflict` it reads and calls `fn` again (bounded). Returns the new
+    /// version. (Python, in `lease/_update.py`: `fn` runs on the calling thread.)
+    fn fenced_update<'py>(
+        slf: Bound<'py, Self>,
+        key: Bound<'py, PyAny>,
+        f: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static UPDATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &UPDATE, "lease._update", "fenced_update")?.call1((slf, key, f))
+    }
+
+    /// `fenced_update()` for asyncio (`f` may be a plain or an async function).
+    fn fenced_update_async<'py>(
+        slf: Bound<'py, Self>,
+        key: Bound<'py, PyAny>,
+        f: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static UPDATE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &UPDATE, "lease._update", "fenced_update_async")?.call1((slf, key, f))
+    }
+
+    /// Read `key` in this lease's store (a dict for `lease.FencedObject`, or None).
+    fn _fenced_get(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        crate::fence::get_in(py, self.owned()?, key)
+    }
+
+    fn _fenced_get_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        crate::fence::get_in_start(py, self.owned()?, key, done)
     }
 
     /// Delete `key` unless a newer holder wrote it (`Fenced`); false if it did not exist.
@@ -421,14 +466,20 @@ impl PyLease {
     }
 
     /// `fenced_put()` for asyncio.
+    #[pyo3(signature = (key, data, *, if_version = None, if_absent = None))]
     fn fenced_put_async<'py>(
         slf: Bound<'py, Self>,
         key: Bound<'py, PyAny>,
         data: Bound<'py, PyAny>,
+        if_version: Option<Bound<'py, PyAny>>,
+        if_absent: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         static PUT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
         let py = slf.py();
-        import_attr(py, &PUT, "lease._aio", "fenced_put_async")?.call1((slf, key, data))
+        // Bad arguments raise here, at the call, not when the coroutine is awaited.
+        crate::fence::Expected::from_args(if_version.as_ref(), if_absent.as_ref())?;
+        import_attr(py, &PUT, "lease._aio", "fenced_put_async")?
+            .call1((slf, key, data, if_version, if_absent))
     }
 
     /// `fenced_delete()` for asyncio.
@@ -441,15 +492,19 @@ impl PyLease {
         import_attr(py, &DELETE, "lease._aio", "fenced_delete_async")?.call1((slf, key))
     }
 
+    #[pyo3(signature = (key, data, done, if_version = None, if_absent = None))]
     fn _fenced_put_start(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         data: &Bound<'_, PyAny>,
         done: Py<PyAny>,
+        if_version: Option<&Bound<'_, PyAny>>,
+        if_absent: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Pending> {
+        let expected = crate::fence::Expected::from_args(if_version, if_absent)?;
         let lease = self.owned()?.clone();
-        crate::fence::put_start(py, lease, key, data, done)
+        crate::fence::put_start(py, lease, key, data, expected, done)
     }
 
     fn _fenced_delete_start(

@@ -203,10 +203,16 @@ def test_renewals_go_on_while_c_code_holds_the_gil_with_async_results_pending(
             asyncio.ensure_future(lease.acquire_async(other_url, wait=0.3)) for _ in range(4)
         ]
         await asyncio.sleep(0)  # each has started its core call
+        # The ticker must tick on both sides of the hold, or there is no gap to measure.
+        while not ticks:
+            await asyncio.sleep(0.001)
         hold_the_gil(hold)
+        held_until = time.monotonic()
         for w in waiters:
             with pytest.raises(lease.LeaseTimeout):
                 await asyncio.wait_for(w, timeout=10)
+        while ticks[-1] < held_until and time.monotonic() < held_until + 10:
+            await asyncio.sleep(0.001)
 
     t = threading.Thread(target=ticker)
     t.start()

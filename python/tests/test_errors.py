@@ -21,6 +21,7 @@ CLASSES: Dict[str, Type[lease.LeaseError]] = {
     "cancelled": lease.LeaseCancelled,
     "lost": lease.LeaseLost,
     "fenced": lease.Fenced,
+    "conflict": lease.Conflict,
     "unavailable": lease.StoreUnavailable,
     "invalid": lease.InvalidArgument,
     "store": lease.StoreError,
@@ -40,6 +41,17 @@ def test_each_kind_maps_to_its_class(kind: str) -> None:
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is type(e) and back.url == e.url and back.holder == e.holder
     assert e.retryable == (kind in ("held", "timeout", "unavailable"))
+
+
+def test_every_core_kind_has_its_own_class() -> None:
+    # A kind the core adds must get its class here (and in python/src/errors.rs), not fall
+    # back to the bare LeaseError.
+    kinds = lease._lease._error_kinds()
+    assert sorted(kinds) == sorted(CLASSES)
+    for kind in kinds:
+        e = lease._lease._error_for_kind(kind, "x")
+        assert type(e) is not lease.LeaseError, kind
+        assert type(e).__name__ in lease.__all__, kind
 
 
 def test_python_base_classes() -> None:

@@ -34,7 +34,7 @@ def test_with_releases_on_normal_exit(url: str) -> None:
         assert s.holder is not None and s.holder.id == l.holder.id
         assert s.holder.label == "gc-1" and s.holder.pid == os.getpid()
         assert s.holder.client is not None and "(python)" in s.holder.client
-        assert l.token == f"{l.url}#{l.epoch}"
+        assert l.token == f"{l.url}#{l.epoch}@{l.holder.id}"
     assert not l.held and l.remaining() == 0.0
     s = lease.status(url)
     assert s.state == "released" and s.epoch == l.epoch
@@ -217,6 +217,57 @@ def test_crashed_holder_is_replaced_after_its_ttl(url: str) -> None:
     assert took < 1 + 1 + 1 + MARGIN, took
 
 
+def test_break_waits_out_a_holder_that_cannot_hear_of_it(url: str, lease_bin: str) -> None:
+    # Issue 11 item 3: the holder is paused (SIGSTOP) and learns nothing of the break, so
+    # nobody may take the lease before its deadline has surely passed.
+    code = (
+        "import os, signal, sys, lease\n"
+        "l = lease.acquire(sys.argv[1], ttl=2, label='victim')\n"
+        "print(l.epoch, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGSTOP)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, url], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        victim_epoch = int(child.stdout.readline())
+        t0 = time.monotonic()
+        break_lease(lease_bin, url)
+        s = lease.status(url)
+        assert s.state == "broken" and not s.held, s
+        assert s.epoch is not None and s.epoch > victim_epoch
+        assert s.holder is not None and s.holder.label is not None
+        assert s.holder.label.startswith("lease break")
+        assert s.expires_in is not None and s.expires_in > 0
+        assert s.to_json()["state"] == "broken"
+        assert lease.try_acquire(url) is None
+        with lease.acquire(url, ttl=5, wait=30) as l:
+            took = time.monotonic() - t0
+            assert l.epoch > s.epoch
+        # Not before the broken holder's ttl (2 s) could have run out; within ttl + grace
+        # (1 s) + resolution (1 s on S3) + polling, with margin.
+        assert 2.0 <= took < 2 + 1 + 1 + MARGIN, took
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+
+
+def test_a_broken_holder_that_releases_lets_the_next_one_in_at_once(
+    url: str, lease_bin: str
+) -> None:
+    # The broken holder acknowledges the break by releasing: nobody waits it out.
+    l = lease.acquire(url, ttl=30)
+    break_lease(lease_bin, url)
+    assert lease.status(url).state == "broken"
+    with pytest.raises(lease.LeaseLost, match="broken"):
+        l.release()
+    t0 = time.monotonic()
+    with lease.acquire(url, ttl=30, wait=10) as after:
+        assert after.epoch > l.epoch
+    assert time.monotonic() - t0 < MARGIN
+
+
 def test_status_of_a_free_lease_and_the_json_shape(url: str) -> None:
     s = lease.status(url)
     assert s.state == "free" and s.epoch is None and s.holder is None and not s.held
@@ -224,7 +275,9 @@ def test_status_of_a_free_lease_and_the_json_shape(url: str) -> None:
         s = lease.status(url)
         assert s.data == "addr:1"
         assert s.ttl == 20.0
-        assert s.expires_in is not None and 0 <= s.expires_in <= 20
+        # The time until a waiter may take over: ttl + grace (2 s at this ttl) + the clock's
+        # resolution (1 s on S3) after the last write, which was just now.
+        assert s.expires_in is not None and 20 < s.expires_in <= 20 + 2 + 1
         j = s.to_json()
         assert set(j) == {
             "url", "state", "epoch", "holder", "ttl_ms", "expires_in_ms", "data",
