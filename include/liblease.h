@@ -44,6 +44,10 @@ typedef enum lease_code {
   // (its runtime threads exist only in the parent). Use it before `fork()` only in the
   // parent, or `exec` in the child.
   LEASE_FORKED = 12,
+  // A version-conditional write (`lease_fenced_put_if`) found the object changed since the
+  // version the caller read, by a writer of the same or a lower epoch (a higher epoch is
+  // `LEASE_FENCED`): nothing was written. Read it again and decide again.
+  LEASE_CONFLICT = 13,
 } lease_code;
 
 // A held lease. Renewed in the background on the runtime until released, lost or freed.
@@ -64,8 +68,8 @@ typedef struct lease_error lease_error;
 // that opens the same store and prefix. Thread-safe.
 typedef struct lease_gate lease_gate;
 
-// An object read by `lease_fenced_get`: its bytes, and the lease and epoch of the fenced write
-// that wrote it. Immutable; thread-safe. Free it with `lease_object_free`.
+// An object read by `lease_fenced_get`: its bytes, its version, and the lease, epoch and holder
+// of the fenced write that wrote it. Immutable; thread-safe. Free it with `lease_object_free`.
 typedef struct lease_object lease_object;
 
 // A runtime: the threads that renew leases and run store requests. One per process is
@@ -165,10 +169,14 @@ enum lease_code lease_store_open(const struct lease_runtime *rt,
 void lease_store_free(struct lease_store *store);
 
 // The state of the lease `name` as the store shows it now, as one line of JSON (the shape
-// `lease status --json` prints and every binding exposes): `url`, `state` (`free`, `held`,
-// `released`, `expired`, `corrupt`), `epoch`, `holder` (`id`, `label`, `host`, `pid`, `user`,
-// `client`), `ttl_ms`, `expires_in_ms`, `data`, `acquired_at`, `renewed_at`, `detail`.
-// Needs only read permission. Blocks.
+// `lease status --json` prints and every binding exposes): `url`, `state`, `epoch`, `holder`
+// (`id`, `label`, `host`, `pid`, `user`, `client`), `ttl_ms`, `expires_in_ms`, `data`,
+// `acquired_at`, `renewed_at`, `detail`. `state` is `free` (no record), `held`, `released`,
+// `expired` (a waiter may take it over now), `broken` (by `lease break`: nobody may take it
+// until the broken holder's deadline has surely passed, unless that holder releases) or
+// `corrupt`. `expires_in_ms` (held or broken leases) is the estimated time until a waiter may
+// take the lease over: ttl + grace + the store clock's resolution after the last write, by the
+// store's clock; the holder's own deadline comes before it. Needs only read permission. Blocks.
 //
 // On success writes a new string to `*json_out` (free it with `lease_string_free`).
 //
@@ -229,7 +237,9 @@ enum lease_code lease_acquire(const struct lease_store *store,
                               struct lease_error **err);
 
 // The fencing epoch: strictly increasing per lease name, unchanged by renewals and release.
-// Hand it to resources that check it. 0 when `l` is NULL (epochs start at 1).
+// Hand it to resources that check it. 0 when `l` is NULL. The first epoch of a new lease record
+// is the clock in milliseconds since 1970 (so a record deleted and made again never re-issues
+// an epoch); compare epochs with each other, never with small constants.
 //
 // # Safety
 // `l` is NULL or a live lease.
@@ -292,9 +302,11 @@ enum lease_code lease_release(const struct lease *l, struct lease_error **err);
 // thread during or after this call.
 void lease_free(struct lease *l);
 
-// The fencing token of a lease, `LEASE_URL#EPOCH` (e.g. `s3://bucket/locks/gc#7`): the value
-// to hand to resources that check it (a `lease_gate`, a database, an HTTP API). Parse it with
-// `lease_token_parse`. Does not block.
+// The fencing token of a lease, `LEASE_URL#EPOCH@HOLDER` (e.g.
+// `s3://bucket/locks/gc#1767225600000@3f2a9c…`): the value to hand to resources that check it
+// (a `lease_gate`, a database, an HTTP API). The holder id tells two holders apart should they
+// ever share an epoch, so that fenced writes and gates never admit both. Parse it with
+// `lease_token_parse_holder` (or `lease_token_parse`). Does not block.
 //
 // On success writes a new string to `*token_out` (free it with `lease_string_free`).
 //
@@ -303,8 +315,9 @@ void lease_free(struct lease *l);
 // NULL or points to writable storage for a pointer.
 enum lease_code lease_token(const struct lease *l, char **token_out, struct lease_error **err);
 
-// Parse a fencing token `LEASE_URL#EPOCH` (as `lease_token` writes it, or `$LEASE_TOKEN` of
-// `lease run`). `LEASE_INVALID` if it is not one.
+// Parse a fencing token, `LEASE_URL#EPOCH@HOLDER` (as `lease_token` writes it, or
+// `$LEASE_TOKEN` of `lease run`) or `LEASE_URL#EPOCH` (a token built by hand). `LEASE_INVALID`
+// if it is neither. The holder is not given: use `lease_token_parse_holder` for it.
 //
 // On success writes the lease URL to `*lease_url_out` when that is not NULL (a new string:
 // free it with `lease_string_free`) and the epoch to `*epoch_out` when that is not NULL.
@@ -317,19 +330,44 @@ enum lease_code lease_token_parse(const char *token,
                                   uint64_t *epoch_out,
                                   struct lease_error **err);
 
+// Parse a fencing token, `LEASE_URL#EPOCH@HOLDER` or `LEASE_URL#EPOCH`, into its lease URL,
+// epoch and holder id. `LEASE_INVALID` if it is not one.
+//
+// On success writes, for each out-parameter that is not NULL: the lease URL to
+// `*lease_url_out` (a new string), the epoch to `*epoch_out`, and the holder id to
+// `*holder_out` (a new string, or NULL when the token names no holder). Free the strings with
+// `lease_string_free`.
+//
+// # Safety
+// `token` is NULL or a NUL-terminated string; `lease_url_out`, `epoch_out` and `holder_out`
+// are NULL or point to writable storage; `err` is NULL or points to writable storage for a
+// pointer.
+enum lease_code lease_token_parse_holder(const char *token,
+                                         char **lease_url_out,
+                                         uint64_t *epoch_out,
+                                         char **holder_out,
+                                         struct lease_error **err);
+
 // Write `len` bytes at `key` (an object in the lease's store, not the lease record itself)
-// unless a holder of this lease with a higher epoch has written it: then `LEASE_FENCED`, and
-// `lease_error_epoch` gives that holder's epoch. The object is stamped with this lease and
-// epoch (S3 user metadata; the file store's metadata), and written with a conditional write
-// after checking the stored stamp, so once a writer with epoch E has written it no writer with
-// a lower epoch can change it, whatever the pauses and clocks. Costs 1 read + 1 conditional
-// write, or 1 conditional write when this holder wrote the object last. Blocks.
+// unless a holder of this lease with a higher epoch (or another holder with the same epoch)
+// has written it: then `LEASE_FENCED`, and `lease_error_epoch` gives that holder's epoch. The
+// object is stamped with this lease, epoch and holder (S3 user metadata; the file store's
+// metadata), and written with a conditional write after checking the stored stamp, so once a
+// writer with epoch E has written it no writer with a lower epoch can change it, whatever the
+// pauses and clocks. Costs 1 read + 1 conditional write, or 1 conditional write when this
+// holder wrote the object last. Blocks.
+//
+// Not a read-modify-write: a writer of this epoch or a lower one may have written since the
+// caller's `lease_fenced_get`, and its update is then overwritten. Use `lease_fenced_put_if`
+// for that. A write that landed is never reported `LEASE_FENCED`; when its outcome cannot be
+// told the call returns `LEASE_UNAVAILABLE`.
 //
 // It does not consult the holder's own deadline (that is `lease_ensure_held`'s job): the store's
 // check is what still holds when the holder was paused after `lease_ensure_held`.
 //
 // On success writes the object's new version (its ETag) to `*version_out` when that is not
-// NULL (free it with `lease_string_free`).
+// NULL (free it with `lease_string_free`); it is empty when the write landed but a newer write
+// replaced it before this call learned its version.
 //
 // # Safety
 // `l` is NULL or a live lease; `key` is NULL or a NUL-terminated string; `data` is valid for
@@ -342,6 +380,38 @@ enum lease_code lease_fenced_put(const struct lease *l,
                                  size_t len,
                                  char **version_out,
                                  struct lease_error **err);
+
+// Write `len` bytes at `key`, as `lease_fenced_put`, but only if the object is still at the
+// version `if_version` (as `lease_object_version` or an earlier fenced put gave it), or still
+// absent when `if_version` is NULL or empty: a read-modify-write that loses no update. If the
+// object changed since, nothing is written and the call returns `LEASE_CONFLICT` when a writer
+// of this epoch or a lower one changed it (read it again with `lease_fenced_get`, decide
+// again, and retry), or `LEASE_FENCED` when a holder with a higher epoch wrote it (stop: a
+// newer holder exists; `lease_error_epoch` gives its epoch). `lease_fenced_get` followed by a
+// plain `lease_fenced_put` is not atomic: another writer may write in between, and its
+// update is then lost. Blocks.
+//
+// A fenced put whose outcome could not be told (the store failed and the object changed
+// since) returns `LEASE_UNAVAILABLE`: read the object again before deciding. A write that
+// landed is never reported as `LEASE_FENCED` or `LEASE_CONFLICT`.
+//
+// On success writes the object's new version to `*version_out` when that is not NULL (free
+// it with `lease_string_free`); it is empty when the write landed but a newer write replaced
+// it before this call learned its version.
+//
+// # Safety
+// `l` is NULL or a live lease; `key` is NULL or a NUL-terminated string; `data` is valid for
+// `len` bytes (NULL only when `len` is 0); `if_version` is NULL or a NUL-terminated string;
+// `version_out` is NULL or points to writable storage for a pointer; `err` is NULL or points
+// to writable storage for a pointer. Must not be called from a runtime thread (a lost
+// callback): that returns `LEASE_INVALID`.
+enum lease_code lease_fenced_put_if(const struct lease *l,
+                                    const char *key,
+                                    const uint8_t *data,
+                                    size_t len,
+                                    const char *if_version,
+                                    char **version_out,
+                                    struct lease_error **err);
 
 // Delete `key` unless a holder of this lease with a higher epoch has written it (then
 // `LEASE_FENCED`). Needs a store with conditional deletes: the file and memory stores, and S3
@@ -399,12 +469,22 @@ uint64_t lease_object_epoch(const struct lease_object *o);
 // `o` is NULL or a live object.
 const char *lease_object_lease(const struct lease_object *o);
 
-// The object's version (its ETag), as `lease_fenced_put` returned it. Borrowed: valid until
-// `lease_object_free(o)`. An empty string when `o` is NULL.
+// The object's version (its ETag), as `lease_fenced_put` returned it: pass it to
+// `lease_fenced_put_if` to write only if the object has not changed since this read. Borrowed:
+// valid until `lease_object_free(o)`. An empty string when `o` is NULL (which
+// `lease_fenced_put_if` takes as "must be absent", as it takes NULL).
 //
 // # Safety
 // `o` is NULL or a live object.
 const char *lease_object_version(const struct lease_object *o);
+
+// The holder id of the fenced write that wrote the object (the `HOLDER` of its token); NULL
+// if it was not written by a fenced write, or by an older version that did not record it (or
+// `o` is NULL). Borrowed: valid until `lease_object_free(o)`.
+//
+// # Safety
+// `o` is NULL or a live object.
+const char *lease_object_holder(const struct lease_object *o);
 
 // Free an object. NULL is a no-op.
 //
@@ -437,10 +517,12 @@ enum lease_code lease_gate_open(const struct lease_store *store,
                                 struct lease_gate **out,
                                 struct lease_error **err);
 
-// Admit the fencing token `token` (`LEASE_URL#EPOCH`) for `resource` if its epoch is at least
-// the highest admitted so far for that resource (and remember it): `LEASE_OK`. Otherwise
-// `LEASE_FENCED` (`lease_error_epoch` gives the highest epoch seen); a token of another lease
-// than the one that guards the resource is refused too. `LEASE_INVALID` for a malformed token
+// Admit the fencing token `token` (`LEASE_URL#EPOCH@HOLDER`, or `LEASE_URL#EPOCH`) for
+// `resource` if its epoch is above the highest admitted so far for that resource, or equal to
+// it and of the same holder (and remember it): `LEASE_OK`. Otherwise `LEASE_FENCED`
+// (`lease_error_epoch` gives the highest epoch seen): two holders are never both admitted with
+// one epoch, and a token of another lease than the one that guards the resource is refused
+// too. (A token without a holder cannot be told apart from another holder's.) `LEASE_INVALID` for a malformed token
 // or resource. Blocks (a store-backed gate reads and writes its object).
 //
 // # Safety

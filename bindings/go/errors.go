@@ -27,6 +27,7 @@ const (
 	CodeInternal    Code = C.LEASE_INTERNAL
 	CodePanic       Code = C.LEASE_PANIC
 	CodeForked      Code = C.LEASE_FORKED
+	CodeConflict    Code = C.LEASE_CONFLICT
 )
 
 // String is the code's C name, e.g. "LEASE_HELD" ("LEASE_UNKNOWN" for a number that is not a code).
@@ -48,6 +49,10 @@ var (
 	ErrLost = errors.New("lease: lost")
 	// ErrFenced: a write carried an epoch lower than one already recorded: a newer holder exists.
 	ErrFenced = errors.New("lease: fenced")
+	// ErrConflict: a version-conditional write (FencedPutIf) found the object changed since the
+	// version the caller read, by a writer of the same or a lower epoch (a higher epoch is
+	// ErrFenced); nothing was written. Read it again and decide again (FencedUpdate does).
+	ErrConflict = errors.New("lease: changed since read")
 	// ErrUnavailable: the store is unavailable or overloaded; the same call may succeed later.
 	ErrUnavailable = errors.New("lease: store unavailable")
 	// ErrInvalid: bad input (URL, name, option, a string with a NUL byte or invalid UTF-8, a
@@ -75,6 +80,8 @@ func sentinel(c Code) error {
 		return ErrLost
 	case CodeFenced:
 		return ErrFenced
+	case CodeConflict:
+		return ErrConflict
 	case CodeUnavailable:
 		return ErrUnavailable
 	case CodeInvalid:

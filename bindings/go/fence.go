@@ -5,21 +5,33 @@ package lease
 import "C"
 
 import (
+	"errors"
+	"math/rand"
 	"runtime"
+	"time"
 	"unsafe"
 )
 
 // Fencing the store enforces: see docs/ffi.md, "Fencing", and docs/protocol.md.
 
-// Token is a fencing token: a lease (URL) and an epoch, written LEASE_URL#EPOCH.
+// Token is a fencing token: a lease (URL), an epoch and the holder it was handed to, written
+// LEASE_URL#EPOCH@HOLDER. The holder id tells two holders apart should they ever share an
+// epoch, so that fenced writes and gates never admit both.
 type Token struct {
 	Lease string
 	Epoch uint64
+	// Holder is the holder id; "" for a token that names none (LEASE_URL#EPOCH, built by hand).
+	Holder string
 }
 
-// String is the token as resources receive it: LEASE_URL#EPOCH.
+// String is the token as resources receive it: LEASE_URL#EPOCH@HOLDER, or LEASE_URL#EPOCH
+// when it names no holder.
 func (t Token) String() string {
-	return t.Lease + "#" + uitoa(t.Epoch)
+	s := t.Lease + "#" + uitoa(t.Epoch)
+	if t.Holder != "" {
+		s += "@" + t.Holder
+	}
+	return s
 }
 
 func uitoa(n uint64) string {
@@ -35,35 +47,68 @@ func uitoa(n uint64) string {
 	}
 }
 
-// ParseToken parses LEASE_URL#EPOCH (Lease.Token, or $LEASE_TOKEN of `lease run`). It returns
-// an error matching ErrInvalid if s is not a token.
+// ParseToken parses LEASE_URL#EPOCH@HOLDER (Lease.Token().String(), or $LEASE_TOKEN of
+// `lease run`) or LEASE_URL#EPOCH (then Holder is ""). It returns an error matching ErrInvalid
+// if s is not a token.
 func ParseToken(s string) (Token, error) {
 	cs, err := cString(s, "token")
 	if err != nil {
 		return Token{}, err
 	}
 	defer C.free(unsafe.Pointer(cs))
-	var curl *C.char
+	var curl, cholder *C.char
 	var epoch C.uint64_t
 	var cerr *C.lease_error
-	if err := takeError(C.lease_token_parse(cs, &curl, &epoch, &cerr), cerr); err != nil {
+	if err := takeError(C.lease_token_parse_holder(cs, &curl, &epoch, &cholder, &cerr), cerr); err != nil {
 		return Token{}, err
 	}
 	t := Token{Lease: C.GoString(curl), Epoch: uint64(epoch)}
 	C.lease_string_free(curl)
+	if cholder != nil {
+		t.Holder = C.GoString(cholder)
+		C.lease_string_free(cholder)
+	}
 	return t, nil
 }
 
-// Token is this lease's fencing token (its URL and epoch), to hand to resources that check it.
+// Token is this lease's fencing token (its URL, epoch and holder id), to hand to resources that
+// check it.
 func (l *Lease) Token() Token {
 	return l.token
 }
 
 // FencedPut writes data at key (an object in the lease's store, not the lease record) unless a
-// holder of this lease with a higher epoch has written it: then an error matching ErrFenced
-// whose Epoch is that holder's. Once a writer with epoch E has written an object, no writer with
-// a lower epoch can change it. Returns the object's new version (its ETag). Blocks.
+// holder of this lease with a higher epoch (or another holder with the same epoch) has written
+// it: then an error matching ErrFenced whose Epoch is that holder's. Once a writer with epoch E
+// has written an object, no writer with a lower epoch can change it. Returns the object's new
+// version (its ETag; "" when the write landed but a newer write replaced it before the call
+// learned its version). Blocks.
+//
+// Not a read-modify-write: FencedGet then FencedPut loses the update of a writer of the same
+// or a lower epoch that wrote in between. Use FencedPutIf or FencedUpdate for that. A write that
+// landed is never reported as ErrFenced; when its outcome cannot be told the error matches
+// ErrUnavailable.
 func (l *Lease) FencedPut(key string, data []byte) (string, error) {
+	return l.fencedPut(key, data, nil)
+}
+
+// FencedPutIf writes data at key as FencedPut does, but only if the object is still at
+// ifVersion (a FencedObject's Version, or what an earlier fenced put returned), or still absent
+// when ifVersion is "". If it changed since, nothing is written and the error matches
+// ErrConflict when a writer of this epoch or a lower one changed it (read again, decide again),
+// or ErrFenced when a holder with a higher epoch wrote it (stop: a newer holder exists).
+// Returns the object's new version. Blocks.
+func (l *Lease) FencedPutIf(key string, data []byte, ifVersion string) (string, error) {
+	cver, err := cString(ifVersion, "ifVersion")
+	if err != nil {
+		return "", err
+	}
+	defer C.free(unsafe.Pointer(cver))
+	return l.fencedPut(key, data, cver)
+}
+
+// fencedPut is lease_fenced_put (ifVersion nil) or lease_fenced_put_if.
+func (l *Lease) fencedPut(key string, data []byte, ifVersion *C.char) (string, error) {
 	ckey, err := cString(key, "key")
 	if err != nil {
 		return "", err
@@ -80,7 +125,12 @@ func (l *Lease) FencedPut(key string, data []byte) (string, error) {
 	}
 	var cver *C.char
 	var cerr *C.lease_error
-	code := C.lease_fenced_put(l.ptr, ckey, p, C.size_t(len(data)), &cver, &cerr)
+	var code C.enum_lease_code
+	if ifVersion == nil {
+		code = C.lease_fenced_put(l.ptr, ckey, p, C.size_t(len(data)), &cver, &cerr)
+	} else {
+		code = C.lease_fenced_put_if(l.ptr, ckey, p, C.size_t(len(data)), ifVersion, &cver, &cerr)
+	}
 	runtime.KeepAlive(data)
 	if err := takeError(code, cerr); err != nil {
 		return "", err
@@ -88,6 +138,50 @@ func (l *Lease) FencedPut(key string, data []byte) (string, error) {
 	v := C.GoString(cver)
 	C.lease_string_free(cver)
 	return v, nil
+}
+
+// How FencedUpdate retries a conflict: at most this many attempts, pausing between them for a
+// random time up to a bound that doubles from the first to the last (so contenders spread out).
+const (
+	updateAttempts   = 32
+	updateFirstPause = 10 * time.Millisecond
+	updateMaxPause   = time.Second
+)
+
+// FencedUpdate reads, modifies and writes key without losing anyone's update: it reads the
+// object (FencedGet; old is nil when there is none), calls f with it, and writes what f returns
+// with FencedPutIf conditioned on the version read. When another writer got there first
+// (ErrConflict) it pauses briefly, reads again and calls f again, up to 32 times (then the
+// last ErrConflict is returned). f may thus run several times; only its last result is written,
+// at most once. Any other error is returned at once: ErrFenced (a newer holder exists), or
+// ErrUnavailable, which after a write was sent can mean its outcome is unknown (it may have
+// landed, and been replaced since): FencedUpdate never retries that, so an update is never
+// applied twice; read the object to find out. Returns the object's new version. Blocks.
+func (l *Lease) FencedUpdate(key string, f func(old *FencedObject) []byte) (string, error) {
+	// Reads go through a store handle of our own: the lease outlives the *Store it came from,
+	// and handles of one URL share one client, so this costs no connection.
+	s, err := Open(l.storeURL)
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	bound := updateFirstPause
+	for attempt := 1; ; attempt++ {
+		old, err := s.FencedGet(key)
+		if err != nil {
+			return "", err
+		}
+		version := ""
+		if old != nil {
+			version = old.Version
+		}
+		v, err := l.FencedPutIf(key, f(old), version)
+		if err == nil || !errors.Is(err, ErrConflict) || attempt == updateAttempts {
+			return v, err
+		}
+		time.Sleep(bound/2 + time.Duration(rand.Int63n(int64(bound/2)+1)))
+		bound = min(bound*2, updateMaxPause)
+	}
 }
 
 // FencedDelete deletes key unless a holder with a higher epoch has written it (ErrFenced). It
@@ -118,7 +212,11 @@ type FencedObject struct {
 	// Epoch of the writer; 0 if no fenced write wrote it.
 	Epoch uint64
 	// Lease (URL) the writer held; "" if no fenced write wrote it.
-	Lease   string
+	Lease string
+	// Holder is the writer's holder id (its Token's Holder); "" if no fenced write wrote it.
+	Holder string
+	// Version is the object's version (its ETag): pass it to FencedPutIf to write only if the
+	// object has not changed since this read.
 	Version string
 }
 
@@ -152,6 +250,9 @@ func (s *Store) FencedGet(key string) (*FencedObject, error) {
 	}
 	if l := C.lease_object_lease(obj); l != nil {
 		o.Lease = C.GoString(l)
+	}
+	if h := C.lease_object_holder(obj); h != nil {
+		o.Holder = C.GoString(h)
 	}
 	return o, nil
 }
@@ -203,10 +304,11 @@ func newGate(g *C.lease_gate) *FencingGate {
 	return gate
 }
 
-// Admit admits token (LEASE_URL#EPOCH, or a Token's String) for resource if its epoch is at
-// least the highest admitted so far for that resource; otherwise it returns an error matching
-// ErrFenced (Epoch: the highest seen). A token of another lease than the resource's is refused
-// too; a malformed token gives ErrInvalid.
+// Admit admits token (a Token's String: LEASE_URL#EPOCH@HOLDER, or LEASE_URL#EPOCH) for
+// resource if its epoch is above the highest admitted so far for that resource, or equal to it
+// and of the same holder; otherwise it returns an error matching ErrFenced (Epoch: the highest
+// seen). Two holders are never both admitted with one epoch, and a token of another lease than
+// the resource's is refused too; a malformed token gives ErrInvalid.
 func (g *FencingGate) Admit(resource, token string) error {
 	cres, err := cString(resource, "resource")
 	if err != nil {

@@ -253,18 +253,20 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 		}
 		return nil, e
 	}
-	return newLease(ptr)
+	return newLease(ptr, s.url)
 }
 
 // Lease is a held lease, renewed in the background until released, lost or closed. Safe for
 // concurrent use.
 type Lease struct {
-	mu     sync.RWMutex
-	ptr    *C.lease
-	epoch  uint64
-	token  Token
-	lost   *lostState
-	handle cgo.Handle
+	mu    sync.RWMutex
+	ptr   *C.lease
+	epoch uint64
+	token Token
+	// storeURL is the URL of the store the lease was acquired in (FencedUpdate reads there).
+	storeURL string
+	lost     *lostState
+	handle   cgo.Handle
 	// A Release returned nil: the holder gave the lease up, so Lost() stays open even when the
 	// *Lease is collected afterwards.
 	released atomic.Bool
@@ -298,9 +300,9 @@ func goLeaseLost(handle C.uintptr_t, reason *C.char) {
 	cgo.Handle(handle).Value().(*lostState).close(C.GoString(reason))
 }
 
-func newLease(ptr *C.lease) (*Lease, error) {
+func newLease(ptr *C.lease, storeURL string) (*Lease, error) {
 	st := &lostState{ch: make(chan struct{})}
-	l := &Lease{ptr: ptr, epoch: uint64(C.lease_epoch(ptr)), lost: st, handle: cgo.NewHandle(st)}
+	l := &Lease{ptr: ptr, epoch: uint64(C.lease_epoch(ptr)), storeURL: storeURL, lost: st, handle: cgo.NewHandle(st)}
 	var ctok *C.char
 	if code := C.lease_token(ptr, &ctok, nil); code == C.LEASE_OK {
 		l.token, _ = ParseToken(C.GoString(ctok))
@@ -332,8 +334,10 @@ func (l *Lease) collected() {
 	go func() { _ = l.Close() }()
 }
 
-// Epoch is the fencing token: strictly increasing per lease name, unchanged by renewals and
-// release. Hand it to resources that check it.
+// Epoch is the fencing epoch: strictly increasing per lease name, unchanged by renewals and
+// release. Hand it (or Token) to resources that check it. The first epoch of a new lease record
+// is the clock in milliseconds since 1970 (so a record deleted and made again never re-issues
+// an epoch): compare epochs with each other, never with small constants.
 func (l *Lease) Epoch() uint64 { return l.epoch }
 
 // Remaining is how long this holder may still rely on the lease: zero once it is lost,
@@ -421,11 +425,16 @@ type Holder struct {
 // Status is a lease as the store shows it now.
 type Status struct {
 	URL string
-	// State is "free", "held", "released", "expired" or "corrupt".
-	State      string
-	Epoch      uint64
-	Holder     *Holder
-	TTL        time.Duration
+	// State is "free" (no record), "held", "released", "expired" (a waiter may take it over
+	// now), "broken" (by `lease break`: nobody may take it until the broken holder's deadline
+	// has surely passed, unless that holder releases) or "corrupt".
+	State  string
+	Epoch  uint64
+	Holder *Holder
+	TTL    time.Duration
+	// ExpiresIn (held or broken leases) is the estimated time until a waiter may take the lease
+	// over: ttl + grace + the store clock's resolution after the last write, by the store's
+	// clock. The holder's own deadline comes before it.
 	ExpiresIn  time.Duration
 	Data       string
 	AcquiredAt string

@@ -120,13 +120,16 @@ func TestLifeCycle(t *testing.T) {
 			t.Fatalf("status of a new lease: %+v, %v", st, err)
 		}
 		opts := &Options{TTL: 1500 * time.Millisecond, Label: "go-life-cycle", Data: "10.0.0.7:8080"}
+		before := uint64(time.Now().UnixMilli())
 		l, err := s.TryAcquire(ctx, name, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A new record's first epoch is the clock in ms (never re-issued if the record is
+		// deleted): epochs compare with each other, not with 1.
 		epoch := l.Epoch()
-		if epoch < 1 {
-			t.Fatalf("epoch %d", epoch)
+		if epoch < before {
+			t.Fatalf("epoch %d of a new record, below the clock's %d ms", epoch, before)
 		}
 		if r := l.Remaining(); r <= 0 || r > 1500*time.Millisecond {
 			t.Fatalf("remaining %v", r)
@@ -223,11 +226,12 @@ func TestContention(t *testing.T) {
 		}
 		name := uniqueName(t, "contended")
 		var (
-			holders   atomic.Int32
-			counter   atomic.Int64 // loaded and stored separately: a second holder would lose an increment
-			lastEpoch atomic.Uint64
-			failures  atomic.Int32
-			wg        sync.WaitGroup
+			holders    atomic.Int32
+			counter    atomic.Int64 // loaded and stored separately: a second holder would lose an increment
+			firstEpoch atomic.Uint64
+			lastEpoch  atomic.Uint64
+			failures   atomic.Int32
+			wg         sync.WaitGroup
 		)
 		for w := 0; w < workers; w++ {
 			wg.Add(1)
@@ -257,6 +261,7 @@ func TestContention(t *testing.T) {
 						t.Errorf("epoch %d after %d", e, lastEpoch.Load())
 						failures.Add(1)
 					} else {
+						firstEpoch.CompareAndSwap(0, e)
 						lastEpoch.Store(e)
 					}
 					seen := counter.Load()
@@ -277,8 +282,9 @@ func TestContention(t *testing.T) {
 		if got := counter.Load(); got != int64(workers*rounds) {
 			t.Fatalf("counter %d, want %d", got, workers*rounds)
 		}
-		if lastEpoch.Load() < uint64(workers*rounds) {
-			t.Fatalf("last epoch %d", lastEpoch.Load())
+		// One new epoch per acquisition (epochs start at the clock in ms: compare relative ones).
+		if lastEpoch.Load()-firstEpoch.Load() < uint64(workers*rounds-1) {
+			t.Fatalf("epochs from %d to %d for %d acquisitions", firstEpoch.Load(), lastEpoch.Load(), workers*rounds)
 		}
 	})
 }
@@ -395,6 +401,11 @@ func TestLostAfterBreak(t *testing.T) {
 		defer l.Close()
 		epoch := l.Epoch()
 		breakLease(t, leaseURL(sc.url, name))
+		// Broken, and waiting out the broken holder (until ttl + grace after the break, or
+		// until it releases): nobody may take it yet.
+		if st, err := s.Status(name); err != nil || st.State != "broken" || st.Epoch <= epoch || st.ExpiresIn <= 0 {
+			t.Fatalf("status after the break: %+v, %v", st, err)
+		}
 		select {
 		case <-l.Lost():
 		case <-time.After(20 * time.Second): // bounded; a renewal notices within ttl/3
@@ -407,7 +418,11 @@ func TestLostAfterBreak(t *testing.T) {
 			t.Fatal("remaining after loss")
 		}
 		expectErr(t, l.EnsureHeld(0), ErrLost)
+		// Releasing the lost lease acknowledges the break: the next holder need not wait.
 		expectErr(t, l.Release(), ErrLost)
+		if st, err := s.Status(name); err != nil || st.State != "released" {
+			t.Fatalf("status after the broken holder released: %+v, %v", st, err)
+		}
 		if l.Epoch() != epoch {
 			t.Fatal("epoch changed")
 		}
@@ -562,11 +577,11 @@ func TestBadInput(t *testing.T) {
 func TestErrorMapping(t *testing.T) {
 	cases := map[Code]error{
 		CodeHeld: ErrHeld, CodeTimeout: ErrTimeout, CodeCancelled: ErrCancelled, CodeLost: ErrLost,
-		CodeFenced: ErrFenced, CodeUnavailable: ErrUnavailable, CodeInvalid: ErrInvalid,
+		CodeFenced: ErrFenced, CodeConflict: ErrConflict, CodeUnavailable: ErrUnavailable, CodeInvalid: ErrInvalid,
 		CodeStore: ErrStore, CodeCorrupt: ErrCorrupt, CodeInternal: ErrInternal, CodePanic: ErrInternal,
 		CodeForked: ErrForked,
 	}
-	all := []error{ErrHeld, ErrTimeout, ErrCancelled, ErrLost, ErrFenced, ErrUnavailable, ErrInvalid,
+	all := []error{ErrHeld, ErrTimeout, ErrCancelled, ErrLost, ErrFenced, ErrConflict, ErrUnavailable, ErrInvalid,
 		ErrStore, ErrCorrupt, ErrInternal, ErrForked}
 	for code, want := range cases {
 		var err error = newError(code, "m")
@@ -579,10 +594,13 @@ func TestErrorMapping(t *testing.T) {
 			t.Errorf("name of %d: %s", int(code), code)
 		}
 	}
+	if CodeConflict.String() != "LEASE_CONFLICT" || Code(14).String() != "LEASE_UNKNOWN" {
+		t.Error("LEASE_CONFLICT is 13, the last code")
+	}
 	if Code(99).String() != "LEASE_UNKNOWN" || !errors.Is(newError(Code(99), "m"), ErrInternal) {
 		t.Error("an unknown code is internal")
 	}
-	if CodeOK != 0 || CodeHeld != 1 || CodeFenced != 5 || CodeForked != 12 {
+	if CodeOK != 0 || CodeHeld != 1 || CodeFenced != 5 || CodeForked != 12 || CodeConflict != 13 {
 		t.Error("the codes' numbers are fixed")
 	}
 	if (&Error{Code: CodeHeld}).Retryable() != true || (&Error{Code: CodeLost}).Retryable() {

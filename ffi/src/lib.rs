@@ -21,6 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, Once, OnceLock};
 use std::thread::ThreadId;
 use std::time::Duration;
 
+use lease_core::store::Version;
 use lease_core::{Client, ErrorKind, FencingGate, FencingToken, Lease, LeaseOptions, StoreUrl};
 use tokio_util::sync::CancellationToken;
 
@@ -61,6 +62,10 @@ pub enum lease_code {
     /// (its runtime threads exist only in the parent). Use it before `fork()` only in the
     /// parent, or `exec` in the child.
     LEASE_FORKED = 12,
+    /// A version-conditional write (`lease_fenced_put_if`) found the object changed since the
+    /// version the caller read, by a writer of the same or a lower epoch (a higher epoch is
+    /// `LEASE_FENCED`): nothing was written. Read it again and decide again.
+    LEASE_CONFLICT = 13,
 }
 
 use lease_code::*;
@@ -81,11 +86,12 @@ impl lease_code {
             LEASE_INTERNAL => c"LEASE_INTERNAL",
             LEASE_PANIC => c"LEASE_PANIC",
             LEASE_FORKED => c"LEASE_FORKED",
+            LEASE_CONFLICT => c"LEASE_CONFLICT",
         }
     }
 
     fn from_int(code: c_int) -> Option<lease_code> {
-        const ALL: [lease_code; 13] = [
+        const ALL: [lease_code; 14] = [
             LEASE_OK,
             LEASE_HELD,
             LEASE_TIMEOUT,
@@ -99,6 +105,7 @@ impl lease_code {
             LEASE_INTERNAL,
             LEASE_PANIC,
             LEASE_FORKED,
+            LEASE_CONFLICT,
         ];
         ALL.into_iter().find(|c| *c as c_int == code)
     }
@@ -112,6 +119,7 @@ fn code_of(kind: ErrorKind) -> lease_code {
         ErrorKind::Cancelled => LEASE_CANCELLED,
         ErrorKind::Lost => LEASE_LOST,
         ErrorKind::Fenced => LEASE_FENCED,
+        ErrorKind::Conflict => LEASE_CONFLICT,
         ErrorKind::Unavailable => LEASE_UNAVAILABLE,
         ErrorKind::Invalid => LEASE_INVALID,
         ErrorKind::Store => LEASE_STORE,
@@ -533,10 +541,14 @@ pub unsafe extern "C" fn lease_store_free(store: *mut lease_store) {
 }
 
 /// The state of the lease `name` as the store shows it now, as one line of JSON (the shape
-/// `lease status --json` prints and every binding exposes): `url`, `state` (`free`, `held`,
-/// `released`, `expired`, `corrupt`), `epoch`, `holder` (`id`, `label`, `host`, `pid`, `user`,
-/// `client`), `ttl_ms`, `expires_in_ms`, `data`, `acquired_at`, `renewed_at`, `detail`.
-/// Needs only read permission. Blocks.
+/// `lease status --json` prints and every binding exposes): `url`, `state`, `epoch`, `holder`
+/// (`id`, `label`, `host`, `pid`, `user`, `client`), `ttl_ms`, `expires_in_ms`, `data`,
+/// `acquired_at`, `renewed_at`, `detail`. `state` is `free` (no record), `held`, `released`,
+/// `expired` (a waiter may take it over now), `broken` (by `lease break`: nobody may take it
+/// until the broken holder's deadline has surely passed, unless that holder releases) or
+/// `corrupt`. `expires_in_ms` (held or broken leases) is the estimated time until a waiter may
+/// take the lease over: ttl + grace + the store clock's resolution after the last write, by the
+/// store's clock; the holder's own deadline comes before it. Needs only read permission. Blocks.
 ///
 /// On success writes a new string to `*json_out` (free it with `lease_string_free`).
 ///
@@ -762,7 +774,9 @@ pub unsafe extern "C" fn lease_acquire(
 // A held lease
 
 /// The fencing epoch: strictly increasing per lease name, unchanged by renewals and release.
-/// Hand it to resources that check it. 0 when `l` is NULL (epochs start at 1).
+/// Hand it to resources that check it. 0 when `l` is NULL. The first epoch of a new lease record
+/// is the clock in milliseconds since 1970 (so a record deleted and made again never re-issues
+/// an epoch); compare epochs with each other, never with small constants.
 ///
 /// # Safety
 /// `l` is NULL or a live lease.
@@ -964,9 +978,11 @@ pub unsafe extern "C" fn lease_free(l: *mut lease) {
 // ---------------------------------------------------------------------------------------------
 // Fencing the store enforces
 
-/// The fencing token of a lease, `LEASE_URL#EPOCH` (e.g. `s3://bucket/locks/gc#7`): the value
-/// to hand to resources that check it (a `lease_gate`, a database, an HTTP API). Parse it with
-/// `lease_token_parse`. Does not block.
+/// The fencing token of a lease, `LEASE_URL#EPOCH@HOLDER` (e.g.
+/// `s3://bucket/locks/gc#1767225600000@3f2a9c…`): the value to hand to resources that check it
+/// (a `lease_gate`, a database, an HTTP API). The holder id tells two holders apart should they
+/// ever share an epoch, so that fenced writes and gates never admit both. Parse it with
+/// `lease_token_parse_holder` (or `lease_token_parse`). Does not block.
 ///
 /// On success writes a new string to `*token_out` (free it with `lease_string_free`).
 ///
@@ -990,8 +1006,9 @@ pub unsafe extern "C" fn lease_token(
     })
 }
 
-/// Parse a fencing token `LEASE_URL#EPOCH` (as `lease_token` writes it, or `$LEASE_TOKEN` of
-/// `lease run`). `LEASE_INVALID` if it is not one.
+/// Parse a fencing token, `LEASE_URL#EPOCH@HOLDER` (as `lease_token` writes it, or
+/// `$LEASE_TOKEN` of `lease run`) or `LEASE_URL#EPOCH` (a token built by hand). `LEASE_INVALID`
+/// if it is neither. The holder is not given: use `lease_token_parse_holder` for it.
 ///
 /// On success writes the lease URL to `*lease_url_out` when that is not NULL (a new string:
 /// free it with `lease_string_free`) and the epoch to `*epoch_out` when that is not NULL.
@@ -1006,6 +1023,30 @@ pub unsafe extern "C" fn lease_token_parse(
     epoch_out: *mut u64,
     err: *mut *mut lease_error,
 ) -> lease_code {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { lease_token_parse_holder(token, lease_url_out, epoch_out, std::ptr::null_mut(), err) }
+}
+
+/// Parse a fencing token, `LEASE_URL#EPOCH@HOLDER` or `LEASE_URL#EPOCH`, into its lease URL,
+/// epoch and holder id. `LEASE_INVALID` if it is not one.
+///
+/// On success writes, for each out-parameter that is not NULL: the lease URL to
+/// `*lease_url_out` (a new string), the epoch to `*epoch_out`, and the holder id to
+/// `*holder_out` (a new string, or NULL when the token names no holder). Free the strings with
+/// `lease_string_free`.
+///
+/// # Safety
+/// `token` is NULL or a NUL-terminated string; `lease_url_out`, `epoch_out` and `holder_out`
+/// are NULL or point to writable storage; `err` is NULL or points to writable storage for a
+/// pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lease_token_parse_holder(
+    token: *const c_char,
+    lease_url_out: *mut *mut c_char,
+    epoch_out: *mut u64,
+    holder_out: *mut *mut c_char,
+    err: *mut *mut lease_error,
+) -> lease_code {
     call(err, || {
         // SAFETY: the caller's contract.
         let token: FencingToken = unsafe { str_arg(token, "token") }?.parse()?;
@@ -1016,6 +1057,13 @@ pub unsafe extern "C" fn lease_token_parse(
         if !epoch_out.is_null() {
             // SAFETY: non-NULL; the caller's contract.
             unsafe { *epoch_out = token.epoch() };
+        }
+        if !holder_out.is_null() {
+            let holder = token
+                .holder()
+                .map_or(std::ptr::null_mut(), |h| c_string(h).into_raw());
+            // SAFETY: non-NULL; the caller's contract.
+            unsafe { *holder_out = holder };
         }
         Ok(())
     })
@@ -1035,18 +1083,25 @@ unsafe fn bytes_arg(data: *const u8, len: usize) -> Result<Vec<u8>, Failure> {
 }
 
 /// Write `len` bytes at `key` (an object in the lease's store, not the lease record itself)
-/// unless a holder of this lease with a higher epoch has written it: then `LEASE_FENCED`, and
-/// `lease_error_epoch` gives that holder's epoch. The object is stamped with this lease and
-/// epoch (S3 user metadata; the file store's metadata), and written with a conditional write
-/// after checking the stored stamp, so once a writer with epoch E has written it no writer with
-/// a lower epoch can change it, whatever the pauses and clocks. Costs 1 read + 1 conditional
-/// write, or 1 conditional write when this holder wrote the object last. Blocks.
+/// unless a holder of this lease with a higher epoch (or another holder with the same epoch)
+/// has written it: then `LEASE_FENCED`, and `lease_error_epoch` gives that holder's epoch. The
+/// object is stamped with this lease, epoch and holder (S3 user metadata; the file store's
+/// metadata), and written with a conditional write after checking the stored stamp, so once a
+/// writer with epoch E has written it no writer with a lower epoch can change it, whatever the
+/// pauses and clocks. Costs 1 read + 1 conditional write, or 1 conditional write when this
+/// holder wrote the object last. Blocks.
+///
+/// Not a read-modify-write: a writer of this epoch or a lower one may have written since the
+/// caller's `lease_fenced_get`, and its update is then overwritten. Use `lease_fenced_put_if`
+/// for that. A write that landed is never reported `LEASE_FENCED`; when its outcome cannot be
+/// told the call returns `LEASE_UNAVAILABLE`.
 ///
 /// It does not consult the holder's own deadline (that is `lease_ensure_held`'s job): the store's
 /// check is what still holds when the holder was paused after `lease_ensure_held`.
 ///
 /// On success writes the object's new version (its ETag) to `*version_out` when that is not
-/// NULL (free it with `lease_string_free`).
+/// NULL (free it with `lease_string_free`); it is empty when the write landed but a newer write
+/// replaced it before this call learned its version.
 ///
 /// # Safety
 /// `l` is NULL or a live lease; `key` is NULL or a NUL-terminated string; `data` is valid for
@@ -1070,6 +1125,61 @@ pub unsafe extern "C" fn lease_fenced_put(
         // SAFETY: the caller's contract.
         let bytes = unsafe { bytes_arg(data, len) }?;
         let version = l.rt.block_on(l.held.fenced_put(key, bytes))??;
+        if !version_out.is_null() {
+            // SAFETY: non-NULL; the caller's contract.
+            unsafe { *version_out = c_string(&version.etag).into_raw() };
+        }
+        Ok(())
+    })
+}
+
+/// Write `len` bytes at `key`, as `lease_fenced_put`, but only if the object is still at the
+/// version `if_version` (as `lease_object_version` or an earlier fenced put gave it), or still
+/// absent when `if_version` is NULL or empty: a read-modify-write that loses no update. If the
+/// object changed since, nothing is written and the call returns `LEASE_CONFLICT` when a writer
+/// of this epoch or a lower one changed it (read it again with `lease_fenced_get`, decide
+/// again, and retry), or `LEASE_FENCED` when a holder with a higher epoch wrote it (stop: a
+/// newer holder exists; `lease_error_epoch` gives its epoch). `lease_fenced_get` followed by a
+/// plain `lease_fenced_put` is not atomic: another writer may write in between, and its
+/// update is then lost. Blocks.
+///
+/// A fenced put whose outcome could not be told (the store failed and the object changed
+/// since) returns `LEASE_UNAVAILABLE`: read the object again before deciding. A write that
+/// landed is never reported as `LEASE_FENCED` or `LEASE_CONFLICT`.
+///
+/// On success writes the object's new version to `*version_out` when that is not NULL (free
+/// it with `lease_string_free`); it is empty when the write landed but a newer write replaced
+/// it before this call learned its version.
+///
+/// # Safety
+/// `l` is NULL or a live lease; `key` is NULL or a NUL-terminated string; `data` is valid for
+/// `len` bytes (NULL only when `len` is 0); `if_version` is NULL or a NUL-terminated string;
+/// `version_out` is NULL or points to writable storage for a pointer; `err` is NULL or points
+/// to writable storage for a pointer. Must not be called from a runtime thread (a lost
+/// callback): that returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_fenced_put_if(
+    l: *const lease,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    if_version: *const c_char,
+    version_out: *mut *mut c_char,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        // SAFETY: the caller's contract.
+        let key = unsafe { str_arg(key, "key") }?;
+        // SAFETY: the caller's contract.
+        let bytes = unsafe { bytes_arg(data, len) }?;
+        // SAFETY: the caller's contract.
+        let expected = unsafe { opt_str_arg(if_version, "if_version") }?
+            .filter(|v| !v.is_empty())
+            .map(Version::etag);
+        let version =
+            l.rt.block_on(l.held.fenced_put_if(key, bytes, expected.as_ref()))??;
         if !version_out.is_null() {
             // SAFETY: non-NULL; the caller's contract.
             unsafe { *version_out = c_string(&version.etag).into_raw() };
@@ -1113,12 +1223,13 @@ pub unsafe extern "C" fn lease_fenced_delete(
     })
 }
 
-/// An object read by `lease_fenced_get`: its bytes, and the lease and epoch of the fenced write
-/// that wrote it. Immutable; thread-safe. Free it with `lease_object_free`.
+/// An object read by `lease_fenced_get`: its bytes, its version, and the lease, epoch and holder
+/// of the fenced write that wrote it. Immutable; thread-safe. Free it with `lease_object_free`.
 pub struct lease_object {
     data: Vec<u8>,
     epoch: u64,
     lease: Option<CString>,
+    holder: Option<CString>,
     version: CString,
 }
 
@@ -1151,6 +1262,7 @@ pub unsafe extern "C" fn lease_fenced_get(
                 data: o.bytes.to_vec(),
                 epoch: o.epoch.unwrap_or(0),
                 lease: o.lease.as_deref().map(c_string),
+                holder: o.holder.as_deref().map(c_string),
                 version: c_string(&o.version.etag),
             }))
         });
@@ -1204,8 +1316,10 @@ pub unsafe extern "C" fn lease_object_lease(o: *const lease_object) -> *const c_
         .map_or(std::ptr::null(), |l| l.as_ptr())
 }
 
-/// The object's version (its ETag), as `lease_fenced_put` returned it. Borrowed: valid until
-/// `lease_object_free(o)`. An empty string when `o` is NULL.
+/// The object's version (its ETag), as `lease_fenced_put` returned it: pass it to
+/// `lease_fenced_put_if` to write only if the object has not changed since this read. Borrowed:
+/// valid until `lease_object_free(o)`. An empty string when `o` is NULL (which
+/// `lease_fenced_put_if` takes as "must be absent", as it takes NULL).
 ///
 /// # Safety
 /// `o` is NULL or a live object.
@@ -1213,6 +1327,20 @@ pub unsafe extern "C" fn lease_object_lease(o: *const lease_object) -> *const c_
 pub unsafe extern "C" fn lease_object_version(o: *const lease_object) -> *const c_char {
     // SAFETY: the caller's contract.
     unsafe { o.as_ref() }.map_or(c"".as_ptr(), |o| o.version.as_ptr())
+}
+
+/// The holder id of the fenced write that wrote the object (the `HOLDER` of its token); NULL
+/// if it was not written by a fenced write, or by an older version that did not record it (or
+/// `o` is NULL). Borrowed: valid until `lease_object_free(o)`.
+///
+/// # Safety
+/// `o` is NULL or a live object.
+#[no_mangle]
+pub unsafe extern "C" fn lease_object_holder(o: *const lease_object) -> *const c_char {
+    // SAFETY: the caller's contract.
+    unsafe { o.as_ref() }
+        .and_then(|o| o.holder.as_ref())
+        .map_or(std::ptr::null(), |h| h.as_ptr())
 }
 
 /// Free an object. NULL is a no-op.
@@ -1297,10 +1425,12 @@ pub unsafe extern "C" fn lease_gate_open(
     })
 }
 
-/// Admit the fencing token `token` (`LEASE_URL#EPOCH`) for `resource` if its epoch is at least
-/// the highest admitted so far for that resource (and remember it): `LEASE_OK`. Otherwise
-/// `LEASE_FENCED` (`lease_error_epoch` gives the highest epoch seen); a token of another lease
-/// than the one that guards the resource is refused too. `LEASE_INVALID` for a malformed token
+/// Admit the fencing token `token` (`LEASE_URL#EPOCH@HOLDER`, or `LEASE_URL#EPOCH`) for
+/// `resource` if its epoch is above the highest admitted so far for that resource, or equal to
+/// it and of the same holder (and remember it): `LEASE_OK`. Otherwise `LEASE_FENCED`
+/// (`lease_error_epoch` gives the highest epoch seen): two holders are never both admitted with
+/// one epoch, and a token of another lease than the one that guards the resource is refused
+/// too. (A token without a holder cannot be told apart from another holder's.) `LEASE_INVALID` for a malformed token
 /// or resource. Blocks (a store-backed gate reads and writes its object).
 ///
 /// # Safety
@@ -1441,6 +1571,7 @@ mod tests {
             (ErrorKind::Cancelled, LEASE_CANCELLED),
             (ErrorKind::Lost, LEASE_LOST),
             (ErrorKind::Fenced, LEASE_FENCED),
+            (ErrorKind::Conflict, LEASE_CONFLICT),
             (ErrorKind::Unavailable, LEASE_UNAVAILABLE),
             (ErrorKind::Invalid, LEASE_INVALID),
             (ErrorKind::Store, LEASE_STORE),
@@ -1450,14 +1581,39 @@ mod tests {
         assert_eq!(kinds.len(), ErrorKind::ALL.len(), "a kind without a code");
         for (kind, code) in kinds {
             assert_eq!(code_of(kind), code, "{kind}");
-            // The C name ends with the core's stable name of the kind.
-            let name = code.name().to_str().unwrap().to_ascii_lowercase();
-            assert_eq!(name, format!("lease_{}", kind.as_str()));
         }
-        for n in 0..13 {
-            assert_eq!(lease_code::from_int(n).unwrap() as c_int, n);
+        // Every kind the core has (not only those listed above) has a code of its own, whose
+        // C name ends with the core's stable name of the kind.
+        for kind in ErrorKind::ALL {
+            let name = code_of(kind).name().to_str().unwrap().to_ascii_lowercase();
+            assert_eq!(
+                name,
+                format!("lease_{}", kind.as_str()),
+                "{kind} has no code"
+            );
         }
-        assert!(lease_code::from_int(13).is_none());
+        // The numbers are fixed, never renumbered nor reused; new codes come after the last.
+        let fixed = [
+            (LEASE_OK, 0),
+            (LEASE_HELD, 1),
+            (LEASE_TIMEOUT, 2),
+            (LEASE_CANCELLED, 3),
+            (LEASE_LOST, 4),
+            (LEASE_FENCED, 5),
+            (LEASE_UNAVAILABLE, 6),
+            (LEASE_INVALID, 7),
+            (LEASE_STORE, 8),
+            (LEASE_CORRUPT, 9),
+            (LEASE_INTERNAL, 10),
+            (LEASE_PANIC, 11),
+            (LEASE_FORKED, 12),
+            (LEASE_CONFLICT, 13),
+        ];
+        for (code, n) in fixed {
+            assert_eq!(code as c_int, n, "{:?}", code.name());
+            assert_eq!(lease_code::from_int(n), Some(code));
+        }
+        assert!(lease_code::from_int(14).is_none());
         assert!(lease_code::from_int(-1).is_none());
     }
 

@@ -93,6 +93,13 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The wall clock in ms since 1970: where the epochs of a new lease record start. */
+static uint64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static lease_runtime *new_runtime(void) {
   lease_runtime *rt = NULL;
   CHECK_CODE(LEASE_OK, lease_runtime_new(NULL, &rt, &err));
@@ -148,10 +155,13 @@ static void test_life_cycle(void) {
   opts.label = "c-life-cycle";
   opts.data = "10.0.0.7:8080";
   lease *l = NULL;
+  uint64_t before = wall_ms();
   CHECK_CODE(LEASE_OK, lease_acquire(store, name, &opts, &l, &err));
   CHECK(l != NULL);
   uint64_t epoch = lease_epoch(l);
-  CHECK(epoch >= 1);
+  /* A new record's first epoch is the clock in ms (never re-issued if the record is deleted):
+   * epochs compare with each other, not with 1. */
+  CHECK(epoch >= before);
   uint64_t left = lease_remaining_ms(l);
   CHECK(left > 0 && left <= 1500);
   CHECK_CODE(LEASE_OK, lease_ensure_held(l, 100, &err));
@@ -214,6 +224,7 @@ struct shared {
   const char *name;
   atomic_int holders;     /* how many threads are inside the critical section */
   int counter;            /* incremented non-atomically under the lease */
+  uint64_t first_epoch;   /* written under the lease, by the first holder */
   uint64_t last_epoch;    /* written under the lease */
   atomic_int failures;
 };
@@ -243,6 +254,7 @@ static void *contender(void *arg) {
               (unsigned long long)s->last_epoch);
       atomic_fetch_add(&s->failures, 1);
     }
+    if (s->first_epoch == 0) s->first_epoch = epoch;
     s->last_epoch = epoch;
     int seen = s->counter; /* read, yield, write: a second holder would lose an increment */
     sched_yield();
@@ -271,7 +283,8 @@ static void test_contention(void) {
   for (int i = 0; i < THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
   CHECK(atomic_load(&s.failures) == 0);
   CHECK(s.counter == THREADS * rounds);
-  CHECK(s.last_epoch >= (uint64_t)(THREADS * rounds));
+  /* One new epoch per acquisition (epochs start at the clock in ms: compare relative ones). */
+  CHECK(s.last_epoch - s.first_epoch >= (uint64_t)(THREADS * rounds - 1));
   lease_runtime_free(s.rt);
 }
 
@@ -455,6 +468,9 @@ static void test_lost_after_break(void) {
   char *argv[] = {(char *)bin, "break", url, "--yes", NULL};
   int rc = run_cli(argv);
   CHECK(rc == 0);
+  /* Broken, and waiting out the broken holder (until ttl + grace after the break, or until it
+   * releases): nobody may take it yet. */
+  CHECK(status_has(store, name, "\"state\":\"broken\""));
 
   pthread_mutex_lock(&s.mu);
   struct timespec deadline;
@@ -471,7 +487,9 @@ static void test_lost_after_break(void) {
   CHECK(s.epoch_ok == LEASE_OK);
   CHECK(lease_remaining_ms(s.l) == 0);
   CHECK_CODE(LEASE_LOST, lease_ensure_held(s.l, 0, &err));
+  /* Releasing the lost lease acknowledges the break: the next holder need not wait. */
   CHECK_CODE(LEASE_LOST, lease_release(s.l, &err));
+  CHECK(status_has(store, name, "\"state\":\"released\""));
   CHECK(lease_epoch(s.l) == epoch);
 
   /* Registered after the loss: called at once, on this thread. */
@@ -610,13 +628,15 @@ static void test_bad_input(void) {
   CHECK(strcmp(lease_code_name(LEASE_HELD), "LEASE_HELD") == 0);
   CHECK(strcmp(lease_code_name(LEASE_FENCED), "LEASE_FENCED") == 0);
   CHECK(strcmp(lease_code_name(LEASE_FORKED), "LEASE_FORKED") == 0);
+  CHECK(strcmp(lease_code_name(LEASE_CONFLICT), "LEASE_CONFLICT") == 0);
+  CHECK(strcmp(lease_code_name(14), "LEASE_UNKNOWN") == 0);
   CHECK(strcmp(lease_code_name(99), "LEASE_UNKNOWN") == 0);
   CHECK(strcmp(lease_code_name(-1), "LEASE_UNKNOWN") == 0);
   /* The numbers are fixed. */
   CHECK(LEASE_OK == 0 && LEASE_HELD == 1 && LEASE_TIMEOUT == 2 && LEASE_CANCELLED == 3 &&
         LEASE_LOST == 4 && LEASE_FENCED == 5 && LEASE_UNAVAILABLE == 6 && LEASE_INVALID == 7 &&
         LEASE_STORE == 8 && LEASE_CORRUPT == 9 && LEASE_INTERNAL == 10 && LEASE_PANIC == 11 &&
-        LEASE_FORKED == 12);
+        LEASE_FORKED == 12 && LEASE_CONFLICT == 13);
 #ifdef EXPECTED_VERSION
   CHECK(strcmp(lease_version(), EXPECTED_VERSION) == 0);
 #endif
@@ -701,8 +721,10 @@ static void data_key_of(char *buf, size_t len, const char *what) {
   snprintf(buf, len, "%s-data/%s", prefix, what);
 }
 
-/* Fenced writes stamp the writer's epoch; after `lease break` and a takeover, the old holder's
- * fenced put and delete return LEASE_FENCED with the newer epoch, and the newer data stays. */
+/* Fenced writes stamp the writer's epoch and holder; `lease break` waits out the broken holder
+ * (a try-once acquire finds the lease held until ttl + grace after the break); after the
+ * takeover the old holder's fenced put and delete return LEASE_FENCED with the newer epoch, and
+ * the newer data stays. */
 static void test_fenced_write_after_break(void) {
   const char *bin = getenv("LEASE_BIN");
   if (bin == NULL || *bin == '\0') {
@@ -721,7 +743,7 @@ static void test_fenced_write_after_break(void) {
   CHECK(obj == NULL); /* nothing there yet */
 
   lease_options opts = lease_options_default();
-  opts.ttl_ms = 30000;
+  opts.ttl_ms = 2000; /* the break waits it out: ttl + grace (1 s) (+ 1 s on S3) */
   opts.label = "zombie";
   lease *zombie = NULL;
   CHECK_CODE(LEASE_OK, lease_acquire(store, name, &opts, &zombie, &err));
@@ -736,12 +758,16 @@ static void test_fenced_write_after_break(void) {
   CHECK(lease_object_epoch(obj) == lease_epoch(zombie));
   CHECK(strcmp(lease_object_version(obj), version) == 0);
   char *token = token_of(zombie);
-  char *token_url = NULL;
+  char *token_url = NULL, *token_holder = NULL;
   uint64_t token_epoch = 0;
-  CHECK_CODE(LEASE_OK, lease_token_parse(token, &token_url, &token_epoch, &err));
+  CHECK_CODE(LEASE_OK, lease_token_parse_holder(token, &token_url, &token_epoch, &token_holder, &err));
   CHECK(token_epoch == lease_epoch(zombie));
   CHECK(strcmp(lease_object_lease(obj), token_url) == 0);
+  /* The object names the holder that wrote it, as its token does. */
+  CHECK(token_holder != NULL && lease_object_holder(obj) != NULL);
+  CHECK(strcmp(lease_object_holder(obj), token_holder) == 0);
   lease_string_free(token_url);
+  lease_string_free(token_holder);
   lease_string_free(token);
   lease_string_free(version);
   lease_object_free(obj);
@@ -749,9 +775,13 @@ static void test_fenced_write_after_break(void) {
   char *argv[] = {(char *)bin, "break", url, "--yes", NULL};
   CHECK(run_cli(argv) == 0);
 
+  /* The zombie has not acknowledged the break (it is not released): the break waits it out. */
   opts.label = "newer";
-  opts.wait_ms = 10000;
-  lease *newer = NULL;
+  opts.wait_ms = 0;
+  lease *newer = (lease *)0x1;
+  CHECK_CODE(LEASE_HELD, lease_acquire(store, name, &opts, &newer, &err));
+  CHECK(newer == (lease *)0x1);
+  opts.wait_ms = 20000;
   CHECK_CODE(LEASE_OK, lease_acquire(store, name, &opts, &newer, &err));
   CHECK(lease_epoch(newer) > lease_epoch(zombie));
   CHECK_CODE(LEASE_OK, lease_fenced_put(newer, key, (const uint8_t *)"newer holder", 12, NULL, &err));
@@ -835,31 +865,285 @@ static void test_gate(void) {
   CHECK_CODE(LEASE_INVALID, lease_gate_admit(mem, NULL, newer, &err));
   CHECK_CODE(LEASE_INVALID, lease_gate_admit(mem, "orders/42", NULL, &err));
   CHECK_CODE(LEASE_INVALID, lease_gate_admit(mem, "orders/42", "\xff#1", &err));
+  CHECK_CODE(LEASE_INVALID, lease_gate_admit(mem, "orders/42", "x#3@", &err));
+  /* Two holders with one epoch are never both admitted (a record restored from a backup can
+   * hand an epoch out twice; the holder ids tell them apart). */
+  CHECK_CODE(LEASE_OK, lease_gate_admit(mem, "twins", "memory://t/k#9@aaaa", &err));
+  CHECK_CODE(LEASE_OK, lease_gate_admit(mem, "twins", "memory://t/k#9@aaaa", &err));
+  CHECK_CODE(LEASE_FENCED, lease_gate_admit(mem, "twins", "memory://t/k#9@bbbb", &err));
+  CHECK_CODE(LEASE_OK, lease_gate_admit(mem, "twins", "memory://t/k#10@bbbb", &err));
   lease_string_free(old);
   lease_string_free(newer);
   CHECK_CODE(LEASE_OK, lease_release(second, &err));
   lease_free(second);
 
-  /* Tokens parse from the right: a '#' in the URL is fine. */
-  char *url = NULL;
+  /* Tokens parse from the right: a '#' in the URL is fine. URL#EPOCH@HOLDER (what
+   * lease_token writes) and URL#EPOCH (built by hand) both parse. */
+  char *url = NULL, *holder = NULL;
   uint64_t epoch = 0;
   CHECK_CODE(LEASE_OK, lease_token_parse("s3://b/locks/a#b#7", &url, &epoch, &err));
   CHECK(strcmp(url, "s3://b/locks/a#b") == 0 && epoch == 7);
   lease_string_free(url);
   CHECK_CODE(LEASE_OK, lease_token_parse("file:///x#3", NULL, NULL, &err));
-  const char *bad[] = {"", "x", "x#", "#3", "x#-1", "x#1e3", "x#99999999999999999999999"};
+  CHECK_CODE(LEASE_OK, lease_token_parse("s3://b/locks/a#b#1767225600000@3f2a9c", &url, &epoch, &err));
+  CHECK(strcmp(url, "s3://b/locks/a#b") == 0 && epoch == 1767225600000ULL);
+  lease_string_free(url);
+  CHECK_CODE(LEASE_OK, lease_token_parse_holder("s3://b/k#1767225600000@3f2a9c", &url, &epoch,
+                                                &holder, &err));
+  CHECK(strcmp(url, "s3://b/k") == 0 && epoch == 1767225600000ULL && strcmp(holder, "3f2a9c") == 0);
+  lease_string_free(url);
+  lease_string_free(holder);
+  holder = (char *)0x1;
+  CHECK_CODE(LEASE_OK, lease_token_parse_holder("s3://b/k#7", NULL, &epoch, &holder, &err));
+  CHECK(epoch == 7 && holder == NULL); /* names no holder */
+  CHECK_CODE(LEASE_OK, lease_token_parse_holder("s3://b/k#7@ab", NULL, NULL, NULL, &err));
+  const char *bad[] = {"", "x", "x#", "#3", "x#-1", "x#1e3", "x#99999999999999999999999",
+                       "x#3@", "x#3@a b", "x#@ab", "x#3@a@b", "x#3@\xc3\xa9"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     url = (char *)0x1;
+    holder = (char *)0x2;
     epoch = 42;
     CHECK_CODE(LEASE_INVALID, lease_token_parse(bad[i], &url, &epoch, &err));
-    CHECK(url == (char *)0x1 && epoch == 42);
+    CHECK_CODE(LEASE_INVALID, lease_token_parse_holder(bad[i], &url, &epoch, &holder, &err));
+    CHECK(url == (char *)0x1 && holder == (char *)0x2 && epoch == 42);
   }
   CHECK_CODE(LEASE_INVALID, lease_token_parse(NULL, &url, &epoch, &err));
+  CHECK_CODE(LEASE_INVALID, lease_token_parse_holder(NULL, &url, &epoch, &holder, &err));
+
+  /* A held lease's token names its holder, and round-trips. */
+  lease *third = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &opts, &third, &err));
+  char *tok = token_of(third);
+  CHECK(strchr(tok, '@') != NULL);
+  char *lease_url = NULL;
+  CHECK_CODE(LEASE_OK, lease_token_parse_holder(tok, &lease_url, &epoch, &holder, &err));
+  CHECK(epoch == lease_epoch(third) && holder != NULL && strlen(holder) > 0);
+  char again[2048];
+  snprintf(again, sizeof again, "%s#%llu@%s", lease_url, (unsigned long long)epoch, holder);
+  CHECK(strcmp(again, tok) == 0);
+  lease_string_free(lease_url);
+  lease_string_free(holder);
+  lease_string_free(tok);
+  CHECK_CODE(LEASE_OK, lease_release(third, &err));
+  lease_free(third);
 
   lease_gate_free(mem);
   lease_gate_free(a);
   lease_gate_free(b);
   lease_gate_free(NULL);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
+/* The object at `key` (its bytes as a string, and its version), or "" and "" when absent. */
+static void read_object(lease_store *store, const char *key, char *data, size_t data_len,
+                        char *version, size_t version_len) {
+  lease_object *obj = NULL;
+  CHECK_CODE(LEASE_OK, lease_fenced_get(store, key, &obj, &err));
+  size_t n = 0;
+  const uint8_t *p = lease_object_data(obj, &n);
+  CHECK(n < data_len);
+  if (n > 0) memcpy(data, p, n);
+  data[n] = '\0';
+  snprintf(version, version_len, "%s", lease_object_version(obj));
+  lease_object_free(obj);
+}
+
+/* Version-conditional fenced writes: a write conditioned on a version that another writer of
+ * the same epoch replaced is LEASE_CONFLICT and writes nothing; "must be absent" on an existing
+ * object is LEASE_CONFLICT; once a newer holder has written, it is LEASE_FENCED (with the newer
+ * epoch), even with the current version. */
+static void test_fenced_put_if(void) {
+  char name[128], key[160], other[160];
+  name_of(name, sizeof name, "put-if");
+  data_key_of(key, sizeof key, "counter");
+  data_key_of(other, sizeof other, "counter-other");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options opts = lease_options_default();
+  opts.wait_ms = 20000;
+  lease *a = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &opts, &a, &err));
+
+  /* Create only if absent (NULL), once. */
+  char *v1 = NULL;
+  CHECK_CODE(LEASE_OK, lease_fenced_put_if(a, key, (const uint8_t *)"1", 1, NULL, &v1, &err));
+  CHECK(v1 != NULL && strlen(v1) > 0);
+  CHECK_CODE(LEASE_CONFLICT, lease_fenced_put_if(a, key, (const uint8_t *)"9", 1, NULL, NULL, &err));
+  CHECK_CODE(LEASE_CONFLICT, lease_fenced_put_if(a, key, (const uint8_t *)"9", 1, "", NULL, &err));
+
+  /* A reads the counter; B (another writer at this epoch: another thread of the same holder)
+   * reads it too and writes 2 first. A's write of its own 2, conditioned on what it read, is
+   * refused: the increment is not lost, and A must read again. */
+  char seen_a[32], ver_a[256], seen_b[32], ver_b[256];
+  read_object(store, key, seen_a, sizeof seen_a, ver_a, sizeof ver_a);
+  read_object(store, key, seen_b, sizeof seen_b, ver_b, sizeof ver_b);
+  CHECK(strcmp(seen_a, "1") == 0 && strcmp(ver_a, v1) == 0 && strcmp(ver_b, v1) == 0);
+  char *v2 = NULL;
+  CHECK_CODE(LEASE_OK, lease_fenced_put_if(a, key, (const uint8_t *)"2", 1, ver_b, &v2, &err));
+  char msg[512];
+  lease_error *e = NULL;
+  CHECK(code_and_message(lease_fenced_put_if(a, key, (const uint8_t *)"2", 1, ver_a, NULL, &e),
+                         &e, msg, sizeof msg) == LEASE_CONFLICT);
+  CHECK(strstr(msg, "changed") != NULL);
+  CHECK_CODE(LEASE_CONFLICT, lease_fenced_put_if(a, key, (const uint8_t *)"x", 1, "\"nope\"", NULL, &err));
+  char now[32], ver_now[256];
+  read_object(store, key, now, sizeof now, ver_now, sizeof ver_now);
+  CHECK(strcmp(now, "2") == 0 && strcmp(ver_now, v2) == 0);
+  /* Read again, decide again: 3. */
+  char *v3 = NULL;
+  CHECK_CODE(LEASE_OK, lease_fenced_put_if(a, key, (const uint8_t *)"3", 1, ver_now, &v3, &err));
+  /* An absent object expected absent: created. */
+  CHECK_CODE(LEASE_OK, lease_fenced_put_if(a, other, (const uint8_t *)"x", 1, "", NULL, &err));
+
+  /* A newer holder reads 3 and writes 4. A (released, or a zombie) is then fenced, whether it
+   * names the version it read before or the current one. */
+  CHECK_CODE(LEASE_OK, lease_release(a, &err));
+  lease *b = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &opts, &b, &err));
+  CHECK(lease_epoch(b) > lease_epoch(a));
+  read_object(store, key, now, sizeof now, ver_now, sizeof ver_now);
+  CHECK(strcmp(now, "3") == 0 && strcmp(ver_now, v3) == 0);
+  char *v4 = NULL;
+  CHECK_CODE(LEASE_OK, lease_fenced_put_if(b, key, (const uint8_t *)"4", 1, ver_now, &v4, &err));
+  e = NULL;
+  CHECK(lease_fenced_put_if(a, key, (const uint8_t *)"4", 1, v3, NULL, &e) == LEASE_FENCED);
+  CHECK(lease_error_epoch(e) == lease_epoch(b));
+  lease_error_free(e);
+  e = NULL;
+  CHECK(lease_fenced_put_if(a, key, (const uint8_t *)"5", 1, v4, NULL, &e) == LEASE_FENCED);
+  CHECK(lease_error_epoch(e) == lease_epoch(b));
+  lease_error_free(e);
+  CHECK_CODE(LEASE_FENCED, lease_fenced_put_if(a, key, (const uint8_t *)"5", 1, NULL, NULL, &err));
+  read_object(store, key, now, sizeof now, ver_now, sizeof ver_now);
+  CHECK(strcmp(now, "4") == 0 && strcmp(ver_now, v4) == 0);
+
+  lease_string_free(v1);
+  lease_string_free(v2);
+  lease_string_free(v3);
+  lease_string_free(v4);
+  lease_free(a);
+  CHECK_CODE(LEASE_OK, lease_release(b, &err));
+  lease_free(b);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
+/* The read-modify-write loop of docs/ffi.md ("Read-modify-write"): read, compute, write only if
+ * unchanged, and on LEASE_CONFLICT read again after a short random pause. Here the update
+ * appends the id `op` to a comma-separated list, so the final list shows which updates landed,
+ * and how many times. */
+#define LIST_MAX 4096
+static lease_code append_op(lease *l, lease_store *store, const char *key, const char *op,
+                            lease_error **errp) {
+  long pause_ms = 1;
+  for (int attempt = 1;; attempt++) {
+    lease_object *obj = NULL;
+    lease_code c = lease_fenced_get(store, key, &obj, errp);
+    if (c != LEASE_OK) return c;
+    size_t n = 0;
+    const uint8_t *p = lease_object_data(obj, &n); /* NULL, 0 when absent */
+    char next[LIST_MAX];
+    CHECK(n + strlen(op) + 2 < sizeof next);
+    int len = snprintf(next, sizeof next, "%.*s%s%s", (int)n, (const char *)p, n > 0 ? "," : "", op);
+    /* The version read ("" when absent: then the object must still be absent). */
+    c = lease_fenced_put_if(l, key, (const uint8_t *)next, (size_t)len,
+                            lease_object_version(obj), NULL, errp);
+    lease_object_free(obj);
+    if (c != LEASE_CONFLICT || attempt == 50) return c;
+    lease_error_free(*errp);
+    *errp = NULL;
+    sleep_ms(1 + rand() % pause_ms);
+    if (pause_ms < 200) pause_ms *= 2;
+  }
+}
+
+enum { UPDATERS = 4, MAX_OPS = 64 };
+
+struct updater {
+  lease *l;
+  lease_store *store;
+  const char *key;
+  int id;
+  int ops;
+  lease_code outcome[MAX_OPS];
+};
+
+static void *updating(void *arg) {
+  struct updater *w = arg;
+  for (int i = 0; i < w->ops; i++) {
+    char op[32];
+    snprintf(op, sizeof op, "t%d-%d", w->id, i);
+    lease_error *err = NULL;
+    w->outcome[i] = append_op(w->l, w->store, w->key, op, &err);
+    if (w->outcome[i] != LEASE_OK)
+      fprintf(stderr, "  update %s: %s: %s\n", op, lease_code_name(w->outcome[i]),
+              lease_error_message(err));
+    lease_error_free(err);
+  }
+  return NULL;
+}
+
+/* How many times `op` is in the comma-separated `list`. */
+static int times_in(const char *list, const char *op) {
+  int times = 0;
+  size_t len = strlen(op);
+  for (const char *p = list; *p;) {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && strncmp(p, op, n) == 0) times++;
+    p += n + (end ? 1 : 0);
+  }
+  return times;
+}
+
+/* 4 threads of one holder update one object with the loop, checked against the final list: no
+ * acknowledged update lost or applied twice, none reported LEASE_CONFLICT or LEASE_FENCED
+ * applied, none applied twice (LEASE_UNAVAILABLE: outcome unknown, applied at most once). */
+static void test_fenced_update(void) {
+  char name[128], key[160];
+  name_of(name, sizeof name, "update");
+  data_key_of(key, sizeof key, "update-list");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease *l = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, NULL, &l, &err));
+  struct updater w[UPDATERS];
+  pthread_t t[UPDATERS];
+  int ops = rounds < MAX_OPS ? rounds : MAX_OPS;
+  for (int i = 0; i < UPDATERS; i++) {
+    w[i] = (struct updater){.l = l, .store = store, .key = key, .id = i, .ops = ops};
+    CHECK(pthread_create(&t[i], NULL, updating, &w[i]) == 0);
+  }
+  for (int i = 0; i < UPDATERS; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  char list[LIST_MAX], version[256];
+  read_object(store, key, list, sizeof list, version, sizeof version);
+  int acked = 0, unknown = 0, unknown_landed = 0, refused = 0;
+  for (int i = 0; i < UPDATERS; i++) {
+    for (int j = 0; j < ops; j++) {
+      char op[32];
+      snprintf(op, sizeof op, "t%d-%d", i, j);
+      int times = times_in(list, op);
+      lease_code c = w[i].outcome[j];
+      int ok = (c == LEASE_OK && times == 1) ||
+               ((c == LEASE_CONFLICT || c == LEASE_FENCED) && times == 0) ||
+               (c == LEASE_UNAVAILABLE && times <= 1);
+      if (!ok) {
+        fprintf(stderr, "update %s: %s, and found %d times in %s\n", op, lease_code_name(c),
+                times, list);
+        exit(1);
+      }
+      acked += c == LEASE_OK;
+      unknown += c == LEASE_UNAVAILABLE;
+      unknown_landed += c == LEASE_UNAVAILABLE && times == 1;
+      refused += c == LEASE_CONFLICT || c == LEASE_FENCED;
+    }
+  }
+  fprintf(stderr, "  fenced_update: %d acknowledged, %d outcome unknown (%d of them landed), %d refused\n",
+          acked, unknown, unknown_landed, refused);
+  CHECK(acked > 0);
+  CHECK_CODE(LEASE_OK, lease_release(l, &err));
+  lease_free(l);
   lease_store_free(store);
   lease_runtime_free(rt);
 }
@@ -880,6 +1164,14 @@ static void test_fencing_bad_input(void) {
   CHECK_CODE(LEASE_INVALID, lease_fenced_put(l, "\xff", x, 1, NULL, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_put(l, "", x, 1, NULL, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_put(l, "a//b", x, 1, NULL, &err));
+  char *version = (char *)0x1;
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(NULL, key, x, 1, NULL, &version, &err));
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, NULL, x, 1, NULL, &version, &err));
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, key, NULL, 1, NULL, &version, &err));
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, key, x, 1, "\xff", &version, &err));
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, "../x", x, 1, NULL, &version, &err));
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, name, x, 1, NULL, &version, &err));
+  CHECK(version == (char *)0x1);
   CHECK_CODE(LEASE_INVALID, lease_fenced_delete(NULL, key, NULL, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_delete(l, NULL, NULL, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_delete(l, "../x", NULL, &err));
@@ -904,6 +1196,7 @@ static void test_fencing_bad_input(void) {
   CHECK(lease_object_data(NULL, &len) == NULL && len == 0);
   CHECK(lease_object_epoch(NULL) == 0);
   CHECK(lease_object_lease(NULL) == NULL);
+  CHECK(lease_object_holder(NULL) == NULL);
   CHECK(strcmp(lease_object_version(NULL), "") == 0);
   lease_object_free(NULL);
   CHECK(lease_error_epoch(NULL) == 0);
@@ -930,6 +1223,8 @@ static const struct test tests[] = {
     {"fork", test_fork},
     {"fenced_write_after_break", test_fenced_write_after_break},
     {"gate", test_gate},
+    {"fenced_put_if", test_fenced_put_if},
+    {"fenced_update", test_fenced_update},
     {"fencing_bad_input", test_fencing_bad_input},
 };
 
