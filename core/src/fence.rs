@@ -36,8 +36,8 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Lease;
 use crate::protocol::fence::{
-    admission, verdict, Admission, Expect, FenceEvent, FenceOp, FenceStep, Stamp, MAX_ROUNDS,
-    UNAVAILABLE_BUDGET,
+    admission, user_bytes, verdict, Admission, Expect, FenceEvent, FenceOp, FenceStep, Stamp,
+    MAX_ROUNDS, UNAVAILABLE_BUDGET,
 };
 use crate::protocol::Backoff;
 use crate::store::{validate_key, Cond, Delete, DynStore, Get, GetOptions, Object, Put, Version};
@@ -192,7 +192,16 @@ impl Lease {
         self.check_fenced_key(key)?;
         let rng = &client.inner.rng;
         let cached = self.fence_cache().lock().unwrap().get(key).cloned();
-        let mut op = FenceOp::new(&key_url, self.token(), rng.nonce(), bytes, expect, cached);
+        let unique = client.store().capabilities().versions_are_unique;
+        let mut op = FenceOp::new(
+            &key_url,
+            self.token(),
+            rng.nonce(),
+            bytes,
+            expect,
+            cached,
+            unique,
+        );
         let mut event = FenceEvent::Start;
         let outcome = loop {
             match op.step(event, client.clock().now(), rng) {
@@ -296,7 +305,7 @@ impl Client {
             Get::Found(obj) => {
                 let stamp = Stamp::of(&obj.meta);
                 Ok(Some(FencedObject {
-                    bytes: obj.bytes.unwrap_or_default(),
+                    bytes: user_bytes(obj.bytes.unwrap_or_default(), &obj.meta),
                     epoch: stamp.epoch,
                     lease: stamp.lease,
                     holder: stamp.holder,
@@ -380,7 +389,10 @@ impl FencingGate {
                         }
                         Err(e) => return Err(e),
                     };
-                    let put = client.store().put(&key, Bytes::new(), cond, &meta);
+                    // The body names the admission: on S3 a version is the MD5 of the bytes, and
+                    // gate objects with equal bodies would all share one version.
+                    let body = Bytes::from(format!("{token} {}\n", client.inner.rng.nonce()));
+                    let put = client.store().put(&key, body, cond, &meta);
                     match client.timed(REQUEST_TIMEOUT, "gate write", put).await {
                         Ok(Put::Written { .. }) => return Ok(()),
                         // Lost a race or an unknown outcome: the next read decides.

@@ -274,6 +274,7 @@ mod tests {
 
     fn caps() -> Capabilities {
         Capabilities {
+            versions_are_unique: true,
             conditional_delete: true,
             clock_resolution: Duration::from_secs(1),
             store_clock_rule: true,

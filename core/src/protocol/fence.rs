@@ -26,6 +26,34 @@ pub const META_HOLDER: &str = "lease-holder";
 pub const META_WRITE: &str = "lease-write";
 /// The nonce of the object this one replaced (absent for a create).
 pub const META_PREV: &str = "lease-prev";
+/// How many bytes at the end of the object are a trailer the fenced write added, on stores
+/// whose versions hash the bytes alone (S3).
+pub const META_TRAILER: &str = "lease-trailer";
+
+/// The bytes a fenced write stores: `bytes`, and on a store whose versions hash the bytes alone
+/// (S3's ETag is their MD5) a trailer with the write's nonce, so that no two writes share a
+/// version. Without it, a newer holder writing the very bytes a zombie read would leave the
+/// version unchanged, and the zombie's write conditional on it would land. Returns the bytes
+/// and the trailer's length.
+pub fn stored_bytes(bytes: &Bytes, nonce: &str, unique_versions: bool) -> (Bytes, usize) {
+    if unique_versions {
+        return (bytes.clone(), 0);
+    }
+    let trailer = format!("\n{nonce}");
+    let mut out = Vec::with_capacity(bytes.len() + trailer.len());
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(trailer.as_bytes());
+    (Bytes::from(out), trailer.len())
+}
+
+/// The bytes a fenced writer meant, from what a store returned: without the trailer
+/// [`stored_bytes`] added, as its metadata says.
+pub fn user_bytes(stored: Bytes, meta: &Meta) -> Bytes {
+    match meta.get(META_TRAILER).and_then(|n| n.parse::<usize>().ok()) {
+        Some(n) if n <= stored.len() => stored.slice(..stored.len() - n),
+        _ => stored,
+    }
+}
 
 /// How many times a fenced operation re-reads after losing a race before giving up.
 pub const MAX_ROUNDS: usize = 32;
@@ -240,7 +268,9 @@ pub struct FenceOp {
     key_url: String,
     token: FencingToken,
     nonce: String,
+    /// What is stored: the caller's bytes, with a trailer where versions hash the bytes.
     bytes: Bytes,
+    trailer: usize,
     expect: Expect,
     /// The object as we last knew it, when no read is needed (we wrote it last).
     known: Option<Base>,
@@ -258,7 +288,10 @@ pub struct FenceOp {
 
 impl FenceOp {
     /// A fenced write of `bytes` under `token`, expecting `expect`; `cached` is the object as
-    /// this holder last wrote it (version and nonce), which saves the read when it still holds.
+    /// this holder last wrote it (version and nonce), which saves the read when it still holds;
+    /// `unique_versions` is the store's [`Capabilities::versions_are_unique`].
+    ///
+    /// [`Capabilities::versions_are_unique`]: crate::store::Capabilities::versions_are_unique
     pub fn new(
         key_url: &str,
         token: FencingToken,
@@ -266,7 +299,9 @@ impl FenceOp {
         bytes: Bytes,
         expect: Expect,
         cached: Option<(Version, String)>,
+        unique_versions: bool,
     ) -> FenceOp {
+        let (bytes, trailer) = stored_bytes(&bytes, &nonce, unique_versions);
         // (An object expected absent is read first all the same: a blind create that fails
         // could not always tell a concurrent create from our own, replaced.)
         let known = match (&expect, cached) {
@@ -279,6 +314,7 @@ impl FenceOp {
             token,
             nonce,
             bytes,
+            trailer,
             expect,
             known,
             in_doubt: None,
@@ -358,10 +394,14 @@ impl FenceOp {
             None => (Cond::Create, None),
             Some((v, w)) => (Cond::Match(v.clone()), w.clone()),
         };
+        let mut meta = Stamp::meta_for(&self.token, Some(&self.nonce), prev.as_deref());
+        if self.trailer > 0 {
+            meta.insert(META_TRAILER.to_string(), self.trailer.to_string());
+        }
         FenceStep::Put {
             bytes: self.bytes.clone(),
             cond,
-            meta: Stamp::meta_for(&self.token, Some(&self.nonce), prev.as_deref()),
+            meta,
         }
     }
 

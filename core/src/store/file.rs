@@ -796,6 +796,9 @@ impl Store for FileStore {
             clock_resolution: Duration::from_millis(10),
             store_clock_rule: true,
             wall_clock: false,
+            // The version hashes the contents and the metadata, and every fenced write's
+            // metadata carries a nonce.
+            versions_are_unique: true,
         }
     }
 

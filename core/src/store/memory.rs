@@ -104,6 +104,8 @@ struct Shared {
     log: Mutex<Option<Vec<LoggedWrite>>>,
     /// Times are truncated to this (S3's HTTP dates have whole seconds).
     resolution: Mutex<Duration>,
+    /// Versions are a hash of the bytes alone, as S3's ETags are MD5s of them.
+    content_versions: std::sync::atomic::AtomicBool,
 }
 
 /// A write that took effect (a put, or a delete), in the order it did.
@@ -138,6 +140,7 @@ impl Shared {
             next_generation: AtomicU64::new(1),
             log: Mutex::default(),
             resolution: Mutex::new(Duration::from_millis(1)),
+            content_versions: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -222,6 +225,16 @@ impl MemoryStore {
         *self.shared.resolution.lock().unwrap() = resolution;
     }
 
+    /// Make versions a hash of the bytes alone, as S3's ETags are (the MD5 of the bytes): the
+    /// same bytes written again keep the version. Every connection to these objects sees it.
+    pub fn set_content_versions(&self, on: bool) {
+        self.shared.content_versions.store(on, Ordering::Relaxed);
+    }
+
+    fn content_versions(&self) -> bool {
+        self.shared.content_versions.load(Ordering::Relaxed)
+    }
+
     /// The store's clock now, truncated to its resolution.
     fn store_now(&self) -> SystemTime {
         truncate(self.clock.wall(), *self.shared.resolution.lock().unwrap())
@@ -250,9 +263,10 @@ impl MemoryStore {
 
     /// Replace an object's bytes without any condition, as a person editing the bucket would.
     pub fn overwrite_raw(&self, key: &str, bytes: impl Into<Bytes>) {
-        let version = self.next_version();
+        let bytes: Bytes = bytes.into();
+        let version = self.next_version(&bytes);
         let entry = Entry {
-            bytes: bytes.into(),
+            bytes,
             version,
             last_modified: self.store_now(),
             meta: Meta::new(),
@@ -269,7 +283,14 @@ impl MemoryStore {
         self.shared.objects.lock().unwrap().remove(key);
     }
 
-    fn next_version(&self) -> Version {
+    /// The version of a write of `bytes`.
+    fn next_version(&self, bytes: &[u8]) -> Version {
+        if self.content_versions() {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(bytes);
+            let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+            return Version::etag(format!("\"{hex}\""));
+        }
         let generation = self.shared.next_generation.fetch_add(1, Ordering::Relaxed);
         Version {
             etag: format!("\"m{generation}\""),
@@ -451,6 +472,7 @@ impl Store for MemoryStore {
         Capabilities {
             conditional_delete: true,
             clock_resolution: *self.shared.resolution.lock().unwrap(),
+            versions_are_unique: !self.content_versions(),
             store_clock_rule: true,
             wall_clock: true,
         }
@@ -511,7 +533,7 @@ impl Store for MemoryStore {
                 if !allowed {
                     return Put::ConditionFailed;
                 }
-                let version = store.next_version();
+                let version = store.next_version(&bytes);
                 let now = store.store_now();
                 store.log(&key, false, &meta, &bytes);
                 let entry = Entry {

@@ -782,6 +782,8 @@ impl Store for S3Store {
             clock_resolution: Duration::from_secs(1),
             store_clock_rule: self.inner.settings.store_clock_rule,
             wall_clock: true,
+            // The ETag of a PutObject is the MD5 of its bytes alone.
+            versions_are_unique: false,
         }
     }
 
