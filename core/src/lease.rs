@@ -221,7 +221,7 @@ impl Lease {
                 drop(st);
                 run_callback(Box::new(f), &r);
             }
-            Phase::Held => st.callbacks.push(Box::new(f)),
+            Phase::Held | Phase::Releasing => st.callbacks.push(Box::new(f)),
             Phase::Released => {}
         }
     }
@@ -349,11 +349,17 @@ impl Shared {
         let _writing = self.writes.lock().await;
         let clock = self.client.clock();
         let (write, deadline, phase) = {
-            let st = self.state.lock().unwrap();
+            let mut st = self.state.lock().unwrap();
+            let phase = st.hold.phase.clone();
+            let deadline = st.hold.deadline();
+            // From the moment the release is sent it may land: stop believing now.
+            if phase == Phase::Held && clock.now() < deadline {
+                st.hold.start_release();
+            }
             let write =
                 st.hold
                     .next_write(RecordState::Released, clock.wall(), &self.client.inner.rng);
-            (write, st.hold.deadline(), st.hold.phase.clone())
+            (write, deadline, phase)
         };
         match phase {
             Phase::Released => return Ok(()),
@@ -366,7 +372,7 @@ impl Shared {
                 self.tidy_after_loss(None).await;
                 return Err(self.lost_error(&LostReason::Expired));
             }
-            Phase::Held => {}
+            Phase::Held | Phase::Releasing => {}
         }
         let (record, cond) = write.expect("a held lease has a next write");
         match self
@@ -387,18 +393,23 @@ impl Shared {
                 local_wake(self.client.store().url(), &self.key).notify_waiters();
                 Ok(())
             }
+            // An earlier release of ours (its answer lost) is what is there: released.
+            Ok(Written::Rejected { current })
+                if self.state.lock().unwrap().hold.is_our_release(&current) =>
+            {
+                self.state.lock().unwrap().hold.released();
+                local_wake(self.client.store().url(), &self.key).notify_waiters();
+                Ok(())
+            }
             Ok(Written::Rejected { current }) => {
                 let reason = LostReason::from_current(&current, &self.holder.id);
                 self.mark_lost(reason.clone());
                 self.tidy_after_loss(Some(current)).await;
                 Err(self.lost_error(&reason))
             }
-            Err(e) => {
-                if clock.now() >= deadline {
-                    self.mark_lost(LostReason::Expired);
-                }
-                Err(e.with_lease(&self.url))
-            }
+            // The release's outcome is unknown: the lease stays "being released" (not
+            // believed); calling release again tries again.
+            Err(e) => Err(e.with_lease(&self.url)),
         }
     }
 

@@ -344,3 +344,32 @@ async fn store_clock_takeover_is_within_the_stated_bound_on_a_coarse_clock() {
         "takeover {worst:?} after the last write, bound {bound:?}"
     );
 }
+
+/// Found by the model checker: a release whose answer is held up may land at once, and a
+/// waiter take the lease, while other tasks of the holder still passed `ensure_held`. The
+/// holder stops believing the moment its release is sent.
+#[tokio::test(start_paused = true)]
+async fn a_holder_stops_believing_when_its_release_is_sent() {
+    let w = World::new();
+    let (a, a_conn) = w.client("a", 1);
+    let (b, _) = w.client("b", 2);
+    let held = a.acquire("job", &opts()).await.unwrap();
+    // The release lands at once; its answer comes 5 s later.
+    a_conn.faults().push(Op::Put, Fault::DelayAfter(secs(5.0)));
+    let releasing = {
+        let held = held.clone();
+        tokio::spawn(async move { held.release().await })
+    };
+    sleep(secs(0.1)).await;
+    let taken = b
+        .acquire("job", &opts().wait(Duration::ZERO))
+        .await
+        .unwrap();
+    assert!(
+        held.ensure_held(Duration::ZERO).is_err(),
+        "the holder still believes while {} holds epoch {}",
+        taken.holder().id,
+        taken.epoch()
+    );
+    releasing.await.unwrap().unwrap();
+}

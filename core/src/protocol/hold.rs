@@ -78,6 +78,8 @@ impl LostReason {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Phase {
     Held,
+    /// A release was sent: it may land at any moment, so the holder no longer believes.
+    Releasing,
     Released,
     Lost(LostReason),
 }
@@ -148,7 +150,7 @@ impl Hold {
     pub fn ensure_held(&self, now: Instant, min: Duration) -> Result<Duration> {
         match &self.phase {
             Phase::Lost(reason) => Err(self.lost_error(reason)),
-            Phase::Released => Err(Error::new(
+            Phase::Releasing | Phase::Released => Err(Error::new(
                 ErrorKind::Lost,
                 format!("{} was released", self.url),
             )
@@ -199,7 +201,11 @@ impl Hold {
         wall: SystemTime,
         entropy: &dyn Entropy,
     ) -> Option<(Record, Cond)> {
-        if self.phase != Phase::Held {
+        let allowed = match state {
+            RecordState::Held => self.phase == Phase::Held,
+            RecordState::Released => matches!(self.phase, Phase::Held | Phase::Releasing),
+        };
+        if !allowed {
             return None;
         }
         let mut record = self.record.successor();
@@ -216,13 +222,35 @@ impl Hold {
         self.last_send = t_send;
     }
 
-    /// The lease is lost; true when it was held until now (the loss is news).
+    /// A release is about to be sent: from now on the holder does not believe it holds the
+    /// lease (the release may land before its answer comes back, or without one).
+    pub fn start_release(&mut self) {
+        if self.phase == Phase::Held {
+            self.phase = Phase::Releasing;
+        }
+    }
+
+    /// The lease is lost; true when it was held (or being released) until now: the loss is
+    /// news.
     pub fn lose(&mut self, reason: LostReason) -> bool {
-        if self.phase != Phase::Held {
+        if !matches!(self.phase, Phase::Held | Phase::Releasing) {
             return false;
         }
         self.phase = Phase::Lost(reason);
         true
+    }
+
+    /// Whether `current` is our own release, landed (an earlier release whose answer was lost).
+    pub fn is_our_release(&self, current: &Get) -> bool {
+        let Get::Found(obj) = current else {
+            return false;
+        };
+        matches!(
+            Record::parse(obj.bytes.as_deref(), obj.size),
+            Parsed::Valid(r) if r.holder.id == self.holder().id
+                && r.epoch == self.epoch()
+                && r.state == RecordState::Released
+        )
     }
 
     /// The lease was released.
