@@ -195,8 +195,8 @@ impl Client {
     pub fn lease_url(&self, key: &str) -> String {
         let base = self.inner.store.url();
         match base.split_once('?') {
-            Some((b, q)) => format!("{}/{key}?{q}", b.trim_end_matches('/')),
-            None => format!("{}/{key}", base.trim_end_matches('/')),
+            Some((b, q)) => format!("{}?{q}", crate::store::url::join_key(b, key)),
+            None => crate::store::url::join_key(base, key),
         }
     }
 

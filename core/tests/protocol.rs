@@ -766,6 +766,31 @@ async fn contend(c: Contention) -> (Vec<Hold>, Vec<(Instant, u64)>, usize) {
     (h, a, lost.load(std::sync::atomic::Ordering::Relaxed))
 }
 
+/// The seeds a randomized run uses: `LEASE_SIM_SEED=N` replays one (every run is deterministic:
+/// simulated time, seeded faults and randomness), `LEASE_SIM_SEEDS=N` runs seeds 1..=N.
+fn seeds(default: std::ops::RangeInclusive<u64>) -> Vec<u64> {
+    if let Some(one) = std::env::var("LEASE_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return vec![one];
+    }
+    match std::env::var("LEASE_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(n) => (1..=n).collect(),
+        None => default.collect(),
+    }
+}
+
+/// What a failure says: the seed, and the command that replays it.
+fn replay(what: &str, seed: u64, test: &str) -> String {
+    format!(
+        "{what} {seed} (replay: LEASE_SIM_SEED={seed} cargo test -p lease --test protocol {test})"
+    )
+}
+
 fn assert_invariants(history: &[Hold], acquisitions: &[(Instant, u64)], what: &str) {
     let bad = overlaps(history);
     assert!(
@@ -794,7 +819,7 @@ fn assert_invariants(history: &[Hold], acquisitions: &[(Instant, u64)], what: &s
 #[tokio::test(start_paused = true)]
 async fn random_contention_with_faults_and_pauses_keeps_the_invariants() {
     let mut losses = 0;
-    for seed in 1..=12 {
+    for seed in seeds(1..=12) {
         let (h, a, lost) = contend(Contention {
             clients: 3,
             rounds: 12,
@@ -805,7 +830,11 @@ async fn random_contention_with_faults_and_pauses_keeps_the_invariants() {
             latency: secs(2.5),
         })
         .await;
-        assert_invariants(&h, &a, &format!("seed {seed}"));
+        assert_invariants(
+            &h,
+            &a,
+            &replay("seed", seed, "random_contention_with_faults"),
+        );
         losses += lost;
     }
     // The pauses must actually have cost leases, or the run checked only the easy case.
@@ -817,7 +846,7 @@ async fn random_contention_with_faults_and_pauses_keeps_the_invariants() {
 async fn clock_rate_drift_within_the_grace_is_safe() {
     // Holders whose clocks run 5% slow believe 5% longer than true time; grace (10% of the
     // ttl) covers that.
-    for seed in 1..=6 {
+    for seed in seeds(1..=6) {
         let (h, a, _) = contend(Contention {
             clients: 3,
             rounds: 10,
@@ -828,7 +857,11 @@ async fn clock_rate_drift_within_the_grace_is_safe() {
             latency: secs(1.0),
         })
         .await;
-        assert_invariants(&h, &a, &format!("drift seed {seed}"));
+        assert_invariants(
+            &h,
+            &a,
+            &replay("drift seed", seed, "clock_rate_drift_within"),
+        );
     }
 }
 

@@ -35,7 +35,7 @@ use lease::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
 use lease::protocol::Entropy;
 use lease::record::{Holder, Record, RecordState};
 use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
-use lease::{Error, ErrorKind};
+use lease::Error;
 
 // ---------------------------------------------------------------------------------------------
 // Time and randomness of the model.

@@ -305,6 +305,16 @@ impl fmt::Display for StoreUrl {
     }
 }
 
+/// A store's URL (without its query) joined with a key: one `/` between them, never fewer
+/// (`file:///` + `k` is `file:///k`, not `file:/k`).
+pub(crate) fn join_key(base: &str, key: &str) -> String {
+    if base.ends_with('/') {
+        format!("{base}{key}")
+    } else {
+        format!("{base}/{key}")
+    }
+}
+
 impl fmt::Display for LeaseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Keys are shown unescaped: they are for people and for LEASE_URL, which this parser
@@ -314,7 +324,7 @@ impl fmt::Display for LeaseUrl {
             Some((b, q)) => (b.to_string(), Some(q.to_string())),
             None => (store, None),
         };
-        write!(f, "{}/{}", base.trim_end_matches('/'), self.key)?;
+        write!(f, "{}", join_key(&base, &self.key))?;
         if let Some(q) = query {
             write!(f, "?{q}")?;
         }
