@@ -4,6 +4,7 @@
 
 #![allow(clippy::disallowed_methods)] // these tests wait on real processes in real time
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -87,8 +88,12 @@ impl Job {
         all.extend_from_slice(&["job", "--", "sh", "-c", &script]);
         // Not pipes: a command that outlives lease run would hold them open.
         let stderr = env.path("run.stderr");
+        // Its own process group, as a job-control shell starts every job: where the test
+        // runs without one (setsid, CI), the test's own group is orphaned, and the kernel
+        // discards the SIGTSTP that `lease run` re-raises to stop itself (as it should).
         let run = env
             .cmd(&all)
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
