@@ -17,10 +17,6 @@ const dataKey = () => `node-data/${uid()}`;
 
 // What the core says when a conditional fenced write's outcome is unknown.
 const OUTCOME_UNKNOWN = 'the outcome of a fenced write';
-const CORE_BUG_412 =
-  "core bug (reported with the bindings' branch): Lease::fenced_put_if treats a 412 as an " +
-  'unknown outcome, so with two or more writes between its read and its write it rejects with ' +
-  'LEASE_UNAVAILABLE instead of LEASE_CONFLICT, and fencedUpdate gives up instead of retrying';
 
 /** One increment of a counter kept as decimal text (absent: 0). */
 const counter = (obj) => String(obj === null ? 1 : Number(obj.data.toString()) + 1);
@@ -206,7 +202,7 @@ eachStore('fencing', (store, url) => {
     }
   });
 
-  it('fencedUpdate from concurrent calls loses no increment', async (t) => {
+  it('fencedUpdate from concurrent calls loses no increment', async () => {
     const u = url('update');
     const key = dataKey();
     const l = await lease.acquire(u, { ttl: 30_000 });
@@ -243,10 +239,8 @@ eachStore('fencing', (store, url) => {
       assert.equal(got.epoch, l.epoch);
       assert.equal(got.holder, l.holder.id);
       assert.ok(calls >= done);
-      if (unknown.length > 0) {
-        t.todo(`${CORE_BUG_412}: ${unknown[0].message}`);
-        return;
-      }
+      // With no faults injected, a 412 is a definitive answer: every update lands.
+      assert.deepEqual(unknown, []);
       assert.equal(value, 20);
       // It resolves to the new version.
       const v = await l.fencedUpdate(key, counter);

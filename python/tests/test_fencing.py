@@ -197,11 +197,6 @@ def test_fenced_put_arguments(url: str) -> None:
 
 # What the core says when a conditional fenced write's outcome is unknown.
 OUTCOME_UNKNOWN = "the outcome of a fenced write"
-CORE_BUG_412 = (
-    "core bug (reported with the bindings' branch): Lease::fenced_put_if treats a 412 as an "
-    "unknown outcome, so with two or more writes between its read and its write it raises "
-    "StoreUnavailable instead of Conflict, and fenced_update gives up instead of retrying"
-)
 
 
 def test_fenced_update_from_threads_loses_no_increment(url: str) -> None:
@@ -245,8 +240,8 @@ def test_fenced_update_from_threads_loses_no_increment(url: str) -> None:
         assert done[0] <= value <= done[0] + len(unknown), (value, done, unknown)
         assert got.epoch == l.epoch and got.holder == l.holder.id
         assert calls[0] >= done[0]
-    if unknown:
-        pytest.xfail(f"{CORE_BUG_412}: {unknown[0]}")
+    # With no faults injected, a 412 is a definitive answer: every update lands.
+    assert not unknown, unknown
     assert done[0] == threads * rounds and value == threads * rounds
 
 
@@ -343,8 +338,8 @@ def test_fenced_update_from_asyncio(url: str) -> None:
             assert again is not None and again.version == v and again.data == b"9"
 
     asyncio.run(main())
-    if unknown:
-        pytest.xfail(f"{CORE_BUG_412}: {unknown[0]}")
+    # With no faults injected, a 412 is a definitive answer: every update lands.
+    assert not unknown, unknown
 
 
 def test_fenced_delete(url: str, store: str) -> None:
