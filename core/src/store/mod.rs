@@ -19,8 +19,16 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 
+#[cfg(feature = "azure")]
+pub mod azure;
 pub mod file;
+#[cfg(feature = "gcs")]
+pub mod gcs;
+#[cfg(feature = "http-client")]
+pub(crate) mod http;
 pub mod memory;
+#[cfg(feature = "http-client")]
+pub(crate) mod remote;
 #[cfg(feature = "s3")]
 pub mod s3;
 pub mod url;
@@ -63,7 +71,9 @@ impl Version {
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.generation {
-            Some(g) if self.etag.is_empty() => write!(f, "generation {g}"),
+            Some(g) if self.etag.is_empty() || self.etag == g.to_string() => {
+                write!(f, "generation {g}")
+            }
             Some(g) => write!(f, "{} (generation {g})", self.etag),
             None => f.write_str(&self.etag),
         }
@@ -168,6 +178,16 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     fn url(&self) -> &str;
 
     fn capabilities(&self) -> Capabilities;
+
+    /// The shortest interval between two writes of one object that the store sustains: GCS
+    /// allows about one write per second per object name (more are answered 429); zero for
+    /// the other stores. A renew interval below it cannot be kept up (see docs/stores.md).
+    ///
+    /// A method rather than a [`Capabilities`] field so that adding it changed no code that
+    /// builds `Capabilities` by hand.
+    fn min_write_interval(&self) -> Duration {
+        Duration::ZERO
+    }
 
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get>;
 
