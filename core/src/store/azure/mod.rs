@@ -550,6 +550,8 @@ impl Store for AzureStore {
             clock_resolution: Duration::from_secs(1),
             store_clock_rule: self.inner.settings.store_clock_rule,
             wall_clock: true,
+            // Every write of a blob gets a new ETag, whatever it writes (unlike S3's MD5).
+            versions_are_unique: true,
         }
     }
 

@@ -540,6 +540,8 @@ impl Store for GcsStore {
             clock_resolution: Duration::from_secs(1),
             store_clock_rule: self.inner.settings.store_clock_rule,
             wall_clock: true,
+            // Every write of an object gets a new generation, whatever it writes.
+            versions_are_unique: true,
         }
     }
 
