@@ -65,6 +65,8 @@ suite!(
     metadata_round_trips,
     store_clock_is_sane,
     conditional_delete,
+    rewrites_make_new_versions,
+    identical_rewrites_make_new_versions,
 );
 
 #[tokio::test]

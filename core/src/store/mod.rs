@@ -161,10 +161,12 @@ pub struct Capabilities {
     /// this machine's clock). The file store's are its boot clock instead; only their
     /// differences mean anything.
     pub wall_clock: bool,
-    /// Whether every write makes a new version, whatever it writes. Not on S3, whose version
-    /// (the ETag) is the MD5 of the bytes alone: writing the same bytes again, with other
-    /// metadata, keeps the version, and a condition on it cannot tell the writes apart. Fenced
-    /// writes then make each write's bytes unique (docs/protocol.md §7).
+    /// Whether every write makes a new version, also of the same bytes (GCS, Azure and memory
+    /// whatever they write; the file store hashes bytes and metadata, and every fenced write's
+    /// metadata carries a nonce). Not on S3, whose version (the ETag) is the MD5 of the bytes
+    /// alone: writing the same bytes again, with other metadata, keeps the version, and a
+    /// condition on it cannot tell the writes apart. Fenced writes then make each write's bytes
+    /// unique (docs/protocol.md §7).
     pub versions_are_unique: bool,
 }
 
