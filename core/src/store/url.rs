@@ -367,7 +367,20 @@ impl StoreUrl {
         if let Some(store) = open.lock().unwrap().get(self) {
             return Ok(store.clone());
         }
-        let store: DynStore = match self {
+        let store = self.open_new()?;
+        Ok(open
+            .lock()
+            .unwrap()
+            .entry(self.clone())
+            .or_insert(store)
+            .clone())
+    }
+
+    /// Open a new store (and client) for this URL, outside the process-wide cache of
+    /// [`StoreUrl::open`]: for a forked child, which must not share its parent's connections,
+    /// or a caller that keeps its own cache.
+    pub fn open_new(&self) -> Result<DynStore> {
+        Ok(match self {
             StoreUrl::Memory { namespace } => std::sync::Arc::new(MemoryStore::named(namespace)),
             StoreUrl::File { root } => std::sync::Arc::new(FileStore::open(root.clone())?),
             StoreUrl::DefaultFile => std::sync::Arc::new(FileStore::open_default()?),
@@ -378,13 +391,7 @@ impl StoreUrl {
                 container,
                 options,
             } => open_azure(account, container, options)?,
-        };
-        Ok(open
-            .lock()
-            .unwrap()
-            .entry(self.clone())
-            .or_insert(store)
-            .clone())
+        })
     }
 }
 
