@@ -48,10 +48,12 @@ enum Command {
         #[arg(long, default_value = "1s", value_parser = duration)]
         poll: Duration,
     },
-    /// Check that a store really honours conditional writes (and its clock), so leases are
-    /// safe on it: writes, probes and removes an object under PREFIX.
+    /// Check that a store really honours conditional writes, also under concurrency (16
+    /// racing creates, 16 racing updates), and that its clock is usable, so leases are safe on
+    /// it: writes, probes and removes objects under PREFIX.
     Doctor {
-        /// A store URL: s3://bucket?options, file:///dir, memory://namespace.
+        /// A store URL: s3://bucket?options, gs://bucket, az://account/container, file:///dir,
+        /// memory://namespace.
         store: String,
         /// Where the probe object goes.
         #[arg(long, default_value = "lease-doctor")]

@@ -162,6 +162,13 @@ pub async fn doctor(url: &str, prefix: &str, json: bool) -> Result<Exit, Exit> {
         for w in &report.warnings {
             println!("warn {w}");
         }
+        if !report.min_write_interval.is_zero() {
+            println!(
+                "note this store takes about one write per {} per object: keep the renew \
+                 interval (ttl/3 by default) at least that long",
+                lease::format_duration(report.min_write_interval)
+            );
+        }
     }
     if report.ok() {
         if !json {

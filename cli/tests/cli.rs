@@ -380,9 +380,19 @@ fn bad_input_is_one_clear_line_and_a_usage_code() {
             "not a valid bucket name",
         ),
         (
-            &["run", "gs://bucket/x", "--", "true"],
+            &["run", "ftp://bucket/x", "--", "true"],
             64,
             "unsupported scheme",
+        ),
+        (
+            &["run", "gs://B/x", "--", "true"],
+            64,
+            "not a valid GCS bucket name",
+        ),
+        (
+            &["run", "az://UPPER/c/x", "--", "true"],
+            64,
+            "not a valid Azure storage account name",
         ),
         (
             &["run", "file://relative/x", "--", "true"],

@@ -34,6 +34,7 @@ suite!(
     metadata_round_trips,
     store_clock_is_sane,
     conditional_delete,
+    rewrites_make_new_versions,
 );
 
 #[tokio::test]

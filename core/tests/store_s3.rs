@@ -1,3 +1,4 @@
+#![cfg(feature = "s3")]
 //! The conformance suite and the protocol on real S3 servers: moto and MinIO on 127.0.0.1,
 //! started by `scripts/s3-servers.sh start`, whose env file names them
 //! (`LEASE_TEST_S3_MOTO`, `LEASE_TEST_S3_MINIO`). Under CI moto is mandatory: without it every
@@ -111,6 +112,7 @@ suite!(
     metadata_round_trips,
     store_clock_is_sane,
     conditional_delete,
+    rewrites_make_new_versions,
 );
 
 #[tokio::test]

@@ -3,16 +3,13 @@
 //! (negative, NaN, too large, a bad URL) raise `lease.InvalidArgument`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyString};
 
 use crate::errors::{invalid, type_error, IntoPyResult};
-use lease::store::file::FileStore;
-use lease::store::memory::MemoryStore;
-use lease::store::s3::S3Store;
 use lease::store::DynStore;
 use lease::{Client, LeaseOptions, LeaseUrl, StoreUrl};
 
@@ -136,15 +133,11 @@ struct Cache {
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// Open a store for this process. Not `StoreUrl::open`, whose process-wide cache a forked child
-/// would share with its parent: an S3 client whose pooled connections belong to the parent's
-/// runtime, a file store whose random temp-file names would repeat in every forked sibling.
+/// would share with its parent: an S3, GCS or Azure client whose pooled connections belong to
+/// the parent's runtime, a file store whose random temp-file names would repeat in every forked
+/// sibling.
 fn open_store(url: &StoreUrl) -> lease::Result<DynStore> {
-    Ok(match url {
-        StoreUrl::Memory { namespace } => Arc::new(MemoryStore::named(namespace)),
-        StoreUrl::File { root } => Arc::new(FileStore::open(root.clone())?),
-        StoreUrl::DefaultFile => Arc::new(FileStore::open_default()?),
-        StoreUrl::S3 { bucket, options } => Arc::new(S3Store::open(bucket, options)?),
-    })
+    url.open_new()
 }
 
 /// The cache of this process (a fresh one in a forked child).

@@ -42,26 +42,27 @@ need_cli_and_bench() {
   fi
 }
 
-# need_s3 ENV_FILE: a moto server, unless the caller gave LEASE_TEST_S3_MOTO: started with its
-# details in ENV_FILE (sourced here). stop_own_s3, for an EXIT trap, stops only what need_s3
-# started, never the caller's servers.
+# need_s3 ENV_FILE: the store test servers (moto, fake-gcs-server, Azurite; not MinIO, whose
+# first build is slow), unless the caller gave LEASE_TEST_S3_MOTO: started with their details in
+# ENV_FILE (sourced here). stop_own_s3, for an EXIT trap, stops only what need_s3 started, never
+# the caller's servers.
 OWN_S3_ENV=""
 need_s3() {
-  [ -z "${LEASE_TEST_S3_MOTO:-}" ] && [ -x scripts/s3-servers.sh ] || return 0
-  echo "starting moto (scripts/s3-servers.sh)"
+  [ -z "${LEASE_TEST_S3_MOTO:-}" ] && [ -x scripts/stores.sh ] || return 0
+  echo "starting the store test servers (scripts/stores.sh)"
   mkdir -p "$(dirname "$1")"
-  if scripts/s3-servers.sh start --no-minio --env-file "$1"; then
+  if scripts/stores.sh start --no-minio --env-file "$1"; then
     OWN_S3_ENV=$1
     set -a
     # shellcheck disable=SC1090
     . "$1"
     set +a
   else
-    echo "!!! could not start the S3 test servers: S3 tests will fail (CI) or skip" >&2
+    echo "!!! could not start the store test servers: their tests will fail (CI) or skip" >&2
   fi
 }
 stop_own_s3() {
   if [ -n "$OWN_S3_ENV" ]; then
-    scripts/s3-servers.sh stop --env-file "$OWN_S3_ENV" >/dev/null 2>&1 || true
+    scripts/stores.sh stop --env-file "$OWN_S3_ENV" >/dev/null 2>&1 || true
   fi
 }

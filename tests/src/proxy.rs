@@ -71,7 +71,8 @@ pub struct RandomFaults {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
     /// `"GET"`, `"GET if-none-match"`, `"PUT if-none-match=*"`, `"PUT if-match"`, `"PUT"`,
-    /// `"DELETE if-match"`, … → number of requests.
+    /// `"DELETE if-match"`, GCS's `"POST if-generation-match=0"`, `"POST if-generation-match"`,
+    /// `"GET if-generation-not-match"`, … → number of requests.
     pub requests: BTreeMap<String, u64>,
     /// Status of each reply the client received (injected ones included).
     pub statuses: BTreeMap<u16, u64>,
@@ -89,6 +90,15 @@ impl Counts {
     pub fn puts(&self) -> u64 {
         self.get("PUT") + self.get("PUT if-match") + self.get("PUT if-none-match=*")
     }
+    /// Requests that may change an object (PUT, POST, DELETE), conditional or not.
+    pub fn writes(&self) -> u64 {
+        self.requests
+            .iter()
+            .filter(|(k, _)| !k.starts_with("GET") && !k.starts_with("HEAD"))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     pub fn total(&self) -> u64 {
         self.requests.values().sum()
     }
@@ -374,6 +384,17 @@ fn request_kind(method: &str, head: &Head) -> String {
     }
     if head.header("if-match").is_some() {
         kind.push_str(" if-match");
+    }
+    // GCS's JSON API puts its preconditions in the query.
+    let target = head.first_line.split_whitespace().nth(1).unwrap_or("");
+    let query = target.split_once('?').map_or("", |(_, q)| q);
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("ifGenerationMatch", "0")) => kind.push_str(" if-generation-match=0"),
+            Some(("ifGenerationMatch", _)) => kind.push_str(" if-generation-match"),
+            Some(("ifGenerationNotMatch", _)) => kind.push_str(" if-generation-not-match"),
+            _ => {}
+        }
     }
     kind
 }

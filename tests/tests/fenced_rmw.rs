@@ -1,5 +1,5 @@
-//! Fenced read-modify-write with real processes, on the file store and the S3 test servers
-//! (issue 11, item 6): a version-conditional write never loses an update that a plain fenced
+//! Fenced read-modify-write with real processes, on the file store and the S3, GCS and Azure
+//! test servers of scripts/stores.sh (issue 11, item 6): a version-conditional write never loses an update that a plain fenced
 //! write loses, and a history of appends made under SIGSTOP pauses and takeovers shows every
 //! acknowledged append exactly once and no append that was reported refused.
 
@@ -9,7 +9,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const TTL_MS: &str = "1000";
+/// The lease ttl of the workers; GCS takes about one write per second per object, so its
+/// holders renew every second at least (ttl 3 s).
+const TTL_MS: u64 = 1000;
+const GCS_TTL_MS: u64 = 3000;
 
 /// A `lease-contender step` worker, driven one command at a time.
 struct Worker {
@@ -19,9 +22,9 @@ struct Worker {
 }
 
 impl Worker {
-    fn start(url: &str) -> Worker {
+    fn start(url: &str, ttl_ms: u64) -> Worker {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lease-contender"))
-            .args(["step", url, TTL_MS])
+            .args(["step", url, &ttl_ms.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -64,22 +67,29 @@ fn lease_url(store_url: &str, key: &str) -> String {
     }
 }
 
-/// The stores to run on: a fresh directory, and the S3 servers of scripts/s3-servers.sh.
-/// Returns (name, lease URL, key of the data object in that store).
-fn stores(dir: &std::path::Path, name: &str) -> Vec<(String, String, String)> {
+/// The stores to run on: a fresh directory, and the servers of scripts/stores.sh.
+/// Returns (name, lease URL, key of the data object in that store, ttl in ms).
+fn stores(dir: &std::path::Path, name: &str) -> Vec<(String, String, String, u64)> {
     let unique = format!("{name}-{}-{}", std::process::id(), nanos());
     let mut out = vec![(
         "file".to_string(),
         format!("file://{}/lock", dir.display()),
         "data".to_string(),
+        TTL_MS,
     )];
-    for server in ["MOTO", "MINIO"] {
-        if let Ok(store) = std::env::var(format!("LEASE_TEST_S3_{server}")) {
+    for (server, var, ttl) in [
+        ("moto", "LEASE_TEST_S3_MOTO", TTL_MS),
+        ("minio", "LEASE_TEST_S3_MINIO", TTL_MS),
+        ("fake-gcs-server", "LEASE_TEST_GCS_FAKE", GCS_TTL_MS),
+        ("azurite", "LEASE_TEST_AZURE_AZURITE", TTL_MS),
+    ] {
+        if let Ok(store) = std::env::var(var) {
             let key = format!("rmw/{unique}");
             out.push((
-                server.to_lowercase(),
+                server.to_string(),
                 lease_url(&store, &format!("{key}/lock")),
                 format!("{key}/data"),
+                ttl,
             ));
         }
     }
@@ -104,9 +114,9 @@ fn nanos() -> u128 {
 /// same version; the old holder continues and its write conditional on that version lands (no
 /// higher epoch has written yet); then the newer holder writes — conditional on the version it
 /// read (`conditional`), or plainly. Returns the final list.
-fn two_holders_one_read(url: &str, key: &str, conditional: bool) -> String {
-    let mut zombie = Worker::start(url);
-    let mut newer = Worker::start(url);
+fn two_holders_one_read(url: &str, key: &str, conditional: bool, ttl_ms: u64) -> String {
+    let mut zombie = Worker::start(url, ttl_ms);
+    let mut newer = Worker::start(url, ttl_ms);
     assert!(zombie.ask("acquire").starts_with("acquired"));
     assert_eq!(zombie.ask(&format!("put {key} start")), "ok");
     let got = zombie.ask(&format!("get {key}"));
@@ -140,11 +150,11 @@ fn two_holders_one_read(url: &str, key: &str, conditional: bool) -> String {
 #[test]
 fn version_conditional_writes_lose_no_update_and_plain_ones_do() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, url, key) in stores(dir.path(), "two") {
-        let safe = two_holders_one_read(&url, &format!("{key}-safe"), true);
+    for (name, url, key, ttl) in stores(dir.path(), "two") {
+        let safe = two_holders_one_read(&url, &format!("{key}-safe"), true, ttl);
         assert_eq!(safe, "start,zombie,newer", "{name}");
         // Negative control: the plain write after a read loses the zombie's update.
-        let plain = two_holders_one_read(&url, &format!("{key}-plain"), false);
+        let plain = two_holders_one_read(&url, &format!("{key}-plain"), false, ttl);
         assert_eq!(
             plain, "start,newer",
             "{name}: the scenario must lose an update"
@@ -154,7 +164,13 @@ fn version_conditional_writes_lose_no_update_and_plain_ones_do() {
 
 /// Appends from `workers` processes while some are stopped past the ttl now and then; checks
 /// the final list against what each append was told.
-fn appends_under_pauses(url: &str, key: &str, workers: usize, each: usize) -> Result<(), String> {
+fn appends_under_pauses(
+    url: &str,
+    key: &str,
+    workers: usize,
+    each: usize,
+    ttl_ms: u64,
+) -> Result<(), String> {
     let dir = tempfile::tempdir().unwrap();
     let outcomes = dir.path().join("outcomes");
     let mut children: Vec<Child> = (0..workers)
@@ -166,7 +182,7 @@ fn appends_under_pauses(url: &str, key: &str, workers: usize, each: usize) -> Re
                     &each.to_string(),
                     outcomes.to_str().unwrap(),
                     key,
-                    TTL_MS,
+                    &ttl_ms.to_string(),
                     "600",
                 ])
                 .stderr(Stdio::piped())
@@ -179,16 +195,25 @@ fn appends_under_pauses(url: &str, key: &str, workers: usize, each: usize) -> Re
     let started = Instant::now();
     let mut next = 0;
     while children.iter_mut().any(|c| c.try_wait().unwrap().is_none()) {
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "workers ran too long"
-        );
+        if started.elapsed() > Duration::from_secs(300) {
+            // Say what each worker was doing, then fail.
+            let mut said = vec![];
+            for mut c in children {
+                let _ = c.kill();
+                let out = c.wait_with_output().unwrap();
+                said.push(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+            let told = std::fs::read_to_string(&outcomes).unwrap_or_default();
+            return Err(format!(
+                "workers ran longer than 300 s; outcomes so far {told:?}; their stderr: {said:?}"
+            ));
+        }
         let pid = children[next % workers].id() as i32;
         next += 1;
         std::thread::sleep(Duration::from_millis(700));
         // SAFETY: kill(2) on our own children (a finished one is a harmless zombie pid).
         unsafe { libc::kill(pid, libc::SIGSTOP) };
-        std::thread::sleep(Duration::from_millis(3300));
+        std::thread::sleep(Duration::from_millis(ttl_ms + 2300));
         unsafe { libc::kill(pid, libc::SIGCONT) };
     }
     for c in children {
@@ -199,7 +224,7 @@ fn appends_under_pauses(url: &str, key: &str, workers: usize, each: usize) -> Re
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let mut reader = Worker::start(url);
+    let mut reader = Worker::start(url, ttl_ms);
     let got = reader.ask(&format!("get {key}"));
     let list: Vec<String> = got
         .splitn(3, ' ')
@@ -237,7 +262,7 @@ fn appends_under_pauses(url: &str, key: &str, workers: usize, each: usize) -> Re
 #[test]
 fn appends_under_pauses_and_takeovers_keep_their_history() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, url, key) in stores(dir.path(), "appends") {
-        appends_under_pauses(&url, &key, 3, 4).unwrap_or_else(|e| panic!("{name}: {e}"));
+    for (name, url, key, ttl) in stores(dir.path(), "appends") {
+        appends_under_pauses(&url, &key, 3, 4, ttl).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }

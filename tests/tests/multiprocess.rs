@@ -1,6 +1,6 @@
-//! Real processes contending for one lease: on the file store, and on S3 when a test server is
-//! configured (`LEASE_TEST_S3_MOTO`, `LEASE_TEST_S3_MINIO`: store URLs written by
-//! scripts/s3-servers.sh).
+//! Real processes contending for one lease: on the file store, and on S3, GCS and Azure when a
+//! test server is configured (`LEASE_TEST_S3_MOTO`, `LEASE_TEST_S3_MINIO`,
+//! `LEASE_TEST_GCS_FAKE`, `LEASE_TEST_AZURE_AZURITE`: store URLs written by scripts/stores.sh).
 //!
 //! Invariants checked from the recorded history: no two hold intervals overlap, epochs strictly
 //! increase, a shared counter incremented without atomicity equals the number of holds. Then a
@@ -370,6 +370,49 @@ fn s3_eight_processes_never_overlap() {
 fn s3_takeover_after_kill_9() {
     for (name, store) in s3_servers() {
         eprintln!("S3 takeover on {name}");
+        takeover_after_kill(
+            &lease_url(&store, &unique("multiprocess/kill")),
+            Duration::from_secs(3),
+            Duration::from_secs(1),
+            StoreClock::Wall,
+        );
+    }
+}
+
+/// GCS and Azure servers configured by scripts/stores.sh. Under CI, both are mandatory.
+fn gcs_and_azure_servers() -> Vec<(String, String)> {
+    let mut servers = vec![];
+    for (name, var) in [
+        ("fake-gcs-server", "LEASE_TEST_GCS_FAKE"),
+        ("azurite", "LEASE_TEST_AZURE_AZURITE"),
+    ] {
+        match std::env::var(var) {
+            Ok(url) => servers.push((name.to_string(), url)),
+            Err(_) => {
+                assert!(
+                    std::env::var("CI").is_err(),
+                    "CI=true but {var} is not set: run through scripts/test"
+                );
+                eprintln!("SKIPPED {name}: {var} unset; run scripts/test to include it");
+            }
+        }
+    }
+    servers
+}
+
+#[test]
+fn gcs_and_azure_eight_processes_never_overlap() {
+    // ttl 5 s: a holder renews every 1.7 s, within GCS's one write per second per object.
+    for (name, store) in gcs_and_azure_servers() {
+        eprintln!("safety on {name}");
+        safety(&lease_url(&store, &unique("multiprocess/job")), 8, 8, 5_000);
+    }
+}
+
+#[test]
+fn gcs_and_azure_takeover_after_kill_9() {
+    for (name, store) in gcs_and_azure_servers() {
+        eprintln!("takeover on {name}");
         takeover_after_kill(
             &lease_url(&store, &unique("multiprocess/kill")),
             Duration::from_secs(3),

@@ -19,8 +19,16 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 
+#[cfg(feature = "azure")]
+pub mod azure;
 pub mod file;
+#[cfg(feature = "gcs")]
+pub mod gcs;
+#[cfg(feature = "http-client")]
+pub(crate) mod http;
 pub mod memory;
+#[cfg(feature = "http-client")]
+pub(crate) mod remote;
 #[cfg(feature = "s3")]
 pub mod s3;
 pub mod url;
@@ -63,7 +71,9 @@ impl Version {
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.generation {
-            Some(g) if self.etag.is_empty() => write!(f, "generation {g}"),
+            Some(g) if self.etag.is_empty() || self.etag == g.to_string() => {
+                write!(f, "generation {g}")
+            }
             Some(g) => write!(f, "{} (generation {g})", self.etag),
             None => f.write_str(&self.etag),
         }
@@ -151,10 +161,12 @@ pub struct Capabilities {
     /// this machine's clock). The file store's are its boot clock instead; only their
     /// differences mean anything.
     pub wall_clock: bool,
-    /// Whether every write makes a new version, whatever it writes. Not on S3, whose version
-    /// (the ETag) is the MD5 of the bytes alone: writing the same bytes again, with other
-    /// metadata, keeps the version, and a condition on it cannot tell the writes apart. Fenced
-    /// writes then make each write's bytes unique (docs/protocol.md §7).
+    /// Whether every write makes a new version, also of the same bytes (GCS, Azure and memory
+    /// whatever they write; the file store hashes bytes and metadata, and every fenced write's
+    /// metadata carries a nonce). Not on S3, whose version (the ETag) is the MD5 of the bytes
+    /// alone: writing the same bytes again, with other metadata, keeps the version, and a
+    /// condition on it cannot tell the writes apart. Fenced writes then make each write's bytes
+    /// unique (docs/protocol.md §7).
     pub versions_are_unique: bool,
 }
 
@@ -168,6 +180,16 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     fn url(&self) -> &str;
 
     fn capabilities(&self) -> Capabilities;
+
+    /// The shortest interval between two writes of one object that the store sustains: GCS
+    /// allows about one write per second per object name (more are answered 429); zero for
+    /// the other stores. A renew interval below it cannot be kept up (see docs/stores.md).
+    ///
+    /// A method rather than a [`Capabilities`] field so that adding it changed no code that
+    /// builds `Capabilities` by hand.
+    fn min_write_interval(&self) -> Duration {
+        Duration::ZERO
+    }
 
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get>;
 

@@ -3,6 +3,8 @@
 //! | Written as                         | Store                         | Key        |
 //! |------------------------------------|-------------------------------|------------|
 //! | `s3://bucket/locks/gc?region=…`    | S3 bucket `bucket`            | `locks/gc` |
+//! | `gs://bucket/locks/gc`             | GCS bucket `bucket`           | `locks/gc` |
+//! | `az://account/container/locks/gc`  | Azure container (`azure://` too) | `locks/gc` |
 //! | `file:///var/lib/app/locks/gc`     | directory `/var/lib/app/locks`| `gc`       |
 //! | `/var/lib/app/locks/gc`, `./gc`    | the same, as a path           | `gc`       |
 //! | `memory://test/gc`                 | in-process namespace `test`   | `gc`       |
@@ -33,6 +35,17 @@ pub enum StoreUrl {
     /// An S3 (or S3-compatible) bucket; `options` are the URL's query parameters.
     S3 {
         bucket: String,
+        options: Vec<(String, String)>,
+    },
+    /// A Google Cloud Storage bucket.
+    Gcs {
+        bucket: String,
+        options: Vec<(String, String)>,
+    },
+    /// An Azure Blob Storage container (`az://` or `azure://`).
+    Azure {
+        account: String,
+        container: String,
         options: Vec<(String, String)>,
     },
 }
@@ -124,6 +137,70 @@ fn validate_bucket(url: &str, bucket: &str) -> Result<()> {
     Ok(())
 }
 
+/// GCS bucket names: 3-63 characters of a-z, 0-9, '-', '_' and '.', starting and ending with a
+/// letter or digit; up to 222 with dots, each dot-separated part at most 63.
+fn validate_gcs_bucket(url: &str, bucket: &str) -> Result<()> {
+    let chars_ok = bucket
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.'));
+    let ends_ok = bucket
+        .bytes()
+        .next()
+        .zip(bucket.bytes().last())
+        .is_some_and(|(a, z)| a.is_ascii_alphanumeric() && z.is_ascii_alphanumeric());
+    let len_ok = (3..=63).contains(&bucket.len())
+        || (bucket.len() <= 222 && bucket.split('.').all(|p| (1..=63).contains(&p.len())));
+    if !(chars_ok && ends_ok && len_ok) {
+        return Err(invalid(
+            url,
+            format!(
+                "{bucket:?} is not a valid GCS bucket name (3-63 characters: a-z, 0-9, '-', '_', \
+                 '.', starting and ending with a letter or digit)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Azure storage account names: 3-24 lower-case letters and digits.
+fn validate_azure_account(url: &str, account: &str) -> Result<()> {
+    if !(3..=24).contains(&account.len())
+        || !account
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
+        return Err(invalid(
+            url,
+            format!(
+                "{account:?} is not a valid Azure storage account name (3-24 characters: a-z, 0-9)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Azure container names: 3-63 characters of a-z, 0-9 and single '-', starting and ending with
+/// a letter or digit.
+fn validate_azure_container(url: &str, container: &str) -> Result<()> {
+    let ok = (3..=63).contains(&container.len())
+        && container
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !container.starts_with('-')
+        && !container.ends_with('-')
+        && !container.contains("--");
+    if !ok {
+        return Err(invalid(
+            url,
+            format!(
+                "{container:?} is not a valid Azure container name (3-63 characters: a-z, 0-9, \
+                 single '-', starting and ending with a letter or digit)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl LeaseUrl {
     /// Parse a lease URL, a path, or a bare name.
     pub fn parse(s: &str) -> Result<LeaseUrl> {
@@ -205,10 +282,43 @@ impl LeaseUrl {
                     key,
                 })
             }
+            "gs" => {
+                let (bucket, key) = rest
+                    .split_once('/')
+                    .ok_or_else(|| invalid(s, "expected gs://BUCKET/NAME"))?;
+                validate_gcs_bucket(s, bucket)?;
+                let key = decode(s, key)?;
+                validate_key(&key).map_err(|e| e.context(format!("lease URL {s:?}")))?;
+                Ok(LeaseUrl {
+                    store: StoreUrl::Gcs {
+                        bucket: bucket.to_string(),
+                        options,
+                    },
+                    key,
+                })
+            }
+            "az" | "azure" => {
+                let expected = || invalid(s, format!("expected {scheme}://ACCOUNT/CONTAINER/NAME"));
+                let (account, rest) = rest.split_once('/').ok_or_else(expected)?;
+                let (container, key) = rest.split_once('/').ok_or_else(expected)?;
+                validate_azure_account(s, account)?;
+                validate_azure_container(s, container)?;
+                let key = decode(s, key)?;
+                validate_key(&key).map_err(|e| e.context(format!("lease URL {s:?}")))?;
+                Ok(LeaseUrl {
+                    store: StoreUrl::Azure {
+                        account: account.to_string(),
+                        container: container.to_string(),
+                        options,
+                    },
+                    key,
+                })
+            }
             other => Err(invalid(
                 s,
                 format!(
-                    "unsupported scheme {other:?} (use s3://, file://, memory:// or a bare name)"
+                    "unsupported scheme {other:?} (use s3://, gs://, az://, file://, memory:// or \
+                     a bare name)"
                 ),
             )),
         }
@@ -237,7 +347,8 @@ impl StoreUrl {
         };
         if !base.contains("://") {
             return Err(Error::invalid(format!(
-                "invalid store URL {s:?}: expected s3://BUCKET, file:///DIR or memory://NAMESPACE"
+                "invalid store URL {s:?}: expected s3://BUCKET, gs://BUCKET, \
+                 az://ACCOUNT/CONTAINER, file:///DIR or memory://NAMESPACE"
             )));
         }
         let probe = match query {
@@ -256,18 +367,31 @@ impl StoreUrl {
         if let Some(store) = open.lock().unwrap().get(self) {
             return Ok(store.clone());
         }
-        let store: DynStore = match self {
-            StoreUrl::Memory { namespace } => std::sync::Arc::new(MemoryStore::named(namespace)),
-            StoreUrl::File { root } => std::sync::Arc::new(FileStore::open(root.clone())?),
-            StoreUrl::DefaultFile => std::sync::Arc::new(FileStore::open_default()?),
-            StoreUrl::S3 { bucket, options } => open_s3(bucket, options)?,
-        };
+        let store = self.open_new()?;
         Ok(open
             .lock()
             .unwrap()
             .entry(self.clone())
             .or_insert(store)
             .clone())
+    }
+
+    /// Open a new store (and client) for this URL, outside the process-wide cache of
+    /// [`StoreUrl::open`]: for a forked child, which must not share its parent's connections,
+    /// or a caller that keeps its own cache.
+    pub fn open_new(&self) -> Result<DynStore> {
+        Ok(match self {
+            StoreUrl::Memory { namespace } => std::sync::Arc::new(MemoryStore::named(namespace)),
+            StoreUrl::File { root } => std::sync::Arc::new(FileStore::open(root.clone())?),
+            StoreUrl::DefaultFile => std::sync::Arc::new(FileStore::open_default()?),
+            StoreUrl::S3 { bucket, options } => open_s3(bucket, options)?,
+            StoreUrl::Gcs { bucket, options } => open_gcs(bucket, options)?,
+            StoreUrl::Azure {
+                account,
+                container,
+                options,
+            } => open_azure(account, container, options)?,
+        })
     }
 }
 
@@ -285,6 +409,43 @@ fn open_s3(bucket: &str, _options: &[(String, String)]) -> Result<DynStore> {
     )))
 }
 
+#[cfg(feature = "gcs")]
+fn open_gcs(bucket: &str, options: &[(String, String)]) -> Result<DynStore> {
+    Ok(std::sync::Arc::new(super::gcs::GcsStore::open(
+        bucket, options,
+    )?))
+}
+
+#[cfg(not(feature = "gcs"))]
+fn open_gcs(bucket: &str, _options: &[(String, String)]) -> Result<DynStore> {
+    Err(Error::store(format!(
+        "cannot open gs://{bucket}: this build of lease has no Google Cloud Storage support \
+         (feature \"gcs\")"
+    )))
+}
+
+#[cfg(feature = "azure")]
+fn open_azure(account: &str, container: &str, options: &[(String, String)]) -> Result<DynStore> {
+    Ok(std::sync::Arc::new(super::azure::AzureStore::open(
+        account, container, options,
+    )?))
+}
+
+#[cfg(not(feature = "azure"))]
+fn open_azure(account: &str, container: &str, _options: &[(String, String)]) -> Result<DynStore> {
+    Err(Error::store(format!(
+        "cannot open az://{account}/{container}: this build of lease has no Azure Blob Storage \
+         support (feature \"azure\")"
+    )))
+}
+
+fn write_options(f: &mut fmt::Formatter<'_>, options: &[(String, String)]) -> fmt::Result {
+    for (i, (k, v)) in options.iter().enumerate() {
+        write!(f, "{}{k}={v}", if i == 0 { '?' } else { '&' })?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -296,10 +457,19 @@ impl fmt::Display for StoreUrl {
             },
             StoreUrl::S3 { bucket, options } => {
                 write!(f, "s3://{bucket}")?;
-                for (i, (k, v)) in options.iter().enumerate() {
-                    write!(f, "{}{k}={v}", if i == 0 { '?' } else { '&' })?;
-                }
-                Ok(())
+                write_options(f, options)
+            }
+            StoreUrl::Gcs { bucket, options } => {
+                write!(f, "gs://{bucket}")?;
+                write_options(f, options)
+            }
+            StoreUrl::Azure {
+                account,
+                container,
+                options,
+            } => {
+                write!(f, "az://{account}/{container}")?;
+                write_options(f, options)
             }
         }
     }
@@ -391,7 +561,15 @@ mod tests {
     fn rejects_bad_urls_with_the_url_in_the_message() {
         for bad in [
             "",
-            "gs://bucket/x",
+            "gs://B/x",
+            "gs://-bucket/x",
+            "gs://bucket",
+            "az://account/container",
+            "az://Account/container/x",
+            "az://account/Container/x",
+            "az://account/con--tainer/x",
+            "azure://ab/container/x",
+            "ftp://host/x",
             "s3://B/x",
             "s3://bucket",
             "s3://bucket/",
@@ -441,6 +619,36 @@ mod tests {
             }
         );
         assert!(StoreUrl::parse("bucket").is_err());
+        assert_eq!(
+            StoreUrl::parse("gs://my_bucket.example.com?endpoint=http://h:1").unwrap(),
+            StoreUrl::Gcs {
+                bucket: "my_bucket.example.com".into(),
+                options: vec![("endpoint".into(), "http://h:1".into())]
+            }
+        );
+        let az = StoreUrl::parse("azure://acct1/locks").unwrap();
+        assert_eq!(
+            az,
+            StoreUrl::Azure {
+                account: "acct1".into(),
+                container: "locks".into(),
+                options: vec![]
+            }
+        );
+        // Both spellings are one store, shown as az://.
+        assert_eq!(az, StoreUrl::parse("az://acct1/locks/").unwrap());
+        assert_eq!(az.to_string(), "az://acct1/locks");
+    }
+
+    #[test]
+    fn gcs_and_azure_lease_urls() {
+        let l = LeaseUrl::parse("gs://bkt/locks/a%20b?anonymous=true").unwrap();
+        assert_eq!(l.key, "locks/a b");
+        assert_eq!(l.to_string(), "gs://bkt/locks/a b?anonymous=true");
+        let l = LeaseUrl::parse("azure://acct1/cont-ainer/jobs/gc").unwrap();
+        assert_eq!(l.key, "jobs/gc");
+        assert_eq!(l.to_string(), "az://acct1/cont-ainer/jobs/gc");
+        assert_eq!(LeaseUrl::parse(&l.to_string()).unwrap(), l);
     }
 
     #[test]

@@ -314,6 +314,80 @@ pub async fn conditional_delete(store: DynStore, prefix: &str) {
     written(put(&store, &key, b"again", Cond::Create).await);
 }
 
+/// Where a store says every write makes a new version (`versions_are_unique`), writes of the
+/// very same bytes whose metadata differ only in a per-write nonce (as fenced writes' do) get
+/// new versions, and conditions on the replaced ones fail. Fenced writes rely on the claim:
+/// they make their bytes unique only where it is false (S3, whose ETag is the MD5 of the bytes
+/// alone). The file store hashes bytes and metadata, so it needs the nonce.
+pub async fn rewrites_make_new_versions(store: DynStore, prefix: &str) {
+    rewrites_of_the_same_bytes(store, &format!("{prefix}/rewrite"), false).await;
+}
+
+/// Stronger, for stores whose versions do not depend on the contents at all (a GCS generation,
+/// an Azure ETag): identical bytes *and* metadata written again still get a new version.
+pub async fn identical_rewrites_make_new_versions(store: DynStore, prefix: &str) {
+    assert!(store.capabilities().versions_are_unique);
+    rewrites_of_the_same_bytes(store, &format!("{prefix}/identical-rewrite"), true).await;
+}
+
+async fn rewrites_of_the_same_bytes(store: DynStore, key: &str, same_meta: bool) {
+    if !store.capabilities().versions_are_unique {
+        return;
+    }
+    let meta_of = |i: usize| {
+        let mut meta = Meta::new();
+        meta.insert("lease-epoch".into(), "3".into());
+        if !same_meta {
+            meta.insert("lease-write".into(), format!("nonce-{i}"));
+        }
+        meta
+    };
+    let same = Bytes::from_static(b"the same bytes");
+    let mut versions: Vec<Version> = vec![];
+    for i in 0..3 {
+        let cond = match versions.last() {
+            None => Cond::Create,
+            Some(v) => Cond::Match(v.clone()),
+        };
+        let v = written(
+            store
+                .put(key, same.clone(), cond, &meta_of(i))
+                .await
+                .unwrap(),
+        );
+        assert!(
+            !versions.iter().any(|old| old.matches(&v)),
+            "write {i} of identical bytes kept an old version: {v} (before: {versions:?})"
+        );
+        versions.push(v);
+    }
+    for stale in &versions[..2] {
+        assert!(
+            matches!(
+                store
+                    .put(key, same.clone(), Cond::Match(stale.clone()), &meta_of(9))
+                    .await
+                    .unwrap(),
+                Put::ConditionFailed
+            ),
+            "a write conditioned on the replaced version {stale} landed"
+        );
+        if store.capabilities().conditional_delete {
+            assert!(matches!(
+                store.delete(key, stale).await.unwrap(),
+                Delete::ConditionFailed
+            ));
+        }
+    }
+    let (bytes, v) = found_bytes(get(&store, key).await);
+    assert_eq!(bytes, same);
+    assert!(
+        v.matches(&versions[2]),
+        "read {v}, last written {}",
+        versions[2]
+    );
+}
+
 /// Run the whole suite.
 pub async fn run_all(store: DynStore, prefix: &str) {
     create_race_has_one_winner(store.clone(), prefix).await;
@@ -326,6 +400,7 @@ pub async fn run_all(store: DynStore, prefix: &str) {
     metadata_round_trips(store.clone(), prefix).await;
     store_clock_is_sane(store.clone(), prefix).await;
     conditional_delete(store.clone(), prefix).await;
+    rewrites_make_new_versions(store.clone(), prefix).await;
 }
 
 /// A store handle from a concrete store.
