@@ -149,7 +149,9 @@ fn validate_gcs_bucket(url: &str, bucket: &str) -> Result<()> {
         .zip(bucket.bytes().last())
         .is_some_and(|(a, z)| a.is_ascii_alphanumeric() && z.is_ascii_alphanumeric());
     let len_ok = (3..=63).contains(&bucket.len())
-        || (bucket.len() <= 222 && bucket.split('.').all(|p| (1..=63).contains(&p.len())));
+        || (bucket.contains('.')
+            && (3..=222).contains(&bucket.len())
+            && bucket.split('.').all(|p| (1..=63).contains(&p.len())));
     if !(chars_ok && ends_ok && len_ok) {
         return Err(invalid(
             url,
@@ -562,6 +564,8 @@ mod tests {
         for bad in [
             "",
             "gs://B/x",
+            "gs://b/x",
+            "gs://ab/x",
             "gs://-bucket/x",
             "gs://bucket",
             "az://account/container",
