@@ -71,19 +71,24 @@ func TestFencedWriteAfterBreak(t *testing.T) {
 		if e.Epoch != newer.Epoch() {
 			t.Fatalf("fenced error epoch %d, want %d", e.Epoch, newer.Epoch())
 		}
-		_, err = zombie.FencedDelete(key)
-		expectErr(t, err, ErrFenced)
+		if sc.conditionalDeletes() {
+			_, err = zombie.FencedDelete(key)
+			expectErr(t, err, ErrFenced)
+		}
 		obj, err = s.FencedGet(key)
 		if err != nil || obj == nil || string(obj.Data) != "newer holder" || obj.Epoch != newer.Epoch() {
 			t.Fatalf("after the zombie's write: %+v, %v", obj, err)
 		}
 		expectErr(t, zombie.Release(), ErrLost)
 
-		// The holder deletes its own object; again finds nothing.
-		if ok, err := newer.FencedDelete(key); err != nil || !ok {
+		// The holder deletes its own object; again finds nothing. Where deletes are not
+		// conditional, fenced deletes are refused rather than done unfenced.
+		if !sc.conditionalDeletes() {
+			_, err := newer.FencedDelete(key)
+			expectErr(t, err, ErrStore)
+		} else if ok, err := newer.FencedDelete(key); err != nil || !ok {
 			t.Fatalf("FencedDelete: %v, %v", ok, err)
-		}
-		if ok, err := newer.FencedDelete(key); err != nil || ok {
+		} else if ok, err := newer.FencedDelete(key); err != nil || ok {
 			t.Fatalf("second FencedDelete: %v, %v", ok, err)
 		}
 		if _, err := newer.FencedPut(key, nil); err != nil { // empty is fine

@@ -1,9 +1,12 @@
 // Shared by node/test/*.test.js: fresh lease URLs on each store (a temporary directory, and the
-// moto S3 server of scripts/s3-servers.sh), `lease break` through the CLI, and the store matrix.
+// servers of scripts/stores.sh: moto, fake-gcs-server, Azurite), `lease break` through the CLI,
+// and the store matrix.
 //
-// S3 URLs come from the environment contract of scripts/s3-servers.sh:
-// LEASE_TEST_S3_MOTO=s3://BUCKET?endpoint=…&region=…&path_style=true. With CI=true a missing
-// server fails the S3 tests; elsewhere they are skipped, loudly.
+// Store URLs come from the environment contract of scripts/stores.sh:
+// LEASE_TEST_S3_MOTO=s3://BUCKET?endpoint=…&region=…&path_style=true, LEASE_TEST_GCS_FAKE=gs://…,
+// LEASE_TEST_AZURE_AZURITE=az://…. The binding has no code of its own for any of them (the core's
+// URL registry opens them all). With CI=true a missing server fails its store's tests;
+// elsewhere they are skipped, loudly.
 'use strict';
 
 const { execFileSync } = require('node:child_process');
@@ -30,7 +33,10 @@ function tmpDir() {
   return d;
 }
 
-/** `s3://bucket?query` + key -> `s3://bucket/key?query`. */
+/** Store kind -> the variable holding its base URL. */
+const SERVERS = { moto: 'LEASE_TEST_S3_MOTO', gcs: 'LEASE_TEST_GCS_FAKE', azure: 'LEASE_TEST_AZURE_AZURITE' };
+
+/** `s3://bucket?query` + key -> `s3://bucket/key?query` (the same for gs:// and az://). */
 function s3Url(base, key) {
   const i = base.indexOf('?');
   const head = i < 0 ? base : base.slice(0, i);
@@ -42,39 +48,42 @@ function uid() {
   return crypto.randomBytes(6).toString('hex');
 }
 
-/** A fresh lease URL on `store` ('file', 'memory', 'moto'). */
+/** The base URL of the server for `store` ('moto', 'gcs', 'azure'): a store URL, no key. */
+function storeBase(store) {
+  const base = process.env[SERVERS[store]];
+  if (!base) throw new Error(`${SERVERS[store]} is not set`);
+  return base;
+}
+
+/** A fresh lease URL on `store` ('file', 'memory', 'moto', 'gcs', 'azure'). */
 function makeUrl(store, name = 't') {
   const key = `node-${name.replace(/[^A-Za-z0-9_-]+/g, '-').slice(0, 40)}-${uid()}`;
   if (store === 'file') return `file://${tmpDir()}/${key}`;
   if (store === 'memory') return `memory://node-test/${key}`;
-  if (store === 'moto') {
-    const base = process.env.LEASE_TEST_S3_MOTO;
-    if (!base) throw new Error('LEASE_TEST_S3_MOTO is not set');
-    return s3Url(base, `locks/${key}`);
-  }
+  if (store in SERVERS) return s3Url(storeBase(store), `locks/${key}`);
   throw new Error(`unknown store ${store}`);
 }
 
-const S3_MISSING =
-  'LEASE_TEST_S3_MOTO is not set: run the Node tests through scripts/test-node.sh to test on S3 (moto)';
+const missing = (store) =>
+  `${SERVERS[store]} is not set: run the Node tests through scripts/test-node.sh to test on ${store}`;
 
 /**
  * `describe` the same suite once per store: `fn(store, url)` where `url(name)` makes a fresh
- * lease URL on it. Without a moto server the S3 suite is skipped (loudly), or fails under CI.
+ * lease URL on it. Without a store's server its suite is skipped (loudly), or fails under CI.
  */
 function eachStore(title, fn) {
-  for (const store of ['file', 'moto']) {
+  for (const store of ['file', 'moto', 'gcs', 'azure']) {
     const name = `${title} [${store}]`;
-    if (store === 'moto' && !process.env.LEASE_TEST_S3_MOTO) {
+    if (store in SERVERS && !process.env[SERVERS[store]]) {
       if (inCI()) {
         describe(name, () => {
-          require('node:test').it('has an S3 server to test on', () => {
-            throw new Error(`${S3_MISSING} (CI=true: S3 tests must run)`);
+          require('node:test').it('has a server to test on', () => {
+            throw new Error(`${missing(store)} (CI=true: every store's tests must run)`);
           });
         });
       } else {
-        process.stderr.write(`\n!!! SKIPPING S3 TESTS (${name}): ${S3_MISSING}\n`);
-        describe(name, { skip: `!!! ${S3_MISSING}` }, () => {});
+        process.stderr.write(`\n!!! SKIPPING STORE TESTS (${name}): ${missing(store)}\n`);
+        describe(name, { skip: `!!! ${missing(store)}` }, () => {});
       }
       continue;
     }
@@ -101,9 +110,12 @@ function breakLease(url, { allowTwoHolders = false } = {}) {
 }
 
 /** The lease's key in its store: the path after the bucket (S3) or directory (file). */
+/** The lease's key in its store: after the bucket (S3, GCS), account and container (Azure), or directory (file). */
 function keyOf(url) {
   const head = url.split('?')[0];
-  if (head.startsWith('s3://')) return head.slice('s3://'.length).split('/').slice(1).join('/');
+  const [scheme, path] = head.split('://');
+  if (scheme === 's3' || scheme === 'gs') return path.split('/').slice(1).join('/');
+  if (scheme === 'az' || scheme === 'azure') return path.split('/').slice(2).join('/');
   return head.slice(head.lastIndexOf('/') + 1);
 }
 
@@ -125,6 +137,7 @@ module.exports = {
   inCI,
   tmpDir,
   makeUrl,
+  storeBase,
   eachStore,
   leaseBin,
   breakLease,

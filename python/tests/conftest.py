@@ -1,9 +1,12 @@
-"""Fixtures: a fresh lease URL on each store (a temporary directory, and the moto S3 server
-from scripts/s3-servers.sh), and the `lease` CLI for `lease break`.
+"""Fixtures: a fresh lease URL on each store (a temporary directory, and the servers of
+scripts/stores.sh: moto, fake-gcs-server, Azurite, MinIO when built), and the `lease` CLI for
+`lease break`.
 
-S3 URLs come from the environment contract of scripts/s3-servers.sh:
-LEASE_TEST_S3_MOTO=s3://BUCKET?endpoint=…&region=…&path_style=true (and LEASE_TEST_S3_MINIO).
-With CI=true a missing server fails the S3 tests; elsewhere they are skipped, loudly.
+Store URLs come from the environment contract of scripts/stores.sh:
+LEASE_TEST_S3_MOTO=s3://BUCKET?endpoint=…&region=…&path_style=true (and LEASE_TEST_S3_MINIO),
+LEASE_TEST_GCS_FAKE=gs://BUCKET?endpoint=…, LEASE_TEST_AZURE_AZURITE=az://ACCOUNT/CONTAINER?….
+The binding has no code of its own for any of them: the core's URL registry opens them all.
+With CI=true a missing server fails its store's tests; elsewhere they are skipped, loudly.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ from typing import Iterator, List
 
 import pytest
 
-S3_SERVERS = [("moto", "LEASE_TEST_S3_MOTO"), ("minio", "LEASE_TEST_S3_MINIO")]
+# Store kind -> the variable holding its base URL. MinIO only when it was built (slow).
+SERVERS = [
+    ("moto", "LEASE_TEST_S3_MOTO"),
+    ("minio", "LEASE_TEST_S3_MINIO"),
+    ("gcs", "LEASE_TEST_GCS_FAKE"),
+    ("azure", "LEASE_TEST_AZURE_AZURITE"),
+]
 
 
 def in_ci() -> bool:
@@ -24,7 +33,7 @@ def in_ci() -> bool:
 
 
 def s3_url(base: str, key: str) -> str:
-    """`s3://bucket?query` + key -> `s3://bucket/key?query`."""
+    """`s3://bucket?query` + key -> `s3://bucket/key?query` (the same for gs:// and az://)."""
     head, sep, query = base.partition("?")
     return f"{head.rstrip('/')}/{key}{sep}{query}"
 
@@ -32,13 +41,13 @@ def s3_url(base: str, key: str) -> str:
 def _missing(what: str) -> None:
     msg = f"{what} is not set: run python's tests through scripts/test-python.sh"
     if in_ci():
-        pytest.fail(f"{msg} (CI=true: S3 tests must run)")
-    sys.stderr.write(f"\n!!! SKIPPING S3 TEST: {msg}\n")
+        pytest.fail(f"{msg} (CI=true: every store's tests must run)")
+    sys.stderr.write(f"\n!!! SKIPPING STORE TEST: {msg}\n")
     pytest.skip(f"!!! {msg}")
 
 
 def store_params() -> List[str]:
-    params = ["file", "moto"]
+    params = ["file", "moto", "gcs", "azure"]
     if os.environ.get("LEASE_TEST_S3_MINIO"):
         params.append("minio")
     return params
@@ -50,7 +59,7 @@ def make_url(kind: str, tmp_path: Path, name: str) -> str:
         return f"file://{tmp_path}/{key}"
     if kind == "memory":
         return f"memory://pytest/{key}"
-    env = dict(S3_SERVERS)[kind]
+    env = dict(SERVERS)[kind]
     base = os.environ.get(env)
     if not base:
         _missing(env)
@@ -60,7 +69,7 @@ def make_url(kind: str, tmp_path: Path, name: str) -> str:
 
 @pytest.fixture(params=store_params())
 def store(request: pytest.FixtureRequest) -> str:
-    """The store kind: 'file', 'moto' (and 'minio' when configured)."""
+    """The store kind: 'file', 'moto', 'gcs', 'azure' (and 'minio' when configured)."""
     return str(request.param)
 
 

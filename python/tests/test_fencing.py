@@ -37,10 +37,14 @@ def break_lease(lease_bin: str, url: str) -> None:
 
 
 def key_of(url: str) -> str:
-    """The lease's key in its store: the path after the bucket (S3) or directory (file)."""
+    """The lease's key in its store: the path after the bucket (S3, GCS), the account and
+    container (Azure), or the directory (file)."""
     head = url.split("?", 1)[0]
-    if head.startswith("s3://"):
-        return head[len("s3://") :].split("/", 1)[1]
+    scheme, _, path = head.partition("://")
+    if scheme in ("s3", "gs"):
+        return path.split("/", 1)[1]
+    if scheme in ("az", "azure"):
+        return path.split("/", 2)[2]
     return head.rsplit("/", 1)[1]
 
 
@@ -343,13 +347,14 @@ def test_fenced_update_from_asyncio(url: str) -> None:
 
 
 def test_fenced_delete(url: str, store: str) -> None:
-    # moto's URL says conditional_delete=true (it honours If-Match on DeleteObject) and the
-    # file store always has it; MinIO ignores If-Match on DeleteObject (docs/stores.md), so
-    # its URL leaves the option off and the library must refuse rather than delete unfenced.
+    # moto's URL says conditional_delete=true (it honours If-Match on DeleteObject), the file
+    # store and Azure always have it; MinIO ignores If-Match on DeleteObject and fake-gcs-server
+    # ignores ifGenerationMatch on delete (docs/stores.md), so their URLs leave the option off
+    # (the default for a custom endpoint) and the library must refuse rather than delete unfenced.
     key = data_key()
     with lease.acquire(url, ttl=30) as l:
         l.fenced_put(key, b"x")
-        if store == "minio":
+        if store in ("minio", "gcs"):
             assert "conditional_delete" not in url
             with pytest.raises(lease.StoreError, match="no conditional delete"):
                 l.fenced_delete(key)

@@ -27,6 +27,10 @@
 #include "liblease.h"
 
 static const char *store_url;
+
+/* Whether fenced deletes work on the store under test: fake-gcs-server ignores
+ * ifGenerationMatch on delete, so a custom GCS endpoint leaves them off (docs/stores.md). */
+static int conditional_deletes(void) { return strncmp(store_url, "gs://", 5) != 0; }
 static char prefix[64];
 
 #define CHECK(cond)                                                                  \
@@ -534,7 +538,7 @@ static void test_bad_input(void) {
   CHECK_CODE(LEASE_INVALID, lease_store_open(NULL, store_url, &store, &err));
   CHECK_CODE(LEASE_INVALID, lease_store_open(rt, NULL, &store, &err));
   CHECK_CODE(LEASE_INVALID, lease_store_open(rt, store_url, NULL, &err));
-  const char *bad_urls[] = {"", "gs://bucket", "s3://B", "s3://ab", "memory://",
+  const char *bad_urls[] = {"", "ftp://bucket", "gs://B", "s3://B", "s3://ab", "memory://",
                             "file://relative/dir", "bare-name", "\xff\xfe://x", "s3://bucket?x=%zz"};
   for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++) {
     lease_error *e = NULL;
@@ -794,8 +798,10 @@ static void test_fenced_write_after_break(void) {
   CHECK(strstr(lease_error_message(e), "epoch") != NULL);
   lease_error_free(e);
   int deleted = -1;
-  CHECK_CODE(LEASE_FENCED, lease_fenced_delete(zombie, key, &deleted, &err));
-  CHECK(deleted == -1);
+  if (conditional_deletes()) {
+    CHECK_CODE(LEASE_FENCED, lease_fenced_delete(zombie, key, &deleted, &err));
+    CHECK(deleted == -1);
+  }
 
   CHECK_CODE(LEASE_OK, lease_fenced_get(store, key, &obj, &err));
   data = lease_object_data(obj, &len);
@@ -805,13 +811,18 @@ static void test_fenced_write_after_break(void) {
   CHECK_CODE(LEASE_LOST, lease_release(zombie, &err));
   lease_free(zombie);
 
-  /* The holder deletes its own object; a second delete finds nothing. */
-  CHECK_CODE(LEASE_OK, lease_fenced_delete(newer, key, &deleted, &err));
-  CHECK(deleted == 1);
-  CHECK_CODE(LEASE_OK, lease_fenced_delete(newer, key, &deleted, &err));
-  CHECK(deleted == 0);
-  CHECK_CODE(LEASE_OK, lease_fenced_get(store, key, &obj, &err));
-  CHECK(obj == NULL);
+  /* The holder deletes its own object; a second delete finds nothing. Where deletes are not
+   * conditional, fenced deletes are refused rather than done unfenced. */
+  if (conditional_deletes()) {
+    CHECK_CODE(LEASE_OK, lease_fenced_delete(newer, key, &deleted, &err));
+    CHECK(deleted == 1);
+    CHECK_CODE(LEASE_OK, lease_fenced_delete(newer, key, &deleted, &err));
+    CHECK(deleted == 0);
+    CHECK_CODE(LEASE_OK, lease_fenced_get(store, key, &obj, &err));
+    CHECK(obj == NULL);
+  } else {
+    CHECK_CODE(LEASE_STORE, lease_fenced_delete(newer, key, &deleted, &err));
+  }
   /* An empty object is fine; the lease record itself is not a data object. */
   CHECK_CODE(LEASE_OK, lease_fenced_put(newer, key, NULL, 0, NULL, &err));
   CHECK_CODE(LEASE_OK, lease_fenced_get(store, key, &obj, &err));
