@@ -9,7 +9,7 @@ use tracing::{debug, warn};
 use crate::client::{local_wake, Client};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Lease;
-use crate::options::LeaseOptions;
+use crate::options::{format_duration, LeaseOptions};
 use crate::protocol::acquire::{Acquirer, Event, Plan, Step};
 use crate::protocol::breaking::{self, BreakMode, BreakPlan};
 use crate::protocol::view::View;
@@ -60,6 +60,19 @@ impl Client {
         let timing = opts
             .timing(&self.store().capabilities())
             .map_err(|e| e.with_lease(&url))?;
+        // A holder writes at every renewal: faster than the store sustains (GCS: about one
+        // write per second per object) it would get 429s and lose the lease.
+        let min_write = self.store().min_write_interval();
+        if timing.renew < min_write {
+            return Err(Error::invalid(format!(
+                "renew interval {} is shorter than the {} this store needs between writes of                  one object: use a ttl of at least {} (or a renew interval of at least {})",
+                format_duration(timing.renew),
+                format_duration(min_write),
+                format_duration(min_write * 3),
+                format_duration(min_write),
+            ))
+            .with_lease(&url));
+        }
         let clock = self.clock().clone();
         let rng = &self.inner.rng;
         let start = clock.now();
