@@ -33,7 +33,8 @@ enum Command {
     Run(RunArgs),
     /// Show who holds LEASE.
     Status {
-        /// A lease URL (s3://bucket/key, file:///path, memory://ns/key) or a bare name.
+        /// A lease URL (s3://bucket/key, gs://bucket/key, az://account/container/key,
+        /// file:///path, memory://ns/key) or a bare name.
         lease: String,
         /// Print JSON: state, epoch, holder (id, label, host, pid), ttl_ms, expires_in_ms.
         #[arg(long)]
@@ -41,7 +42,10 @@ enum Command {
     },
     /// Print one line per change of LEASE until interrupted.
     Watch {
+        /// A lease URL (s3://bucket/key, gs://bucket/key, az://account/container/key,
+        /// file:///path, memory://ns/key) or a bare name.
         lease: String,
+        /// Print one JSON object per line, with the fields of `lease status --json`.
         #[arg(long)]
         json: bool,
         /// How often to poll the store.
@@ -66,7 +70,8 @@ enum Command {
     /// The next holder may start once the broken holder's deadline has surely passed (its ttl +
     /// grace after the break), or at once if the broken holder lets go first.
     Break {
-        /// The lease: a URL (s3://bucket/key, file:///dir/key) or a bare name.
+        /// The lease: a URL (s3://bucket/key, gs://bucket/key, az://account/container/key,
+        /// file:///dir/key) or a bare name.
         lease: String,
         /// Confirm: the holder will lose the lease.
         #[arg(long)]

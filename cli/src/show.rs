@@ -18,7 +18,9 @@ fn human(s: &Status) -> String {
         } else {
             "holder"
         };
-        out += &format!("{who}:{}{}\n", " ".repeat(11 - who.len()), h.describe());
+        // At least one space after the colon: "last holder" fills the column.
+        let pad = " ".repeat(11usize.saturating_sub(who.len()).max(1));
+        out += &format!("{who}:{pad}{}\n", h.describe());
     }
     if let Some(t) = s.ttl {
         out += &format!("ttl:        {}\n", format_duration(t));

@@ -319,6 +319,33 @@ fn status_json_has_the_documented_keys() {
         "{human}"
     );
     run.wait().unwrap();
+    // Released: the last holder, with a space after the colon (it printed `last holder:"gc-1"`).
+    let human = String::from_utf8(env.run(&["status", "job"]).stdout).unwrap();
+    assert!(human.contains("last holder: \"gc-1\""), "{human}");
+    // The holder record names the user even where $USER and $LOGNAME are unset (cron).
+    let started = env.path("started-cron");
+    let mut run = env
+        .cmd(&[
+            "run",
+            "--ttl",
+            "20s",
+            "cron-job",
+            "--",
+            "sh",
+            "-c",
+            &format!("touch {}; sleep 2", started.display()),
+        ])
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .spawn()
+        .unwrap();
+    wait_for(&started);
+    let s = env.status_json("cron-job");
+    assert!(
+        s["holder"]["user"].as_str().is_some_and(|u| !u.is_empty()),
+        "{s}"
+    );
+    run.wait().unwrap();
 }
 
 #[test]

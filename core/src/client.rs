@@ -137,13 +137,55 @@ impl ClientBuilder {
                 client: self.client.unwrap_or_else(client_name),
                 host: self.host.or_else(host_name),
                 pid: self.pid.unwrap_or_else(std::process::id),
-                user: std::env::var("USER")
-                    .or_else(|_| std::env::var("LOGNAME"))
-                    .ok()
-                    .filter(|u| !u.is_empty()),
+                user: user_name(|var| std::env::var(var).ok()),
                 memo: Mutex::default(),
             }),
         }
+    }
+}
+
+/// Who runs this process, for the holder record: `$USER` or `$LOGNAME`, else the name of the
+/// effective uid (cron, systemd units and containers often set neither), else its number.
+fn user_name(env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    if let Some(user) = ["USER", "LOGNAME"]
+        .into_iter()
+        .filter_map(&env)
+        .find(|u| !u.is_empty())
+    {
+        return Some(user);
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: an all-zero passwd is a valid value (null pointers, zero ids) to be filled in.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is valid for the call; `buf` outlives the reads of `pwd`'s
+        // strings below, which point into it.
+        let rc = unsafe {
+            libc::getpwuid_r(
+                uid,
+                &mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+            return Some(uid.to_string());
+        }
+        // SAFETY: pw_name is a NUL-terminated string inside `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }.to_string_lossy();
+        return Some(if name.is_empty() {
+            uid.to_string()
+        } else {
+            name.into_owned()
+        });
     }
 }
 
@@ -356,5 +398,30 @@ fn log_put(key: &str, result: &Result<crate::store::Put>) {
             warn!(key, "write outcome unknown, reading back: {e}")
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::user_name;
+
+    /// Under cron, systemd or in a container neither $USER nor $LOGNAME may be set: the holder
+    /// record still names the user, from the uid (compared with what `id -un` says).
+    #[test]
+    fn the_user_is_named_without_user_or_logname() {
+        let id = std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap();
+        let expected = String::from_utf8(id.stdout).unwrap().trim().to_string();
+        assert_eq!(user_name(|_| None), Some(expected));
+        assert_eq!(
+            user_name(|_| Some(String::new()))
+                .as_deref()
+                .map(str::is_empty),
+            Some(false)
+        );
+        let from_env = |var: &str| (var == "LOGNAME").then(|| "ops".to_string());
+        assert_eq!(user_name(from_env).as_deref(), Some("ops"));
     }
 }

@@ -145,7 +145,7 @@ impl FileStore {
         }
         // Fail early, with a clear message, on a directory we cannot read.
         fs::read_dir(&root).map_err(|e| io_error(e, "cannot read file store directory", &root))?;
-        let url = format!("file://{}", root.display());
+        let url = format!("file://{}", super::url::file_root_in_url(&root));
         Ok(FileStore {
             inner: Arc::new(Inner {
                 root,

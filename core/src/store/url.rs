@@ -448,13 +448,18 @@ fn write_options(f: &mut fmt::Formatter<'_>, options: &[(String, String)]) -> fm
     Ok(())
 }
 
+/// A file store's directory as written after `file://`.
+pub(crate) fn file_root_in_url(root: &Path) -> String {
+    path_in_url(&root.to_string_lossy()).into_owned()
+}
+
 impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreUrl::Memory { namespace } => write!(f, "memory://{namespace}"),
-            StoreUrl::File { root } => write!(f, "file://{}", root.display()),
+            StoreUrl::File { root } => write!(f, "file://{}", file_root_in_url(root)),
             StoreUrl::DefaultFile => match default_root() {
-                Ok(root) => write!(f, "file://{}", root.display()),
+                Ok(root) => write!(f, "file://{}", file_root_in_url(&root)),
                 Err(_) => f.write_str("file://$LEASE_HOME"),
             },
             StoreUrl::S3 { bucket, options } => {
@@ -477,9 +482,19 @@ impl fmt::Display for StoreUrl {
     }
 }
 
+/// What a path or key must escape to be read back from a URL: `%` (escapes begin with it) and
+/// `?` (the query begins with it). Everything else stays as written, for people to read.
+const IN_URL: &percent_encoding::AsciiSet = &percent_encoding::AsciiSet::EMPTY.add(b'%').add(b'?');
+
+/// `path` (a key, or a file store's directory) as written in a URL that parses back to it.
+pub(crate) fn path_in_url(path: &str) -> std::borrow::Cow<'_, str> {
+    percent_encoding::utf8_percent_encode(path, IN_URL).into()
+}
+
 /// A store's URL (without its query) joined with a key: one `/` between them, never fewer
-/// (`file:///` + `k` is `file:///k`, not `file:/k`).
+/// (`file:///` + `k` is `file:///k`, not `file:/k`); the key escaped as [`path_in_url`] says.
 pub(crate) fn join_key(base: &str, key: &str) -> String {
+    let key = path_in_url(key);
     if base.ends_with('/') {
         format!("{base}{key}")
     } else {
@@ -489,8 +504,8 @@ pub(crate) fn join_key(base: &str, key: &str) -> String {
 
 impl fmt::Display for LeaseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Keys are shown unescaped: they are for people and for LEASE_URL, which this parser
-        // reads back (a key containing '?' is the one thing that does not round-trip).
+        // Keys are shown as written but for `%` and `?` (see `path_in_url`): they are for
+        // people and for LEASE_URL, which this parser reads back to the same lease.
         let store = self.store.to_string();
         let (base, query) = match store.split_once('?') {
             Some((b, q)) => (b.to_string(), Some(q.to_string())),
@@ -508,6 +523,30 @@ impl fmt::Display for LeaseUrl {
 mod tests {
     use super::*;
     use crate::ErrorKind;
+
+    /// A bare name with `?` (or `%`) printed as `LEASE_URL` parses back to the same lease
+    /// (it printed as `file:///…/a?b`, read back as key `a` with an option `b`).
+    #[test]
+    fn keys_with_question_marks_and_percents_print_back() {
+        for name in ["a?b", "a%3Fb", "100%", "q?x=1&y", "dir/a?b"] {
+            let l = LeaseUrl::parse(name).unwrap();
+            let printed = l.to_string();
+            let again = LeaseUrl::parse(&printed).unwrap_or_else(|e| panic!("{printed}: {e}"));
+            // (A bare name with `/` comes back with its directory in the store's root: the
+            // same file.)
+            assert_eq!(
+                again.key,
+                name.rsplit('/').next().unwrap(),
+                "{name}: {printed}"
+            );
+            assert_eq!(again.to_string(), printed);
+        }
+        let l = LeaseUrl::parse("s3://bkt/a%3Fb%25c?region=r").unwrap();
+        assert_eq!(l.key, "a?b%c");
+        assert_eq!(l.to_string(), "s3://bkt/a%3Fb%25c?region=r");
+        let l = LeaseUrl::parse("file:///tmp/d%3Fir/k").unwrap();
+        assert_eq!(l.to_string(), "file:///tmp/d%3Fir/k");
+    }
 
     #[test]
     fn parses_every_form() {
