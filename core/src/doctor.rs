@@ -42,7 +42,7 @@
 //! ([`Store::min_write_interval`](crate::store::Store::min_write_interval): 1 s on GCS).
 //!
 //! [`check`] refuses a store that fails any check but `cleanup` (and a `not_modified` or
-//! `etag` quoting warning) with an [`ErrorKind::Store`](crate::ErrorKind::Store) error;
+//! `etag` quoting warning) with an [`ErrorKind::Store`] error;
 //! [`inspect`] returns the same report without refusing.
 
 use std::collections::HashMap;
@@ -243,7 +243,7 @@ fn signed_ms(a: SystemTime, b: SystemTime) -> i64 {
     }
 }
 
-/// Check the store; refuse it with an [`ErrorKind::Store`](crate::ErrorKind::Store) error if it
+/// Check the store; refuse it with an [`ErrorKind::Store`] error if it
 /// does not honour the conditions leases rely on. `prefix` is where the probes go (`""` for the
 /// top).
 ///

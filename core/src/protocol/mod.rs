@@ -11,7 +11,7 @@
 //!
 //! - [`view`]: what a client has seen of a record.
 //! - [`takeover`]: create, take over or wait — the two takeover rules.
-//! - [`write`]: one conditional write, its read-back and resends, until its outcome is known.
+//! - [`mod@write`]: one conditional write, its read-back and resends, until its outcome is known.
 //! - [`acquire`]: acquiring a lease, from the first read to a landed write.
 //! - [`hold`]: a held lease — deadline, renewal, loss, release, tidying up after a loss.
 //! - [`breaking`]: an operator's break.

@@ -4,7 +4,7 @@
 //! `Create` succeeds only when the key is absent, `Match(version)` only when the object is still
 //! at that version. Everything the lease protocol needs to be safe follows from that.
 //!
-//! Errors from a store are classified once, here, into the library's [`ErrorKind`]s:
+//! Errors from a store are classified once, here, into the library's [`ErrorKind`](crate::ErrorKind)s:
 //! a failed condition is not an error but [`Put::ConditionFailed`]; `Unavailable` means the
 //! outcome of a write is unknown (it may or may not have landed, and the caller resolves it by
 //! reading back); `Store` and `Invalid` are permanent.
