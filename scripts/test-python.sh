@@ -72,6 +72,12 @@ say "pytest"
 say "mypy --strict (package and examples)"
 "$VENV/bin/python" -m mypy --strict --no-incremental python/lease examples/python examples/zombie/python
 
+# The stub of the compiled module (lease/_lease.pyi) against the module itself: every name,
+# argument and default as it is at run time. From outside the repository, so the installed
+# package is the one checked.
+say "mypy.stubtest (lease/_lease.pyi against the compiled module)"
+(cd /tmp && "$VENV/bin/python" -m mypy.stubtest lease --allowlist "$ROOT/python/stubtest-allowlist.txt")
+
 say "examples"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; stop_own_s3' EXIT

@@ -1,7 +1,7 @@
 # Type stubs of the Rust extension module `lease._lease` (python/src/).
 import os
 import threading
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union, final
 
 from ._errors import LeaseError, LeaseLost
 from ._types import FencedObject, Holder
@@ -14,9 +14,11 @@ _Done = Callable[[bool, Any], None]
 _OnLost = Optional[Callable[[LeaseLost], object]]
 _Data = Union[bytes, bytearray, str]
 
+@final
 class Pending:
     def cancel(self) -> None: ...
 
+@final
 class Lease:
     """A held lease. Use it as a context manager (``with`` / ``async with``) or call
     :meth:`release`. Clones do not exist: one object per acquisition."""
@@ -52,7 +54,7 @@ class Lease:
         data: _Data,
         *,
         if_version: Optional[str] = None,
-        if_absent: bool = False,
+        if_absent: Optional[bool] = None,
     ) -> str:
         """Write ``data`` (a ``str`` is written as UTF-8) at ``key`` in this lease's store,
         stamped with this lease, epoch and holder, unless a holder with a higher epoch (or
@@ -66,21 +68,21 @@ class Lease:
         there: ``fenced_get`` + plain ``fenced_put`` is not atomic (see :meth:`fenced_update`).
         """
     def fenced_update(
-        self, key: str, fn: Callable[[Optional[FencedObject]], _Data]
+        self, key: str, f: Callable[[Optional[FencedObject]], _Data]
     ) -> str:
-        """Read-modify-write ``key`` without losing updates: ``fn`` gets the object now (a
+        """Read-modify-write ``key`` without losing updates: ``f`` gets the object now (a
         :class:`FencedObject`, or ``None``) and returns the new contents, written only if
-        nobody wrote in between; on a :class:`Conflict` it reads and calls ``fn`` again (up to
-        32 times, with a short random pause; then :class:`StoreUnavailable`). ``fn`` runs on
+        nobody wrote in between; on a :class:`Conflict` it reads and calls ``f`` again (up to
+        32 times, with a short random pause; then :class:`StoreUnavailable`). ``f`` runs on
         the calling thread and may be called more than once: keep it free of side effects.
         Raises :class:`Fenced` when a newer holder wrote the object. Returns the new
         version."""
     async def fenced_update_async(
         self,
         key: str,
-        fn: Callable[[Optional[FencedObject]], Union[_Data, Awaitable[_Data]]],
+        f: Callable[[Optional[FencedObject]], Union[_Data, Awaitable[_Data]]],
     ) -> str:
-        """:meth:`fenced_update` for asyncio; ``fn`` may be a plain or an async function."""
+        """:meth:`fenced_update` for asyncio; ``f`` may be a plain or an async function."""
     def fenced_delete(self, key: str) -> bool:
         """Delete ``key`` unless a newer holder wrote it (:class:`Fenced`); ``False`` when
         there was nothing to delete. :class:`StoreError` on stores without conditional
@@ -91,7 +93,7 @@ class Lease:
         data: _Data,
         *,
         if_version: Optional[str] = None,
-        if_absent: bool = False,
+        if_absent: Optional[bool] = None,
     ) -> str: ...
     async def fenced_delete_async(self, key: str) -> bool: ...
     def _fenced_put_start(
@@ -118,15 +120,18 @@ class Lease:
     async def __aenter__(self) -> "Lease": ...
     async def __aexit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> bool: ...
 
+@final
 class Watch:
     def __init__(self, url: _URL, poll: Optional[_Seconds] = None) -> None: ...
     def next(self) -> Dict[str, Any]: ...
     def _next_start(self, done: _Done) -> Pending: ...
 
+@final
 class LeaderStream:
     def next(self) -> Optional[Dict[str, Any]]: ...
     def _next_start(self, done: _Done) -> Pending: ...
 
+@final
 class ElectionCore:
     def __init__(
         self,
@@ -148,6 +153,7 @@ class ElectionCore:
     def _leader_start(self, done: _Done) -> Pending: ...
     def observe(self, poll: Optional[_Seconds] = None) -> LeaderStream: ...
 
+@final
 class GateCore:
     def __init__(self, store: Optional[_URL] = None, prefix: Optional[str] = None) -> None: ...
     def admit(self, resource: str, token: str) -> None: ...
