@@ -284,7 +284,7 @@ impl Lease {
         let (url, epoch) = (self.inner.url().to_string(), self.inner.epoch());
         self.inner.on_lost(move |reason| {
             tsfn.call(
-                lost_error(&url, epoch, reason),
+                reason.error(&url, epoch),
                 ThreadsafeFunctionCallMode::NonBlocking,
             );
         });
@@ -301,20 +301,4 @@ pub struct FencedPutOptions {
     pub if_version: Option<String>,
     /// Write only if the object does not exist yet; else reject with `LEASE_CONFLICT`.
     pub if_absent: Option<bool>,
-}
-
-/// The `LEASE_LOST` error for a loss, as the core's `ensure_held` reports it.
-fn lost_error(url: &str, epoch: u64, reason: &lease::LostReason) -> lease::Error {
-    let mut e = lease::Error::new(
-        lease::ErrorKind::Lost,
-        format!("{url} (epoch {epoch}) was lost: {reason}"),
-    )
-    .with_lease(url)
-    .with_epoch(epoch);
-    if let lease::LostReason::TakenOver { holder, .. }
-    | lease::LostReason::Broken { by: holder, .. } = reason
-    {
-        e = e.with_holder(holder.clone());
-    }
-    e
 }

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::args::{self, seconds, Target};
 use crate::errors::{holder_dict, to_py, IntoPyResult};
 use crate::rt::{self, block};
-use lease::{Error, ErrorKind, Lease, LostReason};
+use lease::{Error, ErrorKind, Lease};
 
 /// What is waiting to hear that a lease was lost: the `lost` event (created when first asked
 /// for) and the `on_lost` callbacks (each called once).
@@ -72,19 +72,6 @@ fn run_callback(py: Python<'_>, cb: &Bound<'_, PyAny>, err: &Bound<'_, PyAny>) {
             e.write_unraisable(py, Some(cb));
         }
     }
-}
-
-fn lost_error(url: &str, epoch: u64, reason: &LostReason) -> Error {
-    let mut e = Error::new(
-        ErrorKind::Lost,
-        format!("{url} (epoch {epoch}) was lost: {reason}"),
-    )
-    .with_lease(url)
-    .with_epoch(epoch);
-    if let LostReason::TakenOver { holder, .. } | LostReason::Broken { by: holder, .. } = reason {
-        e = e.with_holder(holder.clone());
-    }
-    e
 }
 
 fn import_attr<'py>(
@@ -154,7 +141,7 @@ impl PyLease {
             if !n.wanted() {
                 return;
             }
-            let err = lost_error(&url, epoch, reason);
+            let err = reason.error(&url, epoch);
             rt::notify(Box::new(move |py| {
                 let exc = to_py(err).into_value(py).into_any();
                 n.fire(py, exc.bind(py));
@@ -383,7 +370,7 @@ impl PyLease {
             .callbacks
             .push(callback.clone().unbind());
         if let Some(reason) = self.inner.lost_reason() {
-            let err = lost_error(self.inner.url(), self.inner.epoch(), &reason);
+            let err = reason.error(self.inner.url(), self.inner.epoch());
             let n = self.notice.clone();
             rt::notify(Box::new(move |py| {
                 let exc = to_py(err).into_value(py).into_any();

@@ -31,6 +31,23 @@ pub enum LostReason {
     Overwritten,
 }
 
+impl LostReason {
+    /// The `Lost` error for this loss of the lease `url` held at `epoch`, naming who took it
+    /// over or broke it: what `ensure_held` raises, and what every binding reports.
+    pub fn error(&self, url: &str, epoch: u64) -> Error {
+        let mut e = Error::new(
+            ErrorKind::Lost,
+            format!("{url} (epoch {epoch}) was lost: {self}"),
+        )
+        .with_lease(url)
+        .with_epoch(epoch);
+        if let LostReason::TakenOver { holder, .. } | LostReason::Broken { by: holder, .. } = self {
+            e = e.with_holder(holder.clone());
+        }
+        e
+    }
+}
+
 impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -180,17 +197,7 @@ impl Hold {
     }
 
     pub fn lost_error(&self, reason: &LostReason) -> Error {
-        let mut e = Error::new(
-            ErrorKind::Lost,
-            format!("{} (epoch {}) was lost: {reason}", self.url, self.epoch()),
-        )
-        .with_lease(&self.url)
-        .with_epoch(self.epoch());
-        if let LostReason::TakenOver { holder, .. } | LostReason::Broken { by: holder, .. } = reason
-        {
-            e = e.with_holder(holder.clone());
-        }
-        e
+        reason.error(&self.url, self.epoch())
     }
 
     /// The next write of ours (a renewal or a release): the successor record with a fresh
