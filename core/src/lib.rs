@@ -30,6 +30,7 @@ mod lease;
 pub mod options;
 pub mod protocol;
 pub mod record;
+mod registry;
 mod status;
 pub mod store;
 mod token;

@@ -12,12 +12,11 @@
 #![allow(non_camel_case_types)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Once, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, Once};
 use std::thread::ThreadId;
 use std::time::Duration;
 
@@ -475,21 +474,10 @@ pub struct lease_store {
     client: Client,
 }
 
-/// One client per store per process, so what a client learns about keys (the version it
-/// released, the highest epoch) is shared by every handle.
+/// The process's client of the store (the core's registry), so what a client learns about
+/// keys (the version it released, the highest epoch) is shared by every handle.
 fn client_for(url: &StoreUrl) -> Result<Client, lease_core::Error> {
-    static CLIENTS: OnceLock<Mutex<HashMap<StoreUrl, Client>>> = OnceLock::new();
-    let clients = CLIENTS.get_or_init(Default::default);
-    if let Some(c) = clients.lock().unwrap().get(url) {
-        return Ok(c.clone());
-    }
-    let store = url.open()?;
-    Ok(clients
-        .lock()
-        .unwrap()
-        .entry(url.clone())
-        .or_insert_with(|| Client::new(store))
-        .clone())
+    Client::for_store(url)
 }
 
 /// Open the store at `url`: `s3://BUCKET?options`, `s3://BUCKET/PREFIX`, `file:///DIR`,

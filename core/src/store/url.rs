@@ -10,13 +10,12 @@
 //! | `memory://test/gc`                 | in-process namespace `test`   | `gc`       |
 //! | `nightly-gc`, `jobs/gc` (bare)     | the default local directory   | the name   |
 //!
-//! Stores are opened once per process and shared ([`StoreUrl::open`]), so every lease on one
-//! bucket reuses one client and its connections.
+//! Stores are opened once per process and shared (the registry: [`StoreUrl::open`],
+//! [`Client::for_store`](crate::Client::for_store)), so every lease on one bucket reuses one
+//! client and its connections.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
 
 use super::file::{default_root, FileStore};
 use super::memory::MemoryStore;
@@ -358,25 +357,15 @@ impl StoreUrl {
             .map_err(|e| Error::invalid(e.message().replace(&probe, s)))
     }
 
-    /// Open the store, or return the one this process already opened for the same URL.
+    /// Open the store, or return the one this process already opened for the same URL (the
+    /// store of [`Client::for_store`](crate::Client::for_store)).
     pub fn open(&self) -> Result<DynStore> {
-        static OPEN: OnceLock<Mutex<HashMap<StoreUrl, DynStore>>> = OnceLock::new();
-        let open = OPEN.get_or_init(Default::default);
-        if let Some(store) = open.lock().unwrap().get(self) {
-            return Ok(store.clone());
-        }
-        let store = self.open_new()?;
-        Ok(open
-            .lock()
-            .unwrap()
-            .entry(self.clone())
-            .or_insert(store)
-            .clone())
+        Ok(crate::Client::for_store(self)?.store().clone())
     }
 
-    /// Open a new store (and client) for this URL, outside the process-wide cache of
-    /// [`StoreUrl::open`]: for a forked child, which must not share its parent's connections,
-    /// or a caller that keeps its own cache.
+    /// Open a new store (and client) for this URL, outside the process's registry (what
+    /// [`StoreUrl::open`] and [`Client::for_store`](crate::Client::for_store) share): for
+    /// tests that want a store of their own.
     pub fn open_new(&self) -> Result<DynStore> {
         Ok(match self {
             StoreUrl::Memory { namespace } => std::sync::Arc::new(MemoryStore::named(namespace)),
