@@ -3,7 +3,7 @@
 # Go tests under -race, the examples, the cross-language test, and a quick benchmark run.
 #
 #   scripts/test-ffi.sh                   standalone, or called by scripts/test
-#   scripts/test-ffi.sh --update-header   rewrite include/liblease.h from ffi/src/lib.rs, then test
+#   scripts/test-ffi.sh --update-header   rewrite include/liblease.h from ffi/src, then test
 #
 # liblease is built in release mode for the explicit host target
 # ($CARGO_TARGET_DIR/$HOST_TARGET/release): scripts/test already builds the core that way (the
@@ -58,7 +58,7 @@ build_lib() {
   cargo build --release --target "$HOST_TARGET" -p lease-ffi
 }
 
-# The header cbindgen (pinned) writes from ffi/src/lib.rs must be the committed one:
+# The header cbindgen (pinned) writes from ffi/src must be the committed one:
 # ffi/header (a tool of its own, so cbindgen's features never reach liblease's build) checks
 # it, or rewrites it with --update-header. Then the crate's unit tests.
 check_header() {

@@ -404,6 +404,12 @@ fn lease_run_refuses_terminal_stops_and_its_command_keeps_them() {
         terminal_stops,
         "lease run would stop on SIGTTIN/SIGTTOU without its command"
     );
+    // The grandchild is a subshell that execs `sleep`: until it has, it may still have every
+    // signal blocked, as sh blocks them around fork (dash does), so look once it runs sleep.
+    wait_until(Duration::from_secs(10), "the grandchild runs sleep", || {
+        std::fs::read_to_string(format!("/proc/{}/comm", job.grandchild))
+            .is_ok_and(|comm| comm.trim() == "sleep")
+    });
     for pid in [job.command, job.grandchild] {
         assert_eq!(blocked(pid), 0, "the command inherited blocked signals");
     }

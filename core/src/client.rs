@@ -209,20 +209,15 @@ impl Client {
     /// The shared client for the store of a lease URL, and the lease's key. Every call for the
     /// same store returns the same client, so what it learns about keys is shared.
     pub fn for_url(url: &str) -> Result<(Client, String)> {
-        static CLIENTS: OnceLock<Mutex<HashMap<crate::StoreUrl, Client>>> = OnceLock::new();
         let lease = crate::LeaseUrl::parse(url)?;
-        let clients = CLIENTS.get_or_init(Default::default);
-        if let Some(c) = clients.lock().unwrap().get(&lease.store) {
-            return Ok((c.clone(), lease.key));
-        }
-        let store = lease.store.open().map_err(|e| e.with_lease(url))?;
-        let client = clients
-            .lock()
-            .unwrap()
-            .entry(lease.store)
-            .or_insert_with(|| Client::new(store))
-            .clone();
+        let client = Client::for_store(&lease.store).map_err(|e| e.with_lease(url))?;
         Ok((client, lease.key))
+    }
+
+    /// The client of the store at `url`, shared by everything in this process that names the
+    /// same store (one registry; a forked child starts a new one).
+    pub fn for_store(url: &crate::StoreUrl) -> Result<Client> {
+        crate::registry::client(url)
     }
 
     pub fn store(&self) -> &DynStore {

@@ -22,7 +22,6 @@
 mod acquire;
 mod client;
 pub mod clock;
-pub mod doctor;
 mod election;
 pub mod error;
 mod fence;
@@ -30,6 +29,7 @@ mod lease;
 pub mod options;
 pub mod protocol;
 pub mod record;
+mod registry;
 mod status;
 pub mod store;
 mod token;
@@ -43,6 +43,7 @@ pub use options::{format_duration, parse_duration, LeaseOptions};
 pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use status::{unix_ms, LeaseState, Status, Watcher};
+pub use store::doctor;
 pub use store::url::{LeaseUrl, StoreUrl};
 pub use token::FencingToken;
 

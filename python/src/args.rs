@@ -10,7 +10,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyString};
 
 use crate::errors::{invalid, type_error, IntoPyResult};
-use lease::store::DynStore;
 use lease::{Client, LeaseOptions, LeaseUrl, StoreUrl};
 
 /// The longest duration accepted anywhere (longer ones are certainly mistakes).
@@ -122,23 +121,15 @@ pub struct Target {
     pub url: String,
 }
 
-/// Targets by lease URL text, and clients by store, for this process. A forked child starts
-/// afresh: nothing the parent's runtime threads might have been touching is reused.
+/// Targets by lease URL text, for this process (clients come from the core's registry, which
+/// is fork-aware too). A forked child starts afresh: nothing the parent's runtime threads might
+/// have been touching is reused.
 struct Cache {
     pid: u32,
     targets: HashMap<String, Target>,
-    clients: HashMap<StoreUrl, Client>,
 }
 
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
-
-/// Open a store for this process. Not `StoreUrl::open`, whose process-wide cache a forked child
-/// would share with its parent: an S3, GCS or Azure client whose pooled connections belong to
-/// the parent's runtime, a file store whose random temp-file names would repeat in every forked
-/// sibling.
-fn open_store(url: &StoreUrl) -> lease::Result<DynStore> {
-    url.open_new()
-}
 
 /// The cache of this process (a fresh one in a forked child).
 fn cache_of(slot: &mut Option<Cache>) -> &mut Cache {
@@ -150,21 +141,16 @@ fn cache_of(slot: &mut Option<Cache>) -> &mut Cache {
         *slot = Some(Cache {
             pid: me,
             targets: HashMap::new(),
-            clients: HashMap::new(),
         });
     }
     slot.as_mut().expect("set above")
 }
 
 /// The shared client of `store` in this process (`text` names it in errors).
-fn client_of(cache: &mut Cache, store: &StoreUrl, text: &str) -> PyResult<Client> {
-    if let Some(c) = cache.clients.get(store) {
-        return Ok(c.clone());
-    }
-    let opened = open_store(store).map_err(|e| e.with_lease(text)).py()?;
-    let c = Client::new(opened);
-    cache.clients.insert(store.clone(), c.clone());
-    Ok(c)
+fn client_of(store: &StoreUrl, text: &str) -> PyResult<Client> {
+    Client::for_store(store)
+        .map_err(|e| e.with_lease(text))
+        .py()
 }
 
 /// The shared client of a store given by its URL (`s3://bucket?…`, `file:///dir`, a directory
@@ -175,8 +161,7 @@ pub fn store_client(obj: &Bound<'_, PyAny>) -> PyResult<Client> {
         return Err(invalid("the store URL contains a NUL character"));
     }
     let store = StoreUrl::parse(&text).py()?;
-    let mut slot = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    client_of(cache_of(&mut slot), &store, &text)
+    client_of(&store, &text)
 }
 
 pub fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
@@ -190,7 +175,7 @@ pub fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
         return Err(invalid("the lease URL contains a NUL character"));
     }
     let parsed = LeaseUrl::parse(&text).py()?;
-    let client = client_of(cache, &parsed.store, &text)?;
+    let client = client_of(&parsed.store, &text)?;
     let url = client.lease_url(&parsed.key);
     let t = Target {
         client,

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 
 #[cfg(feature = "azure")]
 pub mod azure;
+pub mod doctor;
 pub mod file;
 #[cfg(feature = "gcs")]
 pub mod gcs;

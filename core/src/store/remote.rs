@@ -96,34 +96,9 @@ pub(crate) fn parse_endpoint(store: &str, value: &str) -> Result<String> {
     Ok(value.trim_end_matches('/').to_string())
 }
 
-/// Percent-encode the characters that would change how a URL query is split (for the store's
-/// own URL, which the lease URL parser reads back).
-pub(crate) fn encode_query_part(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '%' | '&' | '=' | '?' | '#' | ' ' => {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    out.push_str(&format!("%{b:02X}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// `scheme://name?k=v&…` as the store shows itself.
 pub(crate) fn store_url(base: &str, options: &[(String, String)]) -> String {
-    let mut url = base.to_string();
-    for (i, (k, v)) in options.iter().enumerate() {
-        url.push(if i == 0 { '?' } else { '&' });
-        url.push_str(&encode_query_part(k));
-        url.push('=');
-        url.push_str(&encode_query_part(v));
-    }
-    url
+    super::url::with_query(base, options)
 }
 
 pub(crate) fn env_nonempty(name: &str) -> Option<String> {

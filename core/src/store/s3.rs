@@ -252,23 +252,6 @@ impl Settings {
     }
 }
 
-/// Percent-encode the characters that would change how a URL query is split.
-fn encode_query_part(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '%' | '&' | '=' | '?' | '#' | ' ' => {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    out.push_str(&format!("%{b:02X}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// An S3 bucket (or a bucket on an S3-compatible server). Cheap to clone.
 ///
 /// The SDK client is built on first use: loading the configuration is asynchronous (profiles,
@@ -406,13 +389,7 @@ impl S3Store {
     /// not contact the server (the first call does).
     pub fn open(bucket: &str, options: &[(String, String)]) -> Result<S3Store> {
         let settings = Settings::parse(bucket, options)?;
-        let mut url = format!("s3://{bucket}");
-        for (i, (k, v)) in options.iter().enumerate() {
-            url.push(if i == 0 { '?' } else { '&' });
-            url.push_str(&encode_query_part(k));
-            url.push('=');
-            url.push_str(&encode_query_part(v));
-        }
+        let url = super::url::with_query(&format!("s3://{bucket}"), options);
         let custom_endpoint = settings.endpoint.is_some()
             || env_nonempty("AWS_ENDPOINT_URL_S3").is_some()
             || env_nonempty("AWS_ENDPOINT_URL").is_some();

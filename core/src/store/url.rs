@@ -10,13 +10,12 @@
 //! | `memory://test/gc`                 | in-process namespace `test`   | `gc`       |
 //! | `nightly-gc`, `jobs/gc` (bare)     | the default local directory   | the name   |
 //!
-//! Stores are opened once per process and shared ([`StoreUrl::open`]), so every lease on one
-//! bucket reuses one client and its connections.
+//! Stores are opened once per process and shared (the registry: [`StoreUrl::open`],
+//! [`Client::for_store`](crate::Client::for_store)), so every lease on one bucket reuses one
+//! client and its connections.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
 
 use super::file::{default_root, FileStore};
 use super::memory::MemoryStore;
@@ -61,27 +60,23 @@ fn invalid(url: &str, why: impl fmt::Display) -> Error {
     Error::invalid(format!("invalid lease URL {url:?}: {why}"))
 }
 
-/// Percent-decode `s` as UTF-8.
+/// Percent-decode `s` as UTF-8. A `%` not followed by two hex digits is refused (the
+/// `percent-encoding` crate would pass it through): in a URL it is a mistake to point out.
 fn decode(url: &str, s: &str) -> Result<String> {
     let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
+    let bad_escape = bytes.iter().enumerate().any(|(i, &b)| {
+        b == b'%'
+            && !bytes
                 .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok());
-            let byte = hex
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| invalid(url, "bad %-escape"))?;
-            out.push(byte);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    });
+    if bad_escape {
+        return Err(invalid(url, "bad %-escape"));
     }
-    String::from_utf8(out).map_err(|_| invalid(url, "%-escapes do not decode to UTF-8"))
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .map(|d| d.into_owned())
+        .map_err(|_| invalid(url, "%-escapes do not decode to UTF-8"))
 }
 
 fn parse_query(url: &str, query: Option<&str>) -> Result<Vec<(String, String)>> {
@@ -362,25 +357,15 @@ impl StoreUrl {
             .map_err(|e| Error::invalid(e.message().replace(&probe, s)))
     }
 
-    /// Open the store, or return the one this process already opened for the same URL.
+    /// Open the store, or return the one this process already opened for the same URL (the
+    /// store of [`Client::for_store`](crate::Client::for_store)).
     pub fn open(&self) -> Result<DynStore> {
-        static OPEN: OnceLock<Mutex<HashMap<StoreUrl, DynStore>>> = OnceLock::new();
-        let open = OPEN.get_or_init(Default::default);
-        if let Some(store) = open.lock().unwrap().get(self) {
-            return Ok(store.clone());
-        }
-        let store = self.open_new()?;
-        Ok(open
-            .lock()
-            .unwrap()
-            .entry(self.clone())
-            .or_insert(store)
-            .clone())
+        Ok(crate::Client::for_store(self)?.store().clone())
     }
 
-    /// Open a new store (and client) for this URL, outside the process-wide cache of
-    /// [`StoreUrl::open`]: for a forked child, which must not share its parent's connections,
-    /// or a caller that keeps its own cache.
+    /// Open a new store (and client) for this URL, outside the process's registry (what
+    /// [`StoreUrl::open`] and [`Client::for_store`](crate::Client::for_store) share): for
+    /// tests that want a store of their own.
     pub fn open_new(&self) -> Result<DynStore> {
         Ok(match self {
             StoreUrl::Memory { namespace } => std::sync::Arc::new(MemoryStore::named(namespace)),
@@ -442,10 +427,31 @@ fn open_azure(account: &str, container: &str, _options: &[(String, String)]) -> 
 }
 
 fn write_options(f: &mut fmt::Formatter<'_>, options: &[(String, String)]) -> fmt::Result {
+    f.write_str(&with_query("", options))
+}
+
+/// What a query's keys and values must escape to be read back: what splits a query (`&`,
+/// `=`, `#`), what begins one (`?`), escapes (`%`) and spaces. (An Azure SAS token is full of
+/// `&` and `=`.)
+const IN_QUERY: &percent_encoding::AsciiSet = &percent_encoding::AsciiSet::EMPTY
+    .add(b'%')
+    .add(b'&')
+    .add(b'=')
+    .add(b'?')
+    .add(b'#')
+    .add(b' ');
+
+/// `base?k=v&…`, keys and values escaped so that the URL parses back to the same options: how
+/// every store writes its own URL.
+pub(crate) fn with_query(base: &str, options: &[(String, String)]) -> String {
+    let mut url = base.to_string();
     for (i, (k, v)) in options.iter().enumerate() {
-        write!(f, "{}{k}={v}", if i == 0 { '?' } else { '&' })?;
+        url.push(if i == 0 { '?' } else { '&' });
+        url.extend(percent_encoding::utf8_percent_encode(k, IN_QUERY));
+        url.push('=');
+        url.extend(percent_encoding::utf8_percent_encode(v, IN_QUERY));
     }
-    Ok(())
+    url
 }
 
 /// A file store's directory as written after `file://`.
@@ -546,6 +552,29 @@ mod tests {
         assert_eq!(l.to_string(), "s3://bkt/a%3Fb%25c?region=r");
         let l = LeaseUrl::parse("file:///tmp/d%3Fir/k").unwrap();
         assert_eq!(l.to_string(), "file:///tmp/d%3Fir/k");
+    }
+
+    /// Option values with `&`, `=` or `%` (an Azure SAS token, say) print escaped and parse
+    /// back to the same options (they printed raw, splitting into other options).
+    #[test]
+    fn option_values_with_query_characters_print_back() {
+        let url = "az://acct/cont/k?sas_token=sv%3D2020%26sig%3Da%2Fb%25";
+        let l = LeaseUrl::parse(url).unwrap();
+        let StoreUrl::Azure { options, .. } = &l.store else {
+            panic!("{:?}", l.store)
+        };
+        assert_eq!(options[0].1, "sv=2020&sig=a/b%");
+        let printed = l.to_string();
+        assert_eq!(LeaseUrl::parse(&printed).unwrap(), l, "{printed}");
+        for bad in [
+            "s3://bkt/k%",
+            "s3://bkt/k%4",
+            "s3://bkt/k%zz",
+            "s3://bkt/k?region=%G1",
+        ] {
+            let e = LeaseUrl::parse(bad).unwrap_err();
+            assert!(e.message().contains("bad %-escape"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -1,10 +1,17 @@
 //! `cargo run -p lease-ffi-header -- --check | --write`: generate the C header of liblease from
-//! `ffi/src/lib.rs` with the pinned cbindgen and compare it with the committed
-//! `include/liblease.h` (exit 1 when it drifted), or rewrite that file. Parsing the source file
+//! the modules of `ffi/src` with the pinned cbindgen and compare it with the committed
+//! `include/liblease.h` (exit 1 when it drifted), or rewrite that file. Parsing the source files
 //! directly (no `cargo metadata`) keeps this fast and independent of the workspace.
 
 use std::path::Path;
+
 use std::process::ExitCode;
+
+/// The modules of ffi/src in the order the header presents them: codes and errors first, then
+/// each object family as a C user meets it. Every module lib.rs declares must be listed.
+const HEADER_ORDER: [&str; 7] = [
+    "error", "runtime", "store", "cancel", "held", "fence", "boundary",
+];
 
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_default();
@@ -21,11 +28,35 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let bindings = match cbindgen::Builder::new()
-        .with_config(config)
-        .with_src(ffi.join("src/lib.rs"))
-        .generate()
-    {
+    // Every module lib.rs declares (`mod NAME;`), in its order: the header's order.
+    let lib = match std::fs::read_to_string(ffi.join("src/lib.rs")) {
+        Ok(lib) => lib,
+        Err(e) => {
+            eprintln!("ffi/src/lib.rs: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let declared: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ").and_then(|m| m.strip_suffix(';')))
+        .collect();
+    let mut missing = declared
+        .iter()
+        .filter(|m| !HEADER_ORDER.contains(m))
+        .peekable();
+    if missing.peek().is_some() {
+        eprintln!(
+            "ffi/header: modules missing from HEADER_ORDER (its functions would be left out of \
+             the header): {}",
+            missing.copied().collect::<Vec<_>>().join(", ")
+        );
+        return ExitCode::FAILURE;
+    }
+    let mut builder = cbindgen::Builder::new().with_config(config);
+    for module in HEADER_ORDER.iter().filter(|m| declared.contains(m)) {
+        builder = builder.with_src(ffi.join("src").join(format!("{module}.rs")));
+    }
+    let bindings = match builder.generate() {
         Ok(bindings) => bindings,
         Err(e) => {
             eprintln!("cbindgen could not generate the header: {e}");

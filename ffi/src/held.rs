@@ -1,0 +1,345 @@
+//! `lease_options`, `lease_acquire` and the held `lease`: epoch, time left, the lost
+//! callback, release.
+
+use lease_core::{Lease, LeaseOptions};
+use std::ffi::{c_char, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::ThreadId;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+use crate::{boundary::*, cancel::*, error::*, runtime::*, store::*};
+
+/// How a lease is acquired and held. Start from `lease_options_default()`; strings are
+/// borrowed for the duration of the call.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct lease_options {
+    /// How long the lease lasts without renewal, in ms (100 ms to 24 h; default 30 000). The
+    /// holder renews every ttl/3 in the background.
+    pub ttl_ms: u64,
+    /// How long to wait for a lease held by someone else, in ms: -1 waits forever (the
+    /// default), 0 tries once (`LEASE_HELD` if held), more waits at most that long
+    /// (`LEASE_TIMEOUT`).
+    pub wait_ms: i64,
+    /// A label for people (shown by `status`), at most 256 bytes, or NULL.
+    pub label: *const c_char,
+    /// A small payload stored in the record (at most 16 KiB), e.g. the leader's address, or NULL.
+    pub data: *const c_char,
+    /// How often a waiter re-reads the record, in ms; 0 means the default (ttl/10 within
+    /// 50 ms to 2 s).
+    pub poll_interval_ms: u64,
+    /// Cancels the wait from another thread when cancelled, or NULL. Must stay alive until
+    /// `lease_acquire` returns.
+    pub cancel: *const lease_cancel_token,
+}
+
+/// The default options: ttl 30 s, wait forever, no label, no data, default poll, no cancel.
+#[no_mangle]
+pub extern "C" fn lease_options_default() -> lease_options {
+    lease_options {
+        ttl_ms: 30_000,
+        wait_ms: -1,
+        label: std::ptr::null(),
+        data: std::ptr::null(),
+        poll_interval_ms: 0,
+        cancel: std::ptr::null(),
+    }
+}
+
+/// # Safety
+/// `opts` is NULL or a valid `lease_options` whose pointers are NULL or valid.
+pub(crate) unsafe fn convert_options(
+    opts: *const lease_options,
+) -> Result<(LeaseOptions, Option<CancellationToken>), Failure> {
+    // SAFETY: the caller's contract.
+    let o = unsafe { opts.as_ref() }
+        .copied()
+        .unwrap_or_else(|| lease_options_default());
+    let mut lo = LeaseOptions::new(Duration::from_millis(o.ttl_ms));
+    lo = match o.wait_ms {
+        -1 => lo.wait_forever(),
+        w if w >= 0 => lo.wait(Duration::from_millis(w as u64)),
+        w => {
+            return Err(Failure::invalid(format!(
+                "wait_ms {w} is invalid: use -1 (forever), 0 (try once) or a number of ms"
+            )))
+        }
+    };
+    // SAFETY: the caller's contract.
+    if let Some(label) = unsafe { opt_str_arg(o.label, "label") }? {
+        lo = lo.label(label);
+    }
+    // SAFETY: the caller's contract.
+    if let Some(data) = unsafe { opt_str_arg(o.data, "data") }? {
+        lo = lo.data(data);
+    }
+    if o.poll_interval_ms > 0 {
+        lo = lo.poll_interval(Duration::from_millis(o.poll_interval_ms));
+    }
+    // SAFETY: the caller's contract.
+    let cancel = unsafe { o.cancel.as_ref() }.map(|t| t.token.clone());
+    Ok((lo, cancel))
+}
+
+/// A held lease. Renewed in the background on the runtime until released, lost or freed.
+/// Thread-safe: any thread may read it, release it, or register callbacks.
+pub struct lease {
+    pub(crate) rt: Arc<Rt>,
+    pub(crate) held: Lease,
+    pub(crate) callbacks: Mutex<Vec<Arc<Callback>>>,
+}
+
+/// Acquire the lease `name` in `store`, waiting as `opts->wait_ms` says. `opts` may be NULL
+/// for the defaults. Blocks the calling thread.
+///
+/// On success writes the held lease to `*out` (release it with `lease_release`, free it with
+/// `lease_free`). On failure returns `LEASE_HELD` (try once, held elsewhere), `LEASE_TIMEOUT`,
+/// `LEASE_CANCELLED`, `LEASE_INVALID` (bad name or options), `LEASE_UNAVAILABLE`, `LEASE_STORE`,
+/// … and writes an error to `*err` when `err` is not NULL.
+///
+/// # Safety
+/// `store` is NULL or a live store; `name` is NULL or a NUL-terminated string; `opts` is NULL
+/// or a valid `lease_options` (its strings NULL or NUL-terminated, its `cancel` NULL or a live
+/// token); `out` points to writable storage for a pointer; `err` is NULL or points to writable
+/// storage for a pointer. Must not be called from a runtime thread (a lost callback): that
+/// returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_acquire(
+    store: *const lease_store,
+    name: *const c_char,
+    opts: *const lease_options,
+    out: *mut *mut lease,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: the caller's contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        let out = out_arg(out, "out")?;
+        // SAFETY: the caller's contract.
+        let (opts, cancel) = unsafe { convert_options(opts) }?;
+        let client = &store.client;
+        let held = store.rt.block_on(async {
+            match &cancel {
+                Some(token) => client.acquire_with_cancel(name, &opts, token).await,
+                None => client.acquire(name, &opts).await,
+            }
+        })??;
+        let l = Box::new(lease {
+            rt: store.rt.clone(),
+            held,
+            callbacks: Mutex::new(Vec::new()),
+        });
+        // SAFETY: checked non-NULL; the caller's contract.
+        unsafe { *out = Box::into_raw(l) };
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// A held lease
+
+/// The fencing epoch: strictly increasing per lease name, unchanged by renewals and release.
+/// Hand it to resources that check it. 0 when `l` is NULL. The first epoch of a new lease record
+/// is the clock in milliseconds since 1970 (so a record deleted and made again never re-issues
+/// an epoch); compare epochs with each other, never with small constants.
+///
+/// # Safety
+/// `l` is NULL or a live lease.
+#[no_mangle]
+pub unsafe extern "C" fn lease_epoch(l: *const lease) -> u64 {
+    // SAFETY: the caller's contract.
+    quiet(0, || Some(unsafe { l.as_ref() }?.held.epoch()))
+}
+
+/// How long, in ms, this holder may still rely on the lease: 0 once it is lost or released
+/// (and when `l` is NULL). Check it, or call `lease_ensure_held`, before each step that needs
+/// the lease.
+///
+/// # Safety
+/// `l` is NULL or a live lease.
+#[no_mangle]
+pub unsafe extern "C" fn lease_remaining_ms(l: *const lease) -> u64 {
+    quiet(0, || {
+        // SAFETY: the caller's contract.
+        let ms = unsafe { l.as_ref() }?.held.remaining().as_millis();
+        Some(u64::try_from(ms).unwrap_or(u64::MAX))
+    })
+}
+
+/// `LEASE_OK` only if the lease is held for at least `min_remaining_ms` more; otherwise
+/// `LEASE_LOST` (lost, released, or too little time left), with an error in `*err` when `err`
+/// is not NULL. Call it before each step that needs the lease. Does not block.
+///
+/// # Safety
+/// `l` is NULL or a live lease; `err` is NULL or points to writable storage for a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lease_ensure_held(
+    l: *const lease,
+    min_remaining_ms: u64,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        l.held
+            .ensure_held(Duration::from_millis(min_remaining_ms))
+            .map(drop)
+            .map_err(Failure::from)
+    })
+}
+
+/// Called once when a lease is lost: `user_data` as given to `lease_on_lost`, and a one-line
+/// reason (borrowed: valid only during the call).
+pub type lease_lost_callback =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, reason: *const c_char)>;
+
+/// `user_data` crosses threads: the caller promised it may (see `lease_on_lost`).
+pub(crate) struct UserData(*mut c_void);
+// SAFETY: the contract of lease_on_lost says user_data may be used from a runtime thread.
+unsafe impl Send for UserData {}
+
+pub(crate) enum CallbackState {
+    Armed(unsafe extern "C" fn(*mut c_void, *const c_char), UserData),
+    Running(ThreadId),
+    Done,
+}
+
+/// One registered callback: runs at most once, and never after `lease_free` returns.
+pub(crate) struct Callback {
+    pub(crate) state: Mutex<CallbackState>,
+    pub(crate) finished: Condvar,
+}
+
+impl Callback {
+    pub(crate) fn fire(&self, reason: &CStr) {
+        let (f, data) = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            match std::mem::replace(
+                &mut *st,
+                CallbackState::Running(std::thread::current().id()),
+            ) {
+                CallbackState::Armed(f, data) => (f, data),
+                other => {
+                    *st = other;
+                    return;
+                }
+            }
+        };
+        // SAFETY: the caller of lease_on_lost gave a valid function and user_data.
+        unsafe { f(data.0, reason.as_ptr()) };
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = CallbackState::Done;
+        self.finished.notify_all();
+    }
+
+    /// Never run from now on; if running on another thread, wait until it returns.
+    pub(crate) fn disarm(&self) {
+        let me = std::thread::current().id();
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match &*st {
+                CallbackState::Armed(..) => {
+                    *st = CallbackState::Done;
+                    return;
+                }
+                CallbackState::Running(t) if *t != me => {
+                    st = self.finished.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+/// Call `callback(user_data, reason)` once when the lease is lost: from a runtime thread when
+/// a renewal finds the lease taken over, broken or deleted, or its deadline passes; at once,
+/// on the calling thread, if it is already lost. Never called if the lease is released first,
+/// and never called (nor still running) after `lease_free` returns.
+///
+/// The callback runs on a thread that renews leases: keep it short and never block there. It
+/// may call `lease_epoch`, `lease_remaining_ms`, `lease_ensure_held`, `lease_cancel_token_cancel`,
+/// `lease_error_*`, and signal the application (an atomic flag, a condition variable, a pipe);
+/// it must not call blocking functions (`lease_acquire`, `lease_release`, `lease_status`,
+/// `lease_store_open`: they return `LEASE_INVALID` there) and must not unwind (no C++
+/// exceptions, no longjmp out of it).
+///
+/// Returns `LEASE_OK`, or `LEASE_INVALID` if `l` or `callback` is NULL.
+///
+/// # Safety
+/// `l` is NULL or a live lease; `callback` is NULL or a function safe to call from any thread
+/// with `user_data`, which must stay valid until the callback has run or `lease_free(l)` has
+/// returned.
+#[no_mangle]
+pub unsafe extern "C" fn lease_on_lost(
+    l: *const lease,
+    callback: lease_lost_callback,
+    user_data: *mut c_void,
+) -> lease_code {
+    call(std::ptr::null_mut(), || {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        let f = callback.ok_or_else(|| Failure::invalid("callback is NULL"))?;
+        let cb = Arc::new(Callback {
+            state: Mutex::new(CallbackState::Armed(f, UserData(user_data))),
+            finished: Condvar::new(),
+        });
+        l.callbacks.lock().unwrap().push(cb.clone());
+        let (url, epoch) = (l.held.url().to_string(), l.held.epoch());
+        l.held.on_lost(move |reason| {
+            cb.fire(&c_string(&format!(
+                "{url} (epoch {epoch}) was lost: {reason}"
+            )));
+        });
+        Ok(())
+    })
+}
+
+/// Release the lease so a waiter can take it at once (it writes `released`, same epoch).
+/// Idempotent: releasing a released lease returns `LEASE_OK`. Returns `LEASE_LOST` if the lease
+/// was lost before it could be released (whatever was done under it may have overlapped with
+/// another holder). Blocks. The handle stays valid: free it with `lease_free`.
+///
+/// # Safety
+/// `l` is NULL or a live lease; `err` is NULL or points to writable storage for a pointer.
+/// Must not be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_release(l: *const lease, err: *mut *mut lease_error) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        l.rt.block_on(l.held.release())??;
+        Ok(())
+    })
+}
+
+/// Free a lease handle. If the lease is still held it is released first (blocking, as
+/// `lease_release`, ignoring the outcome; from a runtime thread, in the background instead).
+/// After this returns, no lost callback of this lease runs or is running. NULL is a no-op.
+///
+/// # Safety
+/// `l` is NULL or a lease from `lease_acquire`, not freed before and not in use by another
+/// thread during or after this call.
+#[no_mangle]
+pub unsafe extern "C" fn lease_free(l: *mut lease) {
+    if l.is_null() {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    let b = unsafe { Box::from_raw(l) };
+    if forked() {
+        std::mem::forget(b);
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(move || {
+        for cb in b.callbacks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            cb.disarm();
+        }
+        if b.held.is_held() && !on_runtime_thread() {
+            let _ = b.rt.block_on(b.held.release());
+        }
+        drop(b);
+    }));
+}

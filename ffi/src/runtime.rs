@@ -1,0 +1,152 @@
+//! `lease_runtime`: the tokio runtime every handle made from it runs on.
+
+use std::ffi::c_char;
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::{boundary::*, error::*};
+
+/// A tokio runtime shared by the handles made from it: stores and leases keep it alive, so it
+/// shuts down when the last of `lease_runtime_free`, `lease_store_free`, `lease_free` runs.
+pub(crate) struct Rt {
+    pub(crate) runtime: Option<tokio::runtime::Runtime>,
+}
+
+pub(crate) fn on_runtime_thread() -> bool {
+    tokio::runtime::Handle::try_current().is_ok()
+}
+
+impl Rt {
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the runtime is present until dropped")
+    }
+
+    /// Block the calling thread on `f`, refusing to do so on a runtime thread (where tokio
+    /// would panic, and where blocking would stall renewals).
+    pub(crate) fn block_on<F: Future>(&self, f: F) -> Result<F::Output, Failure> {
+        if on_runtime_thread() {
+            return Err(Failure::invalid(
+                "a blocking liblease call was made from a runtime thread (inside a lost \
+                 callback?): call it from another thread",
+            ));
+        }
+        Ok(self.runtime().block_on(f))
+    }
+}
+
+impl Drop for Rt {
+    fn drop(&mut self) {
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        if forked() {
+            // Its threads do not exist in this process: joining them would hang.
+            std::mem::forget(runtime);
+        } else if on_runtime_thread() {
+            // The last handle was freed from a runtime thread (in a lost callback): a
+            // runtime cannot wait for its own threads.
+            runtime.shutdown_background();
+        } else {
+            drop(runtime);
+        }
+    }
+}
+
+/// A runtime: the threads that renew leases and run store requests. One per process is
+/// usual; every store and lease made from it keeps it alive.
+pub struct lease_runtime {
+    pub(crate) rt: Arc<Rt>,
+}
+
+/// Options of `lease_runtime_new`. Start from `lease_runtime_options_default()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct lease_runtime_options {
+    /// Worker threads (renewals and store requests run there; blocking calls run on the
+    /// caller's thread). 0 means the default, 2.
+    pub worker_threads: u32,
+    /// Shown in lease records as `lease VERSION (NAME)`, so people see which language holds a
+    /// lease. NULL means "c". The first runtime created in the process sets it.
+    pub client_name: *const c_char,
+}
+
+/// The default runtime options: 2 worker threads, client name "c".
+#[no_mangle]
+pub extern "C" fn lease_runtime_options_default() -> lease_runtime_options {
+    lease_runtime_options {
+        worker_threads: 0,
+        client_name: std::ptr::null(),
+    }
+}
+
+/// Create a runtime. `opts` may be NULL for the defaults.
+///
+/// On success writes a new runtime to `*out` (free it with `lease_runtime_free`) and returns
+/// `LEASE_OK`; on failure writes an error to `*err` (when `err` is not NULL) and leaves `*out`
+/// untouched.
+///
+/// # Safety
+/// `opts` is NULL or points to a valid `lease_runtime_options` whose `client_name` is NULL or a
+/// NUL-terminated string; `out` points to writable storage for a pointer; `err` is NULL or
+/// points to writable storage for a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lease_runtime_new(
+    opts: *const lease_runtime_options,
+    out: *mut *mut lease_runtime,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        let out = out_arg(out, "out")?;
+        // SAFETY: the caller's contract.
+        let opts = unsafe { opts.as_ref() }
+            .copied()
+            .unwrap_or_else(|| lease_runtime_options_default());
+        // SAFETY: the caller's contract.
+        let name = unsafe { opt_str_arg(opts.client_name, "client_name") }?;
+        let name = name.as_deref().unwrap_or("c");
+        if name.is_empty() || name.len() > 32 || !name.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(Failure::invalid(format!(
+                "client_name {name:?} must be 1 to 32 printable ASCII characters"
+            )));
+        }
+        let threads = match opts.worker_threads {
+            0 => 2,
+            n @ 1..=256 => n as usize,
+            n => {
+                return Err(Failure::invalid(format!(
+                    "worker_threads {n} is out of range: use 1 to 256 (0 for the default)"
+                )))
+            }
+        };
+        watch_forks();
+        lease_core::set_client_name(name);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("lease-rt")
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::new(LEASE_INTERNAL, format!("cannot start a runtime: {e}")))?;
+        let rt = Box::new(lease_runtime {
+            rt: Arc::new(Rt {
+                runtime: Some(runtime),
+            }),
+        });
+        // SAFETY: checked non-NULL; the caller's contract.
+        unsafe { *out = Box::into_raw(rt) };
+        Ok(())
+    })
+}
+
+/// Free a runtime handle. Stores and leases made from it keep the runtime running until they
+/// are freed too; the runtime shuts down (joining its threads) when the last one goes.
+/// NULL is a no-op.
+///
+/// # Safety
+/// `rt` is NULL or a runtime from `lease_runtime_new`, not freed before and not in use by
+/// another thread during or after this call.
+#[no_mangle]
+pub unsafe extern "C" fn lease_runtime_free(rt: *mut lease_runtime) {
+    free_box(rt);
+}
