@@ -65,7 +65,8 @@ impl Client {
         let min_write = self.store().min_write_interval();
         if timing.renew < min_write {
             return Err(Error::invalid(format!(
-                "renew interval {} is shorter than the {} this store needs between writes of                  one object: use a ttl of at least {} (or a renew interval of at least {})",
+                "renew interval {} is shorter than the {} this store needs between writes of one \
+                 object: use a ttl of at least {} (or a renew interval of at least {})",
                 format_duration(timing.renew),
                 format_duration(min_write),
                 format_duration(min_write * 3),

@@ -13,8 +13,9 @@
 //!   (its `updated` time), both whole seconds. Metadata is the object's custom metadata
 //!   (`x-goog-meta-*` on reads).
 //! - GCS sustains about one write per second to one object name (a 429 beyond): the store
-//!   reports a minimum write interval of 1 s ([`Store::min_write_interval`]), so a renew
-//!   interval below it (a ttl below 3 s) is a configuration error; see docs/stores.md.
+//!   reports a minimum write interval of 1 s on Google's endpoint ([`Store::min_write_interval`];
+//!   0 with an emulator, which has no such limit; the option `min_write_interval` sets it), so a
+//!   renew interval below it (a ttl below 3 s) is a configuration error; see docs/stores.md.
 //!
 //! | GCS says                                         | The store answers                   |
 //! |--------------------------------------------------|-------------------------------------|
@@ -91,6 +92,13 @@ pub const OPTIONS: &[OptionSpec] = &[
         "false when the server's clocks may disagree: waiters then only trust their own \
          observation (protocol §4); default true",
     ),
+    (
+        "min_write_interval",
+        &[],
+        "the shortest interval between two writes of one object the server sustains: acquiring \
+         with a shorter renew interval is refused; default 1s on Google's endpoint (about one \
+         write per second per object), 0s with an emulator, which has no such limit",
+    ),
 ];
 
 /// Option names that would put secrets in a URL.
@@ -120,6 +128,7 @@ struct Settings {
     connect_timeout: Duration,
     conditional_delete: Option<bool>,
     store_clock_rule: bool,
+    min_write_interval: Option<Duration>,
 }
 
 impl Settings {
@@ -141,6 +150,7 @@ impl Settings {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             conditional_delete: None,
             store_clock_rule: true,
+            min_write_interval: None,
         };
         for (name, (raw, value)) in &given {
             match *name {
@@ -158,6 +168,12 @@ impl Settings {
                     s.conditional_delete = Some(parse_bool(&store, raw, value)?)
                 }
                 "store_clock_rule" => s.store_clock_rule = parse_bool(&store, raw, value)?,
+                "min_write_interval" => {
+                    s.min_write_interval =
+                        Some(crate::options::parse_duration(value).map_err(|e| {
+                            Error::invalid(format!("{store}: option {raw}: {}", e.message()))
+                        })?)
+                }
                 other => unreachable!("option {other} is listed but not handled"),
             }
         }
@@ -221,6 +237,7 @@ struct Inner {
     settings: Settings,
     endpoint: Endpoint,
     conditional_delete: bool,
+    min_write_interval: Duration,
     loaded: tokio::sync::OnceCell<Loaded>,
     tokens: TokenCache,
 }
@@ -391,6 +408,11 @@ impl GcsStore {
                 bucket: bucket.to_string(),
                 url: store_url(&format!("gs://{bucket}"), options),
                 conditional_delete: settings.conditional_delete.unwrap_or(endpoint.google),
+                min_write_interval: settings.min_write_interval.unwrap_or(if endpoint.google {
+                    MIN_WRITE_INTERVAL
+                } else {
+                    Duration::ZERO
+                }),
                 endpoint,
                 settings,
                 loaded: tokio::sync::OnceCell::new(),
@@ -546,7 +568,7 @@ impl Store for GcsStore {
     }
 
     fn min_write_interval(&self) -> Duration {
-        MIN_WRITE_INTERVAL
+        self.inner.min_write_interval
     }
 
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get> {
@@ -735,7 +757,17 @@ mod tests {
         let store = GcsStore::open("b", &opts(&[("endpoint", "http://127.0.0.1:1")])).unwrap();
         assert!(!store.capabilities().conditional_delete);
         assert!(store.inner.endpoint.anonymous_default.is_some());
-        assert_eq!(store.min_write_interval(), Duration::from_secs(1));
+        // Emulators have no write-rate limit; Google's endpoint does, and a URL may say so.
+        assert_eq!(store.min_write_interval(), Duration::ZERO);
+        let paced = GcsStore::open(
+            "b",
+            &opts(&[
+                ("endpoint", "http://127.0.0.1:1"),
+                ("min_write_interval", "1s"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(paced.min_write_interval(), Duration::from_secs(1));
         let store = GcsStore::open(
             "b",
             &opts(&[
@@ -746,6 +778,7 @@ mod tests {
         .unwrap();
         assert!(store.capabilities().conditional_delete);
         assert!(store.inner.endpoint.anonymous_default.is_none());
+        assert_eq!(store.min_write_interval(), MIN_WRITE_INTERVAL);
         assert_eq!(
             store.url(),
             "gs://b?endpoint=https://storage.googleapis.com&conditional_delete=true"
