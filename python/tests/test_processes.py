@@ -81,8 +81,12 @@ def contend(url: str, tmp_path: Path, start_method: str) -> None:
     assert len({r[3] for r in rows}) == PROCS
 
 
+# The waiter runs as in a terminal: Python turns SIGINT into KeyboardInterrupt only when SIGINT
+# was not ignored at startup, and a test run started in the background without job control (a
+# CI runner, `cmd &` in a script) starts every process with SIGINT ignored.
 WAITER = """
-import sys, lease
+import signal, sys, lease
+signal.signal(signal.SIGINT, signal.default_int_handler)
 print("waiting", flush=True)
 try:
     lease.acquire(sys.argv[1], wait=None, label="interrupted")
