@@ -339,7 +339,15 @@ impl Intercept for DateCapture {
         _runtime_components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> std::result::Result<(), BoxError> {
-        if let Some(date) = context.response().headers().get("date") {
+        // Found by comparing names, not `get("date")`: that parses the name into the `http`
+        // crate's uninitialised scratch buffer, whose optimized reads valgrind (the C ABI's
+        // memcheck run) reports as jumps on uninitialised bytes.
+        let date = context
+            .response()
+            .headers()
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("date"));
+        if let Some((_, date)) = date {
             *self.0.lock().unwrap() = Some(date.to_string());
         }
         Ok(())
