@@ -123,6 +123,29 @@ pub struct GetOptions<'a> {
     pub max_len: Option<u64>,
 }
 
+/// What a call to a store was, for the remote stores' messages (each names the permission it
+/// needs).
+#[cfg_attr(not(any(feature = "s3", feature = "http-client")), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Get,
+    Create,
+    Update,
+    Delete,
+}
+
+#[cfg_attr(not(any(feature = "s3", feature = "http-client")), allow(dead_code))]
+impl Op {
+    pub(crate) fn verb(self) -> &'static str {
+        match self {
+            Op::Get => "read",
+            Op::Create => "create",
+            Op::Update => "update",
+            Op::Delete => "delete",
+        }
+    }
+}
+
 /// The condition of a [`Store::put`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Cond {

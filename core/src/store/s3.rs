@@ -44,8 +44,8 @@ use aws_sdk_s3::primitives::{ByteStream, DateTime, DateTimeFormat};
 use bytes::{Bytes, BytesMut};
 
 use super::{
-    validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Put,
-    Store, Version,
+    validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Op,
+    Put, Store, Version,
 };
 use crate::error::{Error, Result};
 
@@ -287,31 +287,12 @@ impl fmt::Debug for S3Store {
     }
 }
 
-/// What a call was, for messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Get,
-    Create,
-    Update,
-    Delete,
-}
-
-impl Op {
-    fn verb(self) -> &'static str {
-        match self {
-            Op::Get => "read",
-            Op::Create => "create",
-            Op::Update => "update",
-            Op::Delete => "delete",
-        }
-    }
-
-    fn permission(self) -> &'static str {
-        match self {
-            Op::Get => "s3:GetObject",
-            Op::Create | Op::Update => "s3:PutObject",
-            Op::Delete => "s3:DeleteObject",
-        }
+/// The permission a call needs, for messages.
+fn permission(op: Op) -> &'static str {
+    match op {
+        Op::Get => "s3:GetObject",
+        Op::Create | Op::Update => "s3:PutObject",
+        Op::Delete => "s3:DeleteObject",
     }
 }
 
@@ -730,7 +711,7 @@ fn classify_status(i: ClassifyInput<'_>) -> Failure {
                 "access denied: check that {credentials_hint} allow {} on \
                  arn:aws:s3:::{bucket}/{key} (and that no bucket policy or KMS key policy \
                  denies it)",
-                op.permission()
+                permission(op)
             ),
         }),
         400 if code == "AuthorizationHeaderMalformed" => store(match bucket_region {

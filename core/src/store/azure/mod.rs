@@ -35,8 +35,8 @@ use super::remote::{
     parse_bool, parse_endpoint, parse_options, parse_timeout, store_url, OptionSpec, TokenCache,
 };
 use super::{
-    validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Put,
-    Store, Version,
+    validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Op,
+    Put, Store, Version,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
@@ -215,32 +215,14 @@ impl fmt::Debug for AzureStore {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Get,
-    Create,
-    Update,
-    Delete,
-}
-
-impl Op {
-    fn verb(self) -> &'static str {
-        match self {
-            Op::Get => "read",
-            Op::Create => "create",
-            Op::Update => "update",
-            Op::Delete => "delete",
+/// The Azure RBAC data action a call needs, for messages.
+fn data_action(op: Op) -> &'static str {
+    match op {
+        Op::Get => "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read",
+        Op::Create | Op::Update => {
+            "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"
         }
-    }
-
-    fn data_action(self) -> &'static str {
-        match self {
-            Op::Get => "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read",
-            Op::Create | Op::Update => {
-                "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write"
-            }
-            Op::Delete => "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/delete",
-        }
+        Op::Delete => "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/delete",
     }
 }
 
@@ -332,7 +314,7 @@ fn classify_status(i: ClassifyInput<'_>) -> Failure {
             "access denied: {credentials} need the data action {} on the container (the role \
              Storage Blob Data Contributor grants what a worker needs), or a SAS with the \
              right permissions",
-            op.data_action()
+            data_action(op)
         )),
         (400..=499, _) => store(
             "the server rejected the request; if it does not support conditional requests \

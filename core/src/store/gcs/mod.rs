@@ -41,8 +41,8 @@ use super::remote::{
     TokenCache,
 };
 use super::{
-    validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Put,
-    Store, Version,
+    validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Op,
+    Put, Store, Version,
 };
 use crate::clock::Rng;
 use crate::error::{Error, Result};
@@ -256,32 +256,14 @@ impl fmt::Debug for GcsStore {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Get,
-    Create,
-    Update,
-    Delete,
-}
-
-impl Op {
-    fn verb(self) -> &'static str {
-        match self {
-            Op::Get => "read",
-            Op::Create => "create",
-            Op::Update => "update",
-            Op::Delete => "delete",
-        }
-    }
-
-    fn permission(self) -> &'static str {
-        match self {
-            Op::Get => "storage.objects.get",
-            Op::Create => "storage.objects.create",
-            // Replacing an object needs the right to delete the old generation too.
-            Op::Update => "storage.objects.create and storage.objects.delete",
-            Op::Delete => "storage.objects.delete",
-        }
+/// The permission a call needs, for messages.
+fn permission(op: Op) -> &'static str {
+    match op {
+        Op::Get => "storage.objects.get",
+        Op::Create => "storage.objects.create",
+        // Replacing an object needs the right to delete the old generation too.
+        Op::Update => "storage.objects.create and storage.objects.delete",
+        Op::Delete => "storage.objects.delete",
     }
 }
 
@@ -372,7 +354,7 @@ fn classify_status(i: ClassifyInput<'_>) -> Failure {
         )),
         403 => store(format!(
             "access denied: check that {credentials} have {} on gs://{bucket}/{key} (roles/storage.objectUser grants what a worker needs)",
-            op.permission()
+            permission(op)
         )),
         400..=499 => store(
             "the server rejected the request; if it does not support preconditions \
