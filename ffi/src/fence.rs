@@ -146,20 +146,42 @@ pub unsafe extern "C" fn lease_fenced_put(
     version_out: *mut *mut c_char,
     err: *mut *mut lease_error,
 ) -> lease_code {
-    call(err, || {
-        // SAFETY: the caller's contract.
-        let l = unsafe { handle(l, "lease") }?;
-        // SAFETY: the caller's contract.
-        let key = unsafe { str_arg(key, "key") }?;
-        // SAFETY: the caller's contract.
-        let bytes = unsafe { bytes_arg(data, len) }?;
-        let version = l.rt.block_on(l.held.fenced_put(key, bytes))??;
-        if !version_out.is_null() {
-            // SAFETY: non-NULL; the caller's contract.
-            unsafe { *version_out = c_string(&version.etag).into_raw() };
-        }
-        Ok(())
+    // SAFETY: the caller's contract.
+    call(err, || unsafe {
+        fenced_put(l, key, data, len, None, version_out)
     })
+}
+
+/// The body of `lease_fenced_put` (`expected` None: whatever is there) and
+/// `lease_fenced_put_if` (`Some(version)`, or `Some(None)` for "still absent").
+///
+/// # Safety
+/// The contract of `lease_fenced_put`.
+unsafe fn fenced_put(
+    l: *const lease,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    expected: Option<Option<Version>>,
+    version_out: *mut *mut c_char,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    let l = unsafe { handle(l, "lease") }?;
+    // SAFETY: the caller's contract.
+    let key = unsafe { str_arg(key, "key") }?;
+    // SAFETY: the caller's contract.
+    let bytes = unsafe { bytes_arg(data, len) }?;
+    let version = match expected {
+        None => l.rt.block_on(l.held.fenced_put(key, bytes))??,
+        Some(expected) => {
+            l.rt.block_on(l.held.fenced_put_if(key, bytes, expected.as_ref()))??
+        }
+    };
+    if !version_out.is_null() {
+        // SAFETY: non-NULL; the caller's contract.
+        unsafe { *version_out = c_string(&version.etag).into_raw() };
+    }
+    Ok(())
 }
 
 /// Write `len` bytes at `key`, as `lease_fenced_put`, but only if the object is still at the
@@ -198,22 +220,11 @@ pub unsafe extern "C" fn lease_fenced_put_if(
 ) -> lease_code {
     call(err, || {
         // SAFETY: the caller's contract.
-        let l = unsafe { handle(l, "lease") }?;
-        // SAFETY: the caller's contract.
-        let key = unsafe { str_arg(key, "key") }?;
-        // SAFETY: the caller's contract.
-        let bytes = unsafe { bytes_arg(data, len) }?;
-        // SAFETY: the caller's contract.
         let expected = unsafe { opt_str_arg(if_version, "if_version") }?
             .filter(|v| !v.is_empty())
             .map(Version::etag);
-        let version =
-            l.rt.block_on(l.held.fenced_put_if(key, bytes, expected.as_ref()))??;
-        if !version_out.is_null() {
-            // SAFETY: non-NULL; the caller's contract.
-            unsafe { *version_out = c_string(&version.etag).into_raw() };
-        }
-        Ok(())
+        // SAFETY: the caller's contract.
+        unsafe { fenced_put(l, key, data, len, Some(expected), version_out) }
     })
 }
 
