@@ -250,7 +250,8 @@ fn a_fresh_process_takes_over_a_long_dead_lease_at_once() {
 async fn many_clients_one_lease_on_gcs() {
     for (server, url) in servers() {
         let key = format!("{}/contended", unique("protocol"));
-        remote::many_clients_one_lease(server, || open(&url), &key).await;
+        remote::many_clients_one_lease(server, || open(&url), &key, 3, Duration::from_secs(6))
+            .await;
     }
 }
 

@@ -12,6 +12,7 @@
 //!   tests in tests/ answer it from a proxy.
 
 mod conformance;
+mod remote;
 
 use std::process::Command;
 use std::sync::Arc;
@@ -521,43 +522,13 @@ fn a_fresh_process_takes_over_a_long_dead_lease_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_clients_one_lease_on_s3() {
-    // Eight clients in one process, each with its own store connection, contend; the history
-    // of who held the lease when must show no overlap and increasing epochs.
+    // Eight clients in one process, each with its own store connection (as in separate
+    // processes), contend; the history of who held the lease when must show no overlap and
+    // increasing epochs.
     for (server, url) in servers() {
         let key = format!("{}/contended", unique("protocol"));
-        let history = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut tasks = vec![];
-        for _ in 0..8 {
-            // A store (and connection pool) per client, as in separate processes.
-            let store = open(&url);
-            let history = history.clone();
-            let key = key.clone();
-            tasks.push(tokio::spawn(async move {
-                let client = Client::new(store);
-                for _ in 0..4 {
-                    let held = client
-                        .acquire(&key, &opts(Duration::from_secs(5)))
-                        .await
-                        .unwrap();
-                    let start = SystemClock.now();
-                    held.ensure_held(Duration::from_secs(1)).unwrap();
-                    SystemClock.sleep(Duration::from_millis(20)).await;
-                    let end = SystemClock.now();
-                    history.lock().unwrap().push((held.epoch(), start, end));
-                    held.release().await.unwrap();
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
-        let mut h = history.lock().unwrap().clone();
-        assert_eq!(h.len(), 32, "{server}");
-        h.sort_by_key(|x| x.1);
-        for w in h.windows(2) {
-            assert!(w[1].1 >= w[0].2, "{server}: overlapping holds {w:?}");
-            assert!(w[1].0 > w[0].0, "{server}: epochs did not increase {w:?}");
-        }
+        remote::many_clients_one_lease(server, || open(&url), &key, 4, Duration::from_secs(5))
+            .await;
     }
 }
 

@@ -1,6 +1,6 @@
 //! What the tests of the GCS and Azure stores share: which test servers are configured (the
 //! env file of `scripts/stores.sh`), and the lease protocol on a real server process.
-//! `store_s3.rs` has the same protocol tests for S3.
+//! `store_s3.rs` has its own protocol tests for S3 and uses the contention test here.
 
 #![allow(dead_code)]
 
@@ -252,8 +252,15 @@ pub fn a_fresh_process_takes_over_a_long_dead_lease(
     rt.block_on(held.release()).unwrap();
 }
 
-/// Eight clients with their own connections contend; no overlap, increasing epochs.
-pub async fn many_clients_one_lease(server: &str, open: impl Fn() -> DynStore, key: &str) {
+/// Eight clients with their own connections contend, `rounds` acquisitions each with `ttl`;
+/// no overlap, increasing epochs.
+pub async fn many_clients_one_lease(
+    server: &str,
+    open: impl Fn() -> DynStore,
+    key: &str,
+    rounds: usize,
+    ttl: Duration,
+) {
     let history = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = vec![];
     for _ in 0..8 {
@@ -262,11 +269,8 @@ pub async fn many_clients_one_lease(server: &str, open: impl Fn() -> DynStore, k
         let key = key.to_string();
         tasks.push(tokio::spawn(async move {
             let client = Client::new(store);
-            for _ in 0..3 {
-                let held = client
-                    .acquire(&key, &opts(Duration::from_secs(6)))
-                    .await
-                    .unwrap();
+            for _ in 0..rounds {
+                let held = client.acquire(&key, &opts(ttl)).await.unwrap();
                 let start = SystemClock.now();
                 held.ensure_held(Duration::from_secs(1)).unwrap();
                 SystemClock.sleep(Duration::from_millis(20)).await;
@@ -280,7 +284,7 @@ pub async fn many_clients_one_lease(server: &str, open: impl Fn() -> DynStore, k
         t.await.unwrap();
     }
     let mut h = history.lock().unwrap().clone();
-    assert_eq!(h.len(), 24, "{server}");
+    assert_eq!(h.len(), 8 * rounds, "{server}");
     h.sort_by_key(|x| x.1);
     for w in h.windows(2) {
         assert!(w[1].1 >= w[0].2, "{server}: overlapping holds {w:?}");
