@@ -96,11 +96,6 @@ pub(crate) fn parse_endpoint(store: &str, value: &str) -> Result<String> {
     Ok(value.trim_end_matches('/').to_string())
 }
 
-/// `scheme://name?k=v&…` as the store shows itself.
-pub(crate) fn store_url(base: &str, options: &[(String, String)]) -> String {
-    super::url::with_query(base, options)
-}
-
 pub(crate) fn env_nonempty(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }

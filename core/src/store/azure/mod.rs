@@ -32,7 +32,7 @@ use super::http::{
     encode_path, format_http_date, parse_http_date, Body, HttpClient, Method, Request, Response,
 };
 use super::remote::{
-    parse_bool, parse_endpoint, parse_options, parse_timeout, store_url, OptionSpec, TokenCache,
+    parse_bool, parse_endpoint, parse_options, parse_timeout, OptionSpec, TokenCache,
 };
 use super::{
     validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Op,
@@ -367,7 +367,7 @@ impl AzureStore {
             inner: Arc::new(Inner {
                 account: account.to_string(),
                 container: container.to_string(),
-                url: store_url(&name, options),
+                url: super::url::with_query(&name, options),
                 settings,
                 loaded: tokio::sync::OnceCell::new(),
                 tokens: TokenCache::default(),

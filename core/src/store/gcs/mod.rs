@@ -37,8 +37,7 @@ use serde::Deserialize;
 
 use super::http::{encode_component, Body, HttpClient, Method, Request, Response};
 use super::remote::{
-    env_nonempty, parse_bool, parse_endpoint, parse_options, parse_timeout, store_url, OptionSpec,
-    TokenCache,
+    env_nonempty, parse_bool, parse_endpoint, parse_options, parse_timeout, OptionSpec, TokenCache,
 };
 use super::{
     validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Op,
@@ -388,7 +387,7 @@ impl GcsStore {
         Ok(GcsStore {
             inner: Arc::new(Inner {
                 bucket: bucket.to_string(),
-                url: store_url(&format!("gs://{bucket}"), options),
+                url: super::url::with_query(&format!("gs://{bucket}"), options),
                 conditional_delete: settings.conditional_delete.unwrap_or(endpoint.google),
                 min_write_interval: settings.min_write_interval.unwrap_or(if endpoint.google {
                     MIN_WRITE_INTERVAL
