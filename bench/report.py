@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turn criterion's estimates for core/benches/lease.rs into the table of docs/benchmarks.md.
 
-Usage: cargo bench -p lease --bench lease && python3 bench/report.py [TARGET_DIR]
+Usage: cargo bench -p bucket-lease --bench lease && python3 bench/report.py [TARGET_DIR]
 
 Each lease operation is shown beside its floor (the raw store writes it needs), both measured
 in the same run, and their ratio.

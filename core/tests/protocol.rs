@@ -787,7 +787,7 @@ fn seeds(default: std::ops::RangeInclusive<u64>) -> Vec<u64> {
 /// What a failure says: the seed, and the command that replays it.
 fn replay(what: &str, seed: u64, test: &str) -> String {
     format!(
-        "{what} {seed} (replay: LEASE_SIM_SEED={seed} cargo test -p lease --test protocol {test})"
+        "{what} {seed} (replay: LEASE_SIM_SEED={seed} cargo test -p bucket-lease --test protocol {test})"
     )
 }
 
