@@ -31,9 +31,13 @@
 //!
 //! Names starting with `.` are reserved for the sidecar files.
 
+mod attrs;
+mod sidecar;
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
-use std::ffi::CString;
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -49,11 +53,12 @@ use super::{
     validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Put,
     Store, Version,
 };
-use crate::clock::{BootTime, Clock, Instant, Rng, SystemClock};
+use crate::clock::{Clock, Instant, Rng, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 
-const META_XATTR: &str = "user.lease.meta";
-const STAMP_XATTR: &str = "user.lease.stamp";
+use attrs::{read_meta, read_stamp, version_of, write_meta, write_stamp, Stamp};
+use sidecar::{is_temp_name, sidecar, SidecarLock};
+
 /// Longest path segment accepted, leaving room for the sidecar prefix and suffix within the
 /// 255-byte limit of common file systems.
 const MAX_SEGMENT: usize = 200;
@@ -287,119 +292,7 @@ impl FileStore {
     }
 }
 
-/// An open sidecar lock file (`.NAME.lock`); the lock, once taken, is released when dropped.
-struct SidecarLock {
-    file: File,
-    path: PathBuf,
-}
-
-impl SidecarLock {
-    /// The lock file of the object at `path`; `None` when the object's directory does not
-    /// exist: nothing can be at `path` then, so a condition on it fails, and creating the
-    /// directory for a lock file would only leave litter.
-    fn open(path: &Path) -> Result<Option<SidecarLock>> {
-        if !path.parent().expect("has parent").exists() {
-            return Ok(None);
-        }
-        let lock_path = sidecar(path, ".lock");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(&lock_path)
-            .map_err(|e| io_error(e, "cannot open lock file", &lock_path))?;
-        Ok(Some(SidecarLock {
-            file,
-            path: lock_path,
-        }))
-    }
-
-    /// One attempt that never blocks: `Ok(false)` when another process holds the lock.
-    fn try_lock(&self) -> Result<bool> {
-        match self.file.try_lock() {
-            Ok(()) => Ok(true),
-            Err(TryLockError::WouldBlock) => Ok(false),
-            Err(TryLockError::Error(e)) => Err(io_error(e, "cannot lock", &self.path)),
-        }
-    }
-
-    /// Who holds the lock, as far as `/proc/locks` tells: ` (pid 123 "flock", stopped)`, or
-    /// nothing. Read only after a long wait.
-    fn holder(&self) -> String {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(meta) = self.file.metadata() else {
-            return String::new();
-        };
-        let Ok(locks) = fs::read_to_string("/proc/locks") else {
-            return String::new();
-        };
-        let Some(pid) = flock_holder(&locks, meta.dev(), meta.ino()) else {
-            return String::new();
-        };
-        let proc = PathBuf::from(format!("/proc/{pid}"));
-        let mut about = format!(" (pid {pid}");
-        if let Ok(comm) = fs::read_to_string(proc.join("comm")) {
-            about.push_str(&format!(" {:?}", comm.trim()));
-        }
-        // The state is the field after the command name, which ends at the last ')'.
-        if let Ok(stat) = fs::read_to_string(proc.join("stat")) {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next());
-            match state {
-                Some("T") => about.push_str(", stopped"),
-                Some("t") => about.push_str(", stopped by a debugger"),
-                _ => {}
-            }
-        }
-        about.push(')');
-        about
-    }
-}
-
-/// The pid holding a `flock` on the file (`dev`, `ino`) according to `/proc/locks`, whose lines
-/// read `1: FLOCK  ADVISORY  WRITE 1234 00:2d:5678 0 EOF` (waiters have `->` after the number).
-fn flock_holder(locks: &str, dev: u64, ino: u64) -> Option<u32> {
-    let file = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
-    locks.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.get(1) != Some(&"FLOCK") {
-            return None;
-        }
-        let at = fields.iter().position(|f| *f == file)?;
-        fields
-            .get(at.checked_sub(1)?)?
-            .parse()
-            .ok()
-            .filter(|pid| *pid > 0)
-    })
-}
-
-/// Whether `name` is one of this store's temporary files: `.NAME.` + 16 hex digits + `.tmp`.
-fn is_temp_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
-        return false;
-    };
-    match rest.rsplit_once('.') {
-        Some((object, hex)) => {
-            !object.is_empty() && hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit())
-        }
-        None => false,
-    }
-}
-
-/// Sidecar names next to the object `path`.
-fn sidecar(path: &Path, suffix: &str) -> PathBuf {
-    let name = path
-        .file_name()
-        .expect("object paths have a file name")
-        .to_string_lossy();
-    path.with_file_name(format!(".{name}{suffix}"))
-}
-
-fn io_error(e: io::Error, what: &str, path: &Path) -> Error {
+pub(super) fn io_error(e: io::Error, what: &str, path: &Path) -> Error {
     let kind = match e.kind() {
         io::ErrorKind::PermissionDenied
         | io::ErrorKind::ReadOnlyFilesystem
@@ -417,154 +310,6 @@ fn io_error(e: io::Error, what: &str, path: &Path) -> Error {
         _ => "",
     };
     Error::new(kind, format!("{what} {}{hint}", path.display())).with_source(e)
-}
-
-fn version_of(bytes_hash: Sha256, meta: &Meta) -> Version {
-    let mut h = bytes_hash;
-    if !meta.is_empty() {
-        h.update([0xff]);
-        h.update(serde_json::to_vec(meta).expect("string maps serialize"));
-    }
-    let digest = h.finalize();
-    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    Version::etag(format!("\"{hex}\""))
-}
-
-/// An extended attribute of an open file; `None` when it is absent or unsupported.
-fn get_xattr(file: &File, name: &str, path: &Path) -> Result<Option<Vec<u8>>> {
-    use std::os::fd::AsRawFd;
-    let name = CString::new(name).expect("no NUL");
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: the fd is open for the lifetime of `file`; buf is valid for buf.len() bytes.
-    let n = unsafe {
-        libc::fgetxattr(
-            file.as_raw_fd(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::ENODATA) | Some(libc::ENOTSUP) => Ok(None),
-            _ => Err(io_error(e, "cannot read extended attributes of", path)),
-        };
-    }
-    buf.truncate(n as usize);
-    Ok(Some(buf))
-}
-
-/// Set an extended attribute on an open file. `Ok(false)` when the file system has none.
-fn set_xattr(file: &File, name: &str, value: &[u8], path: &Path) -> Result<bool> {
-    use std::os::fd::AsRawFd;
-    let name = CString::new(name).expect("no NUL");
-    // SAFETY: the fd is open; value is valid for value.len() bytes.
-    let rc = unsafe {
-        libc::fsetxattr(
-            file.as_raw_fd(),
-            name.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::ENOTSUP) {
-        return Ok(false);
-    }
-    Err(io_error(e, "cannot write extended attributes of", path))
-}
-
-fn read_meta(file: &File, path: &Path) -> Result<Meta> {
-    match get_xattr(file, META_XATTR, path)? {
-        None => Ok(Meta::new()),
-        Some(buf) => serde_json::from_slice(&buf).map_err(|e| {
-            Error::new(
-                ErrorKind::Corrupt,
-                format!("unreadable metadata on {}", path.display()),
-            )
-            .with_source(e)
-        }),
-    }
-}
-
-fn write_meta(file: &File, meta: &Meta, path: &Path) -> Result<()> {
-    if meta.is_empty() {
-        return Ok(());
-    }
-    let value = serde_json::to_vec(meta).expect("string maps serialize");
-    if !set_xattr(file, META_XATTR, &value, path)? {
-        return Err(Error::store(format!(
-            "the file system under {} does not support extended attributes, which fenced writes need",
-            path.display()
-        )));
-    }
-    Ok(())
-}
-
-/// Stamp a file with the boot clock, if this machine has one and the file system keeps it:
-/// `BOOT_ID NANOS_SINCE_BOOT TIME_NAMESPACE`.
-fn write_stamp(file: &File, boot: Option<BootTime>, path: &Path) -> Result<()> {
-    if let Some(b) = boot {
-        let value = format!(
-            "{} {} {}",
-            b.boot_id,
-            b.since_boot.as_nanos(),
-            b.time_namespace
-        );
-        set_xattr(file, STAMP_XATTR, value.as_bytes(), path)?;
-    }
-    Ok(())
-}
-
-/// A file's boot-clock stamp.
-#[derive(Debug, PartialEq, Eq)]
-struct Stamp {
-    boot_id: String,
-    since_boot: Duration,
-    /// `None` for a stamp written before stamps named their time namespace: on which clock it
-    /// was read is unknown, so it is not trusted (see `Inner::store_times`).
-    time_namespace: Option<String>,
-}
-
-impl Stamp {
-    /// `None` for anything but two or three fields with a number second.
-    fn parse(text: &str) -> Option<Stamp> {
-        let mut fields = text.split(' ');
-        let boot_id = fields.next()?.to_string();
-        let since_boot = Duration::from_nanos(fields.next()?.parse().ok()?);
-        let time_namespace = fields.next().map(str::to_string);
-        if fields.next().is_some() {
-            return None;
-        }
-        Some(Stamp {
-            boot_id,
-            since_boot,
-            time_namespace,
-        })
-    }
-
-    /// Whether this stamp was read on the same `CLOCK_BOOTTIME` as `now`.
-    fn same_clock_as(&self, now: &BootTime) -> bool {
-        self.boot_id == *now.boot_id && self.time_namespace.as_deref() == Some(&*now.time_namespace)
-    }
-}
-
-fn read_stamp(file: &File, path: &Path) -> Result<Option<Stamp>> {
-    let Some(buf) = get_xattr(file, STAMP_XATTR, path)? else {
-        return Ok(None);
-    };
-    Ok(Stamp::parse(&String::from_utf8_lossy(&buf)))
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_error(e, "cannot sync directory", dir))
 }
 
 /// What is at a path now.
@@ -857,62 +602,8 @@ impl Store for FileStore {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flock_holders_are_found_in_proc_locks() {
-        let dev = libc::makedev(0, 0x2d);
-        let locks = "\
-1: POSIX  ADVISORY  WRITE 77 00:2d:5678 0 EOF
-2: FLOCK  ADVISORY  WRITE 1234 00:2d:5678 0 EOF
-2: -> FLOCK  ADVISORY  WRITE 99 00:2d:5678 0 EOF
-3: FLOCK  ADVISORY  WRITE 555 00:2d:9999 0 EOF
-";
-        assert_eq!(flock_holder(locks, dev, 5678), Some(1234));
-        assert_eq!(flock_holder(locks, dev, 9999), Some(555));
-        assert_eq!(flock_holder(locks, dev, 1), None);
-        assert_eq!(flock_holder(locks, libc::makedev(8, 1), 5678), None);
-        // Only a waiter: nobody to name.
-        let waiting = "2: -> FLOCK  ADVISORY  WRITE 99 00:2d:5678 0 EOF\n";
-        assert_eq!(flock_holder(waiting, dev, 5678), None);
-    }
-
-    #[test]
-    fn temporary_file_names() {
-        assert!(is_temp_name(".job.0123456789abcdef.tmp"));
-        assert!(is_temp_name(".a.b.0123456789ABCDEF.tmp"));
-        for not in [
-            "job",
-            ".job.lock",
-            ".0123456789abcdef.tmp",
-            ".job.0123456789abcdeg.tmp",
-            ".job.0123.tmp",
-            "job.0123456789abcdef.tmp",
-        ] {
-            assert!(!is_temp_name(not), "{not}");
-        }
-    }
-
-    #[test]
-    fn stamps_parse_with_and_without_a_time_namespace() {
-        let with = Stamp::parse("b00t 42 time:[4026531834]").unwrap();
-        assert_eq!(with.time_namespace.as_deref(), Some("time:[4026531834]"));
-        assert_eq!(with.since_boot, Duration::from_nanos(42));
-        let old = Stamp::parse("b00t 42").unwrap();
-        assert_eq!(old.time_namespace, None);
-        for bad in ["", "b00t", "b00t x", "b00t 42 ns extra"] {
-            assert_eq!(Stamp::parse(bad), None, "{bad}");
-        }
-        let now = BootTime {
-            boot_id: "b00t".into(),
-            time_namespace: "time:[4026531834]".into(),
-            since_boot: Duration::from_secs(1),
-        };
-        assert!(with.same_clock_as(&now));
-        assert!(!old.same_clock_as(&now));
-        let other = Stamp::parse("b00t 42 time:[4026532177]").unwrap();
-        assert!(!other.same_clock_as(&now));
-    }
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(e, "cannot sync directory", dir))
 }
