@@ -1,0 +1,206 @@
+use super::*;
+use crate::ErrorKind;
+
+/// A bare name with `?` (or `%`) printed as `LEASE_URL` parses back to the same lease
+/// (it printed as `file:///…/a?b`, read back as key `a` with an option `b`).
+#[test]
+fn keys_with_question_marks_and_percents_print_back() {
+    for name in ["a?b", "a%3Fb", "100%", "q?x=1&y", "dir/a?b"] {
+        let l = LeaseUrl::parse(name).unwrap();
+        let printed = l.to_string();
+        let again = LeaseUrl::parse(&printed).unwrap_or_else(|e| panic!("{printed}: {e}"));
+        // (A bare name with `/` comes back with its directory in the store's root: the
+        // same file.)
+        assert_eq!(
+            again.key,
+            name.rsplit('/').next().unwrap(),
+            "{name}: {printed}"
+        );
+        assert_eq!(again.to_string(), printed);
+    }
+    let l = LeaseUrl::parse("s3://bkt/a%3Fb%25c?region=r").unwrap();
+    assert_eq!(l.key, "a?b%c");
+    assert_eq!(l.to_string(), "s3://bkt/a%3Fb%25c?region=r");
+    let l = LeaseUrl::parse("file:///tmp/d%3Fir/k").unwrap();
+    assert_eq!(l.to_string(), "file:///tmp/d%3Fir/k");
+}
+
+/// Option values with `&`, `=` or `%` (an Azure SAS token, say) print escaped and parse
+/// back to the same options (they printed raw, splitting into other options).
+#[test]
+fn option_values_with_query_characters_print_back() {
+    let url = "az://acct/cont/k?sas_token=sv%3D2020%26sig%3Da%2Fb%25";
+    let l = LeaseUrl::parse(url).unwrap();
+    let StoreUrl::Azure { options, .. } = &l.store else {
+        panic!("{:?}", l.store)
+    };
+    assert_eq!(options[0].1, "sv=2020&sig=a/b%");
+    let printed = l.to_string();
+    assert_eq!(LeaseUrl::parse(&printed).unwrap(), l, "{printed}");
+    for bad in [
+        "s3://bkt/k%",
+        "s3://bkt/k%4",
+        "s3://bkt/k%zz",
+        "s3://bkt/k?region=%G1",
+    ] {
+        let e = LeaseUrl::parse(bad).unwrap_err();
+        assert!(e.message().contains("bad %-escape"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn parses_every_form() {
+    let l = LeaseUrl::parse(
+        "s3://my-bucket/locks/gc?region=eu-west-1&endpoint=http%3A%2F%2F127.0.0.1%3A9000",
+    )
+    .unwrap();
+    assert_eq!(l.key, "locks/gc");
+    assert_eq!(
+        l.store,
+        StoreUrl::S3 {
+            bucket: "my-bucket".into(),
+            options: vec![
+                ("endpoint".into(), "http://127.0.0.1:9000".into()),
+                ("region".into(), "eu-west-1".into())
+            ]
+        }
+    );
+    let l = LeaseUrl::parse("file:///var/lib/app/locks/gc").unwrap();
+    assert_eq!(
+        l.store,
+        StoreUrl::File {
+            root: "/var/lib/app/locks".into()
+        }
+    );
+    assert_eq!(l.key, "gc");
+    assert_eq!(l.to_string(), "file:///var/lib/app/locks/gc");
+    let l = LeaseUrl::parse("/tmp/x/../y/lock%20file").unwrap();
+    assert_eq!(
+        l.store,
+        StoreUrl::File {
+            root: "/tmp/y".into()
+        }
+    );
+    assert_eq!(l.key, "lock%20file");
+    let l = LeaseUrl::parse("file:///tmp/lock%20file").unwrap();
+    assert_eq!(l.key, "lock file");
+    let l = LeaseUrl::parse("memory://test/a/b").unwrap();
+    assert_eq!(
+        l.store,
+        StoreUrl::Memory {
+            namespace: "test".into()
+        }
+    );
+    assert_eq!(l.key, "a/b");
+    assert_eq!(l.to_string(), "memory://test/a/b");
+    let l = LeaseUrl::parse("nightly-gc").unwrap();
+    assert_eq!(l.store, StoreUrl::DefaultFile);
+    assert_eq!(LeaseUrl::parse("jobs/gc").unwrap().key, "jobs/gc");
+}
+
+#[test]
+fn rejects_bad_urls_with_the_url_in_the_message() {
+    for bad in [
+        "",
+        "gs://B/x",
+        "gs://b/x",
+        "gs://ab/x",
+        "gs://-bucket/x",
+        "gs://bucket",
+        "az://account/container",
+        "az://Account/container/x",
+        "az://account/Container/x",
+        "az://account/con--tainer/x",
+        "azure://ab/container/x",
+        "ftp://host/x",
+        "s3://B/x",
+        "s3://bucket",
+        "s3://bucket/",
+        "s3://ab/x",
+        "file://relative/x",
+        "file:///",
+        "memory://",
+        "memory://ns",
+        "memory:///x",
+        "memory://ns/x?opt=1",
+        "s3://bucket/a//b",
+        "s3://bucket/x%zz",
+        "s3://bucket/x%ff",
+        "a\u{0}b",
+        "/",
+    ] {
+        let e = LeaseUrl::parse(bad).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{bad:?}: {e}");
+        if !bad.is_empty() && !bad.contains('\0') {
+            assert!(
+                e.message().contains(bad) || e.message().contains("lease name"),
+                "{bad:?}: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn store_urls() {
+    assert_eq!(
+        StoreUrl::parse("memory://ns").unwrap(),
+        StoreUrl::Memory {
+            namespace: "ns".into()
+        }
+    );
+    assert_eq!(
+        StoreUrl::parse("file:///tmp/d/").unwrap(),
+        StoreUrl::File {
+            root: "/tmp/d".into()
+        }
+    );
+    assert_eq!(
+        StoreUrl::parse("s3://bkt?region=x").unwrap(),
+        StoreUrl::S3 {
+            bucket: "bkt".into(),
+            options: vec![("region".into(), "x".into())]
+        }
+    );
+    assert!(StoreUrl::parse("bucket").is_err());
+    assert_eq!(
+        StoreUrl::parse("gs://my_bucket.example.com?endpoint=http://h:1").unwrap(),
+        StoreUrl::Gcs {
+            bucket: "my_bucket.example.com".into(),
+            options: vec![("endpoint".into(), "http://h:1".into())]
+        }
+    );
+    let az = StoreUrl::parse("azure://acct1/locks").unwrap();
+    assert_eq!(
+        az,
+        StoreUrl::Azure {
+            account: "acct1".into(),
+            container: "locks".into(),
+            options: vec![]
+        }
+    );
+    // Both spellings are one store, shown as az://.
+    assert_eq!(az, StoreUrl::parse("az://acct1/locks/").unwrap());
+    assert_eq!(az.to_string(), "az://acct1/locks");
+}
+
+#[test]
+fn gcs_and_azure_lease_urls() {
+    let l = LeaseUrl::parse("gs://bkt/locks/a%20b?anonymous=true").unwrap();
+    assert_eq!(l.key, "locks/a b");
+    assert_eq!(l.to_string(), "gs://bkt/locks/a b?anonymous=true");
+    let l = LeaseUrl::parse("azure://acct1/cont-ainer/jobs/gc").unwrap();
+    assert_eq!(l.key, "jobs/gc");
+    assert_eq!(l.to_string(), "az://acct1/cont-ainer/jobs/gc");
+    assert_eq!(LeaseUrl::parse(&l.to_string()).unwrap(), l);
+}
+
+#[test]
+fn open_missing_directory_is_a_store_error() {
+    let e = StoreUrl::File {
+        root: "/nonexistent/lease-test-dir".into(),
+    }
+    .open()
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Store);
+    assert!(e.message().contains("/nonexistent/lease-test-dir"), "{e}");
+}
