@@ -20,6 +20,10 @@
 //! | 401, 403, 404 `ContainerNotFound`, other 4xx, lease conflicts, no credentials | `Store` |
 
 mod auth;
+mod classify;
+mod settings;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::sync::Arc;
@@ -31,15 +35,17 @@ use bytes::Bytes;
 use super::http::{
     encode_path, format_http_date, parse_http_date, Body, HttpClient, Method, Request, Response,
 };
-use super::remote::{
-    parse_bool, parse_endpoint, parse_options, parse_timeout, OptionSpec, TokenCache,
-};
+use super::remote::TokenCache;
 use super::{
     validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Op,
     Put, Store, Version,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
+
+use classify::{classify_status, error_message, ClassifyInput, Failure};
+pub use settings::OPTIONS;
+use settings::{Settings, API_VERSION};
 
 pub use auth::{dev_endpoint, DEV_ACCOUNT, DEV_KEY};
 
@@ -62,122 +68,6 @@ pub fn shared_key_authorization(
     Ok(auth::shared_key_signature(
         account, &key, method, headers, path, query,
     ))
-}
-
-/// Every option an `az://` URL accepts: `(name, aliases, meaning)`.
-pub const OPTIONS: &[OptionSpec] = &[
-    (
-        "endpoint",
-        &["endpoint_url", "azure_storage_endpoint", "blob_endpoint"],
-        "URL of the blob service (http:// or https://), e.g. Azurite's \
-         http://127.0.0.1:10000/ACCOUNT; default the connection string's BlobEndpoint, else \
-         https://ACCOUNT.blob.core.windows.net",
-    ),
-    (
-        "use_emulator",
-        &["azure_storage_use_emulator"],
-        "true: Azurite; endpoint http://127.0.0.1:10000/ACCOUNT unless given, and for \
-         devstoreaccount1 its published key unless other credentials are set",
-    ),
-    (
-        "anonymous",
-        &["skip_signature", "azure_skip_signature"],
-        "true: send no credentials (a public container; reads only)",
-    ),
-    (
-        "timeout",
-        &[],
-        "backstop for one request, default 30s (a lease's own request timeout is shorter)",
-    ),
-    (
-        "connect_timeout",
-        &[],
-        "time to establish a connection, default 5s",
-    ),
-    (
-        "conditional_delete",
-        &[],
-        "whether the server honours If-Match on Delete Blob; default true (Azure and Azurite \
-         do): `lease doctor` tells",
-    ),
-    (
-        "store_clock_rule",
-        &[],
-        "false when the server's clocks may disagree: waiters then only trust their own \
-         observation (protocol §4); default true",
-    ),
-];
-
-/// Option names that would put secrets in a URL.
-const SECRET_OPTIONS: &[&str] = &[
-    "account_key",
-    "azure_storage_account_key",
-    "access_key",
-    "azure_storage_access_key",
-    "key",
-    "sas_key",
-    "sas_token",
-    "azure_storage_sas_key",
-    "azure_storage_sas_token",
-    "sig",
-    "client_secret",
-    "azure_client_secret",
-    "connection_string",
-    "bearer_token",
-    "azure_storage_token",
-    "token",
-];
-
-/// The REST API version this store speaks (Azurite 3.35 knows it; Azure keeps old versions).
-const API_VERSION: &str = "2023-11-03";
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Settings {
-    endpoint: Option<String>,
-    use_emulator: bool,
-    anonymous: bool,
-    timeout: Duration,
-    connect_timeout: Duration,
-    conditional_delete: bool,
-    store_clock_rule: bool,
-}
-
-impl Settings {
-    fn parse(store: &str, options: &[(String, String)]) -> Result<Settings> {
-        let given = parse_options(
-            store,
-            options,
-            OPTIONS,
-            SECRET_OPTIONS,
-            "set AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN, \
-             or use the Azure identity chain (service principal, workload or managed identity, \
-             `az login`)",
-        )?;
-        let mut s = Settings {
-            endpoint: None,
-            use_emulator: false,
-            anonymous: false,
-            timeout: DEFAULT_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            conditional_delete: true,
-            store_clock_rule: true,
-        };
-        for (name, (raw, value)) in &given {
-            match *name {
-                "endpoint" => s.endpoint = Some(parse_endpoint(store, value)?),
-                "use_emulator" => s.use_emulator = parse_bool(store, raw, value)?,
-                "anonymous" => s.anonymous = parse_bool(store, raw, value)?,
-                "timeout" => s.timeout = parse_timeout(store, raw, value)?,
-                "connect_timeout" => s.connect_timeout = parse_timeout(store, raw, value)?,
-                "conditional_delete" => s.conditional_delete = parse_bool(store, raw, value)?,
-                "store_clock_rule" => s.store_clock_rule = parse_bool(store, raw, value)?,
-                other => unreachable!("option {other} is listed but not handled"),
-            }
-        }
-        Ok(s)
-    }
 }
 
 /// An Azure Blob Storage container. Cheap to clone; the HTTP client and credentials are set
@@ -226,105 +116,6 @@ fn data_action(op: Op) -> &'static str {
     }
 }
 
-#[derive(Debug)]
-enum Failure {
-    NotModified,
-    NotFound,
-    ConditionFailed,
-    Error(Error),
-}
-
-struct ClassifyInput<'a> {
-    op: Op,
-    status: u16,
-    /// `x-ms-error-code`.
-    code: &'a str,
-    /// The error's message, from the body.
-    message: &'a str,
-    what: &'a str,
-    container: &'a str,
-    credentials: &'a str,
-}
-
-/// Error codes of a blob that carries an Azure blob lease someone took on it.
-const LEASE_CODES: &[&str] = &[
-    "LeaseIdMissing",
-    "LeaseIdMismatchWithBlobOperation",
-    "LeaseLost",
-    "LeaseNotPresentWithBlobOperation",
-    "LeaseIsBreakingAndCannotBeAcquired",
-    "LeaseAlreadyPresent",
-];
-
-fn classify_status(i: ClassifyInput<'_>) -> Failure {
-    let ClassifyInput {
-        op,
-        status,
-        code,
-        message,
-        what,
-        container,
-        credentials,
-    } = i;
-    let said = match (code.is_empty(), message.is_empty()) {
-        (true, _) => format!("HTTP {status}"),
-        (false, true) => format!("HTTP {status} {code}"),
-        (false, false) => format!("HTTP {status} {code}: {message}"),
-    };
-    let store = |hint: String| Failure::Error(Error::store(format!("{what}: {said}: {hint}")));
-    let unavailable = || {
-        Failure::Error(Error::unavailable(format!(
-            "{what}: {said} (the outcome of a write is unknown until read back)"
-        )))
-    };
-    if LEASE_CODES.contains(&code) {
-        return store(
-            "the blob carries an Azure blob lease taken by someone else; lease records are \
-             changed only by conditional writes and never take Azure leases: break it (`az \
-             storage blob lease break`) and do not lease lease records"
-                .into(),
-        );
-    }
-    match (status, code) {
-        (304, _) if op == Op::Get => Failure::NotModified,
-        (412, "ConditionNotMet" | "") if op != Op::Get => Failure::ConditionFailed,
-        (409, "BlobAlreadyExists" | "") if op == Op::Create => Failure::ConditionFailed,
-        (404, "ContainerNotFound") => store(format!(
-            "container {container:?} does not exist in this account: create it (`az storage \
-             container create`) or check the URL"
-        )),
-        (404, "BlobNotFound" | "") if op == Op::Get => Failure::NotFound,
-        (404, "BlobNotFound" | "") if matches!(op, Op::Update | Op::Delete) => {
-            Failure::ConditionFailed
-        }
-        (404, _) => store("check the account, container and endpoint".into()),
-        (408 | 429, _) | (500..=599, _) => unavailable(),
-        (401, _) => store(format!(
-            "the credentials were not accepted: check {credentials}"
-        )),
-        (403, "AuthenticationFailed") if message.to_ascii_lowercase().contains("time") => store(
-            "the request's time is too far from the server's (more than 15 minutes): fix this \
-             machine's clock (NTP)"
-                .into(),
-        ),
-        (403, "AuthenticationFailed") => store(format!(
-            "the signature or token was refused: check {credentials}"
-        )),
-        (403, _) => store(format!(
-            "access denied: {credentials} need the data action {} on the container (the role \
-             Storage Blob Data Contributor grants what a worker needs), or a SAS with the \
-             right permissions",
-            data_action(op)
-        )),
-        (400..=499, _) => store(
-            "the server rejected the request; if it does not support conditional requests \
-             (If-Match / If-None-Match), it cannot hold leases: run `lease doctor`"
-                .into(),
-        ),
-        _ => unavailable(),
-    }
-}
-
 /// A metadata name as Azure accepts it (a C# identifier): `-` becomes `_`.
 fn meta_name_to_azure(name: &str) -> Result<String> {
     if name.starts_with(|c: char| c.is_ascii_digit()) {
@@ -338,19 +129,6 @@ fn meta_name_to_azure(name: &str) -> Result<String> {
 /// A metadata name as Azure returns it, back to the store's form.
 fn meta_name_from_azure(name: &str) -> String {
     name.to_ascii_lowercase().replace('_', "-")
-}
-
-/// The message in an Azure error body (`<Error><Code>…</Code><Message>…</Message>`).
-fn error_message(body: &str) -> String {
-    let Some(start) = body.find("<Message>") else {
-        return String::new();
-    };
-    let rest = &body[start + "<Message>".len()..];
-    let end = rest.find("</Message>").unwrap_or(rest.len());
-    // Azure appends RequestId and Time on lines of their own: keep what comes before.
-    let message = &rest[..end];
-    let message = message.split("RequestId:").next().unwrap_or(message);
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 impl AzureStore {
@@ -659,131 +437,5 @@ impl Store for AzureStore {
                 self.describe(Op::Delete, key, Some(loaded))
             ))),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ErrorKind;
-
-    fn opts(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn options_and_aliases() {
-        let s = Settings::parse(
-            "az://a/c",
-            &opts(&[
-                (
-                    "azure_storage_endpoint",
-                    "http://127.0.0.1:10000/devstoreaccount1/",
-                ),
-                ("use_emulator", "true"),
-                ("conditional_delete", "false"),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(
-            s.endpoint.as_deref(),
-            Some("http://127.0.0.1:10000/devstoreaccount1")
-        );
-        assert!(s.use_emulator && !s.conditional_delete);
-        for (pairs, needle) in [
-            (vec![("bogus", "1")], "bogus"),
-            (vec![("account_key", "x")], "account_key"),
-            (vec![("sas_token", "x")], "sas_token"),
-            (vec![("endpoint", "ftp://x")], "ftp://x"),
-            (vec![("use_emulator", "maybe")], "maybe"),
-        ] {
-            let e = AzureStore::open("acct", "cont", &opts(&pairs)).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::Invalid, "{pairs:?}: {e}");
-            assert!(e.message().contains(needle), "{pairs:?}: {e}");
-        }
-        let store = AzureStore::open("acct", "cont", &opts(&[("timeout", "3s")])).unwrap();
-        assert_eq!(store.url(), "az://acct/cont?timeout=3s");
-        assert!(store.capabilities().conditional_delete);
-        assert_eq!(store.min_write_interval(), Duration::ZERO);
-    }
-
-    #[test]
-    fn metadata_names() {
-        assert_eq!(meta_name_to_azure("lease-epoch").unwrap(), "lease_epoch");
-        assert_eq!(meta_name_from_azure("Lease_Epoch"), "lease-epoch");
-        assert!(meta_name_to_azure("1abc").is_err());
-    }
-
-    fn status(op: Op, status: u16, code: &str) -> Failure {
-        classify_status(ClassifyInput {
-            op,
-            status,
-            code,
-            message: "",
-            what: "cannot x az://a/c/k on E",
-            container: "c",
-            credentials: "the creds",
-        })
-    }
-
-    #[test]
-    fn classification_follows_the_protocol() {
-        use ErrorKind::*;
-        assert!(matches!(status(Op::Get, 304, ""), Failure::NotModified));
-        assert!(matches!(
-            status(Op::Get, 404, "BlobNotFound"),
-            Failure::NotFound
-        ));
-        for (op, st, code) in [
-            (Op::Create, 409, "BlobAlreadyExists"),
-            (Op::Create, 412, "ConditionNotMet"),
-            (Op::Update, 412, "ConditionNotMet"),
-            (Op::Update, 404, "BlobNotFound"),
-            (Op::Delete, 412, "ConditionNotMet"),
-            (Op::Delete, 404, "BlobNotFound"),
-        ] {
-            assert!(
-                matches!(status(op, st, code), Failure::ConditionFailed),
-                "{op:?} {st} {code}"
-            );
-        }
-        let kind = |f: Failure| match f {
-            Failure::Error(e) => {
-                assert!(e.message().contains("az://a/c/k on E"), "{e}");
-                Some(e.kind())
-            }
-            _ => None,
-        };
-        for (op, st, code, want) in [
-            (Op::Update, 503, "ServerBusy", Unavailable),
-            (Op::Update, 500, "OperationTimedOut", Unavailable),
-            (Op::Get, 429, "", Unavailable),
-            (Op::Update, 412, "LeaseIdMissing", Store),
-            (Op::Create, 409, "LeaseIdMissing", Store),
-            (Op::Update, 409, "BlobAlreadyExists", Store),
-            (Op::Get, 404, "ContainerNotFound", Store),
-            (Op::Update, 404, "ContainerNotFound", Store),
-            (Op::Get, 403, "AuthorizationPermissionMismatch", Store),
-            (Op::Get, 403, "AuthenticationFailed", Store),
-            (Op::Get, 401, "", Store),
-            (Op::Update, 400, "InvalidMetadata", Store),
-        ] {
-            assert_eq!(kind(status(op, st, code)), Some(want), "{op:?} {st} {code}");
-        }
-        let Failure::Error(e) = status(Op::Update, 412, "LeaseIdMissing") else {
-            panic!()
-        };
-        assert!(e.message().contains("Azure blob lease"), "{e}");
-    }
-
-    #[test]
-    fn error_messages_from_bodies() {
-        let body = "<?xml version=\"1.0\"?><Error><Code>BlobNotFound</Code><Message>The \
-                    specified blob does not exist.\nRequestId:x\nTime:y</Message></Error>";
-        assert_eq!(error_message(body), "The specified blob does not exist.");
-        assert_eq!(error_message("nothing"), "");
     }
 }

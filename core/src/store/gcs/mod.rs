@@ -25,9 +25,12 @@
 //! | 401, 403, 400, 404 no such bucket, no credentials | `Store`, naming bucket, key, endpoint |
 
 mod auth;
+mod classify;
+mod settings;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,9 +39,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 
 use super::http::{encode_component, Body, HttpClient, Method, Request, Response};
-use super::remote::{
-    env_nonempty, parse_bool, parse_endpoint, parse_options, parse_timeout, OptionSpec, TokenCache,
-};
+use super::remote::TokenCache;
 use super::{
     validate_key, validate_meta, Capabilities, Cond, Delete, Get, GetOptions, Meta, Object, Op,
     Put, Store, Version,
@@ -46,183 +47,9 @@ use super::{
 use crate::clock::Rng;
 use crate::error::{Error, Result};
 
-/// Every option a `gs://` URL accepts: `(name, aliases, meaning)`.
-pub const OPTIONS: &[OptionSpec] = &[
-    (
-        "endpoint",
-        &["endpoint_url", "google_storage_endpoint"],
-        "URL of a GCS-compatible server or emulator (http:// or https://); default \
-         STORAGE_EMULATOR_HOST, else https://storage.googleapis.com",
-    ),
-    (
-        "service_account_path",
-        &[
-            "google_service_account_path",
-            "google_application_credentials",
-            "application_credentials",
-        ],
-        "a service-account key file (JSON) to use instead of the credential chain",
-    ),
-    (
-        "anonymous",
-        &["skip_signature", "google_skip_signature"],
-        "true: send no credentials; default true for an emulator (STORAGE_EMULATOR_HOST or an \
-         http:// endpoint), else false",
-    ),
-    (
-        "timeout",
-        &[],
-        "backstop for one request, default 30s (a lease's own request timeout is shorter)",
-    ),
-    (
-        "connect_timeout",
-        &[],
-        "time to establish a connection, default 5s",
-    ),
-    (
-        "conditional_delete",
-        &[],
-        "whether the server honours ifGenerationMatch on delete; default true on Google's \
-         endpoint, false with an emulator (fake-gcs-server ignores it): `lease doctor` tells",
-    ),
-    (
-        "store_clock_rule",
-        &[],
-        "false when the server's clocks may disagree: waiters then only trust their own \
-         observation (protocol §4); default true",
-    ),
-    (
-        "min_write_interval",
-        &[],
-        "the shortest interval between two writes of one object the server sustains: acquiring \
-         with a shorter renew interval is refused; default 1s on Google's endpoint (about one \
-         write per second per object), 0s with an emulator, which has no such limit",
-    ),
-];
-
-/// Option names that would put secrets in a URL.
-const SECRET_OPTIONS: &[&str] = &[
-    "service_account_key",
-    "google_service_account_key",
-    "service_account",
-    "google_service_account",
-    "access_token",
-    "token",
-    "private_key",
-];
-
-const GOOGLE_ENDPOINT: &str = "https://storage.googleapis.com";
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// GCS: "a limit on writes to the same object name … once per second".
-pub const MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The options of one store, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Settings {
-    endpoint: Option<String>,
-    service_account_path: Option<PathBuf>,
-    anonymous: Option<bool>,
-    timeout: Duration,
-    connect_timeout: Duration,
-    conditional_delete: Option<bool>,
-    store_clock_rule: bool,
-    min_write_interval: Option<Duration>,
-}
-
-impl Settings {
-    fn parse(bucket: &str, options: &[(String, String)]) -> Result<Settings> {
-        let store = format!("gs://{bucket}");
-        let given = parse_options(
-            &store,
-            options,
-            OPTIONS,
-            SECRET_OPTIONS,
-            "point GOOGLE_APPLICATION_CREDENTIALS (or the option service_account_path) at a \
-             key file, or use gcloud's application default credentials or the metadata server",
-        )?;
-        let mut s = Settings {
-            endpoint: None,
-            service_account_path: None,
-            anonymous: None,
-            timeout: DEFAULT_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            conditional_delete: None,
-            store_clock_rule: true,
-            min_write_interval: None,
-        };
-        for (name, (raw, value)) in &given {
-            match *name {
-                "endpoint" => s.endpoint = Some(parse_endpoint(&store, value)?),
-                "service_account_path" => {
-                    if value.is_empty() {
-                        return Err(Error::invalid(format!("{store}: option {raw} is empty")));
-                    }
-                    s.service_account_path = Some(PathBuf::from(value));
-                }
-                "anonymous" => s.anonymous = Some(parse_bool(&store, raw, value)?),
-                "timeout" => s.timeout = parse_timeout(&store, raw, value)?,
-                "connect_timeout" => s.connect_timeout = parse_timeout(&store, raw, value)?,
-                "conditional_delete" => {
-                    s.conditional_delete = Some(parse_bool(&store, raw, value)?)
-                }
-                "store_clock_rule" => s.store_clock_rule = parse_bool(&store, raw, value)?,
-                "min_write_interval" => {
-                    s.min_write_interval =
-                        Some(crate::options::parse_duration(value).map_err(|e| {
-                            Error::invalid(format!("{store}: option {raw}: {}", e.message()))
-                        })?)
-                }
-                other => unreachable!("option {other} is listed but not handled"),
-            }
-        }
-        Ok(s)
-    }
-}
-
-/// Where requests go, decided at open.
-#[derive(Debug, Clone)]
-struct Endpoint {
-    base: String,
-    /// For messages: the URL and where it came from.
-    hint: String,
-    /// `Some(why)` when no credentials are sent by default.
-    anonymous_default: Option<String>,
-    google: bool,
-}
-
-fn endpoint_for(s: &Settings) -> Endpoint {
-    if let Some(e) = &s.endpoint {
-        return Endpoint {
-            base: e.clone(),
-            hint: e.clone(),
-            anonymous_default: e
-                .starts_with("http://")
-                .then(|| format!("an emulator at {e}")),
-            google: e == GOOGLE_ENDPOINT,
-        };
-    }
-    if let Some(host) = env_nonempty("STORAGE_EMULATOR_HOST") {
-        let host = host.trim().trim_end_matches('/');
-        let base = if host.contains("://") {
-            host.to_string()
-        } else {
-            format!("http://{host}")
-        };
-        return Endpoint {
-            hint: format!("{base} (from STORAGE_EMULATOR_HOST)"),
-            anonymous_default: Some("STORAGE_EMULATOR_HOST names an emulator".into()),
-            base,
-            google: false,
-        };
-    }
-    Endpoint {
-        base: GOOGLE_ENDPOINT.to_string(),
-        hint: GOOGLE_ENDPOINT.to_string(),
-        anonymous_default: None,
-        google: true,
-    }
-}
+use classify::{classify_status, ClassifyInput, ErrorBody, Failure};
+use settings::{endpoint_for, Endpoint, Settings};
+pub use settings::{MIN_WRITE_INTERVAL, OPTIONS};
 
 /// A GCS bucket. Cheap to clone; the HTTP client and credentials are set up on first use.
 #[derive(Clone)]
@@ -266,104 +93,11 @@ fn permission(op: Op) -> &'static str {
     }
 }
 
-/// A status that is not the call's success, classified.
-#[derive(Debug)]
-enum Failure {
-    NotModified,
-    NotFound,
-    ConditionFailed,
-    Error(Error),
-}
-
-/// The error GCS puts in a failed call's body.
-#[derive(Debug, Default, Deserialize)]
-struct ErrorBody {
-    error: Option<ErrorDetail>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ErrorDetail {
-    #[serde(default)]
-    message: String,
-}
-
 /// The part of an object resource a write's answer gives back.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ObjectResource {
     generation: Option<String>,
-}
-
-struct ClassifyInput<'a> {
-    op: Op,
-    status: u16,
-    /// The `message` of GCS's error body, or the body's first characters.
-    message: &'a str,
-    what: &'a str,
-    bucket: &'a str,
-    key: &'a str,
-    credentials: &'a str,
-}
-
-/// Whether a 404's message is about the bucket rather than the object.
-fn no_such_bucket(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    !m.starts_with("no such object") && m.contains("bucket")
-}
-
-/// The status part of the classification, separate so it can be tested on its own.
-fn classify_status(i: ClassifyInput<'_>) -> Failure {
-    let ClassifyInput {
-        op,
-        status,
-        message,
-        what,
-        bucket,
-        key,
-        credentials,
-    } = i;
-    let said = if message.is_empty() {
-        format!("HTTP {status}")
-    } else {
-        format!("HTTP {status}: {message}")
-    };
-    let store = |hint: String| Failure::Error(Error::store(format!("{what}: {said}: {hint}")));
-    let unavailable = || {
-        Failure::Error(Error::unavailable(format!(
-            "{what}: {said} (the outcome of a write is unknown until read back)"
-        )))
-    };
-    match status {
-        304 if op == Op::Get => Failure::NotModified,
-        412 if op != Op::Get => Failure::ConditionFailed,
-        404 if no_such_bucket(message) => store(format!(
-            "bucket {bucket:?} does not exist on this endpoint: check the bucket name and the \
-             endpoint"
-        )),
-        404 if op == Op::Get => Failure::NotFound,
-        404 if op == Op::Delete => Failure::ConditionFailed,
-        404 => store(format!(
-            "the server answered 404 to a write of {key:?}: check the bucket name and the \
-             endpoint"
-        )),
-        408 | 429 => unavailable(),
-        500..=599 => unavailable(),
-        401 => store(format!(
-            "the credentials were not accepted: check {credentials}"
-        )),
-        403 => store(format!(
-            "access denied: check that {credentials} have {} on gs://{bucket}/{key} (roles/storage.objectUser grants what a worker needs)",
-            permission(op)
-        )),
-        400..=499 => store(
-            "the server rejected the request; if it does not support preconditions \
-             (ifGenerationMatch), it cannot hold leases: run `lease doctor`"
-                .into(),
-        ),
-        // A 2xx that could not be used, a 1xx or 3xx we do not expect: the reply is not
-        // trustworthy, so the outcome is unknown.
-        _ => unavailable(),
-    }
 }
 
 fn multipart_boundary(body: &[u8]) -> String {
@@ -687,159 +421,5 @@ impl Store for GcsStore {
                 self.describe(Op::Delete, key)
             ))),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ErrorKind;
-
-    fn opts(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn options_and_aliases() {
-        let s = Settings::parse(
-            "b",
-            &opts(&[
-                ("endpoint_url", "http://127.0.0.1:4443/"),
-                ("timeout", "2s"),
-                ("SKIP_SIGNATURE", "true"),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(s.endpoint.as_deref(), Some("http://127.0.0.1:4443"));
-        assert_eq!(s.timeout, Duration::from_secs(2));
-        assert_eq!(s.anonymous, Some(true));
-        for (pairs, needle) in [
-            (vec![("bogus", "1")], "bogus"),
-            (vec![("endpoint", "ftp://x")], "ftp://x"),
-            (vec![("anonymous", "perhaps")], "perhaps"),
-            (vec![("timeout", "0s")], "timeout"),
-            (vec![("service_account_key", "{}")], "service_account_key"),
-            (
-                vec![("endpoint", "http://a"), ("endpoint_url", "http://b")],
-                "twice",
-            ),
-        ] {
-            let e = GcsStore::open("bucket", &opts(&pairs)).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::Invalid, "{pairs:?}: {e}");
-            assert!(e.message().contains(needle), "{pairs:?}: {e}");
-        }
-    }
-
-    #[test]
-    fn emulator_endpoints_default_to_no_credentials_and_no_conditional_delete() {
-        let store = GcsStore::open("b", &opts(&[("endpoint", "http://127.0.0.1:1")])).unwrap();
-        assert!(!store.capabilities().conditional_delete);
-        assert!(store.inner.endpoint.anonymous_default.is_some());
-        // Emulators have no write-rate limit; Google's endpoint does, and a URL may say so.
-        assert_eq!(store.min_write_interval(), Duration::ZERO);
-        let paced = GcsStore::open(
-            "b",
-            &opts(&[
-                ("endpoint", "http://127.0.0.1:1"),
-                ("min_write_interval", "1s"),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(paced.min_write_interval(), Duration::from_secs(1));
-        let store = GcsStore::open(
-            "b",
-            &opts(&[
-                ("endpoint", "https://storage.googleapis.com"),
-                ("conditional_delete", "true"),
-            ]),
-        )
-        .unwrap();
-        assert!(store.capabilities().conditional_delete);
-        assert!(store.inner.endpoint.anonymous_default.is_none());
-        assert_eq!(store.min_write_interval(), MIN_WRITE_INTERVAL);
-        assert_eq!(
-            store.url(),
-            "gs://b?endpoint=https://storage.googleapis.com&conditional_delete=true"
-        );
-    }
-
-    fn status(op: Op, status: u16, message: &str) -> Failure {
-        classify_status(ClassifyInput {
-            op,
-            status,
-            message,
-            what: "cannot x gs://b/k on E",
-            bucket: "b",
-            key: "k",
-            credentials: "the creds",
-        })
-    }
-
-    #[test]
-    fn classification_follows_the_protocol() {
-        use ErrorKind::*;
-        assert!(matches!(status(Op::Get, 304, ""), Failure::NotModified));
-        assert!(matches!(
-            status(Op::Get, 404, "No such object: b/k"),
-            Failure::NotFound
-        ));
-        assert!(matches!(
-            status(Op::Create, 412, "Precondition Failed"),
-            Failure::ConditionFailed
-        ));
-        assert!(matches!(
-            status(Op::Update, 412, ""),
-            Failure::ConditionFailed
-        ));
-        assert!(matches!(
-            status(Op::Delete, 404, "No such object: b/k"),
-            Failure::ConditionFailed
-        ));
-        let kind = |f: Failure| match f {
-            Failure::Error(e) => {
-                assert!(e.message().contains("gs://b/k on E"), "{e}");
-                Some(e.kind())
-            }
-            _ => None,
-        };
-        for (op, st, msg, want) in [
-            (Op::Update, 429, "rate", Unavailable),
-            (Op::Create, 503, "", Unavailable),
-            (Op::Get, 500, "", Unavailable),
-            (Op::Update, 408, "", Unavailable),
-            (Op::Get, 401, "Invalid Credentials", Store),
-            (Op::Update, 403, "denied", Store),
-            (Op::Get, 404, "The specified bucket does not exist.", Store),
-            (
-                Op::Delete,
-                404,
-                "The specified bucket does not exist.",
-                Store,
-            ),
-            (Op::Create, 404, "", Store),
-            (Op::Update, 400, "Invalid argument", Store),
-        ] {
-            assert_eq!(kind(status(op, st, msg)), Some(want), "{op:?} {st} {msg}");
-        }
-        let Failure::Error(e) = status(Op::Update, 403, "denied") else {
-            panic!()
-        };
-        assert!(e.message().contains("storage.objects.delete"), "{e}");
-    }
-
-    #[test]
-    fn versions_are_generations() {
-        assert_eq!(generation_of(&Version::etag("17")), Some(17));
-        assert_eq!(
-            generation_of(&Version {
-                etag: String::new(),
-                generation: Some(5)
-            }),
-            Some(5)
-        );
-        assert_eq!(generation_of(&Version::etag("\"abc\"")), None);
     }
 }

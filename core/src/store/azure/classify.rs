@@ -1,0 +1,117 @@
+//! Classifying a failed call (protocol §2) from its status and error code.
+
+use super::data_action;
+use crate::error::Error;
+use crate::store::Op;
+
+#[derive(Debug)]
+pub(super) enum Failure {
+    NotModified,
+    NotFound,
+    ConditionFailed,
+    Error(Error),
+}
+
+pub(super) struct ClassifyInput<'a> {
+    pub(super) op: Op,
+    pub(super) status: u16,
+    /// `x-ms-error-code`.
+    pub(super) code: &'a str,
+    /// The error's message, from the body.
+    pub(super) message: &'a str,
+    pub(super) what: &'a str,
+    pub(super) container: &'a str,
+    pub(super) credentials: &'a str,
+}
+
+/// Error codes of a blob that carries an Azure blob lease someone took on it.
+pub(super) const LEASE_CODES: &[&str] = &[
+    "LeaseIdMissing",
+    "LeaseIdMismatchWithBlobOperation",
+    "LeaseLost",
+    "LeaseNotPresentWithBlobOperation",
+    "LeaseIsBreakingAndCannotBeAcquired",
+    "LeaseAlreadyPresent",
+];
+
+pub(super) fn classify_status(i: ClassifyInput<'_>) -> Failure {
+    let ClassifyInput {
+        op,
+        status,
+        code,
+        message,
+        what,
+        container,
+        credentials,
+    } = i;
+    let said = match (code.is_empty(), message.is_empty()) {
+        (true, _) => format!("HTTP {status}"),
+        (false, true) => format!("HTTP {status} {code}"),
+        (false, false) => format!("HTTP {status} {code}: {message}"),
+    };
+    let store = |hint: String| Failure::Error(Error::store(format!("{what}: {said}: {hint}")));
+    let unavailable = || {
+        Failure::Error(Error::unavailable(format!(
+            "{what}: {said} (the outcome of a write is unknown until read back)"
+        )))
+    };
+    if LEASE_CODES.contains(&code) {
+        return store(
+            "the blob carries an Azure blob lease taken by someone else; lease records are \
+             changed only by conditional writes and never take Azure leases: break it (`az \
+             storage blob lease break`) and do not lease lease records"
+                .into(),
+        );
+    }
+    match (status, code) {
+        (304, _) if op == Op::Get => Failure::NotModified,
+        (412, "ConditionNotMet" | "") if op != Op::Get => Failure::ConditionFailed,
+        (409, "BlobAlreadyExists" | "") if op == Op::Create => Failure::ConditionFailed,
+        (404, "ContainerNotFound") => store(format!(
+            "container {container:?} does not exist in this account: create it (`az storage \
+             container create`) or check the URL"
+        )),
+        (404, "BlobNotFound" | "") if op == Op::Get => Failure::NotFound,
+        (404, "BlobNotFound" | "") if matches!(op, Op::Update | Op::Delete) => {
+            Failure::ConditionFailed
+        }
+        (404, _) => store("check the account, container and endpoint".into()),
+        (408 | 429, _) | (500..=599, _) => unavailable(),
+        (401, _) => store(format!(
+            "the credentials were not accepted: check {credentials}"
+        )),
+        (403, "AuthenticationFailed") if message.to_ascii_lowercase().contains("time") => store(
+            "the request's time is too far from the server's (more than 15 minutes): fix this \
+             machine's clock (NTP)"
+                .into(),
+        ),
+        (403, "AuthenticationFailed") => store(format!(
+            "the signature or token was refused: check {credentials}"
+        )),
+        (403, _) => store(format!(
+            "access denied: {credentials} need the data action {} on the container (the role \
+             Storage Blob Data Contributor grants what a worker needs), or a SAS with the \
+             right permissions",
+            data_action(op)
+        )),
+        (400..=499, _) => store(
+            "the server rejected the request; if it does not support conditional requests \
+             (If-Match / If-None-Match), it cannot hold leases: run `lease doctor`"
+                .into(),
+        ),
+        _ => unavailable(),
+    }
+}
+
+/// The message in an Azure error body (`<Error><Code>…</Code><Message>…</Message>`).
+pub(super) fn error_message(body: &str) -> String {
+    let Some(start) = body.find("<Message>") else {
+        return String::new();
+    };
+    let rest = &body[start + "<Message>".len()..];
+    let end = rest.find("</Message>").unwrap_or(rest.len());
+    // Azure appends RequestId and Time on lines of their own: keep what comes before.
+    let message = &rest[..end];
+    let message = message.split("RequestId:").next().unwrap_or(message);
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
