@@ -1,5 +1,5 @@
 """The exception classes. The Rust extension maps the core's error kinds onto them in one
-place (python/src/errors.rs); every exception carries the lease URL and, where known, the
+place (python/src/error.rs); every exception carries the lease URL and, where known, the
 holder in the way and the epoch involved."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 //! Store-enforced fencing: `Lease.fenced_put` / `fenced_delete` (their bodies, called from the
-//! `Lease` methods in `pylease`), `lease.fenced_get`, `lease.parse_token`, and
+//! `Lease` methods in `held`), `lease.fenced_get`, `lease.parse_token`, and
 //! `lease.FencingGate` (over `GateCore`). `Lease.fenced_update` is Python (`lease/_update.py`),
 //! over `Lease._fenced_get` and the conditional `fenced_put` here, so the caller's function runs
 //! on the caller's thread, never on a runtime thread.
 //!
-//! Blocking calls release the GIL and stay interruptible (`rt::block`); the `_start` variants
+//! Blocking calls release the GIL and stay interruptible (`runtime::block`); the `_start` variants
 //! run on the runtime and settle an asyncio future. Errors go through the one mapping
-//! (`errors::to_py`): a refused write is `lease.Fenced` carrying the newer epoch, a write whose
+//! (`error::to_py`): a refused write is `lease.Fenced` carrying the newer epoch, a write whose
 //! expected version is gone is `lease.Conflict`.
 
 use std::sync::{Arc, Mutex};
@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 
-use crate::args::{self, data_bytes, key_text};
-use crate::errors::{invalid, to_py, type_error, IntoPyResult};
-use crate::pylease::Pending;
-use crate::rt::{self, block};
+use crate::error::{invalid, to_py, type_error, IntoPyResult};
+use crate::options::{self, data_bytes, key_text};
+use crate::runtime::Pending;
+use crate::runtime::{self, block};
 use lease::store::Version;
 use lease::{Client, Error, FencedObject, FencingGate, FencingToken, Lease};
 
@@ -43,7 +43,7 @@ impl Expected {
             Some(a) => a.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
                 type_error(format!(
                     "if_absent must be a bool, not {}",
-                    args::type_name(a)
+                    options::type_name(a)
                 ))
             })?,
         };
@@ -56,7 +56,7 @@ impl Expected {
                         type_error(format!(
                             "if_version must be a str (the version of a FencedObject, or what \
                              fenced_put returned) or None, not {}",
-                            args::type_name(v)
+                            options::type_name(v)
                         ))
                     })?
                     .to_cow()
@@ -122,7 +122,7 @@ pub fn put_start(
 ) -> PyResult<Pending> {
     let key = key_text("key", key)?;
     let data = data_bytes(data)?;
-    let abort = rt::spawn_settle(py, write(lease, key, data, expected), done, |py, v| {
+    let abort = runtime::spawn_settle(py, write(lease, key, data, expected), done, |py, v| {
         Ok(v.etag.into_pyobject(py)?.into_any().unbind())
     })?;
     Ok(Pending::abort(abort))
@@ -146,7 +146,7 @@ pub fn get_in_start(
     let key = key_text("key", key)?;
     let client = lease.client().clone();
     let object_url = client.lease_url(&key);
-    let abort = rt::spawn_settle(
+    let abort = runtime::spawn_settle(
         py,
         async move { client.fenced_get(&key).await },
         done,
@@ -180,7 +180,7 @@ pub fn delete_start(
     done: Py<PyAny>,
 ) -> PyResult<Pending> {
     let key = key_text("key", key)?;
-    let abort = rt::spawn_settle(
+    let abort = runtime::spawn_settle(
         py,
         async move { lease.fenced_delete(&key).await },
         done,
@@ -200,7 +200,7 @@ fn get_target(
     url: &Bound<'_, PyAny>,
     key: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Client, String, String)> {
-    let t = args::target(url)?;
+    let t = options::target(url)?;
     let key = match key.filter(|k| !k.is_none()) {
         Some(k) => key_text("key", k)?,
         None => t.key,
@@ -248,7 +248,7 @@ pub fn _fenced_get_start(
 ) -> PyResult<Pending> {
     crate::log::refresh_level(py, false);
     let (client, key, object_url) = get_target(url, key)?;
-    let abort = rt::spawn_settle(
+    let abort = runtime::spawn_settle(
         py,
         async move { client.fenced_get(&key).await },
         done,
@@ -306,7 +306,7 @@ fn token_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
             type_error(format!(
                 "token must be a str (a lease's token, \"URL#EPOCH@HOLDER\") or a lease.Lease, \
                  not {}",
-                args::type_name(obj)
+                options::type_name(obj)
             ))
         } else {
             e
@@ -320,7 +320,7 @@ fn token_of(obj: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
 
 impl GateCore {
     fn gate(&self, py: Python<'_>) -> PyResult<Arc<FencingGate>> {
-        let me = rt::pid();
+        let me = runtime::pid();
         let mut slot = self.gate.lock().unwrap_or_else(|p| p.into_inner());
         if slot.0 == me {
             return Ok(slot.1.clone());
@@ -332,7 +332,7 @@ impl GateCore {
             )),
             Backend::Store { url, prefix } => {
                 // The parent's gate holds a client of the parent's runtime: leak it.
-                let fresh = store_gate(&args::store_client(url.bind(py))?, prefix)?;
+                let fresh = store_gate(&options::store_client(url.bind(py))?, prefix)?;
                 let old = std::mem::replace(&mut *slot, (me, fresh.clone()));
                 std::mem::forget(old);
                 Ok(fresh)
@@ -355,7 +355,7 @@ impl GateCore {
                 "in memory".to_string(),
             ),
             (None, Some(_)) => {
-                return Err(crate::errors::type_error(
+                return Err(crate::error::type_error(
                     "prefix is only for a FencingGate kept in a store: pass the store URL too",
                 ))
             }
@@ -364,7 +364,7 @@ impl GateCore {
                     Some(p) => key_text("prefix", p)?,
                     None => "fencing".to_string(),
                 };
-                let client = args::store_client(url)?;
+                let client = options::store_client(url)?;
                 let gate = store_gate(&client, &prefix)?;
                 let description = format!(
                     "in {} under {}/",
@@ -383,7 +383,7 @@ impl GateCore {
         };
         Ok(GateCore {
             backend,
-            gate: Mutex::new((rt::pid(), gate)),
+            gate: Mutex::new((runtime::pid(), gate)),
             description,
         })
     }
@@ -411,7 +411,7 @@ impl GateCore {
         let resource = resource_text(resource)?;
         let token = token_of(token)?;
         let gate = self.gate(py)?;
-        let abort = rt::spawn_settle(
+        let abort = runtime::spawn_settle(
             py,
             async move { gate.admit(&resource, &token).await },
             done,

@@ -1,25 +1,27 @@
 //! `lease._lease`: the extension module behind the `lease` Python package.
 //!
 //! Wraps the Rust core directly. One tokio runtime per process runs every store request and
-//! every renewal (see `rt`); blocking calls release the GIL and stay interruptible by Ctrl-C;
+//! every renewal (see `runtime`); blocking calls release the GIL and stay interruptible by Ctrl-C;
 //! asyncio calls run on the runtime and settle an `asyncio.Future`. The thin Python layer in
 //! `lease/` gives the public signatures, the exception classes and the dataclasses.
 
 use pyo3::prelude::*;
 
-mod args;
-mod errors;
+mod acquire;
+mod election;
+mod error;
 mod fence;
+mod held;
 mod log;
-mod observe;
-mod pylease;
-mod rt;
+mod options;
+mod runtime;
+mod status;
 
 /// Called by `lease/__init__.py` from an `atexit` hook: stop calling back into Python from the
 /// runtime's threads, the interpreter is going away.
 #[pyfunction]
 fn _shutdown(py: Python<'_>) {
-    rt::shut_down(py);
+    runtime::shut_down(py);
 }
 
 /// Re-read the `lease` logger's level now (it is otherwise re-read at most once a second).
@@ -41,26 +43,26 @@ fn _log_through_tracing(level: &str, message: &str) {
 
 #[pymodule]
 fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    rt::init_pid();
+    runtime::init_pid();
     lease::set_client_name("python");
     log::install(m.py());
     m.add("__version__", lease::VERSION)?;
-    m.add_class::<pylease::PyLease>()?;
-    m.add_class::<pylease::Pending>()?;
-    m.add_class::<observe::Watch>()?;
-    m.add_class::<observe::ElectionCore>()?;
-    m.add_class::<observe::LeaderStream>()?;
+    m.add_class::<held::PyLease>()?;
+    m.add_class::<runtime::Pending>()?;
+    m.add_class::<status::Watch>()?;
+    m.add_class::<election::ElectionCore>()?;
+    m.add_class::<election::LeaderStream>()?;
     m.add_class::<fence::GateCore>()?;
-    m.add_function(wrap_pyfunction!(pylease::_acquire, m)?)?;
-    m.add_function(wrap_pyfunction!(pylease::_try_acquire, m)?)?;
-    m.add_function(wrap_pyfunction!(pylease::_acquire_start, m)?)?;
-    m.add_function(wrap_pyfunction!(pylease::_seconds, m)?)?;
-    m.add_function(wrap_pyfunction!(observe::_status, m)?)?;
-    m.add_function(wrap_pyfunction!(observe::_status_start, m)?)?;
+    m.add_function(wrap_pyfunction!(acquire::_acquire, m)?)?;
+    m.add_function(wrap_pyfunction!(acquire::_try_acquire, m)?)?;
+    m.add_function(wrap_pyfunction!(acquire::_acquire_start, m)?)?;
+    m.add_function(wrap_pyfunction!(options::_seconds, m)?)?;
+    m.add_function(wrap_pyfunction!(status::_status, m)?)?;
+    m.add_function(wrap_pyfunction!(status::_status_start, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_fenced_get, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_fenced_get_start, m)?)?;
-    m.add_function(wrap_pyfunction!(errors::_error_for_kind, m)?)?;
-    m.add_function(wrap_pyfunction!(errors::_error_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(error::_error_for_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(error::_error_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_parse_token, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(_refresh_log_level, m)?)?;

@@ -3,7 +3,7 @@
 //! Events are filtered by the effective level of the `lease` logger, cached here and refreshed
 //! (at most once a second) by the calls that start work, then formatted on the thread that
 //! emitted them and handed to the notifier thread, which logs them with the GIL. A runtime
-//! thread never waits for the GIL (see `rt::notify`).
+//! thread never waits for the GIL (see `runtime::notify`).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -117,7 +117,7 @@ impl<S: Subscriber> Layer<S> for PythonLogging {
         } else {
             format!("{} [{}]", f.message, f.rest.trim_start())
         };
-        crate::rt::notify(Box::new(move |py| log_now(py, level, &text)));
+        crate::runtime::notify(Box::new(move |py| log_now(py, level, &text)));
     }
 }
 

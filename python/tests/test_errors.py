@@ -1,4 +1,4 @@
-"""One test per error kind (the mapping lives in python/src/errors.rs), and bad input."""
+"""One test per error kind (the mapping lives in python/src/error.rs), and bad input."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_each_kind_maps_to_its_class(kind: str) -> None:
 
 
 def test_every_core_kind_has_its_own_class() -> None:
-    # A kind the core adds must get its class here (and in python/src/errors.rs), not fall
+    # A kind the core adds must get its class here (and in python/src/error.rs), not fall
     # back to the bare LeaseError.
     kinds = lease._lease._error_kinds()
     assert sorted(kinds) == sorted(CLASSES)

@@ -9,7 +9,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyString};
 
-use crate::errors::{invalid, type_error, IntoPyResult};
+use crate::error::{invalid, type_error, IntoPyResult};
 use lease::{Client, LeaseOptions, LeaseUrl, StoreUrl};
 
 /// The longest duration accepted anywhere (longer ones are certainly mistakes).
@@ -133,7 +133,7 @@ static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// The cache of this process (a fresh one in a forked child).
 fn cache_of(slot: &mut Option<Cache>) -> &mut Cache {
-    let me = crate::rt::pid();
+    let me = crate::runtime::pid();
     if slot.as_ref().is_none_or(|c| c.pid != me) {
         // In a forked child the parent's clients may hold connections whose tasks lived on
         // the parent's runtime: leak them instead of dropping them.
@@ -239,4 +239,10 @@ pub fn options(
     opts.label = opt_text("label", label)?;
     opts.data = opt_text("data", data)?;
     Ok(opts)
+}
+
+/// Check a duration argument the way every call does (used by the Python layer for `poll`).
+#[pyfunction]
+pub fn _seconds(name: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    seconds(name, value).map(|d| d.as_secs_f64())
 }

@@ -1,4 +1,5 @@
-//! `lease.Lease` and the calls that acquire one.
+//! `lease.Lease`: a held lease, its renewals seen from Python, release, fenced writes through
+//! it, and the `on_lost` notices.
 
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
@@ -7,11 +8,10 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
-use tokio_util::sync::CancellationToken;
 
-use crate::args::{self, seconds, Target};
-use crate::errors::{holder_dict, to_py, IntoPyResult};
-use crate::rt::{self, block};
+use crate::error::{holder_dict, to_py, IntoPyResult};
+use crate::options;
+use crate::runtime::{self, block, Pending};
 use lease::{Error, ErrorKind, Lease};
 
 /// What is waiting to hear that a lease was lost: the `lost` event (created when first asked
@@ -102,7 +102,7 @@ pub struct PyLease {
 
 impl Drop for PyLease {
     fn drop(&mut self) {
-        if self.pid == rt::pid() {
+        if self.pid == runtime::pid() {
             // Released in the background if still held (the core's release-on-drop).
             // SAFETY: dropped exactly once, here.
             unsafe { ManuallyDrop::drop(&mut self.inner) };
@@ -121,7 +121,7 @@ impl PyLease {
         let notice = Arc::new(Notice::default());
         if let Some(cb) = on_lost.filter(|cb| !cb.is_none()) {
             if !cb.is_callable() {
-                return Err(crate::errors::type_error(format!(
+                return Err(crate::error::type_error(format!(
                     "on_lost must be callable (it is called with a lease.LeaseLost), not {}",
                     cb.get_type().name()?
                 )));
@@ -142,20 +142,20 @@ impl PyLease {
                 return;
             }
             let err = reason.error(&url, epoch);
-            rt::notify(Box::new(move |py| {
+            runtime::notify(Box::new(move |py| {
                 let exc = to_py(err).into_value(py).into_any();
                 n.fire(py, exc.bind(py));
             }));
         });
         Ok(PyLease {
             inner: ManuallyDrop::new(lease),
-            pid: rt::pid(),
+            pid: runtime::pid(),
             notice,
         })
     }
 
     fn forked(&self) -> bool {
-        self.pid != rt::pid()
+        self.pid != runtime::pid()
     }
 
     fn inherited_error(&self) -> PyErr {
@@ -301,7 +301,7 @@ impl PyLease {
     /// Return the seconds left if at least `min_remaining` are; else raise `LeaseLost`.
     #[pyo3(signature = (min_remaining = None))]
     fn ensure_held(&self, min_remaining: Option<&Bound<'_, PyAny>>) -> PyResult<f64> {
-        let min = args::opt_seconds("min_remaining", min_remaining)?.unwrap_or(Duration::ZERO);
+        let min = options::opt_seconds("min_remaining", min_remaining)?.unwrap_or(Duration::ZERO);
         let lease = self.owned()?;
         lease.ensure_held(min).map(|d| d.as_secs_f64()).py()
     }
@@ -353,7 +353,7 @@ impl PyLease {
     /// notifier thread (at once, from there, if it already is lost).
     fn on_lost(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
         if !callback.is_callable() {
-            return Err(crate::errors::type_error(format!(
+            return Err(crate::error::type_error(format!(
                 "on_lost must be callable, not {}",
                 callback.get_type().name()?
             )));
@@ -372,7 +372,7 @@ impl PyLease {
         if let Some(reason) = self.inner.lost_reason() {
             let err = reason.error(self.inner.url(), self.inner.epoch());
             let n = self.notice.clone();
-            rt::notify(Box::new(move |py| {
+            runtime::notify(Box::new(move |py| {
                 let exc = to_py(err).into_value(py).into_any();
                 n.fire(py, exc.bind(py));
             }));
@@ -518,10 +518,10 @@ impl PyLease {
         import_attr(py, &RELEASE, "lease._aio", "release_async")?.call1((slf,))
     }
 
-    /// Start releasing; `done(ok, value)` is called (see `rt::spawn_settle`) when finished.
+    /// Start releasing; `done(ok, value)` is called (see `runtime::spawn_settle`) when finished.
     fn _release_start(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<Pending> {
         let lease = self.owned()?.clone();
-        rt::spawn_settle(py, async move { lease.release().await }, done, |py, ()| {
+        runtime::spawn_settle(py, async move { lease.release().await }, done, |py, ()| {
             Ok(py.None())
         })?;
         Ok(Pending::detached())
@@ -533,7 +533,7 @@ impl PyLease {
             return Ok(());
         }
         let lease = (*self.inner).clone();
-        rt::handle()?.spawn(async move {
+        runtime::handle()?.spawn(async move {
             let _ = lease.release().await;
         });
         Ok(())
@@ -623,136 +623,4 @@ impl PyLease {
             state
         )
     }
-}
-
-/// An operation started for asyncio; `cancel()` stops it (an acquire is cancelled cleanly:
-/// if its write already landed, the lease is released).
-#[pyclass(module = "lease._lease", frozen)]
-pub struct Pending {
-    cancel: Option<CancellationToken>,
-    abort: Option<tokio::task::AbortHandle>,
-}
-
-impl Pending {
-    pub fn abort(abort: tokio::task::AbortHandle) -> Self {
-        Pending {
-            cancel: None,
-            abort: Some(abort),
-        }
-    }
-
-    /// Not stoppable: a release or resign goes on in the background if its caller stops
-    /// waiting (stopping it halfway would leave the lease neither renewed nor released).
-    pub fn detached() -> Self {
-        Pending {
-            cancel: None,
-            abort: None,
-        }
-    }
-
-    pub fn token(cancel: CancellationToken) -> Self {
-        Pending {
-            cancel: Some(cancel),
-            abort: None,
-        }
-    }
-}
-
-#[pymethods]
-impl Pending {
-    fn cancel(&self) {
-        if let Some(c) = &self.cancel {
-            c.cancel();
-        } else if let Some(a) = &self.abort {
-            a.abort();
-        }
-    }
-}
-
-async fn acquire_future(
-    t: Target,
-    opts: lease::LeaseOptions,
-    cancel: CancellationToken,
-) -> lease::Result<Lease> {
-    t.client.acquire_with_cancel(&t.key, &opts, &cancel).await
-}
-
-/// acquire(url, ttl, wait, label, data, on_lost) -> Lease: blocks (GIL released) until held.
-#[pyfunction]
-pub fn _acquire(
-    py: Python<'_>,
-    url: &Bound<'_, PyAny>,
-    ttl: &Bound<'_, PyAny>,
-    wait: &Bound<'_, PyAny>,
-    label: &Bound<'_, PyAny>,
-    data: &Bound<'_, PyAny>,
-    on_lost: &Bound<'_, PyAny>,
-) -> PyResult<PyLease> {
-    crate::log::refresh_level(py, false);
-    let t = args::target(url)?;
-    let opts = args::options(ttl, Some(wait), Some(label), Some(data))?;
-    let cancel = CancellationToken::new();
-    let lease = block(py, acquire_future(t, opts, cancel.clone()), Some(&cancel))?.py()?;
-    PyLease::wrap(py, lease, Some(on_lost))
-}
-
-/// try_acquire(url, ttl, label, data, on_lost) -> Lease | None.
-#[pyfunction]
-pub fn _try_acquire(
-    py: Python<'_>,
-    url: &Bound<'_, PyAny>,
-    ttl: &Bound<'_, PyAny>,
-    label: &Bound<'_, PyAny>,
-    data: &Bound<'_, PyAny>,
-    on_lost: &Bound<'_, PyAny>,
-) -> PyResult<Option<PyLease>> {
-    crate::log::refresh_level(py, false);
-    let t = args::target(url)?;
-    let opts = args::options(ttl, None, Some(label), Some(data))?;
-    let got = block(
-        py,
-        async move { t.client.try_acquire(&t.key, &opts).await },
-        None,
-    )?
-    .py()?;
-    got.map(|l| PyLease::wrap(py, l, Some(on_lost))).transpose()
-}
-
-/// Start an acquire for asyncio; `done(ok, value)` receives the Lease or the exception.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-pub fn _acquire_start(
-    py: Python<'_>,
-    url: &Bound<'_, PyAny>,
-    ttl: &Bound<'_, PyAny>,
-    wait: &Bound<'_, PyAny>,
-    label: &Bound<'_, PyAny>,
-    data: &Bound<'_, PyAny>,
-    on_lost: &Bound<'_, PyAny>,
-    done: Py<PyAny>,
-) -> PyResult<Pending> {
-    crate::log::refresh_level(py, false);
-    let t = args::target(url)?;
-    let opts = args::options(ttl, Some(wait), Some(label), Some(data))?;
-    let on_lost = on_lost.clone().unbind();
-    if !on_lost.is_none(py) && !on_lost.bind(py).is_callable() {
-        return Err(crate::errors::type_error("on_lost must be callable"));
-    }
-    let cancel = CancellationToken::new();
-    rt::spawn_settle(
-        py,
-        acquire_future(t, opts, cancel.clone()),
-        done,
-        move |py, lease| {
-            let l = PyLease::wrap(py, lease, Some(on_lost.bind(py)))?;
-            Ok(Bound::new(py, l)?.into_any().unbind())
-        },
-    )?;
-    Ok(Pending::token(cancel))
-}
-
-/// Check a duration argument the way every call does (used by the Python layer for `poll`).
-#[pyfunction]
-pub fn _seconds(name: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
-    seconds(name, value).map(|d| d.as_secs_f64())
 }

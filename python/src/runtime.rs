@@ -120,7 +120,7 @@ pub fn handle() -> PyResult<Handle> {
         .enable_all()
         .build()
         .map_err(|e| {
-            crate::errors::to_py(lease::Error::internal(format!(
+            crate::error::to_py(lease::Error::internal(format!(
                 "cannot start the lease runtime: {e}"
             )))
         })?;
@@ -149,7 +149,7 @@ where
     F::Output: Send + 'static,
 {
     if on_runtime_thread() {
-        return Err(crate::errors::to_py(lease::Error::invalid(
+        return Err(crate::error::to_py(lease::Error::invalid(
             "a blocking lease call was made on the library's runtime thread; use the *_async \
              variant or another thread",
         )));
@@ -310,7 +310,7 @@ where
                     Ok(obj) => (true, obj),
                     Err(e) => (false, e.into_value(py).into_any()),
                 },
-                Err(e) => (false, crate::errors::to_py(e).into_value(py).into_any()),
+                Err(e) => (false, crate::error::to_py(e).into_value(py).into_any()),
             };
             if let Err(e) = done.call1(py, (ok, value)) {
                 e.write_unraisable(py, None);
@@ -318,4 +318,48 @@ where
         }));
     });
     Ok(task.abort_handle())
+}
+
+/// An operation started for asyncio; `cancel()` stops it (an acquire is cancelled cleanly:
+/// if its write already landed, the lease is released).
+#[pyclass(module = "lease._lease", frozen)]
+pub struct Pending {
+    cancel: Option<CancellationToken>,
+    abort: Option<tokio::task::AbortHandle>,
+}
+
+impl Pending {
+    pub fn abort(abort: tokio::task::AbortHandle) -> Self {
+        Pending {
+            cancel: None,
+            abort: Some(abort),
+        }
+    }
+
+    /// Not stoppable: a release or resign goes on in the background if its caller stops
+    /// waiting (stopping it halfway would leave the lease neither renewed nor released).
+    pub fn detached() -> Self {
+        Pending {
+            cancel: None,
+            abort: None,
+        }
+    }
+
+    pub fn token(cancel: CancellationToken) -> Self {
+        Pending {
+            cancel: Some(cancel),
+            abort: None,
+        }
+    }
+}
+
+#[pymethods]
+impl Pending {
+    fn cancel(&self) {
+        if let Some(c) = &self.cancel {
+            c.cancel();
+        } else if let Some(a) = &self.abort {
+            a.abort();
+        }
+    }
 }
