@@ -12,8 +12,8 @@ use napi::bindgen_prelude::{Buffer, Either, Null, Unknown};
 use napi::{Env, Result};
 use napi_derive::napi;
 
-use crate::errors;
-use crate::rt;
+use crate::error;
+use crate::runtime;
 use lease::{Client, FencingGate as CoreGate, FencingToken};
 
 /// An object read by `fencedGet`, with the epoch, lease and holder of the fenced write that
@@ -64,7 +64,7 @@ fn or_null<T>(v: Option<T>) -> Either<T, Null> {
     ts_return_type = "Promise<FencedObject | null>"
 )]
 pub fn fenced_get<'e>(env: &'e Env, url: String, key: Option<String>) -> Result<Unknown<'e>> {
-    rt::call(
+    runtime::call(
         env,
         async move {
             let (client, own) = Client::for_url(&url)?;
@@ -92,7 +92,7 @@ pub struct ParsedToken {
 /// exports in `LEASE_TOKEN`, or `URL#EPOCH`); throws `LEASE_INVALID` if it is not one.
 #[napi]
 pub fn parse_token(env: Env, token: String) -> Result<ParsedToken> {
-    let t: FencingToken = token.parse().map_err(|e| errors::to_napi(&env, &e))?;
+    let t: FencingToken = token.parse().map_err(|e| error::to_napi(&env, &e))?;
     Ok(ParsedToken {
         lease: t.lease().to_string(),
         epoch: t.epoch() as f64,
@@ -138,7 +138,7 @@ impl FencingGate {
         let prefix = options.and_then(|o| o.prefix);
         let Some(store) = store else {
             if prefix.is_some() {
-                return Err(errors::invalid(
+                return Err(error::invalid(
                     &env,
                     "prefix is only for a FencingGate kept in a store: pass the store URL too",
                 ));
@@ -150,7 +150,7 @@ impl FencingGate {
         };
         let prefix = prefix.unwrap_or_else(|| "fencing".to_string());
         // Opening an S3 store builds its HTTP client, which wants a runtime context.
-        let rt = rt::handle()?;
+        let rt = runtime::handle()?;
         let _entered = rt.enter();
         let made = (|| {
             let parsed = lease::StoreUrl::parse(&store)?;
@@ -164,7 +164,7 @@ impl FencingGate {
             })?;
             Ok::<_, lease::Error>((gate, description))
         })()
-        .map_err(|e| errors::to_napi(&env, &e))?;
+        .map_err(|e| error::to_napi(&env, &e))?;
         Ok(FencingGate {
             gate: Arc::new(made.0),
             description: made.1,
@@ -179,7 +179,7 @@ impl FencingGate {
     )]
     pub fn admit<'e>(&self, env: &'e Env, resource: String, token: String) -> Result<Unknown<'e>> {
         let gate = self.gate.clone();
-        rt::call(
+        runtime::call(
             env,
             async move {
                 // The same rule for both kinds of gate, so moving a gate into a store changes

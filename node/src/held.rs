@@ -16,9 +16,9 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, Result};
 use napi_derive::napi;
 
-use crate::errors;
+use crate::error;
 use crate::options::{millis, ms};
-use crate::rt;
+use crate::runtime;
 
 struct Entry {
     /// The `napi_env` (as an address) of the environment that acquired the lease.
@@ -60,7 +60,7 @@ pub fn release_all(env: usize) {
     if leases.is_empty() {
         return;
     }
-    let Ok(rt) = rt::handle() else { return };
+    let Ok(rt) = runtime::handle() else { return };
     rt.block_on(async move {
         let all = futures::future::join_all(leases.iter().map(|l| l.release()));
         // Real time, bounding how long the end of the process waits: not protocol time.
@@ -132,7 +132,7 @@ impl Lease {
     /// This holder as written in the record.
     #[napi(getter, ts_return_type = "Holder")]
     pub fn holder<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
-        errors::holder_object(env, self.inner.holder())
+        error::holder_object(env, self.inner.holder())
     }
 
     /// `URL#EPOCH@HOLDER`: the token to hand to resources that check it (`parseToken` takes it
@@ -166,11 +166,11 @@ impl Lease {
     #[napi]
     pub fn ensure_held(&self, env: &Env, min_remaining: Option<f64>) -> Result<f64> {
         let min = millis("minRemaining", min_remaining.unwrap_or(0.0))
-            .map_err(|e| errors::to_napi(env, &e))?;
+            .map_err(|e| error::to_napi(env, &e))?;
         self.inner
             .ensure_held(min)
             .map(ms)
-            .map_err(|e| errors::to_napi(env, &e))
+            .map_err(|e| error::to_napi(env, &e))
     }
 
     /// Renew now instead of waiting for the background renewal; resolves to the milliseconds
@@ -178,7 +178,7 @@ impl Lease {
     #[napi(ts_return_type = "Promise<number>")]
     pub fn renew<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
-        rt::call(env, async move { inner.renew().await }, |_, d| Ok(ms(d)))
+        runtime::call(env, async move { inner.renew().await }, |_, d| Ok(ms(d)))
     }
 
     /// Release the lease so a waiter can take it at once. Idempotent. Rejects with `LEASE_LOST`
@@ -187,7 +187,7 @@ impl Lease {
     pub fn release<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
         let id = self.id;
-        rt::call(
+        runtime::call(
             env,
             async move {
                 let out = inner.release().await;
@@ -220,7 +220,7 @@ impl Lease {
         let inner = self.inner.clone();
         let bytes = data.to_vec();
         let options = options.unwrap_or_default();
-        rt::call(
+        runtime::call(
             env,
             async move {
                 match (options.if_version, options.if_absent.unwrap_or(false)) {
@@ -247,7 +247,7 @@ impl Lease {
     #[napi(js_name = "_fencedGet", skip_typescript)]
     pub fn fenced_get<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
         let client = self.inner.client().clone();
-        rt::call(
+        runtime::call(
             env,
             async move {
                 let url = client.lease_url(&key);
@@ -263,7 +263,7 @@ impl Lease {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn fenced_delete<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
-        rt::call(
+        runtime::call(
             env,
             async move { inner.fenced_delete(&key).await },
             |_, deleted| Ok(deleted),
@@ -278,7 +278,7 @@ impl Lease {
             .build_threadsafe_function::<lease::Error>()
             .weak::<true>()
             .callee_handled::<false>()
-            .build_callback(|ctx| Ok(errors::to_napi(&ctx.env, &ctx.value)))?;
+            .build_callback(|ctx| Ok(error::to_napi(&ctx.env, &ctx.value)))?;
         // The callback lives in the core's lease as long as the lease does: it must not hold
         // a handle of the lease itself (a cycle that would never be freed).
         let (url, epoch) = (self.inner.url().to_string(), self.inner.epoch());

@@ -21,7 +21,7 @@ use napi::bindgen_prelude::{JsValue, Object, ToNapiValue, Unknown};
 use napi::{Env, Result};
 use tokio::runtime::{Handle, Runtime};
 
-use crate::errors;
+use crate::error;
 
 static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
 
@@ -47,7 +47,7 @@ type Resolver<D> = Box<dyn FnOnce(Env) -> Result<D>>;
 
 /// Run `fut` on the runtime and return a promise of its outcome: `convert` turns a success into
 /// a JavaScript value and runs on the JavaScript thread; an error becomes the library's error
-/// object (`errors::to_js`). A panic inside the future is caught and rejects the promise with a
+/// object (`error::to_js`). A panic inside the future is caught and rejects the promise with a
 /// `LEASE_INTERNAL` error instead of leaving it pending forever.
 ///
 /// While the promise is pending it keeps the event loop alive (a program awaiting an acquire
@@ -65,7 +65,7 @@ where
         let out = flatten(AssertUnwindSafe(fut).catch_unwind().await);
         deferred.resolve(Box::new(move |env: Env| match out {
             Ok(v) => convert(&env, v),
-            Err(e) => Err(errors::to_napi(&env, &e)),
+            Err(e) => Err(error::to_napi(&env, &e)),
         }));
     });
     Ok(promise)
@@ -101,7 +101,7 @@ where
                 let raw = unsafe { D::to_napi_value(env.raw(), d)? };
                 Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
             }
-            Err(e) => Err(errors::to_napi(env, &e)),
+            Err(e) => Err(error::to_napi(env, &e)),
         },
         // Spawned tasks are polled at least once, so the wake-up registered with the no-op
         // waker above is not lost: the runtime's poll registers its own.

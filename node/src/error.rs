@@ -8,6 +8,7 @@
 
 use napi::bindgen_prelude::{JsValue, Object};
 use napi::{Env, Status};
+use napi_derive::napi;
 
 use lease::{ErrorKind, Holder};
 
@@ -72,4 +73,42 @@ pub fn to_napi(env: &Env, e: &lease::Error) -> napi::Error {
 /// `LEASE_INVALID` for a bad value (of the right type).
 pub fn invalid(env: &Env, message: impl Into<String>) -> napi::Error {
     to_napi(env, &lease::Error::invalid(message))
+}
+
+/// Tests only: the stable names of every kind the core has (`ErrorKind::ALL`), so the tests can
+/// check that each one has its own code.
+#[napi(js_name = "_errorKinds", skip_typescript)]
+pub fn error_kinds() -> Vec<&'static str> {
+    lease::ErrorKind::ALL.iter().map(|k| k.as_str()).collect()
+}
+
+/// Tests only: the error object the mapping gives for a core error of kind `kind` (its stable
+/// lower-case name), so kinds no public call can provoke on demand are checked through the same
+/// code path as the rest.
+#[napi(js_name = "_errorForKind", skip_typescript)]
+pub fn error_for_kind<'e>(
+    env: &'e Env,
+    kind: String,
+    message: String,
+    url: Option<String>,
+    epoch: Option<f64>,
+    holder_id: Option<String>,
+) -> napi::Result<Object<'e>> {
+    let Some(kind) = lease::ErrorKind::from_name(&kind) else {
+        return Err(invalid(env, format!("unknown error kind {kind:?}")));
+    };
+    let mut e = lease::Error::new(kind, message);
+    if let Some(url) = url {
+        e = e.with_lease(url);
+    }
+    if let Some(epoch) = epoch {
+        e = e.with_epoch(epoch as u64);
+    }
+    if let Some(id) = holder_id {
+        e = e.with_holder(lease::Holder {
+            id,
+            ..lease::Holder::default()
+        });
+    }
+    to_js(env, &e)
 }

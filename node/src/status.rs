@@ -1,0 +1,186 @@
+//! Reading leases: `status()` and `watch()`, and the shapes they resolve to.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::{Env, External, Result, Unknown};
+use napi_derive::napi;
+
+use crate::acquire::{client, token, Cancel};
+use crate::{error, options, runtime};
+
+/// Turn `ttl_ms`-style keys into `ttlMs`.
+pub(crate) fn camel(v: serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => serde_json::Value::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let mut out = String::with_capacity(k.len());
+                    let mut up = false;
+                    for c in k.chars() {
+                        if c == '_' {
+                            up = true;
+                        } else if up {
+                            out.extend(c.to_uppercase());
+                            up = false;
+                        } else {
+                            out.push(c);
+                        }
+                    }
+                    (out, camel(v))
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+fn status_json(s: &lease::Status) -> serde_json::Value {
+    camel(s.to_json())
+}
+
+/// The lease at `url` as the store shows it now (needs only read permission).
+#[napi(ts_args_type = "url: string", ts_return_type = "Promise<Status>")]
+pub fn status<'e>(env: &'e Env, url: String) -> Result<Unknown<'e>> {
+    runtime::call(
+        env,
+        async move {
+            let (client, key) = client(&url)?;
+            client.status(&key).await
+        },
+        |_, s| Ok(status_json(&s)),
+    )
+}
+
+// The shapes below are what `status()`, `watch()` and `Election.leader()` resolve to. They are
+// built as JSON (absent values are `null`, as in `lease status --json`, camelCased); these
+// structs only declare them for index.d.ts.
+
+/// A lease's status, as returned by `status()` and yielded by `watch()`.
+#[napi(object)]
+pub struct Status {
+    pub url: String,
+    /// `free` (no record), `held`, `released`, `expired` (held, but by the store's clock older
+    /// than its ttl + grace + the clock's resolution: a waiter may take it over now), `broken`
+    /// (broken by an operator with `lease break`: nobody takes it until the broken holder's
+    /// deadline has surely passed, or that holder releases) or `corrupt`.
+    #[napi(ts_type = "'free' | 'held' | 'released' | 'expired' | 'broken' | 'corrupt'")]
+    pub state: String,
+    /// The epoch of the last holder (`null` when free).
+    #[napi(ts_type = "number | null")]
+    pub epoch: Nullable,
+    #[napi(ts_type = "Holder | null")]
+    pub holder: Nullable,
+    #[napi(ts_type = "number | null")]
+    pub ttl_ms: Nullable,
+    /// Estimated time until a waiter may take the lease over (ttl + grace + the clock's
+    /// resolution after the last write, by the store's clock); the holder itself stops
+    /// relying on it sooner.
+    #[napi(ts_type = "number | null")]
+    pub expires_in_ms: Nullable,
+    #[napi(ts_type = "string | null")]
+    pub data: Nullable,
+    #[napi(ts_type = "string | null")]
+    pub acquired_at: Nullable,
+    #[napi(ts_type = "string | null")]
+    pub renewed_at: Nullable,
+    /// Why the record is corrupt, when it is.
+    #[napi(ts_type = "string | null")]
+    pub detail: Nullable,
+}
+
+/// Who holds (or last held) a lease.
+#[napi(object)]
+pub struct Holder {
+    /// Random per acquisition.
+    pub id: String,
+    #[napi(ts_type = "string | null")]
+    pub label: Nullable,
+    #[napi(ts_type = "string | null")]
+    pub host: Nullable,
+    #[napi(ts_type = "number | null")]
+    pub pid: Nullable,
+    #[napi(ts_type = "string | null")]
+    pub user: Nullable,
+    /// The library and language that wrote the record, e.g. `lease 0.1.0 (node)`.
+    #[napi(ts_type = "string | null")]
+    pub client: Nullable,
+}
+
+/// Stands in for a value that may be `null` in the declarations above.
+pub type Nullable = napi::bindgen_prelude::Null;
+
+/// Options of `watch` and `Election.observe`.
+#[napi(object)]
+pub struct WatchOptions {
+    /// How often to re-read the record, in milliseconds (default 1000). Changes made by this
+    /// process are seen at once.
+    pub poll_interval: Option<f64>,
+    /// Ends the iteration: the loop throws an `AbortError`.
+    #[napi(ts_type = "AbortSignal")]
+    pub signal: Option<options::Signal>,
+}
+
+const DEFAULT_WATCH_POLL: Duration = Duration::from_secs(1);
+
+pub(crate) fn watch_poll(options: &Option<WatchOptions>) -> lease::Result<Duration> {
+    match options.as_ref().and_then(|o| o.poll_interval) {
+        Some(p) => options::millis("pollInterval", p),
+        None => Ok(DEFAULT_WATCH_POLL),
+    }
+}
+
+/// Reads the changes of one lease; `watch()` iterates over it with `_watchNext`.
+pub type Watcher = Arc<tokio::sync::Mutex<lease::Watcher>>;
+
+/// The next change (the current status on the first call).
+#[napi(js_name = "_watchNext", skip_typescript)]
+pub fn watch_next<'e>(
+    env: &'e Env,
+    watcher: &External<Watcher>,
+    cancel: Option<Cancel>,
+) -> Result<Unknown<'e>> {
+    let inner = (**watcher).clone();
+    let cancel = token(cancel);
+    runtime::call(
+        env,
+        async move {
+            let mut w = inner.lock().await;
+            tokio::select! {
+                s = w.next() => s,
+                _ = cancel.cancelled() => Err(lease::Error::new(lease::ErrorKind::Cancelled, "watch was cancelled")),
+            }
+        },
+        |_, s| Ok(status_json(&s)),
+    )
+}
+
+/// Watch the lease at `url`: yields its status now, then each change of holder, epoch, state or
+/// data (renewals are not changes).
+#[napi(
+    ts_args_type = "url: string, options?: WatchOptions",
+    ts_return_type = "AsyncIterableIterator<Status>"
+)]
+pub fn watch(env: &Env, url: String, options: Option<WatchOptions>) -> Result<External<Watcher>> {
+    let rt = runtime::handle()?;
+    let _entered = rt.enter();
+    let w = (|| {
+        let poll = watch_poll(&options)?;
+        let (client, key) = client(&url)?;
+        client.watch(&key, poll)
+    })()
+    .map_err(|e| error::to_napi(env, &e))?;
+    Ok(External::new(Arc::new(tokio::sync::Mutex::new(w))))
+}
+
+/// `{ id, label, host, pid, user, client }`, absent fields as `null` (as in `status()`).
+pub(crate) fn holder_json(h: &lease::Holder) -> serde_json::Value {
+    serde_json::json!({
+        "id": h.id,
+        "label": h.label,
+        "host": h.host,
+        "pid": h.pid,
+        "user": h.user,
+        "client": h.client,
+    })
+}
