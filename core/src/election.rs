@@ -7,6 +7,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
@@ -14,7 +15,7 @@ use crate::error::Result;
 use crate::lease::Lease;
 use crate::options::LeaseOptions;
 use crate::record::Holder;
-use crate::status::{LeaseState, Status, Watcher};
+use crate::status::{HolderJson, LeaseState, Status, Watcher};
 
 /// The current leader of an election.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +25,33 @@ pub struct Leader {
     pub data: Option<String>,
 }
 
+/// A leader as every binding shows it: `{ holder, epoch, data }` (holder as in the status JSON).
+impl Serialize for Leader {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct LeaderJson<'a> {
+            holder: HolderJson<'a>,
+            epoch: u64,
+            data: Option<&'a str>,
+        }
+        LeaderJson {
+            holder: HolderJson::from(&self.holder),
+            epoch: self.epoch,
+            data: self.data.as_deref(),
+        }
+        .serialize(serializer)
+    }
+}
+
 impl Leader {
+    /// See the `Serialize` impl.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a leader serializes to JSON")
+    }
+
     fn from_status(s: &Status) -> Option<Leader> {
         match (s.state, &s.holder, s.epoch) {
             (LeaseState::Held, Some(h), Some(epoch)) => Some(Leader {

@@ -42,7 +42,7 @@ pub use lease::{Lease, LostReason};
 pub use options::{format_duration, parse_duration, LeaseOptions};
 pub use protocol::breaking::BreakMode;
 pub use record::Holder;
-pub use status::{unix_ms, LeaseState, Status, Watcher};
+pub use status::{unix_ms, HolderJson, LeaseState, Status, Watcher};
 pub use store::doctor;
 pub use store::url::{LeaseUrl, StoreUrl};
 pub use token::FencingToken;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use futures::stream::Stream;
-use serde_json::json;
+use serde::Serialize;
 use tracing::warn;
 
 use crate::client::{local_wake, Client};
@@ -145,24 +145,80 @@ impl Status {
             || self.data != other.data
     }
 
-    /// The JSON shape shared by `lease status --json` and every binding:
-    /// `state`, `epoch`, `holder` (`id`, `label`, `host`, `pid`), `ttl_ms`, `expires_in_ms`,
-    /// and `url`, `data`, `acquired_at`, `renewed_at`, `detail`.
+    /// The JSON shape shared by `lease status --json` and every binding (see [`Status`]'s
+    /// `Serialize`): `url`, `state`, `epoch`, `holder`, `ttl_ms`, `expires_in_ms`, `data`,
+    /// `acquired_at`, `renewed_at`, `detail`; absent values are `null`.
     pub fn to_json(&self) -> serde_json::Value {
-        json!({
-            "url": self.url,
-            "state": self.state.as_str(),
-            "epoch": self.epoch,
-            "holder": self.holder.as_ref().map(|h| json!({
-                "id": h.id, "label": h.label, "host": h.host, "pid": h.pid, "user": h.user, "client": h.client,
-            })),
-            "ttl_ms": self.ttl.map(|t| t.as_millis() as u64),
-            "expires_in_ms": self.expires_in.map(|t| t.as_millis() as u64),
-            "data": self.data,
-            "acquired_at": self.acquired_at,
-            "renewed_at": self.renewed_at,
-            "detail": self.detail,
-        })
+        serde_json::to_value(self).expect("a status serializes to JSON")
+    }
+}
+
+/// The status JSON: every key present, absent values `null` (the CLI's `--json`, Python's
+/// dicts and Node's objects all come from this one shape).
+#[derive(Serialize)]
+struct StatusJson<'a> {
+    url: &'a str,
+    state: &'static str,
+    epoch: Option<u64>,
+    holder: Option<HolderJson<'a>>,
+    ttl_ms: Option<u64>,
+    expires_in_ms: Option<u64>,
+    data: Option<&'a str>,
+    acquired_at: Option<&'a str>,
+    renewed_at: Option<&'a str>,
+    detail: Option<&'a str>,
+}
+
+impl Serialize for Status {
+    fn serialize<S: serde::Serializer>(
+        &self,
+        serializer: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        StatusJson {
+            url: &self.url,
+            state: self.state.as_str(),
+            epoch: self.epoch,
+            holder: self.holder.as_ref().map(HolderJson::from),
+            ttl_ms: self.ttl.map(|t| t.as_millis() as u64),
+            expires_in_ms: self.expires_in.map(|t| t.as_millis() as u64),
+            data: self.data.as_deref(),
+            acquired_at: self.acquired_at.as_deref(),
+            renewed_at: self.renewed_at.as_deref(),
+            detail: self.detail.as_deref(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// A holder as status, leaders and errors show it: `id`, `label`, `host`, `pid`, `user`,
+/// `client`, every key present. (The record itself leaves unknown fields out.)
+#[derive(Serialize)]
+pub struct HolderJson<'a> {
+    id: &'a str,
+    label: Option<&'a str>,
+    host: Option<&'a str>,
+    pid: Option<u32>,
+    user: Option<&'a str>,
+    client: Option<&'a str>,
+}
+
+impl<'a> From<&'a Holder> for HolderJson<'a> {
+    fn from(h: &'a Holder) -> Self {
+        HolderJson {
+            id: &h.id,
+            label: h.label.as_deref(),
+            host: h.host.as_deref(),
+            pid: h.pid,
+            user: h.user.as_deref(),
+            client: h.client.as_deref(),
+        }
+    }
+}
+
+impl HolderJson<'_> {
+    /// The holder's JSON object (for bindings that build their own values from it).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a holder serializes to JSON")
     }
 }
 
@@ -272,3 +328,66 @@ impl Watcher {
 }
 
 pub use crate::protocol::view::unix_ms;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn holder() -> Holder {
+        Holder {
+            id: "h1".into(),
+            label: Some("gc".into()),
+            pid: Some(7),
+            ..Holder::default()
+        }
+    }
+
+    /// The one JSON shape every binding and `lease status --json` show: every key present,
+    /// absent values null, durations in whole milliseconds.
+    #[test]
+    fn status_json_has_every_key_with_nulls_for_what_is_unknown() {
+        let s = Status {
+            url: "file:///tmp/x".into(),
+            state: LeaseState::Held,
+            epoch: Some(3),
+            holder: Some(holder()),
+            ttl: Some(Duration::from_millis(1500)),
+            expires_in: None,
+            data: None,
+            acquired_at: Some("2026-11-24T08:00:00Z".into()),
+            renewed_at: None,
+            version: Some(Version {
+                etag: "v".into(),
+                generation: None,
+            }),
+            detail: None,
+        };
+        assert_eq!(
+            s.to_json(),
+            json!({
+                "url": "file:///tmp/x", "state": "held", "epoch": 3,
+                "holder": {"id": "h1", "label": "gc", "host": null, "pid": 7, "user": null, "client": null},
+                "ttl_ms": 1500, "expires_in_ms": null, "data": null,
+                "acquired_at": "2026-11-24T08:00:00Z", "renewed_at": null, "detail": null,
+            })
+        );
+    }
+
+    #[test]
+    fn leader_json_nests_the_same_holder_shape() {
+        let l = crate::Leader {
+            holder: holder(),
+            epoch: 9,
+            data: Some("addr".into()),
+        };
+        assert_eq!(
+            l.to_json(),
+            json!({
+                "holder": {"id": "h1", "label": "gc", "host": null, "pid": 7, "user": null, "client": null},
+                "epoch": 9, "data": "addr",
+            })
+        );
+    }
+}

@@ -10,7 +10,7 @@ use crate::held::Lease;
 use crate::options::LeaseOptions;
 use crate::{error, options, runtime};
 
-use crate::status::{holder_json, watch_poll, Holder, Nullable, WatchOptions};
+use crate::status::{watch_poll, Holder, Nullable, WatchOptions};
 
 /// The leader of an election.
 #[napi(object)]
@@ -23,16 +23,9 @@ pub struct Leader {
     pub data: Nullable,
 }
 
-/// `{ holder, epoch, data }`, or `null` when nobody leads.
+/// `{ holder, epoch, data }` (the core's `Leader` JSON), or `null` when nobody leads.
 fn leader_json(l: Option<lease::Leader>) -> serde_json::Value {
-    match l {
-        Some(l) => serde_json::json!({
-            "holder": holder_json(&l.holder),
-            "epoch": l.epoch,
-            "data": l.data,
-        }),
-        None => serde_json::Value::Null,
-    }
+    l.map_or(serde_json::Value::Null, |l| l.to_json())
 }
 
 /// Options of `Election.campaign`.

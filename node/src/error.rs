@@ -6,11 +6,11 @@
 //! `AbortError` (`name: 'AbortError'`, `code: 'ABORT_ERR'`), as `fetch` or `timers/promises`
 //! reject when their `signal` aborts. Messages are for people and are not API.
 
-use napi::bindgen_prelude::{JsValue, Object};
+use napi::bindgen_prelude::{JsValue, Object, Unknown};
 use napi::{Env, Status};
 use napi_derive::napi;
 
-use lease::{ErrorKind, Holder};
+use lease::{ErrorKind, Holder, HolderJson};
 
 /// The stable `code` of each kind. Never change one; add new kinds at the end.
 pub fn code(kind: ErrorKind) -> &'static str {
@@ -31,16 +31,9 @@ pub fn code(kind: ErrorKind) -> &'static str {
     }
 }
 
-/// `{ id, label, host, pid, user, client }`, absent fields as `null`.
-pub fn holder_object<'e>(env: &'e Env, h: &Holder) -> napi::Result<Object<'e>> {
-    let mut o = Object::new(env)?;
-    o.set("id", h.id.as_str())?;
-    o.set("label", h.label.as_deref())?;
-    o.set("host", h.host.as_deref())?;
-    o.set("pid", h.pid)?;
-    o.set("user", h.user.as_deref())?;
-    o.set("client", h.client.as_deref())?;
-    Ok(o)
+/// `{ id, label, host, pid, user, client }`, absent fields as `null`: the core's `HolderJson`.
+pub fn holder_value<'e>(env: &'e Env, h: &Holder) -> napi::Result<Unknown<'e>> {
+    env.to_js_value(&HolderJson::from(h))
 }
 
 /// The JavaScript error object for a core error.
@@ -55,7 +48,7 @@ pub fn to_js<'e>(env: &'e Env, e: &lease::Error) -> napi::Result<Object<'e>> {
     err.set("retryable", kind.is_retryable())?;
     err.set("url", e.lease())?;
     match e.holder() {
-        Some(h) => err.set("holder", holder_object(env, h)?)?,
+        Some(h) => err.set("holder", holder_value(env, h)?)?,
         None => err.set("holder", napi::bindgen_prelude::Null)?,
     }
     err.set("epoch", e.epoch().map(|n| n as f64))?;

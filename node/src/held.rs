@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Buffer, Function, Object, Unknown};
+use napi::bindgen_prelude::{Buffer, Function, Unknown};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::{Env, Result};
 use napi_derive::napi;
@@ -131,8 +131,8 @@ impl Lease {
 
     /// This holder as written in the record.
     #[napi(getter, ts_return_type = "Holder")]
-    pub fn holder<'e>(&self, env: &'e Env) -> Result<Object<'e>> {
-        error::holder_object(env, self.inner.holder())
+    pub fn holder<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
+        error::holder_value(env, self.inner.holder())
     }
 
     /// `URL#EPOCH@HOLDER`: the token to hand to resources that check it (`parseToken` takes it

@@ -172,15 +172,3 @@ pub fn watch(env: &Env, url: String, options: Option<WatchOptions>) -> Result<Ex
     .map_err(|e| error::to_napi(env, &e))?;
     Ok(External::new(Arc::new(tokio::sync::Mutex::new(w))))
 }
-
-/// `{ id, label, host, pid, user, client }`, absent fields as `null` (as in `status()`).
-pub(crate) fn holder_json(h: &lease::Holder) -> serde_json::Value {
-    serde_json::json!({
-        "id": h.id,
-        "label": h.label,
-        "host": h.host,
-        "pid": h.pid,
-        "user": h.user,
-        "client": h.client,
-    })
-}

@@ -3,26 +3,20 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::IntoPyResult;
 use crate::held::PyLease;
 use crate::options::{self, Target};
 use crate::runtime::{self, block, Pending};
-use crate::status::{forked_error, poll_of};
+use crate::status::{forked_error, json_to_py, poll_of};
 use lease::{Election, LeaderWatch, LeaseOptions};
 
+/// `{ holder, epoch, data }` (the core's `Leader` JSON), or `None` when nobody leads.
 fn leader_dict(py: Python<'_>, l: Option<lease::Leader>) -> PyResult<Py<PyAny>> {
     match l {
         None => Ok(py.None()),
-        Some(l) => {
-            let d = PyDict::new(py);
-            d.set_item("holder", crate::error::holder_dict(py, &l.holder)?)?;
-            d.set_item("epoch", l.epoch)?;
-            d.set_item("data", l.data)?;
-            Ok(d.into_any().unbind())
-        }
+        Some(l) => Ok(json_to_py(py, &l.to_json())?.unbind()),
     }
 }
 

@@ -9,7 +9,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
 
-use lease::{ErrorKind, Holder};
+use crate::status::json_to_py;
+use lease::{ErrorKind, Holder, HolderJson};
 
 /// The Python exception class for a core error kind.
 fn class_name(kind: ErrorKind) -> &'static str {
@@ -30,15 +31,10 @@ fn class_name(kind: ErrorKind) -> &'static str {
     }
 }
 
+/// `{ id, label, host, pid, user, client }`, absent fields as `None`: the core's `HolderJson`.
 pub fn holder_dict<'py>(py: Python<'py>, h: &Holder) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("id", &h.id)?;
-    d.set_item("label", &h.label)?;
-    d.set_item("host", &h.host)?;
-    d.set_item("pid", h.pid)?;
-    d.set_item("user", &h.user)?;
-    d.set_item("client", &h.client)?;
-    Ok(d)
+    let d = json_to_py(py, &HolderJson::from(h).to_json())?;
+    Ok(d.cast_into::<PyDict>()?)
 }
 
 fn build(py: Python<'_>, e: &lease::Error) -> PyResult<PyErr> {

@@ -2,7 +2,9 @@
 //!
 //! Status values cross into Python as dicts of exactly the shape of the core's
 //! `Status::to_json()` (the shape `lease status --json` prints); `lease._types.Status` adds
-//! seconds-valued accessors on top.
+//! seconds-valued accessors on top. Holders and leaders come from the same serde shapes
+//! (`HolderJson`, `Leader`). They are converted by `json_to_py` rather than `pythonize`: the
+//! newest pythonize (0.29) requires pyo3 0.29, and this module is on pyo3 0.30.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use crate::options::{self, Target};
 use crate::runtime::{self, block, Pending};
 use lease::{Status, Watcher};
 
+/// A JSON value as the equivalent Python object (dict, list, str, int, float, bool, None).
 pub fn json_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(match v {
         Value::Null => py.None().into_bound(py),
