@@ -88,8 +88,9 @@ pub(crate) enum SendError {
 }
 
 impl SendError {
-    /// The library's error for it; `what` says which call (`cannot read gs://b/k on …`).
-    pub fn into_error(self, what: &str, endpoint_hint: &str) -> Error {
+    /// The library's error for it; `what` says which call (`cannot read gs://b/k on …`),
+    /// `unknown_outcome` what a timeout or broken connection means for it.
+    pub fn into_error(self, what: &str, endpoint_hint: &str, unknown_outcome: &str) -> Error {
         match self {
             SendError::Dns(e) => Error::store(format!(
                 "{what}: the host name does not resolve ({e}): check {endpoint_hint} and DNS"
@@ -100,9 +101,7 @@ impl SendError {
             SendError::Connect(e) => Error::unavailable(format!(
                 "{what}: connection failed ({e}): is the endpoint up?"
             )),
-            SendError::Unknown(e) => Error::unavailable(format!(
-                "{what}: {e} (the outcome of a write is unknown until read back)"
-            )),
+            SendError::Unknown(e) => Error::unavailable(format!("{what}: {e} ({unknown_outcome})")),
         }
     }
 }

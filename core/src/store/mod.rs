@@ -144,6 +144,17 @@ impl Op {
             Op::Delete => "delete",
         }
     }
+
+    /// What an answer that says nothing certain means for this call: a write may or may not
+    /// have landed (the client reads back), a read can simply be retried.
+    pub(crate) fn unknown_outcome(self) -> &'static str {
+        match self {
+            Op::Get => "the read can be retried",
+            Op::Create | Op::Update | Op::Delete => {
+                "the outcome of the write is unknown until read back"
+            }
+        }
+    }
 }
 
 /// The condition of a [`Store::put`].

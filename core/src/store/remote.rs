@@ -221,10 +221,13 @@ pub(crate) async fn fetch_token(
     request: Request<super::http::Body>,
 ) -> Result<Token> {
     let now = SystemClock.now();
-    let response = http
-        .send(request, Some(64 * 1024))
-        .await
-        .map_err(|e| e.into_error(&format!("{what}: cannot get a token"), url))?;
+    let response = http.send(request, Some(64 * 1024)).await.map_err(|e| {
+        e.into_error(
+            &format!("{what}: cannot get a token"),
+            url,
+            "the request can be retried",
+        )
+    })?;
     token_from_answer(what, response.status, response.body.as_ref(), now)
 }
 

@@ -267,6 +267,7 @@ impl AzureStore {
             e.into_error(
                 &self.describe(op, key, Some(loaded)),
                 "the endpoint (URL option endpoint=, the connection string's BlobEndpoint)",
+                op.unknown_outcome(),
             )
         })?;
         Ok((response, loaded))

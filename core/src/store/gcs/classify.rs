@@ -63,7 +63,8 @@ pub(super) fn classify_status(i: ClassifyInput<'_>) -> Failure {
     let store = |hint: String| Failure::Error(Error::store(format!("{what}: {said}: {hint}")));
     let unavailable = || {
         Failure::Error(Error::unavailable(format!(
-            "{what}: {said} (the outcome of a write is unknown until read back)"
+            "{what}: {said} ({})",
+            op.unknown_outcome()
         )))
     };
     match status {

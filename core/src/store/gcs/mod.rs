@@ -221,6 +221,7 @@ impl GcsStore {
             e.into_error(
                 &self.describe(op, key),
                 "the endpoint (URL option endpoint=, STORAGE_EMULATOR_HOST)",
+                op.unknown_outcome(),
             )
         })?;
         Ok((response, loaded))

@@ -176,3 +176,144 @@ fn classification_follows_the_protocol() {
     };
     assert!(e.message().contains("s3:ListBucket"), "{e}");
 }
+
+/// What the classification must guarantee, for every status and error code S3 (or a server
+/// that claims to be S3) can send. These are the safety-relevant parts of the table in the
+/// module docs: an unknown outcome must never be taken for a refused condition (the caller
+/// would believe its write did not land), 5xx and throttling are retried and read back, and
+/// every error names the lease and endpoint. `classify` is the function under test.
+fn classification_holds(
+    classify: impl Fn(Op, bool, u16, &str) -> Failure,
+    op: Op,
+    conditional: bool,
+    st: u16,
+    code: &str,
+) -> Result<(), String> {
+    let f = classify(op, conditional, st, code);
+    let kind = kind_of(&f);
+    let why = format!("{op:?} conditional={conditional} {st} {code:?} → {f:?}");
+    let refused_condition = (st == 412 && op != Op::Get)
+        || (st == 404 && conditional && matches!(op, Op::Update | Op::Delete));
+    if matches!(f, Failure::ConditionFailed) && !(refused_condition && code != "NoSuchBucket") {
+        return Err(format!(
+            "condition failed without a refused condition: {why}"
+        ));
+    }
+    if matches!(f, Failure::NotModified) && !(st == 304 && op == Op::Get) {
+        return Err(format!("not modified without a 304 to a read: {why}"));
+    }
+    if matches!(f, Failure::NotFound) && !(st == 404 && op == Op::Get) {
+        return Err(format!("not found without a 404 to a read: {why}"));
+    }
+    let unknown_outcome = matches!(st, 408 | 409 | 429) || (st >= 500 && st != 501);
+    if unknown_outcome && code != "NoSuchBucket" && kind != Some(ErrorKind::Unavailable) {
+        return Err(format!("an unknown outcome is not Unavailable: {why}"));
+    }
+    if let Failure::Error(e) = &f {
+        if !e.message().contains("s3://b/k on E") {
+            return Err(format!(
+                "the error does not name the lease and endpoint: {why}"
+            ));
+        }
+        if op == Op::Get && e.message().contains("write") {
+            return Err(format!("a read's error talks about a write: {why}"));
+        }
+    }
+    Ok(())
+}
+
+/// Statuses S3 sends with meaning, often, and every other status too.
+fn any_status() -> impl proptest::strategy::Strategy<Value = u16> {
+    use proptest::prelude::*;
+    prop_oneof![
+        proptest::sample::select(vec![
+            200, 301, 304, 400, 403, 404, 408, 409, 412, 429, 500, 501, 503
+        ]),
+        100u16..600,
+    ]
+}
+
+fn any_op() -> impl proptest::strategy::Strategy<Value = Op> {
+    proptest::sample::select(vec![Op::Get, Op::Create, Op::Update, Op::Delete])
+}
+
+/// S3's codes that matter, plus arbitrary text (servers send anything).
+fn any_code() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        proptest::sample::select(vec![
+            "",
+            "NoSuchKey",
+            "NoSuchBucket",
+            "PreconditionFailed",
+            "AccessDenied",
+            "SlowDown",
+            "InternalError",
+            "ConditionalRequestConflict",
+            "RequestTimeout",
+            "NotImplemented",
+            "InvalidArgument",
+            "PermanentRedirect",
+            "ExpiredToken",
+            "AuthorizationHeaderMalformed",
+            "SignatureDoesNotMatch",
+            "ThrottlingException",
+            "ServiceUnavailable",
+        ])
+        .prop_map(String::from),
+        "\\PC{0,24}",
+    ]
+}
+
+proptest::proptest! {
+    #[test]
+    fn every_status_and_code_is_classified_safely(
+        op in any_op(),
+        conditional in proptest::bool::ANY,
+        st in any_status(),
+        code in any_code(),
+    ) {
+        if let Err(e) = classification_holds(status, op, conditional, st, &code) {
+            return Err(proptest::test_runner::TestCaseError::fail(e));
+        }
+    }
+}
+
+/// Negative control: the property refutes a classifier that takes a 503 for a refused
+/// condition (the unsafe mistake it exists to catch), so its generators reach those inputs.
+#[test]
+fn the_classification_property_refutes_an_unsafe_classifier() {
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let mutant = |op: Op, conditional: bool, st: u16, code: &str| match st {
+        503 => Failure::ConditionFailed,
+        _ => status(op, conditional, st, code),
+    };
+    let mut runner = TestRunner::new(Config::with_cases(512));
+    let found = runner.run(
+        &(any_op(), proptest::bool::ANY, any_status(), any_code()),
+        |(op, conditional, st, code)| {
+            classification_holds(mutant, op, conditional, st, &code).map_err(TestCaseError::fail)
+        },
+    );
+    assert!(found.is_err(), "the property did not refute the mutant");
+}
+
+/// Issue 16: a failed read said "the outcome of a write is unknown" (found by the property
+/// above): reads say they can be retried, writes that their outcome is unknown.
+#[test]
+fn unknown_outcomes_say_what_they_mean_for_reads_and_for_writes() {
+    let Failure::Error(read) = status(Op::Get, false, 503, "SlowDown") else {
+        panic!()
+    };
+    assert!(
+        read.message().contains("the read can be retried") && !read.message().contains("write"),
+        "{read}"
+    );
+    let Failure::Error(write) = status(Op::Update, true, 503, "SlowDown") else {
+        panic!()
+    };
+    assert!(
+        write.message().contains("the outcome of the write is unknown until read back"),
+        "{write}"
+    );
+}
