@@ -25,6 +25,9 @@ mod runtime;
 mod store;
 
 #[cfg(test)]
+mod input_tests;
+
+#[cfg(test)]
 mod tests {
     use crate::{boundary::*, error::*};
     use std::ffi::{c_int, CStr};

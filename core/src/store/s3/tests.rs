@@ -313,7 +313,9 @@ fn unknown_outcomes_say_what_they_mean_for_reads_and_for_writes() {
         panic!()
     };
     assert!(
-        write.message().contains("the outcome of the write is unknown until read back"),
+        write
+            .message()
+            .contains("the outcome of the write is unknown until read back"),
         "{write}"
     );
 }
