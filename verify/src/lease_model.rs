@@ -1,0 +1,843 @@
+//! Model checking of the exclusive-lease protocol with stateright, using the protocol's own
+//! state machines (`lease::protocol`): the very code the drivers run, not a re-implementation.
+//!
+//! The model (docs/model.md): two clients and an operator share one lease record in a store
+//! that applies conditional writes atomically. Each client is a [`Acquirer`] while acquiring and
+//! a [`Hold`] (renewing with [`WriteOp`]) while holding. Time is discrete (1 tick = 1 s) and
+//! global; each client reads its own clock, which may fall one tick behind once (bounded rate
+//! drift). The network may delay a request past the client's timeout and apply it later (a
+//! late-landing write), apply a request and lose its reply, or answer `Unavailable` without
+//! applying. Any client may crash at any time (its requests in flight may still land), and the
+//! operator may break the lease. Checked: at most one client believes it holds the lease at any
+//! instant (by its own clock, given the grace covers the drift); epochs strictly increase; a
+//! takeover does happen (so the check is not vacuous); and, in a fault-free variant, a crashed
+//! holder is replaced within the documented bound.
+//!
+//! `cargo test --release -p lease-verify` runs the bounded checks; `LEASE_MODEL=deep` explores
+//! a larger bound (docs/verification.md has the figures).
+
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use stateright::{Checker, Model, Property};
+
+use lease::clock::Instant;
+use lease::options::{LeaseOptions, Timing};
+use lease::protocol::acquire::{Acquirer, Event, Plan, Step};
+use lease::protocol::breaking::{self, BreakMode, BreakPlan};
+use lease::protocol::hold::{Hold, LostReason};
+use lease::protocol::view::View;
+use lease::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
+use lease::protocol::Entropy;
+use lease::record::{Holder, Record, RecordState};
+use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
+use lease::Error;
+
+// ---------------------------------------------------------------------------------------------
+// Time and randomness of the model.
+
+/// The model's instants: one fixed origin plus whole ticks (seconds).
+pub(crate) fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+pub(crate) fn at(ticks: u32) -> Instant {
+    origin() + Duration::from_secs(ticks as u64)
+}
+
+/// The store's clock: whole seconds (an S3-like store; resolution 1 s).
+pub(crate) fn store_time(ticks: u32) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + ticks as u64)
+}
+
+/// Deterministic randomness: nonces count up per client; no jitter.
+pub(crate) struct Counter<'a>(&'a Cell<u32>, usize);
+
+impl Entropy for Counter<'_> {
+    fn nonce(&self) -> String {
+        let n = self.0.get() + 1;
+        self.0.set(n);
+        format!("c{}n{n}", self.1)
+    }
+    fn jitter(&self, d: Duration, _spread: f64) -> Duration {
+        d
+    }
+}
+
+pub(crate) fn timing(grace: Duration) -> Timing {
+    let caps = Capabilities {
+        conditional_delete: true,
+        clock_resolution: Duration::from_secs(1),
+        store_clock_rule: true,
+        wall_clock: true,
+        versions_are_unique: true,
+    };
+    LeaseOptions::new(Duration::from_secs(4))
+        .renew_interval(Duration::from_secs(2))
+        .request_timeout(Duration::from_secs(1))
+        .poll_interval(Duration::from_secs(1))
+        .grace(grace)
+        .timing(&caps)
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The state.
+
+/// The lease record as the store keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Stored {
+    generation: u64,
+    bytes: Bytes,
+    modified: u32,
+}
+
+/// A request on its way, or its answer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Req {
+    Get { if_none_match: Option<Version> },
+    Put { bytes: Bytes, cond: Cond },
+}
+
+/// Where a request is. Without faults a request is applied and answered within the tick it
+/// is sent in; faults hold it up across ticks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Flight {
+    /// Sent; it will be applied and answered at once, unless a fault intervenes.
+    Sent(Req),
+    /// Held up in the network: applied (and answered) at a later tick, or never.
+    Delayed(Req),
+    /// Applied; the answer is held up.
+    Answered(Req, Answer),
+    /// Applied; the answer was lost (the client will time out).
+    Lost(Req),
+}
+
+/// A store's answer (errors are only `Unavailable`: the model's network fails, the store does
+/// not).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Answer {
+    Get(Get),
+    Put(Put),
+    Unavailable,
+}
+
+/// What a client is waiting for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Io {
+    Request(Flight),
+    Sleep(Instant),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Idle,
+    Acquiring(Acquirer, Io),
+    Holding(Hold, Option<(WriteOp, Record, Io)>),
+    Crashed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ClientState {
+    phase: Phase,
+    nonces: u32,
+    acquisitions: u8,
+    /// When the current acquisition started.
+    since: u32,
+    /// Ticks this client's clock is behind true time (0 or 1: bounded drift).
+    lag: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    t: u32,
+    store: Option<Stored>,
+    generations: u64,
+    clients: Vec<ClientState>,
+    /// Requests whose sender gave up (timed out or crashed); they may still land.
+    orphans: Vec<Req>,
+    faults: u8,
+    breaks: u8,
+    /// The highest epoch acquired so far.
+    granted: u64,
+    /// Set when a transition broke an invariant that is not a property of a single state.
+    bad: Option<&'static str>,
+    acquired_twice: bool,
+    /// When a holder crashed (fault-free liveness variant), and whether someone acquired since.
+    crashed_holding_at: Option<u32>,
+    acquired_after_crash: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    Tick,
+    Start(usize),
+    /// Apply the client's request and answer it.
+    Deliver(usize),
+    DeliverOrphan(usize),
+    DropOrphan(usize),
+    /// Deliver an answer that was held up.
+    Reply(usize),
+    /// Faults: hold the request up; apply it but hold the answer up; apply it and lose the
+    /// answer; fail it without applying it.
+    Delay(usize),
+    DelayAnswer(usize),
+    LoseReply(usize),
+    Fail(usize),
+    /// The client stops waiting: a request held up stays in the network and may land later.
+    Timeout(usize),
+    Wake(usize),
+    Renew(usize),
+    Release(usize),
+    Crash(usize),
+    Drift(usize),
+    Break,
+}
+
+/// The model's bounds and switches.
+#[derive(Clone, Debug)]
+pub struct LeaseModel {
+    pub clients: usize,
+    pub max_time: u32,
+    pub max_faults: u8,
+    pub acquisitions: u8,
+    pub breaks: u8,
+    pub grace: Duration,
+    pub drift: bool,
+    pub crashes: bool,
+}
+
+impl LeaseModel {
+    fn timing(&self) -> Timing {
+        timing(self.grace)
+    }
+
+    fn local(&self, s: &State, c: usize) -> u32 {
+        s.t.saturating_sub(s.clients[c].lag)
+    }
+
+    fn plan(&self, c: usize) -> Plan {
+        Plan {
+            url: "model://lease".into(),
+            holder: Holder {
+                id: format!("client-{c}"),
+                ..Holder::default()
+            },
+            timing: self.timing(),
+            data: None,
+            try_once: false,
+            wait_deadline: None,
+            retry_deadline: None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The store.
+
+pub(crate) fn apply(s: &mut State, req: &Req) -> Answer {
+    match req {
+        Req::Get { if_none_match } => {
+            let server_now = Some(store_time(s.t));
+            Answer::Get(match &s.store {
+                None => Get::NotFound { server_now },
+                Some(o) if if_none_match.as_ref() == Some(&version(o)) => {
+                    Get::NotModified { server_now }
+                }
+                Some(o) => Get::Found(object(o, s.t)),
+            })
+        }
+        Req::Put { bytes, cond } => {
+            let allowed = match (cond, &s.store) {
+                (Cond::Create, None) => true,
+                (Cond::Match(v), Some(o)) => *v == version(o),
+                _ => false,
+            };
+            if !allowed {
+                return Answer::Put(Put::ConditionFailed);
+            }
+            s.generations += 1;
+            let stored = Stored {
+                generation: s.generations,
+                bytes: bytes.clone(),
+                modified: s.t,
+            };
+            let v = version(&stored);
+            s.store = Some(stored);
+            Answer::Put(Put::Written {
+                version: v,
+                server_now: Some(store_time(s.t)),
+            })
+        }
+    }
+}
+
+pub(crate) fn version(o: &Stored) -> Version {
+    Version {
+        etag: format!("g{}", o.generation),
+        generation: Some(o.generation),
+    }
+}
+
+pub(crate) fn object(o: &Stored, t: u32) -> Object {
+    Object {
+        bytes: Some(o.bytes.clone()),
+        size: o.bytes.len() as u64,
+        version: version(o),
+        last_modified: Some(store_time(o.modified)),
+        server_now: Some(store_time(t)),
+        meta: Default::default(),
+    }
+}
+
+pub(crate) fn record_holder(o: &Stored) -> String {
+    match Record::parse(Some(&o.bytes), o.bytes.len() as u64) {
+        lease::record::Parsed::Valid(r) => r.holder.id,
+        _ => String::new(),
+    }
+}
+
+pub(crate) fn unavailable() -> Error {
+    Error::unavailable("the model's network failed")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving the protocol's machines.
+
+impl LeaseModel {
+    /// Feed an acquirer an event and turn its step into what the client waits for next.
+    fn acquirer_step(&self, s: &mut State, c: usize, mut m: Acquirer, event: Event) {
+        let now = at(self.local(s, c));
+        let nonces = Cell::new(s.clients[c].nonces);
+        let step = m.step(event, now, store_time(s.t), &Counter(&nonces, c));
+        s.clients[c].nonces = nonces.get();
+        s.clients[c].phase = match step {
+            Step::Read { if_none_match } => {
+                Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Get { if_none_match })))
+            }
+            Step::Put { bytes, cond } => {
+                Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Put { bytes, cond })))
+            }
+            Step::Sleep { until, .. } => Phase::Acquiring(m, Io::Sleep(until)),
+            Step::Acquired {
+                record,
+                version,
+                t_send,
+            } => {
+                if record.epoch <= s.granted {
+                    s.bad = Some("an epoch was handed out twice or went backwards");
+                }
+                if s.granted > 0 {
+                    s.acquired_twice = true;
+                }
+                if s.crashed_holding_at.is_some() {
+                    s.acquired_after_crash = true;
+                }
+                s.granted = s.granted.max(record.epoch);
+                Phase::Holding(
+                    Hold::new("model://lease", record, version, t_send, self.timing()),
+                    None,
+                )
+            }
+            Step::Failed(_) => Phase::Idle,
+        };
+    }
+
+    /// Feed a holder's write (a renewal or a release) an event.
+    fn hold_step(
+        &self,
+        s: &mut State,
+        c: usize,
+        mut h: Hold,
+        mut op: WriteOp,
+        record: Record,
+        event: WriteEvent,
+    ) {
+        let now = at(self.local(s, c));
+        if now >= h.deadline() {
+            // The driver's watchdog fired at the deadline: the lease is lost, and the write in
+            // progress is abandoned (a request of it in flight may still land).
+            if let Some(Io::Request(Flight::Sent(req) | Flight::Delayed(req))) = self.io(s, c) {
+                s.orphans.push(req);
+            }
+            s.clients[c].phase = Phase::Idle;
+            return;
+        }
+        let nonces = Cell::new(s.clients[c].nonces);
+        let step = op.step(event, now, &Counter(&nonces, c));
+        s.clients[c].nonces = nonces.get();
+        let io = match step {
+            WriteStep::Put { bytes, cond } => Io::Request(Flight::Sent(Req::Put { bytes, cond })),
+            WriteStep::Read => Io::Request(Flight::Sent(Req::Get {
+                if_none_match: None,
+            })),
+            WriteStep::Sleep(d) => Io::Sleep(now + d),
+            WriteStep::Done(outcome) => {
+                let releasing = record.state == RecordState::Released;
+                // A release whose outcome is unknown leaves the lease "being released": not
+                // believed, and not retried by this model (the client goes idle).
+                match outcome {
+                    Ok(Written::Landed { version, t_send }) if !releasing => {
+                        h.renewed(record, version, t_send);
+                    }
+                    Ok(Written::Landed { .. } | Written::Replaced { .. }) => h.released(),
+                    Ok(Written::Rejected { current }) => {
+                        h.lose(LostReason::from_current(&current, &h.holder().id.clone()));
+                    }
+                    Err(_) if now >= h.deadline() => {
+                        h.lose(LostReason::Expired);
+                    }
+                    Err(_) => {}
+                }
+                s.clients[c].phase = match h.phase {
+                    lease::protocol::hold::Phase::Held => Phase::Holding(h, None),
+                    _ => Phase::Idle,
+                };
+                let _ = releasing;
+                return;
+            }
+        };
+        s.clients[c].phase = Phase::Holding(h, Some((op, record, io)));
+    }
+
+    /// Deliver an answer to client `c`.
+    fn answer(&self, s: &mut State, c: usize, answer: Answer) {
+        match s.clients[c].phase.clone() {
+            Phase::Acquiring(m, _) => {
+                let event = match answer {
+                    Answer::Get(g) => Event::Read(Ok(g)),
+                    Answer::Put(p) => Event::Put(Ok(p)),
+                    Answer::Unavailable => match self.req_of(s, c) {
+                        Some(Req::Get { .. }) => Event::Read(Err(unavailable())),
+                        _ => Event::Put(Err(unavailable())),
+                    },
+                };
+                self.acquirer_step(s, c, m, event);
+            }
+            Phase::Holding(h, Some((op, record, _))) => {
+                let event = match answer {
+                    Answer::Get(g) => WriteEvent::Read(Ok(g)),
+                    Answer::Put(p) => WriteEvent::Put(Ok(p)),
+                    Answer::Unavailable => match self.req_of(s, c) {
+                        Some(Req::Get { .. }) => WriteEvent::Read(Err(unavailable())),
+                        _ => WriteEvent::Put(Err(unavailable())),
+                    },
+                };
+                self.hold_step(s, c, h, op, record, event);
+            }
+            other => unreachable!("an answer for a client that sent nothing: {other:?}"),
+        }
+    }
+
+    fn io(&self, s: &State, c: usize) -> Option<Io> {
+        match &s.clients[c].phase {
+            Phase::Acquiring(_, io) => Some(io.clone()),
+            Phase::Holding(_, Some((_, _, io))) => Some(io.clone()),
+            _ => None,
+        }
+    }
+
+    /// A request sent and not yet applied.
+    fn pending_req(&self, s: &State, c: usize) -> Option<Req> {
+        match self.io(s, c) {
+            Some(Io::Request(Flight::Sent(r))) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The request of whatever is in flight.
+    fn req_of(&self, s: &State, c: usize) -> Option<Req> {
+        match self.io(s, c) {
+            Some(Io::Request(
+                Flight::Sent(r) | Flight::Delayed(r) | Flight::Answered(r, _) | Flight::Lost(r),
+            )) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn set_flight(&self, s: &mut State, c: usize, f: Flight) {
+        match &mut s.clients[c].phase {
+            Phase::Acquiring(_, io) => *io = Io::Request(f),
+            Phase::Holding(_, Some((_, _, io))) => *io = Io::Request(f),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Whether client `c` believes it holds the lease now, by its own clock.
+    fn believes(&self, s: &State, c: usize) -> bool {
+        match &s.clients[c].phase {
+            Phase::Holding(h, _) => h.believes(at(self.local(s, c))),
+            _ => false,
+        }
+    }
+}
+
+impl Model for LeaseModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            t: 0,
+            store: None,
+            generations: 0,
+            clients: vec![
+                ClientState {
+                    phase: Phase::Idle,
+                    nonces: 0,
+                    acquisitions: 0,
+                    since: 0,
+                    lag: 0,
+                };
+                self.clients
+            ],
+            orphans: vec![],
+            faults: 0,
+            breaks: 0,
+            granted: 0,
+            bad: None,
+            acquired_twice: false,
+            crashed_holding_at: None,
+            acquired_after_crash: false,
+        }]
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        if s.bad.is_some() {
+            return;
+        }
+        let faults_left = s.faults < self.max_faults;
+        // Time moves on only when nothing is due now: requests not held up are applied and
+        // answered, sleeps that are over end, renewals that are due start.
+        let mut due = false;
+        for c in 0..self.clients {
+            let client = &s.clients[c];
+            let now = at(self.local(s, c));
+            match &client.phase {
+                Phase::Crashed => continue,
+                Phase::Idle if client.acquisitions < self.acquisitions => {
+                    actions.push(Action::Start(c))
+                }
+                Phase::Holding(h, None) => {
+                    // Renewals start when due, before the deadline (the watchdog ends the
+                    // lease at the deadline).
+                    if now >= h.renew_at() && now < h.deadline() {
+                        actions.push(Action::Renew(c));
+                        due = true;
+                    }
+                    actions.push(Action::Release(c));
+                }
+                _ => {}
+            }
+            match self.io(s, c) {
+                Some(Io::Sleep(until)) if now >= until => {
+                    actions.push(Action::Wake(c));
+                    due = true;
+                }
+                Some(Io::Request(Flight::Sent(_))) => {
+                    due = true;
+                    actions.push(Action::Deliver(c));
+                    if faults_left {
+                        actions.push(Action::Delay(c));
+                        actions.push(Action::DelayAnswer(c));
+                        actions.push(Action::LoseReply(c));
+                        actions.push(Action::Fail(c));
+                    }
+                }
+                Some(Io::Request(Flight::Delayed(_))) => {
+                    actions.push(Action::Deliver(c));
+                    actions.push(Action::Timeout(c));
+                }
+                Some(Io::Request(Flight::Answered(..))) => {
+                    actions.push(Action::Reply(c));
+                    actions.push(Action::Timeout(c));
+                }
+                Some(Io::Request(Flight::Lost(_))) => actions.push(Action::Timeout(c)),
+                _ => {}
+            }
+            if self.crashes && faults_left {
+                actions.push(Action::Crash(c));
+            }
+            if self.drift && client.lag == 0 {
+                actions.push(Action::Drift(c));
+            }
+        }
+        for i in 0..s.orphans.len() {
+            actions.push(Action::DeliverOrphan(i));
+            actions.push(Action::DropOrphan(i));
+        }
+        if s.breaks < self.breaks && s.store.is_some() {
+            actions.push(Action::Break);
+        }
+        if s.t < self.max_time && !due {
+            actions.push(Action::Tick);
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Tick => s.t += 1,
+            Action::Start(c) => {
+                s.clients[c].acquisitions += 1;
+                s.clients[c].since = s.t;
+                let now = at(self.local(&s, c));
+                let m = Acquirer::new(self.plan(c), 0, None, now);
+                self.acquirer_step(&mut s, c, m, Event::Start);
+            }
+            Action::Deliver(c) => {
+                let req = self.req_of(&s, c)?;
+                let answer = apply(&mut s, &req);
+                self.answer(&mut s, c, answer);
+            }
+            Action::Delay(c) => {
+                s.faults += 1;
+                let req = self.pending_req(&s, c)?;
+                self.set_flight(&mut s, c, Flight::Delayed(req));
+            }
+            Action::DelayAnswer(c) => {
+                s.faults += 1;
+                let req = self.pending_req(&s, c)?;
+                let answer = apply(&mut s, &req);
+                self.set_flight(&mut s, c, Flight::Answered(req, answer));
+            }
+            Action::LoseReply(c) => {
+                s.faults += 1;
+                let req = self.pending_req(&s, c)?;
+                apply(&mut s, &req);
+                self.set_flight(&mut s, c, Flight::Lost(req));
+            }
+            Action::Fail(c) => {
+                s.faults += 1;
+                self.answer(&mut s, c, Answer::Unavailable);
+            }
+            Action::Timeout(c) => {
+                // A request held up and not yet applied stays in the network, and may land.
+                if let Some(Io::Request(Flight::Delayed(req))) = self.io(&s, c) {
+                    s.orphans.push(req);
+                }
+                self.answer(&mut s, c, Answer::Unavailable);
+            }
+            Action::Reply(c) => match self.io(&s, c) {
+                Some(Io::Request(Flight::Answered(_, a))) => self.answer(&mut s, c, a),
+                _ => return None,
+            },
+            Action::Wake(c) => match s.clients[c].phase.clone() {
+                Phase::Acquiring(m, _) => self.acquirer_step(&mut s, c, m, Event::Slept),
+                Phase::Holding(h, Some((op, record, _))) => {
+                    self.hold_step(&mut s, c, h, op, record, WriteEvent::Slept)
+                }
+                _ => return None,
+            },
+            Action::Renew(c) | Action::Release(c) => {
+                let Phase::Holding(mut h, None) = s.clients[c].phase.clone() else {
+                    return None;
+                };
+                if matches!(action, Action::Release(_)) {
+                    h.start_release();
+                }
+                let state = if matches!(action, Action::Renew(_)) {
+                    RecordState::Held
+                } else {
+                    RecordState::Released
+                };
+                let now = at(self.local(&s, c));
+                let nonces = Cell::new(s.clients[c].nonces);
+                let write = h.next_write(state, store_time(s.t), &Counter(&nonces, c));
+                s.clients[c].nonces = nonces.get();
+                let Some((record, cond)) = write else {
+                    s.clients[c].phase = Phase::Idle;
+                    return Some(s);
+                };
+                let op = WriteOp::new(
+                    "model://lease",
+                    &record,
+                    cond,
+                    h.deadline().max(now),
+                    &self.timing(),
+                );
+                self.hold_step(&mut s, c, h, op, record, WriteEvent::Start);
+            }
+            Action::Crash(c) => {
+                s.faults += 1;
+                if self.believes(&s, c) {
+                    s.crashed_holding_at = Some(s.t);
+                }
+                if let Some(Io::Request(Flight::Sent(req) | Flight::Delayed(req))) = self.io(&s, c)
+                {
+                    s.orphans.push(req);
+                }
+                s.clients[c].phase = Phase::Crashed;
+            }
+            Action::Drift(c) => s.clients[c].lag = 1,
+            Action::DeliverOrphan(i) => {
+                let req = s.orphans.remove(i);
+                apply(&mut s, &req);
+            }
+            Action::DropOrphan(i) => {
+                s.orphans.remove(i);
+            }
+            Action::Break => {
+                s.breaks += 1;
+                let mut view = View::default();
+                let read = apply(
+                    &mut s,
+                    &Req::Get {
+                        if_none_match: None,
+                    },
+                );
+                let Answer::Get(get) = read else {
+                    unreachable!()
+                };
+                view.absorb(get, at(s.t));
+                let operator = Holder {
+                    id: "operator".into(),
+                    ..Holder::default()
+                };
+                let nonces = Cell::new(s.breaks as u32);
+                match breaking::plan(
+                    &view,
+                    0,
+                    BreakMode::WaitOutHolder,
+                    operator,
+                    &self.timing(),
+                    store_time(s.t),
+                    &Counter(&nonces, 99),
+                ) {
+                    BreakPlan::Write { record, cond } => {
+                        apply(
+                            &mut s,
+                            &Req::Put {
+                                bytes: record.to_bytes(),
+                                cond,
+                            },
+                        );
+                    }
+                    BreakPlan::Nothing | BreakPlan::AlreadyBroken => {}
+                }
+            }
+        }
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(
+                "at most one holder believes",
+                |m: &LeaseModel, s: &State| {
+                    (0..m.clients).filter(|&c| m.believes(s, c)).count() <= 1
+                },
+            ),
+            Property::always("epochs strictly increase", |_, s: &State| s.bad.is_none()),
+            Property::sometimes("a second holder gets the lease", |_, s: &State| {
+                s.acquired_twice
+            }),
+        ]
+    }
+}
+
+/// A fault-free world where a holder may crash: it is replaced within ttl + grace +
+/// resolution + poll (+ the request round trips, a tick each here).
+#[derive(Clone, Debug)]
+pub struct Liveness(pub LeaseModel);
+
+impl Model for Liveness {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        self.0.init_states()
+    }
+
+    fn actions(&self, s: &State, actions: &mut Vec<Action>) {
+        let mut all = vec![];
+        self.0.actions(s, &mut all);
+        // Only the holder crashes, once; the network is reliable and prompt (everything due
+        // happens before time moves on); nobody releases.
+        all.retain(|a| match a {
+            Action::Crash(c) => s.crashed_holding_at.is_none() && self.0.believes(s, *c),
+            Action::Release(_)
+            | Action::Fail(_)
+            | Action::LoseReply(_)
+            | Action::Timeout(_)
+            | Action::Delay(_)
+            | Action::DelayAnswer(_)
+            | Action::Break => false,
+            _ => true,
+        });
+        actions.extend(all);
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        self.0.next_state(last, action)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![Property::always(
+            "a crashed holder is replaced within the bound",
+            |m: &Liveness, s: &State| {
+                let t = m.0.timing();
+                let bound =
+                    (t.ttl + t.grace_for(t.ttl) + t.resolution + t.poll).as_secs() as u32 + 1;
+                let Some(crash) = s.crashed_holding_at else {
+                    return true;
+                };
+                // The bound counts from the dead holder's last write that landed: a renewal it
+                // sent before crashing may land after the crash, and nobody can tell it from a
+                // live one.
+                let crash = match &s.store {
+                    Some(o) if record_holder(o) != "operator" && !s.acquired_after_crash => {
+                        crash.max(o.modified)
+                    }
+                    _ => crash,
+                };
+                // Nobody still trying has been trying longer than the bound since the crash.
+                s.clients.iter().all(|c| {
+                    !matches!(c.phase, Phase::Acquiring(..)) || s.t <= c.since.max(crash) + bound
+                })
+            },
+        )]
+    }
+}
+
+/// The model with every feature off: two clients, one acquisition each, reliable network.
+/// Each check below turns on what it is about; `LEASE_MODEL=deep` widens the bounds
+/// (docs/verification.md has the figures of both).
+pub fn base() -> LeaseModel {
+    LeaseModel {
+        clients: 2,
+        max_time: 8,
+        max_faults: 0,
+        acquisitions: 1,
+        breaks: 0,
+        grace: Duration::from_secs(1),
+        drift: false,
+        crashes: false,
+    }
+}
+
+pub fn deep() -> bool {
+    std::env::var("LEASE_MODEL").is_ok_and(|v| v == "deep")
+}
+
+pub fn check<M>(model: M, what: &str) -> usize
+where
+    M: Model + Send + Sync + 'static,
+    M::State: std::fmt::Debug + std::hash::Hash + Send + Sync + Clone + PartialEq,
+    M::Action: std::fmt::Debug + Send + Sync + Clone + PartialEq,
+{
+    let started = std::time::Instant::now();
+    let checker = model.checker().threads(2).spawn_bfs().join();
+    eprintln!(
+        "{what}: {} states ({} unique) in {:.1?}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        started.elapsed()
+    );
+    checker.assert_properties();
+    checker.unique_state_count()
+}
