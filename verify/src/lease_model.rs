@@ -16,7 +16,6 @@
 //! `cargo test --release -p lease-verify` runs the bounded checks; `LEASE_MODEL=deep` explores
 //! a larger bound (docs/verification.md has the figures).
 
-
 use std::cell::Cell;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
@@ -162,6 +161,7 @@ pub struct State {
     orphans: Vec<Req>,
     faults: u8,
     breaks: u8,
+    deletes: u8,
     /// The highest epoch acquired so far.
     granted: u64,
     /// Set when a transition broke an invariant that is not a property of a single state.
@@ -196,6 +196,8 @@ pub enum Action {
     Crash(usize),
     Drift(usize),
     Break,
+    /// The record is deleted by hand (or a lifecycle rule) while nobody believes they hold it.
+    Delete,
 }
 
 /// The model's bounds and switches.
@@ -206,6 +208,11 @@ pub struct LeaseModel {
     pub max_faults: u8,
     pub acquisitions: u8,
     pub breaks: u8,
+    /// How the operator breaks (`AllowTwoHolders` is the old behaviour, a negative control).
+    pub break_mode: BreakMode,
+    /// Deletions of the record by hand, while nobody believes they hold it and once the clock
+    /// has passed every epoch handed out.
+    pub deletes: u8,
     pub grace: Duration,
     pub drift: bool,
     pub crashes: bool,
@@ -498,6 +505,7 @@ impl Model for LeaseModel {
             orphans: vec![],
             faults: 0,
             breaks: 0,
+            deletes: 0,
             granted: 0,
             bad: None,
             acquired_twice: false,
@@ -569,6 +577,17 @@ impl Model for LeaseModel {
         for i in 0..s.orphans.len() {
             actions.push(Action::DeliverOrphan(i));
             actions.push(Action::DropOrphan(i));
+        }
+        // The assumption a deletion relies on (docs/protocol.md §6): by the time a record is
+        // deleted, the clock has passed every epoch handed out (epochs grow by one per hand-over,
+        // clocks by one per millisecond; in this model a tick is a second and actions take no
+        // time, so the record must be at least a tick older than the last epoch).
+        if s.deletes < self.deletes
+            && s.store.is_some()
+            && lease::unix_ms(store_time(s.t)) > s.granted
+            && !(0..self.clients).any(|c| self.believes(s, c))
+        {
+            actions.push(Action::Delete);
         }
         if s.breaks < self.breaks && s.store.is_some() {
             actions.push(Action::Break);
@@ -674,6 +693,10 @@ impl Model for LeaseModel {
                 s.clients[c].phase = Phase::Crashed;
             }
             Action::Drift(c) => s.clients[c].lag = 1,
+            Action::Delete => {
+                s.deletes += 1;
+                s.store = None;
+            }
             Action::DeliverOrphan(i) => {
                 let req = s.orphans.remove(i);
                 apply(&mut s, &req);
@@ -702,7 +725,7 @@ impl Model for LeaseModel {
                 match breaking::plan(
                     &view,
                     0,
-                    BreakMode::WaitOutHolder,
+                    self.break_mode,
                     operator,
                     &self.timing(),
                     store_time(s.t),
@@ -814,6 +837,8 @@ pub fn base() -> LeaseModel {
         max_faults: 0,
         acquisitions: 1,
         breaks: 0,
+        break_mode: BreakMode::WaitOutHolder,
+        deletes: 0,
         grace: Duration::from_secs(1),
         drift: false,
         crashes: false,

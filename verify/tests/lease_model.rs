@@ -58,6 +58,18 @@ fn epochs_increase_over_releases_and_takeovers() {
 }
 
 #[test]
+fn epochs_increase_when_the_record_is_deleted_by_hand() {
+    // A record deleted between holders is made again above every epoch handed out.
+    let m = LeaseModel {
+        acquisitions: if deep() { 2 } else { 1 },
+        deletes: 1,
+        max_time: if deep() { 7 } else { 5 },
+        ..base()
+    };
+    check(m, "a deletion between holders");
+}
+
+#[test]
 fn a_crashed_holder_is_replaced_within_the_bound() {
     let m = LeaseModel {
         max_faults: 1, // the crash
@@ -96,6 +108,8 @@ fn sizes() {
         max_faults: 0,
         acquisitions: 1,
         breaks: 0,
+        break_mode: lease::BreakMode::WaitOutHolder,
+        deletes: 0,
         grace: Duration::from_secs(1),
         drift: false,
         crashes: false,

@@ -154,6 +154,11 @@ impl Hold {
     pub fn remaining(&self, now: Instant) -> Duration {
         match self.phase {
             Phase::Held => self.deadline().saturating_duration_since(now),
+            Phase::Releasing
+                if super::mutants::on(super::mutants::Mutant::BelieveWhileReleasing) =>
+            {
+                self.deadline().saturating_duration_since(now)
+            }
             _ => Duration::ZERO,
         }
     }

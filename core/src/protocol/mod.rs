@@ -5,7 +5,7 @@
 //! this record under this condition, sleep until then, give up, report the lease lost. Nothing
 //! here touches a store, a clock or a random generator: times come in as arguments and
 //! randomness through [`Entropy`]. The async drivers (`client`, `acquire`, `lease`, `fence`,
-//! `status`) only carry out the steps; the model checker (`core/tests/model.rs`) runs the very
+//! `status`) only carry out the steps; the model checker (`verify/`) runs the very
 //! same state machines against a modelled store, network and clocks. This is the shape of
 //! sans-IO protocol crates (quinn-proto, rustls' state machines).
 //!
@@ -16,6 +16,7 @@
 //! - [`hold`]: a held lease — deadline, renewal, loss, release, tidying up after a loss.
 //! - [`breaking`]: an operator's break.
 //! - [`fence`]: fenced writes' verdicts and the outcome of a fenced write.
+//! - [`mutants`]: the model checker's negative controls (off unless a test turns one on).
 //!
 //! See docs/model.md for the state machine and its assumptions.
 
@@ -23,6 +24,7 @@ pub mod acquire;
 pub mod breaking;
 pub mod fence;
 pub mod hold;
+pub mod mutants;
 pub mod takeover;
 pub mod view;
 pub mod write;

@@ -51,9 +51,12 @@ pub fn decide(
         // a restore): start above any epoch that can have been handed out, as for a corrupt
         // record.
         Some(Seen::Absent) => {
+            if super::mutants::on(super::mutants::Mutant::RecreateAtKnownEpoch) {
+                return Decision::Create { epoch: known + 1 };
+            }
             return Decision::Create {
                 epoch: (known + 1).max(view.time_epoch(wall)),
-            }
+            };
         }
         Some(Seen::Present {
             version,

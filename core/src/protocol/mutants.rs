@@ -1,0 +1,42 @@
+//! Negative controls for the model checker: each [`Mutant`] brings back one bug that the safety
+//! fixes removed (issue 11), so `verify/tests/negative_controls.rs` can show that the checker
+//! finds it. The switch exists only with the `negative-controls` feature, which nothing that
+//! ships turns on; without it [`on`] is a constant `false` and the mutant code is dead.
+
+/// One bug, brought back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Mutant {
+    /// A record made where none is starts at the client's known epoch + 1, so a record deleted
+    /// by hand is made again with an epoch that was already handed out.
+    RecreateAtKnownEpoch = 1,
+    /// A holder goes on believing while its release is in flight, although the release may
+    /// land (and a waiter take over) before the answer comes back.
+    BelieveWhileReleasing = 2,
+}
+
+#[cfg(feature = "negative-controls")]
+static ON: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Bring `mutant` back for the whole process (`None`: none). Test processes only.
+#[cfg(feature = "negative-controls")]
+pub fn set(mutant: Option<Mutant>) {
+    ON.store(
+        mutant.map_or(0, |m| m as u8),
+        std::sync::atomic::Ordering::SeqCst,
+    );
+}
+
+/// Whether `mutant` is on.
+#[inline]
+pub(crate) fn on(mutant: Mutant) -> bool {
+    #[cfg(feature = "negative-controls")]
+    {
+        ON.load(std::sync::atomic::Ordering::SeqCst) == mutant as u8
+    }
+    #[cfg(not(feature = "negative-controls"))]
+    {
+        let _ = mutant;
+        false
+    }
+}
