@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lease::clock::{Clock, Instant, Rng, SimClock};
-
 use lease::ErrorKind;
 
 mod sim;
