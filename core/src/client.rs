@@ -206,20 +206,6 @@ impl Client {
         }
     }
 
-    /// The shared client for the store of a lease URL, and the lease's key. Every call for the
-    /// same store returns the same client, so what it learns about keys is shared.
-    pub fn for_url(url: &str) -> Result<(Client, String)> {
-        let lease = crate::LeaseUrl::parse(url)?;
-        let client = Client::for_store(&lease.store).map_err(|e| e.with_lease(url))?;
-        Ok((client, lease.key))
-    }
-
-    /// The client of the store at `url`, shared by everything in this process that names the
-    /// same store (one registry; a forked child starts a new one).
-    pub fn for_store(url: &crate::StoreUrl) -> Result<Client> {
-        crate::registry::client(url)
-    }
-
     pub fn store(&self) -> &DynStore {
         &self.inner.store
     }

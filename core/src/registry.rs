@@ -14,7 +14,33 @@ use std::sync::Mutex;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::store::url::StoreUrl;
+use crate::store::DynStore;
+use crate::store::url::{LeaseUrl, StoreUrl};
+
+/// The registry's entry points (defined here, so the client does not depend on its registry).
+impl Client {
+    /// The shared client for the store of a lease URL, and the lease's key. Every call for the
+    /// same store returns the same client, so what it learns about keys is shared.
+    pub fn for_url(url: &str) -> Result<(Client, String)> {
+        let lease = LeaseUrl::parse(url)?;
+        let client = Client::for_store(&lease.store).map_err(|e| e.with_lease(url))?;
+        Ok((client, lease.key))
+    }
+
+    /// The client of the store at `url`, shared by everything in this process that names the
+    /// same store (one registry; a forked child starts a new one).
+    pub fn for_store(url: &StoreUrl) -> Result<Client> {
+        client(url)
+    }
+}
+
+impl StoreUrl {
+    /// Open the store, or return the one this process already opened for the same URL (the
+    /// store of [`Client::for_store`]).
+    pub fn open(&self) -> Result<DynStore> {
+        Ok(Client::for_store(self)?.store().clone())
+    }
+}
 
 struct Registry {
     /// The process these clients belong to.

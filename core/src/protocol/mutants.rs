@@ -1,7 +1,7 @@
 //! Negative controls for the model checker: each [`Mutant`] brings back one bug that the safety
 //! fixes removed (issue 11), so `verify/tests/negative_controls.rs` can show that the checker
 //! finds it. The switch exists only with the `negative-controls` feature, which nothing that
-//! ships turns on; without it [`on`] is a constant `false` and the mutant code is dead.
+//! ships turns on; without it the check is a constant `false` and the mutant code is dead.
 
 /// One bug, brought back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

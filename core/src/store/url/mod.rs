@@ -357,12 +357,6 @@ impl StoreUrl {
             .map_err(|e| Error::invalid(e.message().replace(&probe, s)))
     }
 
-    /// Open the store, or return the one this process already opened for the same URL (the
-    /// store of [`Client::for_store`](crate::Client::for_store)).
-    pub fn open(&self) -> Result<DynStore> {
-        Ok(crate::Client::for_store(self)?.store().clone())
-    }
-
     /// Open a new store (and client) for this URL, outside the process's registry (what
     /// [`StoreUrl::open`] and [`Client::for_store`](crate::Client::for_store) share): for
     /// tests that want a store of their own.
