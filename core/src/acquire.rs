@@ -7,9 +7,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::client::{local_wake, Client};
+use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Lease;
-use crate::options::{format_duration, LeaseOptions};
+use crate::options::LeaseOptions;
 use crate::protocol::acquire::{Acquirer, Event, Plan, Step};
 use crate::protocol::breaking::{self, BreakMode, BreakPlan};
 use crate::protocol::view::View;

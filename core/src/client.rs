@@ -14,8 +14,9 @@ use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use crate::clock::{Clock, Instant, Rng, SystemClock};
+use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{format_duration, Timing};
+use crate::options::Timing;
 use crate::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
 use crate::record::{Holder, Record, MAX_RECORD_LEN};
 use crate::store::{Cond, DynStore, Get, GetOptions, Meta, Version};

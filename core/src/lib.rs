@@ -22,6 +22,7 @@
 mod acquire;
 mod client;
 pub mod clock;
+mod duration;
 mod election;
 pub mod error;
 mod fence;
@@ -35,11 +36,12 @@ pub mod store;
 mod token;
 
 pub use client::{set_client_name, Client, ClientBuilder};
+pub use duration::{format_duration, parse_duration};
 pub use election::{Election, Leader, LeaderWatch};
 pub use error::{Error, ErrorKind, Result};
 pub use fence::{FencedObject, FencingGate};
 pub use lease::{Lease, LostReason};
-pub use options::{format_duration, parse_duration, LeaseOptions};
+pub use options::LeaseOptions;
 pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use status::{unix_ms, HolderJson, LeaseState, Status, Watcher};

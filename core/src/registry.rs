@@ -14,8 +14,8 @@ use std::sync::Mutex;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::store::DynStore;
 use crate::store::url::{LeaseUrl, StoreUrl};
+use crate::store::DynStore;
 
 /// The registry's entry points (defined here, so the client does not depend on its registry).
 impl Client {

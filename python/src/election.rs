@@ -7,16 +7,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::IntoPyResult;
 use crate::held::PyLease;
+use crate::json;
 use crate::options::{self, Target};
 use crate::runtime::{self, block, Pending};
-use crate::status::{forked_error, json_to_py, poll_of};
+use crate::status::{forked_error, poll_of};
 use lease::{Election, LeaderWatch, LeaseOptions};
 
 /// `{ holder, epoch, data }` (the core's `Leader` JSON), or `None` when nobody leads.
 fn leader_dict(py: Python<'_>, l: Option<lease::Leader>) -> PyResult<Py<PyAny>> {
     match l {
         None => Ok(py.None()),
-        Some(l) => Ok(json_to_py(py, &l.to_json())?.unbind()),
+        Some(l) => Ok(json::to_py(py, &l.to_json())?.unbind()),
     }
 }
 

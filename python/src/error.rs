@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
 
-use crate::status::json_to_py;
+use crate::json;
 use lease::{ErrorKind, Holder, HolderJson};
 
 /// The Python exception class for a core error kind.
@@ -33,7 +33,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
 
 /// `{ id, label, host, pid, user, client }`, absent fields as `None`: the core's `HolderJson`.
 pub fn holder_dict<'py>(py: Python<'py>, h: &Holder) -> PyResult<Bound<'py, PyDict>> {
-    let d = json_to_py(py, &HolderJson::from(h).to_json())?;
+    let d = json::to_py(py, &HolderJson::from(h).to_json())?;
     Ok(d.cast_into::<PyDict>()?)
 }
 

@@ -12,6 +12,7 @@ mod election;
 mod error;
 mod fence;
 mod held;
+mod json;
 mod log;
 mod options;
 mod runtime;

@@ -3,55 +3,21 @@
 //! Status values cross into Python as dicts of exactly the shape of the core's
 //! `Status::to_json()` (the shape `lease status --json` prints); `lease._types.Status` adds
 //! seconds-valued accessors on top. Holders and leaders come from the same serde shapes
-//! (`HolderJson`, `Leader`). They are converted by `json_to_py` rather than `pythonize`: the
-//! newest pythonize (0.29) requires pyo3 0.29, and this module is on pyo3 0.30.
+//! (`HolderJson`, `Leader`). They become Python objects through `json::to_py`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
-use serde_json::Value;
 
 use crate::error::IntoPyResult;
+use crate::json;
 use crate::options::{self, Target};
 use crate::runtime::{self, block, Pending};
 use lease::{Status, Watcher};
 
-/// A JSON value as the equivalent Python object (dict, list, str, int, float, bool, None).
-pub fn json_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match v {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                u.into_pyobject(py)?.into_any()
-            } else if let Some(i) = n.as_i64() {
-                i.into_pyobject(py)?.into_any()
-            } else {
-                n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any()
-            }
-        }
-        Value::String(s) => s.into_pyobject(py)?.into_any(),
-        Value::Array(a) => {
-            let l = PyList::empty(py);
-            for x in a {
-                l.append(json_to_py(py, x)?)?;
-            }
-            l.into_any()
-        }
-        Value::Object(o) => {
-            let d = PyDict::new(py);
-            for (k, x) in o {
-                d.set_item(k, json_to_py(py, x)?)?;
-            }
-            d.into_any()
-        }
-    })
-}
-
 fn status_dict(py: Python<'_>, s: &Status) -> PyResult<Py<PyAny>> {
-    Ok(json_to_py(py, &s.to_json())?.unbind())
+    Ok(json::to_py(py, &s.to_json())?.unbind())
 }
 
 /// status(url) -> dict (the JSON shape of `lease status --json`).

@@ -21,8 +21,9 @@ use super::view::View;
 use super::write::{WriteEvent, WriteOp, WriteStep, Written};
 use super::{Backoff, Entropy};
 use crate::clock::Instant;
+use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{format_duration, Timing};
+use crate::options::Timing;
 use crate::record::{timestamp, Holder, Record, RecordState, FORMAT};
 use crate::store::{Cond, Get, Put, Version};
 

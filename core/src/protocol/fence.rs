@@ -381,7 +381,7 @@ impl FenceOp {
                 .context(format!(
                     "{}: the store was unavailable for {} during a fenced write",
                     self.key_url,
-                    crate::options::format_duration(UNAVAILABLE_BUDGET)
+                    crate::duration::format_duration(UNAVAILABLE_BUDGET)
                 ))
                 .with_lease(&self.key_url)));
         }

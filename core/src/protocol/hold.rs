@@ -8,8 +8,9 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::clock::Instant;
+use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{format_duration, Timing};
+use crate::options::Timing;
 use crate::record::{timestamp, Holder, Parsed, Record, RecordState};
 use crate::store::{Cond, Get, Version};
 

@@ -164,7 +164,7 @@ impl HttpClient {
         tokio::select! {
             r = call => r,
             _ = SystemClock.sleep(self.timeout) => Err(SendError::Unknown(format!(
-                "no answer within {}", crate::options::format_duration(self.timeout)
+                "no answer within {}", crate::duration::format_duration(self.timeout)
             ))),
         }
     }

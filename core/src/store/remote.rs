@@ -67,7 +67,7 @@ pub(crate) fn parse_bool(store: &str, name: &str, value: &str) -> Result<bool> {
 
 /// A duration option above zero.
 pub(crate) fn parse_timeout(store: &str, name: &str, value: &str) -> Result<Duration> {
-    let d = crate::options::parse_duration(value)
+    let d = crate::duration::parse_duration(value)
         .map_err(|e| Error::invalid(format!("{store}: option {name}: {}", e.message())))?;
     if d.is_zero() {
         return Err(Error::invalid(format!(

@@ -131,7 +131,7 @@ impl Settings {
                 "store_clock_rule" => s.store_clock_rule = parse_bool(&store, raw, value)?,
                 "min_write_interval" => {
                     s.min_write_interval =
-                        Some(crate::options::parse_duration(value).map_err(|e| {
+                        Some(crate::duration::parse_duration(value).map_err(|e| {
                             Error::invalid(format!("{store}: option {raw}: {}", e.message()))
                         })?)
                 }

@@ -143,7 +143,7 @@ impl Settings {
                 )));
             }
             let duration = |v: &str| -> Result<Duration> {
-                let d = crate::options::parse_duration(v)
+                let d = crate::duration::parse_duration(v)
                     .map_err(|e| invalid(format!("option {raw_name}: {}", e.message())))?;
                 if d.is_zero() {
                     return Err(invalid(format!("option {raw_name} must be above zero")));
