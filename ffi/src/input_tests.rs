@@ -87,6 +87,15 @@ impl Fixture {
     }
 }
 
+/// Release and free a lease from [`Fixture::acquire`].
+fn release_and_free(l: *mut lease) {
+    // SAFETY: a live lease from `acquire`, released and freed once.
+    unsafe {
+        assert_eq!(lease_release(l, null_mut()), LEASE_OK);
+        lease_free(l);
+    }
+}
+
 impl Drop for Fixture {
     fn drop(&mut self) {
         // SAFETY: both from the calls in `new`, freed once.
@@ -261,11 +270,7 @@ fn fenced_keys_and_data_of_any_bytes_round_trip_or_are_refused_cleanly() {
             },
         )
         .unwrap();
-    // SAFETY: the lease from `acquire`, released and freed once.
-    unsafe {
-        assert_eq!(lease_release(l, null_mut()), LEASE_OK);
-        lease_free(l);
-    }
+    release_and_free(l);
 }
 
 /// A NULL buffer with a length is refused, whatever the length.
@@ -284,11 +289,7 @@ fn a_null_buffer_with_a_length_is_invalid() {
             Ok(())
         })
         .unwrap();
-    // SAFETY: the lease from `acquire`, released and freed once.
-    unsafe {
-        assert_eq!(lease_release(l, null_mut()), LEASE_OK);
-        lease_free(l);
-    }
+    release_and_free(l);
 }
 
 /// Negative control: the answer check refuses what a broken call could do (output on failure
