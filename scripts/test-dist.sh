@@ -238,6 +238,28 @@ EOF
 }
 step "npm install bucket-lease (fresh project, no cargo) + the README example" node_install
 
+# Without its platform package (as on a platform with no prebuilt addon), require() fails with
+# LEASE_NOT_BUILT and names the package to install.
+node_without_addon() {
+  local app=$tmp/node-app-no-addon
+  mkdir -p "$app"
+  (cd "$app" && as_user npm init -y >/dev/null &&
+    as_user npm install --no-audit --no-fund --loglevel=error --omit=optional \
+      --cache "$tmp/npm-cache" --registry "$NPM" "bucket-lease@$VERSION" >/dev/null)
+  [ ! -e "$app/node_modules/bucket-lease-linux-x64-gnu" ] ||
+    { echo "--omit=optional installed the platform package" >&2; return 1; }
+  (cd "$app" && as_user node -e '
+    try {
+      require("bucket-lease");
+    } catch (e) {
+      if (e.code !== "LEASE_NOT_BUILT" || !e.message.includes("bucket-lease-linux-x64-gnu")) throw e;
+      console.log("without the platform package:", e.code, "-", e.message.slice(0, 120) + "…");
+      process.exit(0);
+    }
+    throw new Error("require(\"bucket-lease\") worked without an addon");')
+}
+step "npm install --omit=optional: require() says what is missing" node_without_addon
+
 # The C bundle unpacked into a prefix, and a Go program outside the repository that links it
 # through pkg-config (the Go module comes from the checkout by a replace directive: it is not
 # published yet).
