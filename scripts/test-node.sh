@@ -40,6 +40,7 @@ check_version node/package.json "$(node -p 'require("./node/package.json").versi
 check_crate_version node/Cargo.toml
 check_version "node/package-lock.json (run npm install in node/)" \
   "$(node -p 'require("./node/package-lock.json").version')"
+check_version node/npm/linux-x64-gnu/package.json "$(node -p 'require("./node/npm/linux-x64-gnu/package.json").version')"
 echo "workspace, node/package.json, node/package-lock.json: $ws_version (node $(node --version))"
 
 # --- The CLI (for `lease break`) and the Rust baseline of the benchmark, with the same
