@@ -12,24 +12,56 @@ Symbol.asyncDispose ??= Symbol.for('nodejs.asyncDispose');
 
 const { setTimeout: sleep } = require('node:timers/promises');
 
-const native = loadAddon();
+// Prebuilt addons, one npm package per platform (the napi-rs convention): npm installs the one
+// matching this machine as an optional dependency of bucket-lease (the others' `os`, `cpu` and
+// `libc` fields do not match, so npm skips them). Keys are `${platform}-${arch}-${abi}`.
+const PLATFORM_PACKAGES = {
+  'linux-x64-gnu': 'bucket-lease-linux-x64-gnu',
+};
 
+function platformKey() {
+  if (process.platform !== 'linux') return `${process.platform}-${process.arch}`;
+  // glibc or musl: Node's own report names the glibc it runs on, and nothing on musl.
+  const header = process.report?.getReport?.().header;
+  const abi = header && header.glibcVersionRuntime ? 'gnu' : 'musl';
+  return `linux-${process.arch}-${abi}`;
+}
+
+// The addon: ./lease.node when it was built from source in a checkout (`npm install ./node`
+// runs cargo), else this platform's prebuilt package.
 function loadAddon() {
   try {
     return require('./lease.node');
   } catch (e) {
-    if (e && e.code === 'MODULE_NOT_FOUND' && String(e.message).includes('lease.node')) {
-      const err = new Error(
-        'the lease native addon (lease.node) is not built: run `npm install` in the package ' +
-          `directory (${__dirname}), or \`node scripts/build.js\` there; it needs a Rust toolchain`,
-      );
-      err.code = 'LEASE_NOT_BUILT';
-      err.cause = e;
-      throw err;
-    }
-    throw e;
+    if (!(e && e.code === 'MODULE_NOT_FOUND' && String(e.message).includes('lease.node'))) throw e;
   }
+  const key = platformKey();
+  const pkg = PLATFORM_PACKAGES[key];
+  if (pkg) {
+    try {
+      return require(pkg);
+    } catch (e) {
+      if (!(e && e.code === 'MODULE_NOT_FOUND' && String(e.message).includes(pkg))) throw e;
+    }
+  }
+  const known = Object.entries(PLATFORM_PACKAGES)
+    .map(([k, p]) => `${p} (${k})`)
+    .join(', ');
+  const err = new Error(
+    `bucket-lease: no native addon for this platform (${key}). ` +
+      (pkg
+        ? `Its prebuilt addon is the npm package ${pkg}, an optional dependency of bucket-lease ` +
+          'that was not installed: install again without --omit=optional (or --no-optional), ' +
+          `or add it: npm install ${pkg}. `
+        : `Prebuilt addons exist for: ${known}. `) +
+      'Or build it from a source checkout of lease: `npm install /path/to/lease/node` ' +
+      '(its install script runs cargo; a Rust toolchain is all it needs).',
+  );
+  err.code = 'LEASE_NOT_BUILT';
+  throw err;
 }
+
+const native = loadAddon();
 
 const { Lease } = native;
 

@@ -1,5 +1,5 @@
-// ESM entry point: the same module as index.js (`import * as lease from 'lease'`, or
-// `import lease from 'lease'`).
+// ESM entry point: the same module as index.js (`import * as lease from 'bucket-lease'`, or
+// `import lease from 'bucket-lease'`).
 import lease from './index.js';
 
 export default lease;

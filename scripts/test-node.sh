@@ -40,6 +40,7 @@ check_version node/package.json "$(node -p 'require("./node/package.json").versi
 check_crate_version node/Cargo.toml
 check_version "node/package-lock.json (run npm install in node/)" \
   "$(node -p 'require("./node/package-lock.json").version')"
+check_version node/npm/linux-x64-gnu/package.json "$(node -p 'require("./node/npm/linux-x64-gnu/package.json").version')"
 echo "workspace, node/package.json, node/package-lock.json: $ws_version (node $(node --version))"
 
 # --- The CLI (for `lease break`) and the Rust baseline of the benchmark, with the same
@@ -75,13 +76,13 @@ rm -f node/lease.node
   grep -v -e 'Unknown user config' -e 'install-scripts' || true)
 [ -f node/lease.node ] || { echo "npm install did not build node/lease.node (install script skipped?)" >&2; exit 1; }
 (cd "$tmp/app" && node -e '
-  const lease = require("lease");
+  const lease = require("bucket-lease");
   if (lease.version !== process.argv[1]) throw new Error(`version ${lease.version}, expected ${process.argv[1]}`);
-  console.log("require(\"lease\"):", lease.version, require.resolve("lease"));' "$ws_version")
+  console.log("require(\"bucket-lease\"):", lease.version, require.resolve("bucket-lease"));' "$ws_version")
 (cd "$tmp/app" && node --input-type=module -e '
-  import * as lease from "lease";
+  import * as lease from "bucket-lease";
   if (typeof lease.acquire !== "function") throw new Error("no acquire in the ESM namespace");
-  console.log("import * as lease from \"lease\": ok");')
+  console.log("import * as lease from \"bucket-lease\": ok");')
 
 # --- S3 servers, unless the caller started them.
 say "S3 test servers"

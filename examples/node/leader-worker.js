@@ -13,7 +13,7 @@
 
 const { parseArgs } = require('node:util');
 const { setTimeout: sleep } = require('node:timers/promises');
-const lease = require('lease');
+const lease = require('bucket-lease');
 
 async function doStep(leadership, step) {
   // Real work goes here; `signal` cancels it the moment leadership is lost.

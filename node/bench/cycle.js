@@ -17,7 +17,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
 
-const lease = require('lease');
+const lease = require('bucket-lease');
 
 const { values: args } = parseArgs({
   options: {

@@ -6,7 +6,7 @@
 'use strict';
 
 const fs = require('node:fs');
-const lease = require('lease');
+const lease = require('bucket-lease');
 
 const [url, counter, history, rounds] = process.argv.slice(2);
 

@@ -6,7 +6,7 @@
 'use strict';
 
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
-const lease = require('lease');
+const lease = require('bucket-lease');
 
 async function inWorker() {
   const l = await lease.acquire(workerData.url, { label: 'worker' });

@@ -16,7 +16,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { describe, after } = require('node:test');
 
-const lease = require('lease');
+const lease = require('bucket-lease');
 
 const inCI = () => (process.env.CI || '').toLowerCase() === 'true';
 

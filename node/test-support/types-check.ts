@@ -1,7 +1,7 @@
 // Compiled (not run) by scripts/test-node.sh with `tsc --noEmit --strict`: index.d.ts describes
 // what index.js exports, and the README's uses type-check, `await using` included.
-import * as lease from 'lease';
-import type { Lease, LeaseError, Status, FencedObject, Leader } from 'lease';
+import * as lease from 'bucket-lease';
+import type { Lease, LeaseError, Status, FencedObject, Leader } from 'bucket-lease';
 
 async function main(url: string, signal: AbortSignal): Promise<void> {
   {

@@ -5,7 +5,7 @@
 'use strict';
 
 const readline = require('node:readline');
-const lease = require('lease');
+const lease = require('bucket-lease');
 
 async function main() {
   const [url, key] = process.argv.slice(2);

@@ -103,7 +103,7 @@ it('store error for an unreadable directory', { skip: process.getuid?.() === 0 &
 it('unavailable for an unreachable s3 endpoint', async () => {
   // Credentials for the SDK, in a child so this process's environment stays as it is.
   const script = `
-    const lease = require('lease');
+    const lease = require('bucket-lease');
     lease.status('s3://nobucket/x?endpoint=http://127.0.0.1:9&region=us-east-1&path_style=true')
       .then(() => { console.log('resolved?!'); process.exit(1); },
             (e) => { console.log(JSON.stringify({ code: e.code, retryable: e.retryable, url: e.url })); });`;

@@ -271,7 +271,7 @@ eachStore('lease', (store, url) => {
     // nobody may take the lease before its deadline has surely passed.
     const u = url('break-wait');
     const script = `
-      const lease = require('lease');
+      const lease = require('bucket-lease');
       lease.acquire(process.argv[1], { ttl: 2000, label: 'victim' }).then((l) => {
         console.log(JSON.stringify({ epoch: l.epoch }));
         process.kill(process.pid, 'SIGSTOP');
@@ -446,7 +446,7 @@ it('memory store works in process', async () => {
 });
 
 it('ESM import gives the same module', async () => {
-  const esm = await import('lease');
+  const esm = await import('bucket-lease');
   assert.equal(esm.acquire, lease.acquire);
   assert.equal(esm.Lease, lease.Lease);
   assert.equal(esm.default, lease);
