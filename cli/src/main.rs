@@ -91,12 +91,18 @@ pub struct RunArgs {
     /// How long the lease lasts without renewal (renewed every ttl/3 while CMD runs).
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub ttl: Duration,
-    /// Wait at most this long for the lease (default: as long as it takes).
+    /// Wait at most this long for the lease, whatever is in the way: a holder (exit 75) or a
+    /// store that does not answer (exit 69) [default: as long as a holder keeps it].
     #[arg(short, long, value_parser = duration, conflicts_with = "no_wait")]
     pub wait: Option<Duration>,
-    /// Do not wait: fail at once if someone else holds the lease.
+    /// Do not wait: fail at once if someone else holds the lease (exit 75) or the store does
+    /// not answer (exit 69).
     #[arg(short = 'n', long)]
     pub no_wait: bool,
+    /// Give up (exit 69) once the store has not answered for this long in a row, also when
+    /// waiting for a holder without --wait [default: the ttl, at least 10s].
+    #[arg(long, value_parser = duration, value_name = "DUR")]
+    pub unavailable_timeout: Option<Duration>,
     /// A label for `lease status` (default: the command line).
     #[arg(long)]
     pub label: Option<String>,

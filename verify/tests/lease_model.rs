@@ -134,6 +134,8 @@ enum Io {
     Sleep(Instant),
 }
 
+// A model state, hashed and cloned whole by the checker: boxing would only add allocations.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Idle,
@@ -232,7 +234,7 @@ impl LeaseModel {
             data: None,
             try_once: false,
             wait_deadline: None,
-            retry_deadline: None,
+            unavailable_timeout: None,
         }
     }
 }

@@ -19,6 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
+use super::Op;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 
@@ -89,7 +90,7 @@ pub(crate) enum SendError {
 
 impl SendError {
     /// The library's error for it; `what` says which call (`cannot read gs://b/k on …`).
-    pub fn into_error(self, what: &str, endpoint_hint: &str) -> Error {
+    pub fn into_error(self, op: Op, what: &str, endpoint_hint: &str) -> Error {
         match self {
             SendError::Dns(e) => Error::store(format!(
                 "{what}: the host name does not resolve ({e}): check {endpoint_hint} and DNS"
@@ -100,9 +101,9 @@ impl SendError {
             SendError::Connect(e) => Error::unavailable(format!(
                 "{what}: connection failed ({e}): is the endpoint up?"
             )),
-            SendError::Unknown(e) => Error::unavailable(format!(
-                "{what}: {e} (the outcome of a write is unknown until read back)"
-            )),
+            SendError::Unknown(e) => {
+                Error::unavailable(format!("{what}: {e}{}", op.unknown_outcome()))
+            }
         }
     }
 }

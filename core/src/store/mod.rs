@@ -144,6 +144,16 @@ impl Op {
             Op::Delete => "delete",
         }
     }
+
+    /// What an unanswered call of this kind leaves unknown, for messages: nothing for a read
+    /// (it changed nothing; it is simply retried).
+    pub(crate) fn unknown_outcome(self) -> &'static str {
+        match self {
+            Op::Get => "",
+            Op::Create | Op::Update => " (the outcome of the write is unknown until read back)",
+            Op::Delete => " (the outcome of the delete is unknown until read back)",
+        }
+    }
 }
 
 /// The condition of a [`Store::put`].

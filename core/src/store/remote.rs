@@ -224,7 +224,7 @@ pub(crate) async fn fetch_token(
     let response = http
         .send(request, Some(64 * 1024))
         .await
-        .map_err(|e| e.into_error(&format!("{what}: cannot get a token"), url))?;
+        .map_err(|e| e.into_error(super::Op::Get, &format!("{what}: cannot get a token"), url))?;
     token_from_answer(what, response.status, response.body.as_ref(), now)
 }
 

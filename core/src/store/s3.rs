@@ -528,7 +528,8 @@ impl S3Store {
         let bucket = &self.inner.bucket;
         let unavailable = |detail: String| {
             Failure::Error(Error::unavailable(format!(
-                "{what}: {detail} (the outcome of a write is unknown until read back)"
+                "{what}: {detail}{}",
+                op.unknown_outcome()
             )))
         };
         match &err {
@@ -633,7 +634,8 @@ fn classify_status(i: ClassifyInput<'_>) -> Failure {
     let store = |hint: String| Failure::Error(Error::store(format!("{what}: {said}: {hint}")));
     let unavailable = || {
         Failure::Error(Error::unavailable(format!(
-            "{what}: {said} (the outcome of a write is unknown until read back)"
+            "{what}: {said}{}",
+            op.unknown_outcome()
         )))
     };
     const THROTTLING: &[&str] = &[

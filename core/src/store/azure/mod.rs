@@ -274,7 +274,8 @@ fn classify_status(i: ClassifyInput<'_>) -> Failure {
     let store = |hint: String| Failure::Error(Error::store(format!("{what}: {said}: {hint}")));
     let unavailable = || {
         Failure::Error(Error::unavailable(format!(
-            "{what}: {said} (the outcome of a write is unknown until read back)"
+            "{what}: {said}{}",
+            op.unknown_outcome()
         )))
     };
     if LEASE_CODES.contains(&code) {
@@ -487,6 +488,7 @@ impl AzureStore {
         })?;
         let response = loaded.http.send(request, max_len).await.map_err(|e| {
             e.into_error(
+                op,
                 &self.describe(op, key, Some(loaded)),
                 "the endpoint (URL option endpoint=, the connection string's BlobEndpoint)",
             )

@@ -330,7 +330,8 @@ fn classify_status(i: ClassifyInput<'_>) -> Failure {
     let store = |hint: String| Failure::Error(Error::store(format!("{what}: {said}: {hint}")));
     let unavailable = || {
         Failure::Error(Error::unavailable(format!(
-            "{what}: {said} (the outcome of a write is unknown until read back)"
+            "{what}: {said}{}",
+            op.unknown_outcome()
         )))
     };
     match status {
@@ -485,6 +486,7 @@ impl GcsStore {
             .map_err(|e| Error::invalid(format!("{}: {e}", self.describe(op, key))))?;
         let response = loaded.http.send(request, max_len).await.map_err(|e| {
             e.into_error(
+                op,
                 &self.describe(op, key),
                 "the endpoint (URL option endpoint=, STORAGE_EMULATOR_HOST)",
             )
