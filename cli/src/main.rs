@@ -54,15 +54,16 @@ enum Command {
     },
     /// Check that a store really honours conditional writes, also under concurrency (16
     /// racing creates, 16 racing updates), and that its clock is usable, so leases are safe on
-    /// it: writes, probes and removes objects under PREFIX.
+    /// it: writes, probes and removes objects under the URL's path, in PREFIX.
     Doctor {
         /// A store URL: s3://bucket?options, gs://bucket, az://account/container, file:///dir,
-        /// memory://namespace.
+        /// memory://namespace, with a path where the leases go (s3://bucket/locks?options):
+        /// the probes go under it, where a worker's permissions apply.
         store: String,
-        /// Where the probe object goes.
+        /// Where the probe objects go, under the URL's path.
         #[arg(long, default_value = "lease-doctor")]
         prefix: String,
-        /// Print the report as JSON.
+        /// Print the report as JSON; on an error, {"ok": false, "error": {"kind", "message"}}.
         #[arg(long)]
         json: bool,
     },
