@@ -90,7 +90,7 @@ impl LeaseOptions {
     }
 
     /// Give up on a store that has not answered for this long in a row (see
-    /// [`LeaseOptions::unavailable_timeout`](field@LeaseOptions::unavailable_timeout)).
+    /// the `unavailable_timeout` field).
     pub fn unavailable_timeout(mut self, timeout: Duration) -> Self {
         self.unavailable_timeout = Some(timeout);
         self
