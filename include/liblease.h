@@ -96,9 +96,10 @@ typedef struct lease_options {
   // How long the lease lasts without renewal, in ms (100 ms to 24 h; default 30 000). The
   // holder renews every ttl/3 in the background.
   uint64_t ttl_ms;
-  // How long to wait for a lease held by someone else, in ms: -1 waits forever (the
+  // How long to wait for the lease, in ms: -1 waits as long as a holder keeps it (the
   // default), 0 tries once (`LEASE_HELD` if held), more waits at most that long
-  // (`LEASE_TIMEOUT`).
+  // (`LEASE_TIMEOUT`; `LEASE_UNAVAILABLE` when the store did not answer). A store that has
+  // not answered for the ttl (at least 10 s) ends any wait with `LEASE_UNAVAILABLE`.
   int64_t wait_ms;
   // A label for people (shown by `status`), at most 256 bytes, or NULL.
   const char *label;

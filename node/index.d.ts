@@ -266,18 +266,21 @@ export interface Leader {
   data: string | null
 }
 
-/** Options of `acquire`, `tryAcquire` and `new Election`. Times are in milliseconds. */
+/**
+ * Options of `acquire`, `tryAcquire` and `new Election`. Times are numbers of milliseconds, or
+ * strings with their unit (`'30s'`, `'500ms'`, `'5m'`, `'1h'`).
+ */
 export interface LeaseOptions {
   /**
    * How long the lease lasts without renewal (default 30 000, at least 100, at most one day).
    * The holder renews it in the background every `ttl / 3`.
    */
-  ttl?: number
+  ttl?: number | string
   /**
    * How long `acquire` (or `Election.campaign`) waits for a lease held by someone else:
    * `undefined` (or `Infinity`) waits as long as it takes, `0` tries once.
    */
-  wait?: number
+  wait?: number | string
   /** A label for people, shown by `status` (at most 256 bytes). */
   label?: string
   /** A small payload stored in the lease record while held (at most 16 KiB), e.g. an address. */
@@ -285,11 +288,17 @@ export interface LeaseOptions {
   /** Cancels a waiting `acquire`: the promise rejects with an `AbortError`. */
   signal?: AbortSignal
   /** How often a waiter re-reads the record (default `ttl / 10`, within 50 ms ..= 2 s). */
-  pollInterval?: number
+  pollInterval?: number | string
   /** Extra time a waiter allows another holder beyond its ttl (default max(1 s, ttl / 10)). */
-  grace?: number
+  grace?: number | string
   /** How often the holder renews (default `ttl / 3`). */
-  renewInterval?: number
+  renewInterval?: number | string
+  /**
+   * How long `acquire` keeps trying a store that does not answer, in a row, before it
+   * rejects with `LEASE_UNAVAILABLE`, also when waiting for a holder without `wait`
+   * (default: the ttl, at least 10 s).
+   */
+  unavailableTimeout?: number | string
 }
 
 /** A fencing token taken apart. */

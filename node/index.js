@@ -126,7 +126,7 @@ function checkSignal(signal, what = 'options.signal') {
   return signal;
 }
 
-const MS_OPTIONS = ['ttl', 'wait', 'pollInterval', 'grace', 'renewInterval'];
+const MS_OPTIONS = ['ttl', 'wait', 'pollInterval', 'grace', 'renewInterval', 'unavailableTimeout'];
 const TEXT_OPTIONS = ['label', 'data'];
 
 /** The addon's LeaseOptions from the user's options (types checked; `signal` split off). */
@@ -137,8 +137,10 @@ function leaseOptions(options, what, allowed) {
   for (const k of MS_OPTIONS) {
     const v = o[k];
     if (v === undefined || v === null || !allowed.includes(k)) continue;
-    if (typeof v !== 'number') {
-      throw typeError(`The "options.${k}" property must be a number of milliseconds, not ${describe(v)}`);
+    if (typeof v !== 'number' && typeof v !== 'string') {
+      throw typeError(
+        `The "options.${k}" property must be a number of milliseconds or a string with its unit ('30s'), not ${describe(v)}`,
+      );
     }
     out[k] = v;
   }

@@ -132,7 +132,9 @@ type Options struct {
 
 // Acquire acquires the lease name, waiting while someone else holds it until ctx is done: it
 // returns an error matching ErrTimeout (and context.DeadlineExceeded) when ctx's deadline
-// passes, and ErrCancelled (and context.Canceled) when ctx is cancelled.
+// passes, and ErrCancelled (and context.Canceled) when ctx is cancelled. A store that does not
+// answer ends the wait with an error matching ErrUnavailable: at ctx's deadline, or once it has
+// not answered for the TTL (at least 10 s), also with context.Background().
 func (s *Store) Acquire(ctx context.Context, name string, opts *Options) (*Lease, error) {
 	return s.acquire(ctx, name, opts, false)
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log"
 	"math/rand"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -402,6 +403,35 @@ func TestCancel(t *testing.T) {
 		_, err = s.Acquire(ctx, uniqueName(t, "free"), nil)
 		expectErr(t, err, ErrCancelled)
 	})
+}
+
+// An unreachable store (a closed port on 127.0.0.1): Acquire with context.Background() returns
+// ErrUnavailable once the store has not answered for the TTL (at least 10 s), instead of hanging
+// silently (issue 16).
+func TestAcquireOnAnUnreachableStore(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := open(t, fmt.Sprintf("gs://bucket?endpoint=http://127.0.0.1:%d&anonymous=true", port))
+	start := time.Now()
+	res := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(context.Background(), "job", &Options{TTL: 3 * time.Second})
+		res <- err
+	}()
+	select {
+	case err = <-res:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Acquire on an unreachable store was still waiting after 60 s")
+	}
+	took := time.Since(start)
+	expectErr(t, err, ErrUnavailable)
+	if took < 9900*time.Millisecond || took > 20*time.Second {
+		t.Fatalf("Acquire gave up after %v, expected about 10 s (the default unavailable timeout)", took)
+	}
 }
 
 // Lost() closes after `lease break`; EnsureHeld and Release then fail with ErrLost.

@@ -6,7 +6,8 @@ use lease::{Error, ErrorKind};
 
 /// Bad arguments or input (sysexits EX_USAGE).
 pub const USAGE: u8 = 64;
-/// The store failed: permissions, missing bucket or directory, unreachable (EX_UNAVAILABLE).
+/// The store failed: permissions, missing bucket or directory, or it did not answer within
+/// the wait or the unavailable timeout (EX_UNAVAILABLE).
 pub const STORE: u8 = 69;
 /// A bug (EX_SOFTWARE).
 pub const INTERNAL: u8 = 70;
@@ -28,12 +29,13 @@ Exit codes of `lease run`:
   76                 the lease was lost, or renewals were too late, while CMD ran: CMD
                      was killed before the lease's deadline; see --lost-exit-code
   64                 bad arguments, lease name or URL
-  69                 the store failed (permissions, missing bucket or directory, unreachable)
+  69                 the store failed (permissions, missing bucket or directory), or did not
+                     answer within --wait, -n or --unavailable-timeout
   126, 127           CMD could not be executed, or was not found
   130                interrupted while waiting for the lease
 
 CMD's environment: LEASE_URL, LEASE_EPOCH (the fencing token), LEASE_TOKEN (URL#EPOCH@HOLDER),
-LEASE_HOLDER_ID. Durations: 500ms, 30s, 5m, 1h.";
+LEASE_HOLDER_ID. Durations take a unit: 500ms, 30s, 1.5s, 5m, 1h, 1m30s.";
 
 /// How the program ends: an exit code and, maybe, a message for stderr.
 #[derive(Debug)]

@@ -54,15 +54,16 @@ enum Command {
     },
     /// Check that a store really honours conditional writes, also under concurrency (16
     /// racing creates, 16 racing updates), and that its clock is usable, so leases are safe on
-    /// it: writes, probes and removes objects under PREFIX.
+    /// it: writes, probes and removes objects under the URL's path, in PREFIX.
     Doctor {
         /// A store URL: s3://bucket?options, gs://bucket, az://account/container, file:///dir,
-        /// memory://namespace.
+        /// memory://namespace, with a path where the leases go (s3://bucket/locks?options):
+        /// the probes go under it, where a worker's permissions apply.
         store: String,
-        /// Where the probe object goes.
+        /// Where the probe objects go, under the URL's path.
         #[arg(long, default_value = "lease-doctor")]
         prefix: String,
-        /// Print the report as JSON.
+        /// Print the report as JSON; on an error, {"ok": false, "error": {"kind", "message"}}.
         #[arg(long)]
         json: bool,
     },
@@ -91,12 +92,18 @@ pub struct RunArgs {
     /// How long the lease lasts without renewal (renewed every ttl/3 while CMD runs).
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub ttl: Duration,
-    /// Wait at most this long for the lease (default: as long as it takes).
+    /// Wait at most this long for the lease, whatever is in the way: a holder (exit 75) or a
+    /// store that does not answer (exit 69) [default: as long as a holder keeps it].
     #[arg(short, long, value_parser = duration, conflicts_with = "no_wait")]
     pub wait: Option<Duration>,
-    /// Do not wait: fail at once if someone else holds the lease.
+    /// Do not wait: fail at once if someone else holds the lease (exit 75) or the store does
+    /// not answer (exit 69).
     #[arg(short = 'n', long)]
     pub no_wait: bool,
+    /// Give up (exit 69) once the store has not answered for this long in a row, also when
+    /// waiting for a holder without --wait [default: the ttl, at least 10s].
+    #[arg(long, value_parser = duration, value_name = "DUR")]
+    pub unavailable_timeout: Option<Duration>,
     /// A label for `lease status` (default: the command line).
     #[arg(long)]
     pub label: Option<String>,

@@ -202,6 +202,7 @@ fn lease_options(args: &RunArgs) -> LeaseOptions {
             .unwrap_or_else(|| label_for(&args.command)),
     );
     opts.data = args.data.clone();
+    opts.unavailable_timeout = args.unavailable_timeout;
     opts.wait = if args.no_wait {
         Some(Duration::ZERO)
     } else {

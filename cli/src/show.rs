@@ -147,9 +147,38 @@ pub async fn break_lease(url: &str, yes: bool, allow_two_holders: bool) -> Resul
     Ok(Exit::ok())
 }
 
+/// Probes go under the URL's own path (`s3://bucket/locks` → `locks/PREFIX/…`): a user may be
+/// allowed only there.
+async fn doctor_report(url: &str, prefix: &str) -> lease::Result<lease::doctor::Report> {
+    let (store, path) = lease::StoreUrl::parse_with_path(url)?;
+    let store = store.open()?;
+    let prefix = prefix.trim_matches('/');
+    let under = match (path.is_empty(), prefix.is_empty()) {
+        (true, _) => prefix.to_string(),
+        (false, true) => path,
+        (false, false) => format!("{path}/{prefix}"),
+    };
+    lease::doctor::inspect(&store, &under).await
+}
+
 pub async fn doctor(url: &str, prefix: &str, json: bool) -> Result<Exit, Exit> {
-    let store = lease::StoreUrl::parse(url)?.open()?;
-    let report = lease::doctor::inspect(&store, prefix).await?;
+    let report = match doctor_report(url, prefix).await {
+        Ok(report) => report,
+        Err(e) => {
+            // --json prints a result in every case: scripts read stdout, not stderr.
+            if json {
+                let failed = serde_json::json!({
+                    "ok": false,
+                    "verdict": e.to_string(),
+                    "store": url,
+                    "error": { "kind": e.kind().to_string(), "message": e.to_string() },
+                    "checks": [],
+                });
+                println!("{failed}");
+            }
+            return Err(exit::from_error(&e));
+        }
+    };
     if json {
         println!("{}", report.to_json());
     } else {

@@ -443,6 +443,22 @@ fn bad_input_is_one_clear_line_and_a_usage_code() {
             64,
             "invalid duration",
         ),
+        // A number alone is refused: 30000 meant ms to some, seconds to others.
+        (
+            &["run", "--ttl", "30000", "job", "--", "true"],
+            64,
+            "a number needs a unit: write 30000ms, 30000s",
+        ),
+        (
+            &["run", "--wait", "5", "job", "--", "true"],
+            64,
+            "a number needs a unit: write 5ms, 5s",
+        ),
+        (
+            &["watch", "--poll", "1", "job"],
+            64,
+            "a number needs a unit",
+        ),
         (&["run", "job"], 64, "required"),
         (
             &[

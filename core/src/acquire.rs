@@ -91,9 +91,7 @@ impl Client {
             data: opts.data.clone(),
             try_once,
             wait_deadline,
-            // Transient store errors are retried until the wait ends, and for at least one
-            // renew interval, so one dropped connection does not fail a try_acquire.
-            retry_deadline: wait_deadline.map(|d| d.max(start + timing.renew)),
+            unavailable_timeout: Some(timing.unavailable_timeout),
         };
         let memo = self.memo(key);
         // The remembered release is used once: whatever happens, the view moves on.

@@ -1,29 +1,76 @@
-//! Durations as people write and read them: `500ms`, `30s`, `5m`, `1h` (parsed by humantime),
-//! printed in the same short form. One place for the CLI, the URL options of every store and
-//! the messages.
+//! Durations as people write and read them: `500ms`, `30s`, `1.5s`, `5m`, `1h`, `1m30s`, always
+//! with a unit, printed in the same short form (what is printed parses back). One place for the
+//! CLI, the URL options of every store and the messages. Parsed here rather than by humantime,
+//! which reads no fractions (`1.5s`, which `format_duration` prints).
 
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// Parse a duration written as `500ms`, `30s`, `5m`, `1h`, `1m30s`, or a bare number of seconds.
+/// Parse a duration: one or more numbers, each with its unit (`us`, `ms`, `s`, `m`, `h`, `d`),
+/// such as `500ms`, `30s`, `1.5s`, `5m`, `1h` or `1m30s`: what [`format_duration`] prints.
+///
+/// A number alone is refused, with the fix in the message: `--ttl 30000` meant milliseconds
+/// to its author and would have been 500 minutes as seconds.
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let t = s.trim();
     let bad = || {
         Error::invalid(format!(
-            "invalid duration {s:?}: write it like 500ms, 30s, 5m or 1h"
+            "invalid duration {s:?}: write it like 500ms, 30s, 1.5s, 5m or 1h"
         ))
     };
+    if !t.is_empty() && t.parse::<f64>().is_ok_and(|n| n.is_finite() && n >= 0.0) {
+        return Err(Error::invalid(format!(
+            "invalid duration {s:?}: a number needs a unit: write {t}ms, {t}s, {t}m or {t}h"
+        )));
+    }
     if t.is_empty() {
         return Err(bad());
     }
-    if let Ok(secs) = t.parse::<f64>() {
-        if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
+    let mut total = Duration::ZERO;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(bad)?;
+        let (number, after) = rest.split_at(digits);
+        let unit_len = after
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_len);
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.is_empty()
+            || (number.contains('.') && fraction.is_empty())
+            || !fraction.bytes().all(|b| b.is_ascii_digit())
+        {
             return Err(bad());
         }
-        return Ok(Duration::from_secs_f64(secs));
+        let unit_ns: u128 = match unit {
+            "us" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60 * 1_000_000_000,
+            "h" => 3600 * 1_000_000_000,
+            "d" => 86_400 * 1_000_000_000,
+            _ => return Err(bad()),
+        };
+        let whole: u128 = whole.parse().map_err(|_| bad())?;
+        let mut ns = whole.checked_mul(unit_ns).ok_or_else(bad)?;
+        // The fraction, exactly, to the nanosecond.
+        let mut scale = unit_ns;
+        for digit in fraction.bytes() {
+            scale /= 10;
+            ns += u128::from(digit - b'0') * scale;
+        }
+        let term = u64::try_from(ns / 1_000_000_000)
+            .ok()
+            .filter(|secs| *secs <= 1_000_000_000_000)
+            .map(|secs| Duration::new(secs, (ns % 1_000_000_000) as u32))
+            .ok_or_else(bad)?;
+        total = total.checked_add(term).ok_or_else(bad)?;
+        rest = after;
     }
-    humantime::parse_duration(t).map_err(|_| bad())
+    Ok(total)
 }
 
 /// `1.5s`, `250ms`, `5m`, `2h`: short and exact enough for messages.
@@ -59,12 +106,69 @@ mod tests {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("2.5").unwrap(), Duration::from_millis(2500));
-        for bad in ["", "abc", "-1s", "5 parsecs", "NaN", "-3"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
+        assert_eq!(parse_duration("2.5s").unwrap(), Duration::from_millis(2500));
+        assert_eq!(parse_duration("1d").unwrap(), Duration::from_secs(86400));
+        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
+        for bad in [
+            "",
+            "abc",
+            "-1s",
+            "5 parsecs",
+            "NaN",
+            "-3",
+            "1.s",
+            ".5s",
+            "1x",
+            "s",
+            "1m1",
+            "1e3s",
+            "1..5s",
+            "1.2.3s",
+            "inf",
+            "99999999999999999999h",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Invalid, "{bad}");
         }
         assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
         assert_eq!(format_duration(Duration::from_secs(300)), "5m");
         assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+    }
+
+    /// `--ttl 30000` meant milliseconds to its author and became 500 minutes: a number alone
+    /// is refused, and the message says how to write it.
+    #[test]
+    fn a_number_without_a_unit_is_refused_with_the_fix_in_the_message() {
+        for bare in ["30000", "2.5", "0", " 30 "] {
+            let e = parse_duration(bare).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Invalid, "{bare}");
+            let n = bare.trim();
+            assert!(
+                e.message().contains("needs a unit")
+                    && e.message().contains(&format!("{n}ms"))
+                    && e.message().contains(&format!("{n}s")),
+                "{bare}: {e}"
+            );
+        }
+    }
+
+    /// Every printed duration reads back as the same duration: one format in and out.
+    #[test]
+    fn printed_durations_parse_back() {
+        for ms in [
+            1u64, 20, 250, 999, 1000, 1500, 1234, 2500, 30_000, 59_999, 60_000, 90_000, 300_000,
+            3_599_000, 3_600_000, 5_400_000, 86_400_000,
+        ] {
+            let d = Duration::from_millis(ms);
+            let text = format_duration(d);
+            assert_eq!(
+                parse_duration(&text).unwrap(),
+                d,
+                "{ms}ms printed as {text}"
+            );
+        }
+        let d = Duration::from_micros(250);
+        assert_eq!(parse_duration(&format_duration(d)).unwrap(), d);
     }
 }

@@ -24,9 +24,16 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 pub struct LeaseOptions {
     /// How long the lease lasts without renewal.
     pub ttl: Duration,
-    /// How long `acquire` waits for a lease held by someone else: `None` waits forever,
-    /// `Some(ZERO)` tries once.
+    /// How long `acquire` waits for the lease, whatever is in the way (a holder, or a store
+    /// that does not answer): `None` waits as long as a holder keeps it, `Some(ZERO)` tries
+    /// once. A call to the store in flight when it ends may add one request timeout.
     pub wait: Option<Duration>,
+    /// How long `acquire` keeps trying a store that does not answer (every call failing
+    /// [`Unavailable`](crate::ErrorKind::Unavailable): refused, timed out, 5xx) in a row before
+    /// it fails with `Unavailable`, also when waiting for a holder forever. Default
+    /// [`default_unavailable_timeout`]: the ttl, at least 10 s. `wait`, when shorter, ends it
+    /// first.
+    pub unavailable_timeout: Option<Duration>,
     /// A label for people (shown by `status`), at most 256 bytes.
     pub label: Option<String>,
     /// A small user payload stored in the record (at most 16 KiB), e.g. the leader's address.
@@ -59,6 +66,7 @@ impl LeaseOptions {
         LeaseOptions {
             ttl,
             wait: None,
+            unavailable_timeout: None,
             label: None,
             data: None,
             grace: None,
@@ -79,6 +87,13 @@ impl LeaseOptions {
     /// Wait for the lease as long as it takes.
     pub fn wait_forever(mut self) -> Self {
         self.wait = None;
+        self
+    }
+
+    /// Give up on a store that has not answered for this long in a row (see
+    /// the `unavailable_timeout` field).
+    pub fn unavailable_timeout(mut self, timeout: Duration) -> Self {
+        self.unavailable_timeout = Some(timeout);
         self
     }
 
@@ -174,6 +189,16 @@ impl LeaseOptions {
                 ));
             }
         }
+        let unavailable_timeout = self
+            .unavailable_timeout
+            .unwrap_or_else(|| default_unavailable_timeout(ttl));
+        if unavailable_timeout.is_zero() || unavailable_timeout > MAX_UNAVAILABLE_TIMEOUT {
+            return Err(Error::invalid(format!(
+                "unavailable timeout {} is out of range: use 1ms to {}",
+                format_duration(unavailable_timeout),
+                format_duration(MAX_UNAVAILABLE_TIMEOUT)
+            )));
+        }
         if let Some(label) = &self.label {
             if label.len() > MAX_LABEL_LEN || label.chars().any(char::is_control) {
                 return Err(Error::invalid(format!(
@@ -195,6 +220,7 @@ impl LeaseOptions {
             request_timeout,
             poll,
             grace: self.grace,
+            unavailable_timeout,
             resolution: caps.clock_resolution,
             observation_rule: self.observation_rule,
             store_clock_rule: self.store_clock_rule.unwrap_or(caps.store_clock_rule),
@@ -210,6 +236,8 @@ pub struct Timing {
     pub request_timeout: Duration,
     pub poll: Duration,
     grace: Option<Duration>,
+    /// How long an acquire keeps trying a store that does not answer, in a row.
+    pub unavailable_timeout: Duration,
     pub resolution: Duration,
     pub observation_rule: bool,
     pub store_clock_rule: bool,
@@ -220,6 +248,21 @@ impl Timing {
     pub fn grace_for(&self, record_ttl: Duration) -> Duration {
         self.grace.unwrap_or_else(|| default_grace(record_ttl))
     }
+}
+
+/// Longest unavailable timeout accepted: a store down for a week is not coming back for a
+/// waiting acquire.
+pub const MAX_UNAVAILABLE_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How long an acquire keeps trying a store that does not answer by default: `max(ttl, 10 s)`.
+///
+/// As long as a holder keeps a lease without the store (its ttl), so a store that is back
+/// within that time finds the waiter still waiting, and at least 10 s, so that a blip of the
+/// network (a restart, a failover) never fails an acquire that may wait. Like the dial and
+/// request timeouts of etcd's and Consul's clients, it turns a store that is down into an error
+/// the caller sees, instead of a wait that looks like a held lease.
+pub fn default_unavailable_timeout(ttl: Duration) -> Duration {
+    ttl.max(Duration::from_secs(10))
 }
 
 /// `max(1 s, ttl / 10)`.
@@ -248,6 +291,11 @@ mod tests {
         assert_eq!(t.renew, Duration::from_secs(10));
         assert_eq!(t.request_timeout, Duration::from_secs(5));
         assert_eq!(t.poll, Duration::from_secs(2));
+        assert_eq!(t.unavailable_timeout, Duration::from_secs(30));
+        let short = LeaseOptions::new(Duration::from_secs(1))
+            .timing(&caps())
+            .unwrap();
+        assert_eq!(short.unavailable_timeout, Duration::from_secs(10));
         assert_eq!(t.grace_for(Duration::from_secs(30)), Duration::from_secs(3));
         assert_eq!(t.grace_for(Duration::from_secs(5)), Duration::from_secs(1));
     }
@@ -262,6 +310,8 @@ mod tests {
             LeaseOptions::default().renew_interval(Duration::ZERO),
             LeaseOptions::default().request_timeout(Duration::ZERO),
             LeaseOptions::default().poll_interval(Duration::ZERO),
+            LeaseOptions::default().unavailable_timeout(Duration::ZERO),
+            LeaseOptions::default().unavailable_timeout(Duration::from_secs(8 * 24 * 3600)),
             LeaseOptions::default().label("x".repeat(300)),
             LeaseOptions::default().label("a\nb"),
             LeaseOptions::default().data("x".repeat(20_000)),

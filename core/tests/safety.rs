@@ -23,8 +23,11 @@ async fn a_write_that_lands_late_is_not_taken_for_a_later_attempt() {
     let w = World::new();
     let (a, a_conn) = w.client("a", 1);
     let (b, _) = w.client("b", 2);
-    // The first create lands 15 s after it is sent. Requests time out after 5 s.
-    let o = opts().request_timeout(secs(5.0));
+    // The first create lands 15 s after it is sent. Requests time out after 5 s. The store
+    // answers nothing for 16 s: the acquirer must keep trying past the default 10 s.
+    let o = opts()
+        .request_timeout(secs(5.0))
+        .unavailable_timeout(secs(60.0));
     a_conn
         .faults()
         .push(Op::Put, Fault::DelayBefore(secs(15.0)));

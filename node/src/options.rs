@@ -1,22 +1,28 @@
-//! Options from JavaScript (milliseconds) to the core's `LeaseOptions`.
+//! Options from JavaScript (a number of milliseconds, or a string with its unit such as `'30s'`)
+//! to the core's `LeaseOptions`.
 //!
 //! Types are checked by the JavaScript layer (`TypeError`); this checks values and reports a bad
 //! one as `LEASE_INVALID`. The core then checks ranges (ttl 100 ms ..= 24 h, label length, …).
 
 use std::time::Duration;
 
+use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 
-/// Options of `acquire`, `tryAcquire` and `new Election`. Times are in milliseconds.
+/// A duration: a number of milliseconds, or a string with its unit (`'30s'`, `'500ms'`, `'5m'`).
+pub type Time = Either<f64, String>;
+
+/// Options of `acquire`, `tryAcquire` and `new Election`. Times are numbers of milliseconds, or
+/// strings with their unit (`'30s'`, `'500ms'`, `'5m'`, `'1h'`).
 #[napi(object)]
 #[derive(Default)]
 pub struct LeaseOptions {
     /// How long the lease lasts without renewal (default 30 000, at least 100, at most one day).
     /// The holder renews it in the background every `ttl / 3`.
-    pub ttl: Option<f64>,
+    pub ttl: Option<Either<f64, String>>,
     /// How long `acquire` (or `Election.campaign`) waits for a lease held by someone else:
     /// `undefined` (or `Infinity`) waits as long as it takes, `0` tries once.
-    pub wait: Option<f64>,
+    pub wait: Option<Either<f64, String>>,
     /// A label for people, shown by `status` (at most 256 bytes).
     pub label: Option<String>,
     /// A small payload stored in the lease record while held (at most 16 KiB), e.g. an address.
@@ -25,16 +31,29 @@ pub struct LeaseOptions {
     #[napi(ts_type = "AbortSignal")]
     pub signal: Option<Signal>,
     /// How often a waiter re-reads the record (default `ttl / 10`, within 50 ms ..= 2 s).
-    pub poll_interval: Option<f64>,
+    pub poll_interval: Option<Either<f64, String>>,
     /// Extra time a waiter allows another holder beyond its ttl (default max(1 s, ttl / 10)).
-    pub grace: Option<f64>,
+    pub grace: Option<Either<f64, String>>,
     /// How often the holder renews (default `ttl / 3`).
-    pub renew_interval: Option<f64>,
+    pub renew_interval: Option<Either<f64, String>>,
+    /// How long `acquire` keeps trying a store that does not answer, in a row, before it
+    /// rejects with `LEASE_UNAVAILABLE`, also when waiting for a holder without `wait`
+    /// (default: the ttl, at least 10 s).
+    pub unavailable_timeout: Option<Either<f64, String>>,
 }
 
 /// Stands in for the `signal` field: the JavaScript layer turns an `AbortSignal` into a
 /// `CancelToken` argument and never passes the signal itself down here.
 pub type Signal = napi::bindgen_prelude::Undefined;
+
+/// A number of milliseconds, or a string with its unit, as a `Duration`.
+pub fn time(what: &str, t: &Time) -> lease::Result<Duration> {
+    match t {
+        Either::A(ms) => millis(what, *ms),
+        Either::B(text) => lease::parse_duration(text)
+            .map_err(|e| lease::Error::invalid(format!("{what}: {}", e.message()))),
+    }
+}
 
 /// A time in milliseconds as a `Duration`; `what` names it in the message.
 pub fn millis(what: &str, ms: f64) -> lease::Result<Duration> {
@@ -50,26 +69,40 @@ pub fn millis(what: &str, ms: f64) -> lease::Result<Duration> {
 impl LeaseOptions {
     /// The core's options.
     pub fn to_core(&self) -> lease::Result<lease::LeaseOptions> {
-        let ttl = match self.ttl {
-            Some(ttl) => millis("ttl", ttl)?,
+        let ttl = match &self.ttl {
+            Some(ttl) => time("ttl", ttl)?,
             None => lease::options::DEFAULT_TTL,
         };
+        // A number below the shortest ttl was most likely meant as seconds.
+        if let Some(Either::A(ms)) = &self.ttl {
+            if *ms > 0.0 && ttl < lease::options::MIN_TTL {
+                return Err(lease::Error::invalid(format!(
+                    "ttl of {ms} ms is below {}: ttl is in milliseconds ({} for {ms} s), or \
+                     write it with its unit ('{ms}s')",
+                    lease::format_duration(lease::options::MIN_TTL),
+                    ms * 1000.0
+                )));
+            }
+        }
         let mut o = lease::LeaseOptions::new(ttl);
-        o.wait = match self.wait {
+        o.wait = match &self.wait {
             None => None,
-            Some(w) if w == f64::INFINITY => None,
-            Some(w) => Some(millis("wait", w)?),
+            Some(Either::A(w)) if *w == f64::INFINITY => None,
+            Some(w) => Some(time("wait", w)?),
         };
         o.label = self.label.clone();
         o.data = self.data.clone();
-        if let Some(p) = self.poll_interval {
-            o.poll_interval = Some(millis("pollInterval", p)?);
+        if let Some(p) = &self.poll_interval {
+            o.poll_interval = Some(time("pollInterval", p)?);
         }
-        if let Some(g) = self.grace {
-            o.grace = Some(millis("grace", g)?);
+        if let Some(g) = &self.grace {
+            o.grace = Some(time("grace", g)?);
         }
-        if let Some(r) = self.renew_interval {
-            o.renew_interval = Some(millis("renewInterval", r)?);
+        if let Some(r) = &self.renew_interval {
+            o.renew_interval = Some(time("renewInterval", r)?);
+        }
+        if let Some(u) = &self.unavailable_timeout {
+            o.unavailable_timeout = Some(time("unavailableTimeout", u)?);
         }
         Ok(o)
     }

@@ -139,11 +139,11 @@ it('fenced for real is in fencing.test.js; corrupt for a corrupt record', async 
 // Bad input: TypeError for the wrong type, LEASE_INVALID for a bad value, clear messages.
 
 const BAD_TYPES = [
-  [{ ttl: '30' }, /"options.ttl" property must be a number of milliseconds, not type string/],
+  [{ ttl: {} }, /"options.ttl" property must be a number of milliseconds or a string with its unit \('30s'\), not an instance of Object/],
   [{ ttl: true }, /not type boolean/],
   [{ ttl: [1] }, /not an array/],
   [{ ttl: 10n }, /not type bigint/],
-  [{ wait: 'forever' }, /"options.wait" property must be a number/],
+  [{ wait: null, unavailableTimeout: false }, /"options.unavailableTimeout" property must be a number/],
   [{ label: 5 }, /"options.label" property must be a string, not type number/],
   [{ data: Buffer.from('x') }, /"options.data" property must be a string/],
   [{ signal: {} }, /"options.signal" property must be an AbortSignal/],
@@ -185,7 +185,8 @@ const BAD_VALUES = [
   [{ ttl: Infinity }, /finite/],
   [{ ttl: 1e300 }, /too large/],
   [{ ttl: 0 }, /ttl 0ms is out of range/],
-  [{ ttl: 10 }, /out of range/],
+  // Most likely meant as seconds: the message says so.
+  [{ ttl: 10 }, /ttl is in milliseconds \(10000 for 10 s\)/],
   [{ ttl: 365 * 24 * 3600 * 1000 }, /out of range/],
   [{ wait: -500 }, /wait must be a finite number/],
   [{ wait: NaN }, /wait must be a finite number/],
@@ -217,12 +218,12 @@ describe('bad urls reject with LEASE_INVALID', () => {
 
 it('bad input elsewhere', async () => {
   const url = makeUrl('file', 'e');
-  await assert.rejects(lease.tryAcquire(url, { ttl: '1' }), TypeError);
+  await assert.rejects(lease.tryAcquire(url, { ttl: '1' }), { code: 'LEASE_INVALID', message: /needs a unit/ });
   await assert.rejects(lease.tryAcquire(url, { wait: 0 }), { name: 'TypeError', message: /Unknown option "wait"/ });
   assert.throws(() => lease.watch(url, { pollInterval: -1 }), { code: 'LEASE_INVALID' });
   assert.throws(() => lease.watch(url, { pollInterval: '1' }), TypeError);
   assert.throws(() => lease.watch(url, { signal: 'x' }), TypeError);
-  assert.throws(() => new lease.Election(url, { ttl: '1' }), TypeError);
+  assert.throws(() => new lease.Election(url, { ttl: '1' }), { code: 'LEASE_INVALID' });
   assert.throws(() => new lease.Election(url, { ttl: 1 }), { code: 'LEASE_INVALID' });
   const l = await lease.acquire(url);
   try {
@@ -267,5 +268,54 @@ it('cli reads what node wrote', async () => {
     assert.equal(mine.holder.id, s.holder.id);
   } finally {
     await l.release();
+  }
+});
+
+// Durations: numbers are milliseconds (as setTimeout's), strings carry their unit ('30s'), so a
+// number in the wrong unit is hard to pass unnoticed.
+describe('durations', () => {
+  it('strings with a unit', async () => {
+    const l = await lease.acquire(makeUrl('file', 'dur'), { ttl: '12s', wait: '1m30s' });
+    try {
+      assert.equal(l.ttl, 12_000);
+    } finally {
+      await l.release();
+    }
+  });
+  it('a number in a string is refused, with the fix in the message', async () => {
+    await assert.rejects(lease.acquire(makeUrl('file', 'dur'), { ttl: '30000' }), {
+      code: 'LEASE_INVALID',
+      message: /30000ms, 30000s/,
+    });
+    await assert.rejects(lease.acquire(makeUrl('file', 'dur'), { wait: 'soon' }), {
+      code: 'LEASE_INVALID',
+      message: /invalid duration/,
+    });
+  });
+  it('a ttl written in seconds by mistake is refused, with the fix in the message', async () => {
+    await assert.rejects(lease.acquire(makeUrl('file', 'dur'), { ttl: 30 }), {
+      code: 'LEASE_INVALID',
+      message: /ttl is in milliseconds \(30000 for 30 s\)/,
+    });
+  });
+});
+
+it('an unreachable store ends a wait with LEASE_UNAVAILABLE', async () => {
+  // A port nothing listens on (no credential lookup leaves the machine: anonymous).
+  const net = require('node:net');
+  const srv = net.createServer();
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = srv.address().port;
+  await new Promise((resolve) => srv.close(resolve));
+  const url = `gs://bucket/job?endpoint=http://127.0.0.1:${port}&anonymous=true`;
+  for (const options of [{ wait: 2_000 }, { unavailableTimeout: '2s' }]) {
+    const start = performance.now();
+    await assert.rejects(lease.acquire(url, options), (e) => {
+      assert.equal(e.code, 'LEASE_UNAVAILABLE', e.message);
+      assert.doesNotMatch(e.message, /outcome of/);
+      return true;
+    });
+    const took = performance.now() - start;
+    assert.ok(took >= 1_900 && took < 9_000, `${JSON.stringify(options)}: ${took} ms`);
   }
 });

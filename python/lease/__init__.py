@@ -18,6 +18,7 @@ Library logs go to the ``logging`` logger ``lease``. See python/README.md for th
 from __future__ import annotations
 
 import atexit
+import datetime
 import os
 import weakref
 from typing import (
@@ -89,8 +90,9 @@ __all__ = [
 #: A lease URL: ``s3://bucket/key?…``, ``file:///dir/name``, ``memory://ns/name``, a path
 #: (``str`` or ``os.PathLike``), or a bare name (in ``$LEASE_HOME``).
 URL = Union[str, "os.PathLike[str]"]
-#: Seconds, as an int or a float.
-Seconds = Union[int, float]
+#: A duration: seconds as an int or a float, a ``datetime.timedelta``, or a str with its unit
+#: (``"30s"``, ``"500ms"``, ``"5m"``; a number alone in a str is refused).
+Seconds = Union[int, float, datetime.timedelta, str]
 OnLost = Optional[Callable[[LeaseLost], object]]
 
 # Leases acquired by this process that may still be held, released at interpreter exit.
@@ -105,18 +107,21 @@ def acquire(
     label: Optional[str] = None,
     data: Optional[str] = None,
     on_lost: OnLost = None,
+    unavailable_timeout: Optional[Seconds] = None,
 ) -> Lease:
-    """Acquire the lease at ``url``, waiting up to ``wait`` seconds (``None``: forever,
-    ``0``: try once and raise :class:`LeaseHeld`). Raises :class:`LeaseTimeout` when the wait
-    runs out. The GIL is released while waiting, and Ctrl-C interrupts the wait
-    (``KeyboardInterrupt``).
+    """Acquire the lease at ``url``, waiting up to ``wait`` seconds (``None``: as long as a
+    holder keeps it, ``0``: try once and raise :class:`LeaseHeld`). Raises
+    :class:`LeaseTimeout` when the wait runs out on a holder, :class:`StoreUnavailable` when it runs
+    out on a store that does not answer, or once the store has not answered for
+    ``unavailable_timeout`` (default: the ttl, at least 10 s). The GIL is released while
+    waiting, and Ctrl-C interrupts the wait (``KeyboardInterrupt``).
 
     ``ttl``: how long the lease lasts without renewal (it renews every ttl/3).
     ``label``: for people (shown by ``status``). ``data``: a small payload for others to read.
     ``on_lost``: called once with a :class:`LeaseLost` if the lease is lost, from the library's
     notifier thread (an exception it raises is logged to the ``lease`` logger).
     """
-    lease = _lease._acquire(url, ttl, wait, label, data, on_lost)
+    lease = _lease._acquire(url, ttl, wait, label, data, on_lost, unavailable_timeout)
     _live.add(lease)
     return lease
 
@@ -144,13 +149,16 @@ def acquire_async(
     label: Optional[str] = None,
     data: Optional[str] = None,
     on_lost: OnLost = None,
+    unavailable_timeout: Optional[Seconds] = None,
 ) -> AcquireAsync:
     """:func:`acquire` for asyncio: ``l = await lease.acquire_async(url)``, or
     ``async with lease.acquire_async(url) as l:`` (released on exit). Cancelling the task
     cancels the wait; if the lease was acquired at that moment it is released."""
 
     def start(done: Callable[[bool, object], None]) -> _lease.Pending:
-        return _lease._acquire_start(url, ttl, wait, label, data, on_lost, done)
+        return _lease._acquire_start(
+            url, ttl, wait, label, data, on_lost, unavailable_timeout, done
+        )
 
     return AcquireAsync(start)
 

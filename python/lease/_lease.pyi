@@ -1,4 +1,5 @@
 # Type stubs of the Rust extension module `lease._lease` (python/src/).
+import datetime
 import os
 import threading
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union, final
@@ -9,7 +10,7 @@ from ._types import FencedObject, Holder
 __version__: str
 
 _URL = Union[str, "os.PathLike[str]"]
-_Seconds = Union[int, float]
+_Seconds = Union[int, float, datetime.timedelta, str]
 _Done = Callable[[bool, Any], None]
 _OnLost = Optional[Callable[[LeaseLost], object]]
 _Data = Union[bytes, bytearray, str]
@@ -170,6 +171,7 @@ def _acquire(
     label: Optional[str],
     data: Optional[str],
     on_lost: _OnLost,
+    unavailable_timeout: Optional[_Seconds],
 ) -> Lease: ...
 def _try_acquire(
     url: _URL,
@@ -185,6 +187,7 @@ def _acquire_start(
     label: Optional[str],
     data: Optional[str],
     on_lost: _OnLost,
+    unavailable_timeout: Optional[_Seconds],
     done: _Done,
 ) -> Pending: ...
 def _seconds(name: str, value: object) -> float: ...

@@ -17,8 +17,10 @@ async fn acquire_future(
     t.client.acquire_with_cancel(&t.key, &opts, &cancel).await
 }
 
-/// acquire(url, ttl, wait, label, data, on_lost) -> Lease: blocks (GIL released) until held.
+/// acquire(url, ttl, wait, label, data, on_lost, unavailable_timeout) -> Lease: blocks (GIL
+/// released) until held.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 pub fn _acquire(
     py: Python<'_>,
     url: &Bound<'_, PyAny>,
@@ -27,10 +29,13 @@ pub fn _acquire(
     label: &Bound<'_, PyAny>,
     data: &Bound<'_, PyAny>,
     on_lost: &Bound<'_, PyAny>,
+    unavailable_timeout: &Bound<'_, PyAny>,
 ) -> PyResult<PyLease> {
     crate::log::refresh_level(py, false);
     let t = options::target(url)?;
-    let opts = options::options(ttl, Some(wait), Some(label), Some(data))?;
+    let mut opts = options::options(ttl, Some(wait), Some(label), Some(data))?;
+    opts.unavailable_timeout =
+        options::opt_seconds("unavailable_timeout", Some(unavailable_timeout))?;
     let cancel = CancellationToken::new();
     let lease = block(py, acquire_future(t, opts, cancel.clone()), Some(&cancel))?.py()?;
     PyLease::wrap(py, lease, Some(on_lost))
@@ -69,11 +74,14 @@ pub fn _acquire_start(
     label: &Bound<'_, PyAny>,
     data: &Bound<'_, PyAny>,
     on_lost: &Bound<'_, PyAny>,
+    unavailable_timeout: &Bound<'_, PyAny>,
     done: Py<PyAny>,
 ) -> PyResult<Pending> {
     crate::log::refresh_level(py, false);
     let t = options::target(url)?;
-    let opts = options::options(ttl, Some(wait), Some(label), Some(data))?;
+    let mut opts = options::options(ttl, Some(wait), Some(label), Some(data))?;
+    opts.unavailable_timeout =
+        options::opt_seconds("unavailable_timeout", Some(unavailable_timeout))?;
     let on_lost = on_lost.clone().unbind();
     if !on_lost.is_none(py) && !on_lost.bind(py).is_callable() {
         return Err(crate::error::type_error("on_lost must be callable"));

@@ -22,7 +22,8 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// A duration given as seconds (`int` or `float`, or a `datetime.timedelta`).
+/// A duration given as seconds (`int` or `float`), a `datetime.timedelta`, or a `str` with its
+/// unit (`"30s"`, `"500ms"`).
 pub fn seconds(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     let secs: f64 = if obj.is_instance_of::<PyBool>() {
         return Err(type_error(format!(
@@ -39,9 +40,16 @@ pub fn seconds(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
         delta.get_days() as f64 * 86400.0
             + delta.get_seconds() as f64
             + delta.get_microseconds() as f64 / 1e6
+    } else if let Ok(text) = obj.cast::<PyString>() {
+        // A duration with its unit ("30s", "500ms", "5m"), as the CLI takes it; a number in a
+        // string ("30") is refused with the fix in the message.
+        let text = text.to_cow()?;
+        return lease::parse_duration(&text)
+            .map_err(|e| invalid(format!("{name}: {}", e.message())));
     } else {
         return Err(type_error(format!(
-            "{name} must be a number of seconds (int or float), not {}",
+            "{name} must be a number of seconds (int or float), a timedelta or a str with a \
+             unit (\"30s\"), not {}",
             type_name(obj)
         )));
     };

@@ -132,10 +132,10 @@ def test_invalid_for_a_bad_url() -> None:
 
 BAD_TYPES: Any = [
     ({"ttl": None}, "ttl must be a number of seconds"),
-    ({"ttl": "30"}, "ttl must be a number of seconds (int or float), not str"),
+    ({"ttl": b"30"}, "ttl must be a number of seconds (int or float), a timedelta or a str with a unit (\"30s\"), not bytes"),
     ({"ttl": True}, "not bool"),
     ({"ttl": [1]}, "not list"),
-    ({"wait": "forever"}, "wait must be a number of seconds"),
+    ({"wait": object()}, "wait must be a number of seconds"),
     ({"label": 5}, "label must be a str or None, not int"),
     ({"data": b"x"}, "data must be a str or None, not bytes"),
     ({"on_lost": 3}, "on_lost must be callable"),
@@ -198,7 +198,7 @@ def test_bad_urls_raise_invalid_argument(url: str) -> None:
 def test_bad_input_elsewhere(tmp_path: Path) -> None:
     url = make_url("file", tmp_path, "e")
     with pytest.raises(TypeError):
-        lease.try_acquire(url, ttl="1")  # type: ignore[arg-type]
+        lease.try_acquire(url, ttl=[1])  # type: ignore[arg-type]
     with pytest.raises(lease.InvalidArgument):
         lease.watch(url, poll=-1)
     with pytest.raises(TypeError):
@@ -206,8 +206,10 @@ def test_bad_input_elsewhere(tmp_path: Path) -> None:
     with pytest.raises(lease.InvalidArgument):
         lease.Election(url, ttl=0.001)
     with lease.acquire(url) as l:
+        with pytest.raises(lease.InvalidArgument, match="needs a unit"):
+            l.ensure_held(min_remaining="5")
         with pytest.raises(TypeError):
-            l.ensure_held(min_remaining="5")  # type: ignore[arg-type]
+            l.ensure_held(min_remaining=b"5")  # type: ignore[arg-type]
         with pytest.raises(lease.InvalidArgument):
             l.ensure_held(min_remaining=-5)
         with pytest.raises(TypeError):
@@ -219,6 +221,47 @@ def test_timedelta_durations(tmp_path: Path) -> None:
 
     with lease.acquire(make_url("file", tmp_path, "td"), ttl=datetime.timedelta(seconds=12)) as l:
         assert l.ttl == 12.0
+
+
+def test_durations_as_text_need_a_unit(tmp_path: Path) -> None:
+    url = make_url("file", tmp_path, "text")
+    with lease.acquire(url, ttl="12s", wait="1m30s") as l:
+        assert l.ttl == 12.0
+    with lease.acquire(url, ttl="1.5s") as l:
+        assert l.ttl == 1.5
+    # 30000 meant milliseconds to some and seconds to others: the message says how to write it.
+    with pytest.raises(lease.InvalidArgument, match="30000ms, 30000s"):
+        lease.acquire(url, ttl="30000")
+    with pytest.raises(lease.InvalidArgument, match="invalid duration"):
+        lease.acquire(url, wait="soon")
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_store_ends_a_wait_with_store_unavailable() -> None:
+    import time
+
+    # Nothing listens there: every request is refused. No credential lookup leaves the machine.
+    port = _closed_port()
+    url = f"gs://bucket/job?endpoint=http://127.0.0.1:{port}&anonymous=true"
+    start = time.monotonic()
+    with pytest.raises(lease.StoreUnavailable) as e:
+        lease.acquire(url, wait=2)
+    took = time.monotonic() - start
+    assert 1.9 <= took < 9, took
+    assert "outcome of" not in str(e.value)
+    # No wait: the store that does not answer ends it after unavailable_timeout.
+    start = time.monotonic()
+    with pytest.raises(lease.StoreUnavailable):
+        lease.acquire(url, unavailable_timeout="2s")
+    took = time.monotonic() - start
+    assert 1.9 <= took < 9, took
 
 
 def test_cli_reads_what_python_wrote(tmp_path: Path, lease_bin: str) -> None:

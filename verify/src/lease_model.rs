@@ -132,6 +132,8 @@ pub enum Io {
     Sleep(Instant),
 }
 
+// A model state, hashed and cloned whole by the checker: boxing would only add allocations.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
     Idle,
@@ -238,7 +240,7 @@ impl LeaseModel {
             data: None,
             try_once: false,
             wait_deadline: None,
-            retry_deadline: None,
+            unavailable_timeout: None,
         }
     }
 }

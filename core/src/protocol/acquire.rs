@@ -37,10 +37,14 @@ pub struct Plan {
     pub data: Option<String>,
     /// Give up with `Held` instead of waiting.
     pub try_once: bool,
-    /// Give up with `Timeout` at this instant.
+    /// Give up at this instant, whatever is in the way: with `Timeout` for a holder, with
+    /// `Unavailable` for a store that did not answer. A call in flight then is answered (or
+    /// times out) first; a write whose outcome is still unknown is left to expire, as a
+    /// crashed acquirer's would.
     pub wait_deadline: Option<Instant>,
-    /// Give up on an unavailable store at this instant (`None`: never).
-    pub retry_deadline: Option<Instant>,
+    /// Give up with `Unavailable` once every call to the store has failed `Unavailable` for
+    /// this long in a row (`None`: never; the model checker's acquirers retry forever).
+    pub unavailable_timeout: Option<Duration>,
 }
 
 /// What happened since the last step.
@@ -118,6 +122,9 @@ pub struct Acquirer {
     cancelled: bool,
     phase: Phase,
     start: Instant,
+    /// When the store last answered (at the start: the start): the unavailable timeout runs
+    /// from here, so a call that hangs counts from when it was sent, not when it gave up.
+    last_answer: Instant,
 }
 
 impl Acquirer {
@@ -139,6 +146,7 @@ impl Acquirer {
             cancelled: false,
             phase: Phase::Idle,
             start: now,
+            last_answer: now,
         }
     }
 
@@ -207,13 +215,30 @@ impl Acquirer {
         self.decide_and_act(now, wall, entropy)
     }
 
+    /// The store failed `Unavailable`: try again after a pause, unless the wait has ended or
+    /// the store has not answered for the whole unavailable timeout.
     fn retry_later(&mut self, e: Error, now: Instant, entropy: &dyn Entropy) -> Step {
-        if self.plan.retry_deadline.is_some_and(|d| now >= d) {
-            return self.fail(e);
+        let since = self.last_answer;
+        let timeout_end = self.plan.unavailable_timeout.map(|t| since + t);
+        let give_up_at = match (self.plan.wait_deadline, timeout_end) {
+            (Some(w), Some(t)) => Some(w.min(t)),
+            (w, t) => w.or(t),
+        };
+        if give_up_at.is_some_and(|g| now >= g) {
+            let url = self.plan.url.clone();
+            let tried = format_duration(now - self.start);
+            let down = format_duration(now - since);
+            return self.fail(e.context(format!(
+                "gave up acquiring {url} after {tried}: the store has been unavailable for {down}"
+            )));
+        }
+        let mut until = now + self.backoff.next(entropy);
+        if let Some(g) = give_up_at {
+            until = until.min(g);
         }
         self.phase = Phase::BackingOff;
         Step::Sleep {
-            until: now + self.backoff.next(entropy),
+            until,
             wake_on_release: false,
         }
     }
@@ -229,6 +254,7 @@ impl Acquirer {
             Ok(get) => {
                 self.view.absorb(get, now);
                 self.backoff = Backoff::for_timing(&self.plan.timing);
+                self.last_answer = now;
             }
             Err(e) if e.kind() == ErrorKind::Unavailable => {
                 return self.retry_later(e, now, entropy)
@@ -294,8 +320,12 @@ impl Acquirer {
             write: Some(entropy.nonce()),
             broken: None,
         };
-        // Once sent, the outcome is resolved even if cancelled: a landed write is let go.
-        let give_up_at = now + self.plan.timing.ttl;
+        // Once sent, the outcome is resolved even if cancelled: a landed write is let go. Not
+        // past the wait deadline: an outcome still unknown then is left to expire.
+        let mut give_up_at = now + self.plan.timing.ttl;
+        if let Some(d) = self.plan.wait_deadline {
+            give_up_at = give_up_at.min(d);
+        }
         let op = WriteOp::new(&self.plan.url, &record, cond, give_up_at, &self.plan.timing);
         self.writing(op, record, Event::Start, now, wall, entropy)
     }
@@ -366,6 +396,7 @@ impl Acquirer {
         wall: SystemTime,
         entropy: &dyn Entropy,
     ) -> Step {
+        let unanswered = matches!(&event, Event::Put(Err(e)) if e.kind() == ErrorKind::Unavailable);
         match op.step(write_event(event), now, entropy) {
             WriteStep::Done(Ok(Written::Landed { version, t_send })) => {
                 self.pending.clear();
@@ -374,6 +405,7 @@ impl Acquirer {
             // Replaced: landed, and someone (an operator's break) replaced it before we even
             // learned we held it; we never acted on it, so it is as if we lost the race.
             WriteStep::Done(Ok(Written::Rejected { current } | Written::Replaced { current })) => {
+                self.last_answer = now;
                 self.view.absorb(current, now);
                 self.fresh = true;
                 self.next(now, wall, entropy)
@@ -386,6 +418,17 @@ impl Acquirer {
                 self.retry_later(e, now, entropy)
             }
             WriteStep::Done(Err(e)) => self.fail(e),
+            // The write's outcome is unknown and the wait is over: a read-back would take
+            // another request timeout. Give up now; if the write lands, it expires.
+            WriteStep::Read if unanswered && self.plan.wait_deadline.is_some_and(|d| now >= d) => {
+                let url = self.plan.url.clone();
+                let tried = format_duration(now - self.start);
+                self.fail(Error::unavailable(format!(
+                    "gave up acquiring {url} after {tried}: the store did not answer a write \
+                     before the wait ended (if the write landed later, the lease expires after \
+                     its ttl)"
+                )))
+            }
             step => {
                 self.phase = Phase::Writing { op, record };
                 io_step(step, now)

@@ -185,7 +185,8 @@ impl Doctor {
         tokio::select! {
             r = f => r,
             _ = clock.sleep(REQUEST_TIMEOUT) => Err(Error::unavailable(format!(
-                "{what} of {key} did not answer within {}s", REQUEST_TIMEOUT.as_secs()
+                "{what} of {key} did not answer within {}",
+                crate::duration::format_duration(REQUEST_TIMEOUT)
             ))),
         }
     }

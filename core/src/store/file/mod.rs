@@ -254,7 +254,7 @@ impl FileStore {
                      nothing was changed",
                     lock.path.display(),
                     lock.holder(),
-                    humantime::format_duration(self.lock_wait)
+                    crate::duration::format_duration(self.lock_wait)
                 )));
             }
             if !warned && now - started >= LOCK_WARN_AFTER {

@@ -357,6 +357,33 @@ impl StoreUrl {
             .map_err(|e| Error::invalid(e.message().replace(&probe, s)))
     }
 
+    /// Parse a store URL that may name a path inside the store (`s3://bucket/locks?…`,
+    /// `memory://ns/jobs`): the store, and that path (`locks`, `jobs`; empty when there is
+    /// none). A file store's path is its directory, so its path here is always empty.
+    pub fn parse_with_path(s: &str) -> Result<(StoreUrl, String)> {
+        let store = StoreUrl::parse(s)?;
+        if matches!(store, StoreUrl::File { .. } | StoreUrl::DefaultFile) {
+            return Ok((store, String::new()));
+        }
+        let (base, query) = match s.split_once('?') {
+            Some((b, q)) => (b.trim_end_matches('/'), Some(q)),
+            None => (s.trim_end_matches('/'), None),
+        };
+        let probe = match query {
+            Some(q) => format!("{base}/placeholder?{q}"),
+            None => format!("{base}/placeholder"),
+        };
+        let key = LeaseUrl::parse(&probe)
+            .map_err(|e| Error::invalid(e.message().replace(&probe, s)))?
+            .key;
+        let path = key
+            .strip_suffix("placeholder")
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_string();
+        Ok((store, path))
+    }
+
     /// Open a new store (and client) for this URL, outside the process's registry (what
     /// [`StoreUrl::open`] and [`Client::for_store`](crate::Client::for_store) share): for
     /// tests that want a store of their own.

@@ -204,3 +204,28 @@ fn open_missing_directory_is_a_store_error() {
     assert_eq!(e.kind(), ErrorKind::Store);
     assert!(e.message().contains("/nonexistent/lease-test-dir"), "{e}");
 }
+
+/// `lease doctor s3://bucket/locks` probes under `locks/`: a user allowed only `locks/*` must
+/// not be sent to the bucket's top.
+#[test]
+fn a_store_url_keeps_its_path() {
+    let cases = [
+        ("s3://bkt/locks?region=eu-west-1", "locks"),
+        ("s3://bkt/locks/jobs/", "locks/jobs"),
+        ("s3://bkt", ""),
+        ("s3://bkt/?region=eu-west-1", ""),
+        ("gs://bkt/a%20b", "a b"),
+        ("az://acct1/cont/locks", "locks"),
+        ("memory://ns/jobs", "jobs"),
+        ("file:///tmp/x/y", ""),
+    ];
+    for (url, path) in cases {
+        let (store, got) = StoreUrl::parse_with_path(url).unwrap();
+        assert_eq!(got, path, "{url}");
+        assert_eq!(store, StoreUrl::parse(url).unwrap(), "{url}");
+    }
+    assert_eq!(
+        StoreUrl::parse_with_path("s3://B/x").unwrap_err().kind(),
+        ErrorKind::Invalid
+    );
+}
