@@ -159,6 +159,11 @@ elapsed() {
   awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.1f\n", ns / 1e9 }' >&3
 }
 
+# The first ```LANG block of README.md, as written.
+readme_block() {
+  awk -v lang="$1" '$0 == "```" lang {f = 1; next} f && /^```/ {exit} f' "$ROOT/README.md"
+}
+
 python_install() {
   local app=$tmp/py-app
   mkdir -p "$app"
@@ -167,19 +172,19 @@ python_install() {
   pip_s=$( { (cd "$app" && elapsed as_user "$app/venv/bin/pip" install --quiet --disable-pip-version-check \
     --no-cache-dir --only-binary :all: --index-url "$PYPI/simple" "bucket-lease==$VERSION") 3>&1 1>&2; } )
   echo "pip install bucket-lease: ${pip_s}s"
-  # The README's example, with the store URL as the argument.
-  cat >"$app/example.py" <<'EOF'
-import sys
-import lease
-
-with lease.acquire(sys.argv[1], ttl=30, wait=60, label="gc-1") as l:
-    print(l.epoch)                  # the fencing token
-    l.ensure_held(min_remaining=5)  # raises lease.LeaseLost when it cannot
-# released here, also when the block raises
+  # The README's example as written (extracted from README.md), its URL given as the argument;
+  # then a check that it released the lease.
+  {
+    echo "import sys"
+    readme_block python | sed 's|"s3://my-bucket/locks/gc"|sys.argv[1]|'
+    cat <<'EOF'
 st = lease.status(sys.argv[1])
 assert st.state == "released", st
 print("python:", lease.__version__, lease.__file__, sys.argv[1].split("?")[0], st.state)
 EOF
+  } >"$app/example.py"
+  grep -q 'sys.argv\[1\], ttl' "$app/example.py" ||
+    { echo "README.md's Python example no longer names s3://my-bucket/locks/gc" >&2; return 1; }
   (cd "$app" && as_user "$app/venv/bin/python" example.py "$file_url/py-gc")
   if [ -n "$s3" ]; then
     local s3_gc=${s3/\?//py-gc?}
@@ -199,25 +204,22 @@ node_install() {
     { echo "npm did not install the platform package bucket-lease-linux-x64-gnu" >&2; return 1; }
   [ ! -e "$app/node_modules/bucket-lease/lease.node" ] ||
     { echo "bucket-lease has a lease.node of its own: it should use the platform package's" >&2; return 1; }
-  # The README's example, as CommonJS (in an async function) and as an ES module.
-  cat >"$app/example.js" <<'EOF'
-const lease = require('bucket-lease');
-
-async function main(url) {
-  const l = await lease.acquire(url, { ttl: 30_000, wait: 60_000, label: 'gc-1' });
-  try {
-    l.epoch;               // the fencing token
-    l.ensureHeld(5_000);   // throws an Error with code 'LEASE_LOST' when it cannot
-    l.signal;              // an AbortSignal, aborted the moment the lease is lost
-  } finally {
-    await l.release();
-  }
+  # The README's example as written (extracted from README.md): in an async function as
+  # CommonJS, and as an ES module; then a check that it released the lease.
+  {
+    readme_block js | sed -n '1p'
+    echo "async function main(url) {"
+    readme_block js | sed '1d' | sed "s|'s3://my-bucket/locks/gc'|url|"
+    cat <<'EOF'
   const st = await lease.status(url);
   if (st.state !== 'released') throw new Error(`state ${st.state}`);
   console.log('node (cjs):', lease.version, require.resolve('bucket-lease'), url.split('?')[0], l.epoch, st.state);
 }
 main(process.argv[2]).catch((e) => { console.error(e); process.exit(1); });
 EOF
+  } >"$app/example.js"
+  grep -q "acquire(url," "$app/example.js" ||
+    { echo "README.md's Node example no longer names s3://my-bucket/locks/gc" >&2; return 1; }
   cat >"$app/example.mjs" <<'EOF'
 import * as lease from 'bucket-lease';
 

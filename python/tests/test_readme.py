@@ -1,4 +1,5 @@
-"""The README's Python examples run, with their s3://my-bucket URLs pointed at a temp dir."""
+"""The Python examples of python/README.md and of the top-level README.md run as written, with
+their s3://my-bucket URLs pointed at a temp dir."""
 
 from __future__ import annotations
 
@@ -8,19 +9,23 @@ from typing import List
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+HERE = Path(__file__).resolve().parent.parent
+READMES = {"python/README.md": HERE / "README.md", "README.md": HERE.parent / "README.md"}
 
 
-def blocks() -> List[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def blocks(readme: str) -> List[str]:
+    return re.findall(r"```python\n(.*?)```", READMES[readme].read_text(), flags=re.S)
 
 
-def test_readme_has_examples() -> None:
-    assert len(blocks()) >= 5
+def test_readmes_have_examples() -> None:
+    assert len(blocks("python/README.md")) >= 5
+    assert len(blocks("README.md")) >= 1
 
 
-@pytest.mark.parametrize("index", range(len(blocks())))
-def test_readme_example_runs(index: int, tmp_path: Path) -> None:
-    code = re.sub(r'"s3://my-bucket/([a-z/]+)"', lambda m: f'"file://{tmp_path}/{m.group(1).replace("/", "-")}"', blocks()[index])
+@pytest.mark.parametrize(
+    "readme,index", [(r, i) for r in READMES for i in range(len(blocks(r)))]
+)
+def test_readme_example_runs(readme: str, index: int, tmp_path: Path) -> None:
+    code = re.sub(r'"s3://my-bucket/([a-z/]+)"', lambda m: f'"file://{tmp_path}/{m.group(1).replace("/", "-")}"', blocks(readme)[index])
     assert "my-bucket" not in code
-    exec(compile(code, f"README.md example {index}", "exec"), {"__name__": "readme"})
+    exec(compile(code, f"{readme} example {index}", "exec"), {"__name__": "readme"})
