@@ -218,6 +218,10 @@ pub struct LeaseModel {
     pub grace: Duration,
     pub drift: bool,
     pub crashes: bool,
+    /// Only this client's requests suffer faults (`None`: any client's).
+    pub faulty: Option<usize>,
+    /// The only fault is a request held up (no lost or failed answers): a narrower search.
+    pub only_delays: bool,
 }
 
 impl LeaseModel {
@@ -551,11 +555,13 @@ impl Model for LeaseModel {
                 Some(Io::Request(Flight::Sent(_))) => {
                     due = true;
                     actions.push(Action::Deliver(c));
-                    if faults_left {
+                    if faults_left && self.faulty.is_none_or(|f| f == c) {
                         actions.push(Action::Delay(c));
-                        actions.push(Action::DelayAnswer(c));
-                        actions.push(Action::LoseReply(c));
-                        actions.push(Action::Fail(c));
+                        if !self.only_delays {
+                            actions.push(Action::DelayAnswer(c));
+                            actions.push(Action::LoseReply(c));
+                            actions.push(Action::Fail(c));
+                        }
                     }
                 }
                 Some(Io::Request(Flight::Delayed(_))) => {
@@ -844,6 +850,8 @@ pub fn base() -> LeaseModel {
         grace: Duration::from_secs(1),
         drift: false,
         crashes: false,
+        faulty: None,
+        only_delays: false,
     }
 }
 

@@ -113,6 +113,8 @@ fn sizes() {
         grace: Duration::from_secs(1),
         drift: false,
         crashes: false,
+        faulty: None,
+        only_delays: false,
     };
     let variants: Vec<(&str, LeaseModel)> = vec![
         ("base", base.clone()),

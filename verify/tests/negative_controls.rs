@@ -8,17 +8,13 @@
 //!
 //! | Safety issue bug                                   | Control                                   |
 //! |----------------------------------------------------|-------------------------------------------|
+//! | a late-landing retry could give two holders       | `a_resend_that_resets_its_send_time_…`    |
 //! | a deleted record re-issued an epoch                | `a_record_made_again_at_the_known_epoch_…`|
 //! | `lease break` admitted a second holder at once     | `a_break_that_admits_at_once_…`           |
 //! | a holder believed while its release was in flight  | `a_holder_believing_while_releasing_…`    |
+//! | `Fenced` reported for writes that landed           | `an_unknown_outcome_taken_as_not_landed_…` |
 //! | fenced read-modify-write lost updates              | `fence_model.rs::plain_fenced_writes_lose_updates` |
 //!
-//! A late-landing retry (an earlier copy of a resent write landing late, the holder's deadline
-//! taken from the later send) needs five faults in this model (two sends held up, the copy
-//! landing between a read-back and the resend, the holder's renewals failing until its
-//! deadline), beyond what the checker explores in reasonable time; its control is the
-//! deterministic simulation `core/tests/safety.rs::a_write_that_lands_late_is_not_taken_for_a_later_attempt`,
-//! which failed on the old code.
 
 #![allow(clippy::disallowed_methods)] // times the checker with the wall clock
 
@@ -28,6 +24,7 @@ use stateright::{Checker, Model};
 
 use lease::protocol::mutants::{self, Mutant};
 use lease::BreakMode;
+use lease_verify::fence_model::{self, FenceModel};
 use lease_verify::lease_model::*;
 
 /// The mutant switch is process-wide: one control at a time.
@@ -39,7 +36,7 @@ fn violated(model: LeaseModel, mutant: Option<Mutant>, what: &str) -> Option<&'s
     mutants::set(mutant);
     let started = std::time::Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
-    mutants::set(None);
+    // The path to a discovery is rebuilt by replaying the model: with the mutant still on.
     let found = ["at most one holder believes", "epochs strictly increase"]
         .into_iter()
         .find(|p| checker.discovery(p).is_some());
@@ -51,6 +48,7 @@ fn violated(model: LeaseModel, mutant: Option<Mutant>, what: &str) -> Option<&'s
     if let Some(p) = found {
         eprintln!("{p}: {:?}", checker.discovery(p).unwrap().into_actions());
     }
+    mutants::set(None);
     found
 }
 
@@ -92,4 +90,75 @@ fn a_holder_believing_while_releasing_gives_two_holders() {
         violated(m, Some(Mutant::BelieveWhileReleasing), "release in flight"),
         Some("at most one holder believes")
     );
+}
+
+/// A write resent after a timeout, with the deadline taken from the resend: the copy sent
+/// first is held up, the read-back finds the record unchanged, the first copy lands, the resend
+/// is refused and the read-back finds our write: the holder counts from the resend, a waiter
+/// from when the record changed. (The checker finds it through a renewal: the first renewal's
+/// copy lands late, the next renewal is held up.) Zero grace and no drift, so any overlap is the
+/// protocol's, not the clock's; two requests held up, only client 0's; the same model without
+/// the mutant is safe.
+#[test]
+fn a_resend_that_resets_its_send_time_gives_two_holders() {
+    let m = LeaseModel {
+        grace: std::time::Duration::ZERO,
+        max_faults: 2,
+        faulty: Some(0),
+        only_delays: true,
+        max_time: 6,
+        ..base()
+    };
+    assert_eq!(
+        violated(m.clone(), None, "late landing, fixed"),
+        None,
+        "the model fails without the mutant"
+    );
+    assert_eq!(
+        violated(m, Some(Mutant::ResendResetsSendTime), "late landing"),
+        Some("at most one holder believes")
+    );
+}
+
+/// Run the fenced-write model with `mutant` on: whether the checker found a write whose
+/// history the model rejects (a lower epoch landing late, a lost update, a write reported
+/// `Fenced` or `Conflict` that landed, an acknowledged write that did not).
+fn fence_violated(model: FenceModel, mutant: Option<Mutant>, what: &str) -> bool {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    mutants::set(mutant);
+    let started = std::time::Instant::now();
+    let checker = model.checker().threads(2).spawn_bfs().join();
+    // The path to a discovery is rebuilt by replaying the model: with the mutant still on.
+    let found = checker.discovery("fenced writes keep their history");
+    let violated = found.is_some();
+    eprintln!(
+        "{what} ({mutant:?}): {} unique states in {:.1?}, violated: {violated}",
+        checker.unique_state_count(),
+        started.elapsed(),
+    );
+    if let Some(path) = found {
+        eprintln!("{:?}", path.into_actions());
+    }
+    mutants::set(None);
+    violated
+}
+
+#[test]
+fn an_unknown_outcome_taken_as_not_landed_reports_fenced_for_a_write_that_landed() {
+    // The write lands with its answer lost, and the newer holder writes twice over it before
+    // the read-back: the object no longer names the write as the one it replaced.
+    let m = FenceModel {
+        updates: 2,
+        max_faults: 2,
+        ..fence_model::model()
+    };
+    assert!(
+        !fence_violated(m.clone(), None, "fenced writes, fixed"),
+        "the model fails without the mutant"
+    );
+    assert!(fence_violated(
+        m,
+        Some(Mutant::UnknownOutcomeTakenAsNotLanded),
+        "fenced writes"
+    ));
 }

@@ -7,6 +7,13 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Mutant {
+    /// A resent write takes the time of its latest send as `t_send`: when an earlier copy
+    /// lands late, the holder's deadline is later than what the store's readers go by.
+    ResendResetsSendTime = 3,
+    /// A fenced write whose outcome was unknown takes any change since as proof that it did
+    /// not land, so a write that landed and was then overwritten by a newer holder is reported
+    /// `Fenced`.
+    UnknownOutcomeTakenAsNotLanded = 4,
     /// A record made where none is starts at the client's known epoch + 1, so a record deleted
     /// by hand is made again with an epoch that was already handed out.
     RecreateAtKnownEpoch = 1,

@@ -115,7 +115,12 @@ impl WriteOp {
                 self.put()
             }
             WriteEvent::Slept => match self.after_sleep {
-                After::Put => self.put(),
+                After::Put => {
+                    if super::mutants::on(super::mutants::Mutant::ResendResetsSendTime) {
+                        self.t_send = Some(now);
+                    }
+                    self.put()
+                }
                 After::Read => WriteStep::Read,
             },
             WriteEvent::Put(Ok(Put::Written { version, .. })) => self.done(Ok(Written::Landed {
