@@ -33,9 +33,13 @@ pub fn _acquire(
 ) -> PyResult<PyLease> {
     crate::log::refresh_level(py, false);
     let t = options::target(url)?;
-    let mut opts = options::options(ttl, Some(wait), Some(label), Some(data))?;
-    opts.unavailable_timeout =
-        options::opt_seconds("unavailable_timeout", Some(unavailable_timeout))?;
+    let opts = options::options(
+        ttl,
+        Some(wait),
+        Some(label),
+        Some(data),
+        Some(unavailable_timeout),
+    )?;
     let cancel = CancellationToken::new();
     let lease = block(py, acquire_future(t, opts, cancel.clone()), Some(&cancel))?.py()?;
     PyLease::wrap(py, lease, Some(on_lost))
@@ -53,7 +57,7 @@ pub fn _try_acquire(
 ) -> PyResult<Option<PyLease>> {
     crate::log::refresh_level(py, false);
     let t = options::target(url)?;
-    let opts = options::options(ttl, None, Some(label), Some(data))?;
+    let opts = options::options(ttl, None, Some(label), Some(data), None)?;
     let got = block(
         py,
         async move { t.client.try_acquire(&t.key, &opts).await },
@@ -79,9 +83,13 @@ pub fn _acquire_start(
 ) -> PyResult<Pending> {
     crate::log::refresh_level(py, false);
     let t = options::target(url)?;
-    let mut opts = options::options(ttl, Some(wait), Some(label), Some(data))?;
-    opts.unavailable_timeout =
-        options::opt_seconds("unavailable_timeout", Some(unavailable_timeout))?;
+    let opts = options::options(
+        ttl,
+        Some(wait),
+        Some(label),
+        Some(data),
+        Some(unavailable_timeout),
+    )?;
     let on_lost = on_lost.clone().unbind();
     if !on_lost.is_none(py) && !on_lost.bind(py).is_callable() {
         return Err(crate::error::type_error("on_lost must be callable"));

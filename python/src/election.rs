@@ -64,7 +64,7 @@ impl ElectionCore {
     ) -> PyResult<Self> {
         crate::log::refresh_level(py, false);
         let t = options::target(url)?;
-        let opts: LeaseOptions = options::options(ttl, Some(wait), Some(label), Some(data))?;
+        let opts: LeaseOptions = options::options(ttl, Some(wait), Some(label), Some(data), None)?;
         // Check the options now rather than at the first campaign.
         opts.timing(&t.client.store().capabilities()).py()?;
         if !on_lost.is_none() && !on_lost.is_callable() {

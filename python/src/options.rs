@@ -240,12 +240,14 @@ pub fn options(
     wait: Option<&Bound<'_, PyAny>>,
     label: Option<&Bound<'_, PyAny>>,
     data: Option<&Bound<'_, PyAny>>,
+    unavailable_timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<LeaseOptions> {
     let ttl = seconds("ttl", ttl)?;
     let mut opts = LeaseOptions::new(ttl);
     opts.wait = opt_seconds("wait", wait)?;
     opts.label = opt_text("label", label)?;
     opts.data = opt_text("data", data)?;
+    opts.unavailable_timeout = opt_seconds("unavailable_timeout", unavailable_timeout)?;
     Ok(opts)
 }
 

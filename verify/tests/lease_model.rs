@@ -102,20 +102,7 @@ fn the_model_finds_drift_beyond_the_grace() {
 #[test]
 #[ignore]
 fn sizes() {
-    let base = LeaseModel {
-        clients: 2,
-        max_time: 8,
-        max_faults: 0,
-        acquisitions: 1,
-        breaks: 0,
-        break_mode: lease::BreakMode::WaitOutHolder,
-        deletes: 0,
-        grace: Duration::from_secs(1),
-        drift: false,
-        crashes: false,
-        faulty: None,
-        only_delays: false,
-    };
+    let base = base();
     let variants: Vec<(&str, LeaseModel)> = vec![
         ("base", base.clone()),
         (
