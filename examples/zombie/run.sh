@@ -15,9 +15,23 @@ if [ -z "$url" ]; then
 fi
 lang=${2:-rust}
 case "$lang" in
-  rust) zombie=("${LEASE_ZOMBIE_BIN:-${CARGO_TARGET_DIR:-$here/../../target}/debug/lease-zombie}") ;;
-  python) zombie=("${PYTHON:-python3}" "$here/python/zombie.py") ;;
-  *) echo "unknown language $lang" >&2; exit 64 ;;
+  rust)
+    zombie=("${LEASE_ZOMBIE_BIN:-${CARGO_TARGET_DIR:-$here/../../target}/debug/lease-zombie}")
+    # On a fresh clone: build it (a debug build of the example, as `cargo build` makes it).
+    if [ -z "${LEASE_ZOMBIE_BIN:-}" ] && [ ! -x "${zombie[0]}" ]; then
+      echo "run.sh: building the example (cargo build -p lease-example-zombie)"
+      (cd "$here/../.." && cargo build -q -p lease-example-zombie)
+    fi
+    ;;
+  python)
+    zombie=("${PYTHON:-python3}" "$here/python/zombie.py")
+    "${zombie[0]}" -c 'import lease' 2>/dev/null || {
+      echo "run.sh: ${zombie[0]} cannot import lease: install the Python package first" \
+        "(pip install ./python, or PYTHON=/path/to/venv/bin/python)" >&2
+      exit 69
+    }
+    ;;
+  *) echo "unknown language $lang (rust or python)" >&2; exit 64 ;;
 esac
 # The data object lives in the lease's store. One per run: an object fenced under one lease
 # refuses writes under any other lease, so runs must not share it.
