@@ -1,4 +1,4 @@
-// One test per error kind (the mapping lives in node/src/errors.rs), and bad input: mirrors
+// One test per error kind (the mapping lives in node/src/error.rs), and bad input: mirrors
 // python/tests/test_errors.py.
 'use strict';
 
