@@ -86,7 +86,7 @@ step "lease CLI and lease-cycle-bench" need_cli_and_bench "$HOST_TARGET"
 step "S3 test servers" need_s3 "$ROOT/.cache/ffi-s3.env"
 tmp=$(mktemp -d)
 # File stores need their directory.
-mkdir -p "$tmp/c-tests" "$tmp/example-c" "$tmp/example-go" "$tmp/cross"
+mkdir -p "$tmp/c-tests" "$tmp/example-c" "$tmp/example-go" "$tmp/cross" "$tmp/docs"
 trap 'rm -rf "$tmp"; stop_own_s3' EXIT
 s3=${LEASE_TEST_S3_MOTO:-}
 if [ -z "$s3" ]; then
@@ -150,6 +150,12 @@ examples() {
   "$BUILD/leader_worker_go_static" "file://$tmp/example-go" example-static 1
 }
 step "examples (C, Go)" examples
+
+# --- docs/ffi.md's C and Go blocks, as written (ffi/tests/docs/run.py says how they are wrapped).
+docs_blocks() {
+  with_pc python3 ffi/tests/docs/run.py "$BUILD/docs" "file://$tmp/docs"
+}
+step "docs/ffi.md's C and Go blocks" docs_blocks
 
 # --- Cross-language: a C worker, a Go worker and the CLI contend for one lease.
 cross() {
