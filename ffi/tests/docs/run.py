@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs/ffi.md's C and Go blocks, run as written against a store.
+"""docs/ffi.md's C and Go blocks, and README.md's Go block, run as written against a store.
 
 Usage: run.py BUILD_DIR STORE_URL   (PKG_CONFIG_PATH must find liblease)
 
@@ -19,6 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "ffi.md"
+README = ROOT / "README.md"
+MODULE = "github.com/lease-dev/lease/bindings/go"
 C_HEAD = """#include <liblease.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,8 +30,8 @@ C_HEAD = """#include <liblease.h>
 """
 
 
-def blocks(lang):
-    return re.findall(r"^```" + lang + r"\n(.*?)^```$", DOC.read_text(), flags=re.S | re.M)
+def blocks(lang, doc=DOC):
+    return re.findall(r"^```" + lang + r"\n(.*?)^```$", doc.read_text(), flags=re.S | re.M)
 
 
 def sh(*cmd, cwd=None, env=None):
@@ -83,6 +85,8 @@ fail:
 
 def go_program(block):
     imports = re.findall(r'^import (\w+ )?"([^"]+)"\n', block, flags=re.M)
+    if not imports:  # a fragment that names the package without importing it
+        imports = [("lease ", MODULE)]
     body = re.sub(r'^import .*\n', "", block, flags=re.M)
     body = re.sub(r'"s3://my-bucket\?[^"]*"', "os.Args[1]", body)
     body = "\n".join("\t" + line for line in body.splitlines())
@@ -132,6 +136,8 @@ def main():
         sh(exe, store)
     go_blocks = blocks("go")
     assert len(go_blocks) == 1, "docs/ffi.md should have one Go block"
+    go_blocks += blocks("go", README)
+    assert len(go_blocks) == 2, "README.md should have one Go block"
     mod_block = [b for b in re.findall(r"^```\n(.*?)^```$", DOC.read_text(), flags=re.S | re.M)
                  if "replace github.com/lease-dev/lease/bindings/go" in b]
     assert mod_block, "docs/ffi.md lost its go.mod require/replace block"
@@ -139,11 +145,12 @@ def main():
     app.mkdir(exist_ok=True)
     gomod = mod_block[0].replace("/path/to/lease/bindings/go", str(ROOT / "bindings" / "go"))
     (app / "go.mod").write_text(f"module docsexample\n\ngo 1.21\n\n{gomod}")
-    (app / "main.go").write_text(go_program(go_blocks[0]))
     env = dict(os.environ, GOFLAGS="-mod=mod")
-    sh("go", "build", "-o", app / "docs-go", ".", cwd=app, env=env)
-    sh(app / "docs-go", store)
-    print("docs/ffi.md: every C and Go block ran")
+    for n, block in enumerate(go_blocks):
+        (app / "main.go").write_text(go_program(block))
+        sh("go", "build", "-o", app / f"docs-go-{n}", ".", cwd=app, env=env)
+        sh(app / f"docs-go-{n}", store)
+    print("docs/ffi.md and README.md: every C and Go block ran")
 
 
 if __name__ == "__main__":
