@@ -91,8 +91,8 @@ pub fn _acquire_start(
         Some(unavailable_timeout),
     )?;
     let on_lost = on_lost.clone().unbind();
-    if !on_lost.is_none(py) && !on_lost.bind(py).is_callable() {
-        return Err(crate::error::type_error("on_lost must be callable"));
+    if !on_lost.is_none(py) {
+        options::check_callable("on_lost", on_lost.bind(py))?;
     }
     let cancel = CancellationToken::new();
     runtime::spawn_settle(

@@ -67,8 +67,8 @@ impl ElectionCore {
         let opts: LeaseOptions = options::options(ttl, Some(wait), Some(label), Some(data), None)?;
         // Check the options now rather than at the first campaign.
         opts.timing(&t.client.store().capabilities()).py()?;
-        if !on_lost.is_none() && !on_lost.is_callable() {
-            return Err(crate::error::type_error("on_lost must be callable"));
+        if !on_lost.is_none() {
+            options::check_callable("on_lost", on_lost)?;
         }
         Ok(ElectionCore {
             inner: std::mem::ManuallyDrop::new(Arc::new(Election::new(

@@ -120,12 +120,7 @@ impl PyLease {
     ) -> PyResult<Self> {
         let notice = Arc::new(Notice::default());
         if let Some(cb) = on_lost.filter(|cb| !cb.is_none()) {
-            if !cb.is_callable() {
-                return Err(crate::error::type_error(format!(
-                    "on_lost must be callable (it is called with a lease.LeaseLost), not {}",
-                    cb.get_type().name()?
-                )));
-            }
+            options::check_callable("on_lost", cb)?;
             notice
                 .slots
                 .lock()
@@ -352,12 +347,7 @@ impl PyLease {
     /// Call `callback(err: LeaseLost)` once when the lease is lost, from the library's
     /// notifier thread (at once, from there, if it already is lost).
     fn on_lost(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
-        if !callback.is_callable() {
-            return Err(crate::error::type_error(format!(
-                "on_lost must be callable, not {}",
-                callback.get_type().name()?
-            )));
-        }
+        options::check_callable("on_lost", callback)?;
         let _ = py;
         if self.forked() {
             // Not held in this process: there is nothing to lose here.

@@ -234,6 +234,18 @@ pub fn data_bytes(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     )))
 }
 
+/// Refuse a callback argument that cannot be called (`TypeError`). Callers that accept `None`
+/// check for it first.
+pub fn check_callable(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    if obj.is_callable() {
+        return Ok(());
+    }
+    Err(type_error(format!(
+        "{name} must be callable (it is called with a lease.LeaseLost), not {}",
+        type_name(obj)
+    )))
+}
+
 /// Lease options from the keyword arguments every acquiring call takes.
 pub fn options(
     ttl: &Bound<'_, PyAny>,
