@@ -30,15 +30,26 @@ use lease_verify::lease_model::*;
 /// The mutant switch is process-wide: one control at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Run `model` with `mutant` on; the name of the property the checker found violated, if any.
-fn violated(model: LeaseModel, mutant: Option<Mutant>, what: &str) -> Option<&'static str> {
+/// Run `model` with `mutant` on; the first of `properties` the checker found violated, if any.
+fn violated<M>(
+    model: M,
+    properties: &[&'static str],
+    mutant: Option<Mutant>,
+    what: &str,
+) -> Option<&'static str>
+where
+    M: Model + Send + Sync + 'static,
+    M::State: std::fmt::Debug + std::hash::Hash + Send + Sync + Clone + PartialEq,
+    M::Action: std::fmt::Debug + Send + Sync + Clone + PartialEq,
+{
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     mutants::set(mutant);
     let started = std::time::Instant::now();
     let checker = model.checker().threads(2).spawn_bfs().join();
     // The path to a discovery is rebuilt by replaying the model: with the mutant still on.
-    let found = ["at most one holder believes", "epochs strictly increase"]
-        .into_iter()
+    let found = properties
+        .iter()
+        .copied()
         .find(|p| checker.discovery(p).is_some());
     eprintln!(
         "{what} ({mutant:?}): {} unique states in {:.1?}, violated: {found:?}",
@@ -52,6 +63,9 @@ fn violated(model: LeaseModel, mutant: Option<Mutant>, what: &str) -> Option<&'s
     found
 }
 
+/// The lease model's safety properties.
+const LEASE: &[&str] = &["at most one holder believes", "epochs strictly increase"];
+
 #[test]
 fn a_break_that_admits_at_once_gives_two_holders() {
     let m = LeaseModel {
@@ -60,7 +74,7 @@ fn a_break_that_admits_at_once_gives_two_holders() {
         ..base()
     };
     assert_eq!(
-        violated(m, None, "break, two holders allowed"),
+        violated(m, LEASE, None, "break, two holders allowed"),
         Some("at most one holder believes")
     );
 }
@@ -73,7 +87,7 @@ fn a_record_made_again_at_the_known_epoch_reissues_an_epoch() {
         ..base()
     };
     assert_eq!(
-        violated(m, Some(Mutant::RecreateAtKnownEpoch), "deletion"),
+        violated(m, LEASE, Some(Mutant::RecreateAtKnownEpoch), "deletion"),
         Some("epochs strictly increase")
     );
 }
@@ -87,7 +101,12 @@ fn a_holder_believing_while_releasing_gives_two_holders() {
         ..base()
     };
     assert_eq!(
-        violated(m, Some(Mutant::BelieveWhileReleasing), "release in flight"),
+        violated(
+            m,
+            LEASE,
+            Some(Mutant::BelieveWhileReleasing),
+            "release in flight"
+        ),
         Some("at most one holder believes")
     );
 }
@@ -110,38 +129,20 @@ fn a_resend_that_resets_its_send_time_gives_two_holders() {
         ..base()
     };
     assert_eq!(
-        violated(m.clone(), None, "late landing, fixed"),
+        violated(m.clone(), LEASE, None, "late landing, fixed"),
         None,
         "the model fails without the mutant"
     );
     assert_eq!(
-        violated(m, Some(Mutant::ResendResetsSendTime), "late landing"),
+        violated(m, LEASE, Some(Mutant::ResendResetsSendTime), "late landing"),
         Some("at most one holder believes")
     );
 }
 
-/// Run the fenced-write model with `mutant` on: whether the checker found a write whose
-/// history the model rejects (a lower epoch landing late, a lost update, a write reported
-/// `Fenced` or `Conflict` that landed, an acknowledged write that did not).
-fn fence_violated(model: FenceModel, mutant: Option<Mutant>, what: &str) -> bool {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    mutants::set(mutant);
-    let started = std::time::Instant::now();
-    let checker = model.checker().threads(2).spawn_bfs().join();
-    // The path to a discovery is rebuilt by replaying the model: with the mutant still on.
-    let found = checker.discovery("fenced writes keep their history");
-    let violated = found.is_some();
-    eprintln!(
-        "{what} ({mutant:?}): {} unique states in {:.1?}, violated: {violated}",
-        checker.unique_state_count(),
-        started.elapsed(),
-    );
-    if let Some(path) = found {
-        eprintln!("{:?}", path.into_actions());
-    }
-    mutants::set(None);
-    violated
-}
+/// The fenced-write model's safety property: no lower epoch landing after a higher one, no
+/// lost update, no write reported `Fenced` or `Conflict` that landed, no acknowledged write
+/// that did not.
+const FENCE: &[&str] = &["fenced writes keep their history"];
 
 #[test]
 fn an_unknown_outcome_taken_as_not_landed_reports_fenced_for_a_write_that_landed() {
@@ -152,13 +153,18 @@ fn an_unknown_outcome_taken_as_not_landed_reports_fenced_for_a_write_that_landed
         max_faults: 2,
         ..fence_model::model()
     };
-    assert!(
-        !fence_violated(m.clone(), None, "fenced writes, fixed"),
+    assert_eq!(
+        violated(m.clone(), FENCE, None, "fenced writes, fixed"),
+        None,
         "the model fails without the mutant"
     );
-    assert!(fence_violated(
-        m,
-        Some(Mutant::UnknownOutcomeTakenAsNotLanded),
-        "fenced writes"
-    ));
+    assert_eq!(
+        violated(
+            m,
+            FENCE,
+            Some(Mutant::UnknownOutcomeTakenAsNotLanded),
+            "fenced writes"
+        ),
+        Some(FENCE[0])
+    );
 }
