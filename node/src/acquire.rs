@@ -27,6 +27,22 @@ pub(crate) fn token(cancel: Option<Cancel>) -> CancellationToken {
     cancel.map_or_else(CancellationToken::new, |c| (*c).clone())
 }
 
+/// `next`, unless `cancel` fires first: then `Cancelled`, saying `what` was cancelled (the
+/// iterators of `watch()` and `Election.observe()`).
+pub(crate) async fn next_or_cancelled<T>(
+    next: impl std::future::Future<Output = lease::Result<T>>,
+    cancel: CancellationToken,
+    what: &str,
+) -> lease::Result<T> {
+    tokio::select! {
+        r = next => r,
+        _ = cancel.cancelled() => Err(lease::Error::new(
+            lease::ErrorKind::Cancelled,
+            format!("{what} was cancelled"),
+        )),
+    }
+}
+
 /// The shared client of the lease URL's store, and the lease's key.
 pub(crate) fn client(url: &str) -> lease::Result<(lease::Client, String)> {
     lease::Client::for_url(url)

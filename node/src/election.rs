@@ -5,7 +5,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::{Env, External, Result, Unknown};
 use napi_derive::napi;
 
-use crate::acquire::{client, token, Cancel};
+use crate::acquire::{client, next_or_cancelled, token, Cancel};
 use crate::held::Lease;
 use crate::options::LeaseOptions;
 use crate::{error, options, runtime};
@@ -139,10 +139,7 @@ pub fn leader_next<'e>(
         env,
         async move {
             let mut w = inner.lock().await;
-            tokio::select! {
-                l = w.next() => l,
-                _ = cancel.cancelled() => Err(lease::Error::new(lease::ErrorKind::Cancelled, "observe was cancelled")),
-            }
+            next_or_cancelled(w.next(), cancel, "observe").await
         },
         |_, l| Ok(leader_json(l)),
     )

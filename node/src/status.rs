@@ -6,7 +6,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::{Env, External, Result, Unknown};
 use napi_derive::napi;
 
-use crate::acquire::{client, token, Cancel};
+use crate::acquire::{client, next_or_cancelled, token, Cancel};
 use crate::{error, options, runtime};
 
 /// Turn `ttl_ms`-style keys into `ttlMs`.
@@ -146,10 +146,7 @@ pub fn watch_next<'e>(
         env,
         async move {
             let mut w = inner.lock().await;
-            tokio::select! {
-                s = w.next() => s,
-                _ = cancel.cancelled() => Err(lease::Error::new(lease::ErrorKind::Cancelled, "watch was cancelled")),
-            }
+            next_or_cancelled(w.next(), cancel, "watch").await
         },
         |_, s| Ok(status_json(&s)),
     )
