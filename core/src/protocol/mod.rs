@@ -16,6 +16,7 @@
 //! - [`hold`]: a held lease — deadline, renewal, loss, release, tidying up after a loss.
 //! - [`breaking`]: an operator's break.
 //! - [`fence`]: fenced writes' verdicts and the outcome of a fenced write.
+//! - [`queue`]: queued locks — grants and waiters, FIFO order, shared, permits, scopes.
 //! - [`mutants`]: the model checker's negative controls (off unless a test turns one on).
 //!
 //! See docs/model.md for the state machine and its assumptions.
@@ -25,6 +26,7 @@ pub mod breaking;
 pub mod fence;
 pub mod hold;
 pub mod mutants;
+pub mod queue;
 pub mod takeover;
 pub mod view;
 pub mod write;

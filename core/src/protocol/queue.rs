@@ -1,0 +1,407 @@
+//! Queued locks: who is granted what, in which order (docs/protocol.md §10).
+//!
+//! A queued lock is one record (format 2) at the lock's key that lists the *grants* (who holds
+//! it now, in which mode and scope, with which fencing token) and the *queue* (who waits, in
+//! arrival order). Every change to it is a conditional write by one participant: join the
+//! queue, leave it (release, give up), or remove a participant proven gone. Whoever writes also
+//! *settles* the record: it grants every waiter that may go now, in the same write — so a
+//! release hands the lock over without a gap, with no race and no herd.
+//!
+//! Liveness is not in this record: each participant holds an ordinary lease (format 1) on its
+//! own *session* key, renewed like any lease, so waiters' and holders' heartbeats never funnel
+//! into one object. A participant is removed by someone else only once its session has been
+//! taken over by the takeover rules of §4 (its deadline has surely passed), released, or seen
+//! absent for its ttl plus grace.
+//!
+//! The rule for who may go (see [`QueueRecord::settle`]): a waiter is granted when it fits
+//! beside the current grants and no earlier waiter *competes* with it. Two requests compete
+//! when their scopes overlap and either is exclusive, or the lock has a permit limit (then
+//! every grant takes a permit an earlier waiter needs). A later request goes ahead of an earlier
+//! one only when it takes nothing the earlier one needs, so nobody starves: what blocks a
+//! waiter are grants made to requests that arrived before it, a finite set that only shrinks.
+//!
+//! Everything here is pure; the driver is `core/src/queue.rs`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::record::{Holder, MAX_RECORD_LEN};
+
+/// The format of a queued lock's record.
+pub const QUEUE_FORMAT: u32 = 2;
+
+/// The most participants (grants and waiters) one lock's record lists; it keeps the record
+/// under [`MAX_RECORD_LEN`] with room to spare.
+pub const MAX_PARTICIPANTS: usize = 128;
+
+/// Exclusive (a writer: alone in its scope) or shared (a reader: beside other readers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Exclusive,
+    Shared,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Shared => "shared",
+        }
+    }
+}
+
+/// What part of the lock a request covers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// All of it: overlaps every scope.
+    #[default]
+    Whole,
+    /// A path, `/`-separated: overlaps itself, the paths under it and the paths above it
+    /// (`a/b` overlaps `a` and `a/b/c`, not `a/bc`).
+    Path(String),
+    /// The bytes `[start, end)` of one object: overlaps the ranges it shares a byte with.
+    Range { start: u64, end: u64 },
+}
+
+impl Scope {
+    /// A path scope, checked: non-empty segments, no `.` or `..`, no leading or trailing `/`.
+    pub fn path(path: &str) -> Result<Scope> {
+        let trimmed = path.trim_matches('/');
+        let bad = trimmed.is_empty()
+            || trimmed
+                .split('/')
+                .any(|s| s.is_empty() || s == "." || s == "..")
+            || trimmed.chars().any(char::is_control);
+        if bad {
+            return Err(Error::invalid(format!(
+                "scope {path:?} is not a path: use `/`-separated names such as \"tables/users\" \
+                 (no empty, `.` or `..` segments)"
+            )));
+        }
+        Ok(Scope::Path(trimmed.to_string()))
+    }
+
+    /// A byte-range scope `[start, end)`, checked: `start < end`.
+    pub fn range(start: u64, end: u64) -> Result<Scope> {
+        if start >= end {
+            return Err(Error::invalid(format!(
+                "byte range {start}..{end} is empty: the end must be above the start (the end is \
+                 excluded)"
+            )));
+        }
+        Ok(Scope::Range { start, end })
+    }
+
+    /// Parse `START..END` (the CLI's `--range`).
+    pub fn parse_range(s: &str) -> Result<Scope> {
+        let parsed = s
+            .split_once("..")
+            .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+        match parsed {
+            Some((start, end)) => Scope::range(start, end),
+            None => Err(Error::invalid(format!(
+                "byte range {s:?} is not START..END (bytes, the end excluded), e.g. 0..4096"
+            ))),
+        }
+    }
+
+    /// Whether two scopes share anything.
+    pub fn overlaps(&self, other: &Scope) -> bool {
+        match (self, other) {
+            (Scope::Whole, _) | (_, Scope::Whole) => true,
+            (Scope::Path(a), Scope::Path(b)) => path_within(a, b) || path_within(b, a),
+            (
+                Scope::Range { start: s1, end: e1 },
+                Scope::Range { start: s2, end: e2 },
+            ) => s1 < e2 && s2 < e1,
+            // A path and a byte range name different kinds of things; whoever mixes them on
+            // one lock gets the safe answer.
+            _ => true,
+        }
+    }
+
+    fn is_whole(&self) -> bool {
+        *self == Scope::Whole
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scope::Whole => f.write_str("whole"),
+            Scope::Path(p) => write!(f, "path {p}"),
+            Scope::Range { start, end } => write!(f, "bytes {start}..{end}"),
+        }
+    }
+}
+
+fn path_within(inner: &str, outer: &str) -> bool {
+    inner == outer || (inner.starts_with(outer) && inner.as_bytes()[outer.len()] == b'/')
+}
+
+/// One participant: a grant (with its token) or a waiter (without).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Entry {
+    /// Its `id` names the participant and its session key.
+    pub holder: Holder,
+    pub mode: Mode,
+    #[serde(default, skip_serializing_if = "Scope::is_whole")]
+    pub scope: Scope,
+    /// The ttl of its session lease: how long to wait it out.
+    pub ttl_ms: u64,
+    /// The fencing token of its grant; `None` while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
+    /// When it joined the queue, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// A small user payload (as a lease's `data`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+}
+
+impl Entry {
+    pub fn id(&self) -> &str {
+        &self.holder.id
+    }
+}
+
+/// A queued lock's record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct QueueRecord {
+    pub format: u32,
+    /// The highest fencing token handed out (or the floor the record started above).
+    pub epoch: u64,
+    /// Grows on every write, so no two writes carry the same bytes (no ABA on S3's MD5 ETags).
+    pub rev: u64,
+    /// At most this many grants overlap; `None`: no limit for shared grants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u32>,
+    /// Who holds it now, in the order granted.
+    #[serde(default)]
+    pub grants: Vec<Entry>,
+    /// Who waits, in arrival order.
+    #[serde(default)]
+    pub queue: Vec<Entry>,
+}
+
+/// Where a participant stands in a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Position {
+    Granted { token: u64 },
+    Waiting {
+        /// How many waiters are ahead of it.
+        ahead: usize,
+        /// The grants that keep it waiting, when no earlier waiter competes with it (it is at
+        /// the head of its line): these are the ones it checks for liveness. Empty otherwise.
+        blockers: Vec<Entry>,
+    },
+    Absent,
+}
+
+/// What a writer of a queued lock's record knows and wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Join the queue (nothing if already in the record).
+    Join(Entry),
+    /// Leave it, granted or waiting (nothing if absent).
+    Leave(String),
+}
+
+impl QueueRecord {
+    /// A new record above every token that can have been handed out (`floor`).
+    pub fn new(floor: u64, permits: Option<u32>) -> QueueRecord {
+        QueueRecord {
+            format: QUEUE_FORMAT,
+            epoch: floor,
+            rev: 0,
+            permits,
+            grants: Vec::new(),
+            queue: Vec::new(),
+        }
+    }
+
+    /// Parse a stored object; `None` when it is not a queued lock's record (a lease record, or
+    /// something unreadable, which the lease record's parser judges).
+    pub fn parse(bytes: &[u8]) -> Option<std::result::Result<QueueRecord, String>> {
+        #[derive(Deserialize)]
+        struct FormatOnly {
+            format: u32,
+        }
+        let format = serde_json::from_slice::<FormatOnly>(bytes).ok()?.format;
+        if format != QUEUE_FORMAT {
+            return None;
+        }
+        Some(
+            serde_json::from_slice::<QueueRecord>(bytes)
+                .map_err(|e| format!("queued lock record does not parse: {e}"))
+                .and_then(|r| r.check()),
+        )
+    }
+
+    fn check(self) -> std::result::Result<QueueRecord, String> {
+        let all = self.grants.iter().chain(&self.queue);
+        if all.clone().any(|e| e.holder.id.is_empty() || e.ttl_ms == 0) {
+            return Err("queued lock record lists a participant without id or ttl".into());
+        }
+        if self.grants.iter().any(|g| g.token.is_none()) {
+            return Err("queued lock record lists a grant without a token".into());
+        }
+        Ok(self)
+    }
+
+    pub fn to_bytes(&self) -> Result<bytes::Bytes> {
+        let bytes = serde_json::to_vec(self).expect("a queue record serializes");
+        if bytes.len() as u64 > MAX_RECORD_LEN {
+            return Err(Error::unavailable(format!(
+                "the queue is full: its record would be {} bytes, over the {MAX_RECORD_LEN}-byte \
+                 limit; try again later",
+                bytes.len()
+            )));
+        }
+        Ok(bytes.into())
+    }
+
+    /// The record after `change`, settled; `None` when it changes nothing (already joined,
+    /// already gone).
+    pub fn apply(&self, change: &Change) -> Result<Option<QueueRecord>> {
+        let mut next = self.clone();
+        match change {
+            Change::Join(entry) => {
+                if self.find(entry.id()).is_some() {
+                    return Ok(None);
+                }
+                if self.grants.len() + self.queue.len() >= MAX_PARTICIPANTS {
+                    return Err(Error::unavailable(format!(
+                        "the queue is full: {MAX_PARTICIPANTS} participants hold or wait; try \
+                         again later"
+                    )));
+                }
+                let mut entry = entry.clone();
+                entry.token = None;
+                next.queue.push(entry);
+            }
+            Change::Leave(id) => {
+                let before = next.grants.len() + next.queue.len();
+                next.grants.retain(|e| e.id() != id);
+                next.queue.retain(|e| e.id() != id);
+                if next.grants.len() + next.queue.len() == before {
+                    return Ok(None);
+                }
+            }
+        }
+        next.rev += 1;
+        next.settle();
+        Ok(Some(next))
+    }
+
+    /// Grant every waiter that may go now, in arrival order: one that fits beside the grants
+    /// and that no earlier waiter competes with. Each grant gets the next token.
+    pub fn settle(&mut self) {
+        let mut i = 0;
+        while i < self.queue.len() {
+            let request = &self.queue[i];
+            let overtakes = self.queue[..i]
+                .iter()
+                .any(|earlier| self.competes(earlier, request));
+            if !overtakes && self.fits(request) {
+                let mut granted = self.queue.remove(i);
+                self.epoch += 1;
+                granted.token = Some(self.epoch);
+                self.grants.push(granted);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Whether `request` may be granted beside the current grants.
+    pub fn fits(&self, request: &Entry) -> bool {
+        self.grants.iter().all(|g| !self.blocks(g, request))
+            && self.permits.is_none_or(|n| {
+                let overlapping = self
+                    .grants
+                    .iter()
+                    .filter(|g| g.scope.overlaps(&request.scope))
+                    .count();
+                overlapping < n as usize
+            })
+    }
+
+    /// Whether grant `g` alone keeps `request` waiting, or takes one of the permits it needs.
+    fn blocks(&self, g: &Entry, request: &Entry) -> bool {
+        g.scope.overlaps(&request.scope)
+            && (g.mode == Mode::Exclusive || request.mode == Mode::Exclusive)
+    }
+
+    /// Whether granting `later` could delay `earlier`: their scopes overlap and either is
+    /// exclusive, or every grant takes a permit.
+    pub fn competes(&self, earlier: &Entry, later: &Entry) -> bool {
+        earlier.scope.overlaps(&later.scope)
+            && (earlier.mode == Mode::Exclusive
+                || later.mode == Mode::Exclusive
+                || self.permits.is_some())
+    }
+
+    /// The participant `id`, granted or waiting.
+    pub fn find(&self, id: &str) -> Option<&Entry> {
+        self.grants
+            .iter()
+            .chain(&self.queue)
+            .find(|e| e.id() == id)
+    }
+
+    /// Where participant `id` stands.
+    pub fn position(&self, id: &str) -> Position {
+        if let Some(g) = self.grants.iter().find(|g| g.id() == id) {
+            return Position::Granted {
+                token: g.token.unwrap_or(self.epoch),
+            };
+        }
+        let Some(at) = self.queue.iter().position(|e| e.id() == id) else {
+            return Position::Absent;
+        };
+        let request = &self.queue[at];
+        let head = !self.queue[..at]
+            .iter()
+            .any(|earlier| self.competes(earlier, request));
+        let blockers = if head {
+            self.grants
+                .iter()
+                .filter(|g| {
+                    self.blocks(g, request)
+                        || (self.permits.is_some() && g.scope.overlaps(&request.scope))
+                })
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Position::Waiting {
+            ahead: at,
+            blockers,
+        }
+    }
+
+    /// Check that a request asking for `permits` may use this lock.
+    pub fn check_permits(&self, url: &str, permits: Option<u32>) -> Result<()> {
+        match (permits, self.permits) {
+            (None, _) => Ok(()),
+            (Some(a), Some(b)) if a == b => Ok(()),
+            (Some(a), Some(b)) => Err(Error::invalid(format!(
+                "{url} is a semaphore of {b} permits, not {a}: every participant must ask for \
+                 the same number (or none)"
+            ))),
+            (Some(a), None) => Err(Error::invalid(format!(
+                "{url} has no permit limit, but this request asked for {a} permits: a lock's \
+                 permits are set by whoever creates it"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
