@@ -1,5 +1,5 @@
 //! Negative controls for the model checker: each [`Mutant`] brings back one bug that the safety
-//! fixes removed (issue 11), so `verify/tests/negative_controls.rs` can show that the checker
+//! fixes removed (issue 11) or that the queued locks' rules exclude (issue 13), so `verify/tests/negative_controls.rs` can show that the checker
 //! finds it. The switch exists only with the `negative-controls` feature, which nothing that
 //! ships turns on; without it the check is a constant `false` and the mutant code is dead.
 
@@ -20,6 +20,12 @@ pub enum Mutant {
     /// A holder goes on believing while its release is in flight, although the release may
     /// land (and a waiter take over) before the answer comes back.
     BelieveWhileReleasing = 2,
+    /// Queued locks: a waiter that fits beside the grants is granted even when an earlier,
+    /// competing waiter is still waiting (readers overtake a waiting writer: it can starve).
+    QueueOvertakes = 5,
+    /// Queued locks: shared and exclusive grants are not told apart when deciding what fits
+    /// (a writer is granted beside readers).
+    QueueIgnoresModes = 6,
 }
 
 #[cfg(feature = "negative-controls")]

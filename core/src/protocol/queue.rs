@@ -306,7 +306,8 @@ impl QueueRecord {
             let request = &self.queue[i];
             let overtakes = self.queue[..i]
                 .iter()
-                .any(|earlier| self.competes(earlier, request));
+                .any(|earlier| self.competes(earlier, request))
+                && !super::mutants::on(super::mutants::Mutant::QueueOvertakes);
             if !overtakes && self.fits(request) {
                 let mut granted = self.queue.remove(i);
                 self.epoch += 1;
@@ -333,6 +334,9 @@ impl QueueRecord {
 
     /// Whether grant `g` alone keeps `request` waiting, or takes one of the permits it needs.
     fn blocks(&self, g: &Entry, request: &Entry) -> bool {
+        if super::mutants::on(super::mutants::Mutant::QueueIgnoresModes) {
+            return false;
+        }
         g.scope.overlaps(&request.scope)
             && (g.mode == Mode::Exclusive || request.mode == Mode::Exclusive)
     }
