@@ -16,7 +16,7 @@ use crate::protocol::breaking::{self, BreakMode, BreakPlan};
 use crate::protocol::view::View;
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
-use crate::record::RecordState;
+use crate::record::{Holder, RecordState};
 use crate::status::Status;
 use crate::store::validate_key;
 
@@ -49,12 +49,34 @@ impl Client {
         }
     }
 
+    /// Begin a queued lock participant's session: one try on a fresh key, as `holder`.
+    /// (Boxed: a queued acquisition begins a session, which is a lease acquisition.)
+    pub(crate) fn acquire_session<'a>(
+        &'a self,
+        key: &'a str,
+        opts: &'a LeaseOptions,
+        holder: Holder,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Lease>> + Send + 'a>> {
+        Box::pin(self.acquire_lease(key, opts, true, None, Some(holder)))
+    }
+
     async fn acquire_inner(
         &self,
         key: &str,
         opts: &LeaseOptions,
         try_once: bool,
         cancel: Option<&CancellationToken>,
+    ) -> Result<Lease> {
+        self.acquire_lease(key, opts, try_once, cancel, None).await
+    }
+
+    async fn acquire_lease(
+        &self,
+        key: &str,
+        opts: &LeaseOptions,
+        try_once: bool,
+        cancel: Option<&CancellationToken>,
+        holder: Option<Holder>,
     ) -> Result<Lease> {
         let url = self.lease_url(key);
         validate_key(key).map_err(|e| e.with_lease(&url))?;
@@ -84,9 +106,25 @@ impl Client {
         } else {
             opts.wait.map(|w| start + w)
         };
+        let never = CancellationToken::new();
+        let cancel = cancel.unwrap_or(&never);
+        if opts.wants_queue() {
+            return self
+                .acquire_queued(crate::queue::Request {
+                    key,
+                    url: &url,
+                    opts,
+                    timing,
+                    try_once,
+                    wait_deadline,
+                    cancel,
+                    first: None,
+                })
+                .await;
+        }
         let plan = Plan {
             url: url.clone(),
-            holder: self.new_holder(opts.label.clone()),
+            holder: holder.unwrap_or_else(|| self.new_holder(opts.label.clone())),
             timing,
             data: opts.data.clone(),
             try_once,
@@ -97,8 +135,6 @@ impl Client {
         // The remembered release is used once: whatever happens, the view moves on.
         self.remember(key, |m| m.released = None);
         let mut acquirer = Acquirer::new(plan, memo.epoch, memo.released, start);
-        let never = CancellationToken::new();
-        let cancel = cancel.unwrap_or(&never);
         let wake = local_wake(self.store().url(), key);
         let mut event = Event::Start;
         let result = loop {
@@ -113,6 +149,25 @@ impl Client {
                     let read = self.read_record(key, if_none_match.as_ref(), &timing).await;
                     if let Err(e) = &read {
                         warn!(lease = %url, "read failed: {e}");
+                    }
+                    // A queued lock: every request on it queues (docs/protocol.md §10). Seen
+                    // before the lease's rules could take it for a corrupt lease record.
+                    if let Ok(get) = &read {
+                        if crate::queue::is_queue_record(get) {
+                            self.saw_epoch(key, acquirer.known_epoch());
+                            return self
+                                .acquire_queued(crate::queue::Request {
+                                    key,
+                                    url: &url,
+                                    opts,
+                                    timing,
+                                    try_once,
+                                    wait_deadline,
+                                    cancel,
+                                    first: Some(get.clone()),
+                                })
+                                .await;
+                        }
                     }
                     event = Event::Read(read);
                 }

@@ -257,6 +257,11 @@ impl Client {
             .unwrap_or_default()
     }
 
+    /// Forget `key` (a queued lock's session key, used once).
+    pub(crate) fn forget(&self, key: &str) {
+        self.inner.memo.lock().unwrap().remove(key);
+    }
+
     pub(crate) fn saw_epoch(&self, key: &str, epoch: u64) {
         self.remember(key, |m| m.epoch = m.epoch.max(epoch));
     }

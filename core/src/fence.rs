@@ -284,6 +284,26 @@ impl Lease {
                 "{key:?} is the lease record itself; fenced writes are for other objects"
             )));
         }
+        if let Some(grant) = self.grant() {
+            if key.starts_with(&format!("{}.q/", grant.key)) {
+                return Err(Error::invalid(format!(
+                    "{key:?} is a session of the lock's participants; fenced writes are for \
+                     other objects"
+                )));
+            }
+            // Shared holders hold distinct tokens at once; a fenced write admits one writer
+            // per token order, so it would turn readers away from each other's objects.
+            if grant.mode == crate::protocol::queue::Mode::Shared {
+                return Err(Error::invalid(format!(
+                    "fenced writes need an exclusive grant; {} holds {} shared (token {}): \
+                     its token orders it after every writer before it, but it shares it with \
+                     other readers",
+                    self.holder().describe(),
+                    grant.url,
+                    grant.token
+                )));
+            }
+        }
         Ok(())
     }
 }

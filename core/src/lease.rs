@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -24,6 +24,7 @@ use crate::clock::Instant;
 use crate::error::Result;
 use crate::options::Timing;
 use crate::protocol::hold::{Hold, Phase};
+use crate::protocol::queue::{Mode, Scope};
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
 use crate::record::{Holder, Record, RecordState};
@@ -54,6 +55,23 @@ struct Shared {
     /// The version (and write nonce) of each object this holder last wrote with a fenced
     /// write, so the next fenced write to it needs one request.
     fence_versions: Mutex<HashMap<String, (Version, String)>>,
+    /// Set when this lease is the session of a queued lock's participant that was granted:
+    /// the lease's identity (key, URL, epoch) is then the grant's.
+    grant: OnceLock<Grant>,
+}
+
+/// A grant of a queued lock (docs/protocol.md §10), held through the participant's session
+/// lease: the handle's key, URL and epoch are the lock's and the grant's token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub key: String,
+    pub url: String,
+    /// The fencing token: strictly increasing per lock across all modes and scopes.
+    pub token: u64,
+    pub mode: Mode,
+    pub scope: Scope,
+    /// The lock's permits, if it is a semaphore.
+    pub permits: Option<u32>,
 }
 
 /// A held lease. Clones share it; when the last clone is dropped without [`Lease::release`],
@@ -123,6 +141,7 @@ impl Lease {
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
             fence_versions: Mutex::default(),
+            grant: OnceLock::new(),
         });
         tokio::spawn(shared.clone().renew_loop());
         Lease {
@@ -142,22 +161,43 @@ impl Lease {
     }
 
     /// The fencing token: strictly increasing per lease, unchanged by renewals and release.
+    /// For a queued lock's grant, the grant's token.
     pub fn epoch(&self) -> u64 {
-        self.shared().epoch
+        let s = self.shared();
+        s.grant.get().map_or(s.epoch, |g| g.token)
     }
 
     /// The lease's name, epoch and holder id, to hand to resources that check it.
     pub fn token(&self) -> FencingToken {
-        let s = self.shared();
-        FencingToken::new(s.url.clone(), s.epoch).with_holder(s.holder.id.clone())
+        FencingToken::new(self.url().to_string(), self.epoch())
+            .with_holder(self.shared().holder.id.clone())
     }
 
     pub fn key(&self) -> &str {
-        &self.shared().key
+        let s = self.shared();
+        s.grant.get().map_or(&s.key, |g| &g.key)
     }
 
     pub fn url(&self) -> &str {
-        &self.shared().url
+        let s = self.shared();
+        s.grant.get().map_or(&s.url, |g| &g.url)
+    }
+
+    /// The grant, when this is a queued lock's (shared, permits, scope or queue).
+    pub fn grant(&self) -> Option<&Grant> {
+        self.shared().grant.get()
+    }
+
+    /// The key of the session lease that keeps a queued lock's participant alive.
+    pub(crate) fn session_key(&self) -> &str {
+        &self.shared().key
+    }
+
+    /// Turn this session lease into the handle of `grant` (once).
+    pub(crate) fn set_grant(&self, grant: Grant) {
+        let s = self.shared();
+        s.state.lock().unwrap().hold.token = Some(grant.token);
+        let _ = s.grant.set(grant);
     }
 
     pub fn holder(&self) -> &Holder {
@@ -345,6 +385,62 @@ impl Shared {
     }
 
     async fn release(&self) -> Result<()> {
+        let Some(grant) = self.grant.get() else {
+            return self.release_record().await;
+        };
+        // A queued lock's grant: stop believing, leave the lock's record (which grants the
+        // next in the same write), then release and delete the session.
+        let believed = {
+            let now = self.client.clock().now();
+            let mut st = self.state.lock().unwrap();
+            if st.hold.phase == Phase::Released {
+                return Ok(());
+            }
+            let believed = st.hold.phase == Phase::Held && now < st.hold.deadline();
+            if believed {
+                st.hold.start_release();
+            }
+            believed || st.hold.phase == Phase::Releasing
+        };
+        let left = self
+            .client
+            .queue_leave(&grant.key, &self.holder.id, &self.timing)
+            .await;
+        match left {
+            // Still ours to give back: calling release again tries again.
+            Err(e) if believed => return Err(e.with_lease(&grant.url)),
+            // Lost already: say so (the work may have overlapped); the waiters remove us
+            // once our session shows we are gone.
+            Err(e) => debug!(lease = %grant.url, "leaving after the loss: {e}"),
+            Ok(()) => {}
+        }
+        let released = self.release_record().await;
+        self.delete_session().await;
+        released
+    }
+
+    /// Delete the session record this participant released (best effort: a session left
+    /// behind is released, and harmless), and forget it: session keys are used once.
+    async fn delete_session(&self) {
+        let memo = self.client.memo(&self.key);
+        self.client.forget(&self.key);
+        let Some((version, _)) = memo.released else {
+            return;
+        };
+        if !self.client.store().capabilities().conditional_delete {
+            return;
+        }
+        let delete = self.client.store().delete(&self.key, &version);
+        if let Err(e) = self
+            .client
+            .timed(self.timing.request_timeout, "delete", delete)
+            .await
+        {
+            debug!(lease = %self.url, "could not delete the released session: {e}");
+        }
+    }
+
+    async fn release_record(&self) -> Result<()> {
         self.stop.cancel();
         let _writing = self.writes.lock().await;
         let clock = self.client.clock();

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::duration::format_duration;
 use crate::error::{Error, Result};
+use crate::protocol::queue::{Mode, Scope, MAX_PARTICIPANTS};
 use crate::record::{MAX_DATA_LEN, MAX_LABEL_LEN};
 use crate::store::Capabilities;
 
@@ -53,6 +54,19 @@ pub struct LeaseOptions {
     /// Take over a record whose age by the store's own clock exceeds `ttl + grace +
     /// resolution`. `None` follows the store's default.
     pub store_clock_rule: Option<bool>,
+    /// Exclusive (the default) or shared with other shared holders (docs/protocol.md §10).
+    /// Shared makes the lock a queued lock.
+    pub mode: Mode,
+    /// A semaphore: at most this many grants at once (each shared grant takes one permit). Set
+    /// by whoever creates the lock; every participant must ask for the same number, or none.
+    pub permits: Option<u32>,
+    /// The part of the lock this holder needs: a path or a byte range (only overlapping scopes
+    /// conflict). Default: the whole lock.
+    pub scope: Scope,
+    /// Queue for the lock in arrival order, with hand-over in the releasing write, even when
+    /// exclusive over the whole lock. Shared, permits and scopes always queue; so does every
+    /// request on a lock that is already a queued lock.
+    pub queue: bool,
 }
 
 impl Default for LeaseOptions {
@@ -75,7 +89,63 @@ impl LeaseOptions {
             request_timeout: None,
             observation_rule: true,
             store_clock_rule: None,
+            mode: Mode::Exclusive,
+            permits: None,
+            scope: Scope::Whole,
+            queue: false,
         }
+    }
+
+    /// Hold the lock shared with other shared holders (readers); exclusive holders wait for
+    /// them and they for exclusive ones, in arrival order.
+    pub fn shared(mut self) -> Self {
+        self.mode = Mode::Shared;
+        self
+    }
+
+    /// Use the lock as a semaphore of `n` permits: a shared holder takes one. Implies shared.
+    pub fn permits(mut self, n: u32) -> Self {
+        self.permits = Some(n);
+        self.mode = Mode::Shared;
+        self
+    }
+
+    /// Hold only `scope` of the lock: a path ([`Scope::path`]) or a byte range
+    /// ([`Scope::range`]).
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Queue for the lock in arrival order (see the `queue` field).
+    pub fn queue(mut self) -> Self {
+        self.queue = true;
+        self
+    }
+
+    /// Whether this request needs a queued lock.
+    pub fn wants_queue(&self) -> bool {
+        self.queue
+            || self.mode == Mode::Shared
+            || self.permits.is_some()
+            || self.scope != Scope::Whole
+    }
+
+    /// Check the queued-lock options.
+    pub fn check_queue(&self) -> Result<()> {
+        if let Some(n) = self.permits {
+            if n == 0 || n as usize > MAX_PARTICIPANTS {
+                return Err(Error::invalid(format!(
+                    "permits {n} is out of range: use 1 to {MAX_PARTICIPANTS}"
+                )));
+            }
+            if self.mode == Mode::Exclusive {
+                return Err(Error::invalid(
+                    "permits are for shared holders: an exclusive holder takes every permit",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Wait at most `wait` for the lease (`Duration::ZERO`: try once).

@@ -113,6 +113,9 @@ pub struct Hold {
     /// `t_send` of the last write that landed.
     pub last_send: Instant,
     pub phase: Phase,
+    /// For a queued lock's grant held through this session lease: the grant's token, which
+    /// messages name instead of the session's epoch (with `url` the lock's).
+    pub token: Option<u64>,
 }
 
 impl Hold {
@@ -130,7 +133,13 @@ impl Hold {
             version,
             last_send: t_send,
             phase: Phase::Held,
+            token: None,
         }
+    }
+
+    /// The epoch messages and errors name: a grant's token, else the lease's epoch.
+    fn shown_epoch(&self) -> u64 {
+        self.token.unwrap_or(self.record.epoch)
     }
 
     pub fn epoch(&self) -> u64 {
@@ -178,7 +187,7 @@ impl Hold {
                 format!("{} was released", self.url),
             )
             .with_lease(&self.url)
-            .with_epoch(self.epoch())),
+            .with_epoch(self.shown_epoch())),
             Phase::Held => {
                 let left = self.remaining(now);
                 if left.is_zero() {
@@ -195,7 +204,7 @@ impl Hold {
                         ),
                     )
                     .with_lease(&self.url)
-                    .with_epoch(self.epoch()));
+                    .with_epoch(self.shown_epoch()));
                 }
                 Ok(left)
             }
@@ -203,7 +212,7 @@ impl Hold {
     }
 
     pub fn lost_error(&self, reason: &LostReason) -> Error {
-        reason.error(&self.url, self.epoch())
+        reason.error(&self.url, self.shown_epoch())
     }
 
     /// The next write of ours (a renewal or a release): the successor record with a fresh

@@ -113,10 +113,9 @@ impl Scope {
         match (self, other) {
             (Scope::Whole, _) | (_, Scope::Whole) => true,
             (Scope::Path(a), Scope::Path(b)) => path_within(a, b) || path_within(b, a),
-            (
-                Scope::Range { start: s1, end: e1 },
-                Scope::Range { start: s2, end: e2 },
-            ) => s1 < e2 && s2 < e1,
+            (Scope::Range { start: s1, end: e1 }, Scope::Range { start: s2, end: e2 }) => {
+                s1 < e2 && s2 < e1
+            }
             // A path and a byte range name different kinds of things; whoever mixes them on
             // one lock gets the safe answer.
             _ => true,
@@ -191,7 +190,9 @@ pub struct QueueRecord {
 /// Where a participant stands in a record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Position {
-    Granted { token: u64 },
+    Granted {
+        token: u64,
+    },
     Waiting {
         /// How many waiters are ahead of it.
         ahead: usize,
@@ -203,6 +204,7 @@ pub enum Position {
 }
 
 /// What a writer of a queued lock's record knows and wants.
+#[allow(clippy::large_enum_variant)] // one at a time, short-lived: boxing would only allocate
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     /// Join the queue (nothing if already in the record).
@@ -352,10 +354,7 @@ impl QueueRecord {
 
     /// The participant `id`, granted or waiting.
     pub fn find(&self, id: &str) -> Option<&Entry> {
-        self.grants
-            .iter()
-            .chain(&self.queue)
-            .find(|e| e.id() == id)
+        self.grants.iter().chain(&self.queue).find(|e| e.id() == id)
     }
 
     /// Where participant `id` stands.

@@ -278,6 +278,20 @@ impl MemoryStore {
             .insert(key.to_string(), entry);
     }
 
+    /// Every key stored, sorted (what a test would LIST).
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .shared
+            .objects
+            .lock()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// Remove an object without any condition, as a person editing the bucket would.
     pub fn remove_raw(&self, key: &str) {
         self.shared.objects.lock().unwrap().remove(key);

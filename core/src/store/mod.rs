@@ -232,6 +232,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Delete the object if it is still at `version`.
     async fn delete(&self, key: &str, version: &Version) -> Result<Delete>;
+
+    /// Complete when `key` may have changed: a waiter's wake-up ahead of its next poll. The
+    /// file store is told by the kernel (inotify); stores that cannot tell never complete, and
+    /// their waiters poll. Spurious completions only cost a read.
+    async fn changed(&self, key: &str) {
+        let _ = key;
+        std::future::pending::<()>().await
+    }
 }
 
 /// A shared store handle.

@@ -45,7 +45,10 @@ fn scopes_overlap_by_path_prefix_and_by_shared_bytes() {
     let r = |a, b| Scope::range(a, b).unwrap();
     assert!(r(0, 10).overlaps(&r(9, 20)));
     assert!(!r(0, 10).overlaps(&r(10, 20)), "the end is excluded");
-    assert!(p("a").overlaps(&r(0, 1)), "mixed kinds are taken to overlap");
+    assert!(
+        p("a").overlaps(&r(0, 1)),
+        "mixed kinds are taken to overlap"
+    );
     assert_eq!(p("/a/b/").to_string(), "path a/b");
     for bad in ["", "/", "a//b", "a/./b", "../a"] {
         assert!(Scope::path(bad).is_err(), "{bad:?} accepted");
@@ -174,7 +177,10 @@ fn records_round_trip_and_other_formats_are_not_queue_records() {
 fn a_full_queue_is_refused_with_a_clear_error() {
     let mut r = QueueRecord::new(0, None);
     for i in 0..MAX_PARTICIPANTS {
-        r = join(&r, entry(&format!("{i:032}"), Mode::Exclusive, Scope::Whole));
+        r = join(
+            &r,
+            entry(&format!("{i:032}"), Mode::Exclusive, Scope::Whole),
+        );
     }
     let e = r
         .apply(&Change::Join(entry("late", Mode::Exclusive, Scope::Whole)))

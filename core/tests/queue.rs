@@ -1,0 +1,352 @@
+//! Queued locks (docs/protocol.md §10) in simulated time, on the memory store: hand-over in
+//! the releasing write, arrival order, shared and exclusive, permits, byte ranges, crashed
+//! holders and waiters, lease records becoming queued locks, and what each operation costs.
+
+#![allow(clippy::disallowed_methods)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lease::protocol::queue::QueueRecord;
+use lease::store::{Get, GetOptions, Store};
+use lease::{Client, ErrorKind, Lease, LeaseOptions, LostReason, Mode, Scope};
+
+mod sim;
+use sim::*;
+
+/// The lock's record as stored.
+async fn queue(w: &World, key: &str) -> QueueRecord {
+    match w.store.connection().get(key, GetOptions::default()).await {
+        Ok(Get::Found(o)) => QueueRecord::parse(o.bytes.as_deref().unwrap())
+            .expect("a queued lock's record")
+            .unwrap(),
+        other => panic!("expected a queued lock's record, got {other:?}"),
+    }
+}
+
+/// Keys in the store under `prefix`.
+fn keys_under(w: &World, prefix: &str) -> Vec<String> {
+    let mut keys = w.store.keys();
+    keys.retain(|k| k.starts_with(prefix));
+    keys
+}
+
+fn queued() -> LeaseOptions {
+    opts().queue()
+}
+
+/// Start acquiring in the background; the handle resolves to the lease.
+fn spawn_acquire(
+    c: &Client,
+    key: &'static str,
+    o: LeaseOptions,
+) -> tokio::task::JoinHandle<lease::Result<Lease>> {
+    let c = c.clone();
+    tokio::spawn(async move { c.acquire(key, &o).await })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_hands_over_to_the_next_waiter_in_arrival_order_at_once() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let held = a.acquire("job", &queued()).await.unwrap();
+    let first = held.epoch();
+    assert!(first > FIRST, "tokens start above the store's clock in ms");
+    let mut waiters = vec![];
+    for (i, name) in ["b", "c", "d"].into_iter().enumerate() {
+        let (c, _) = w.client(name, 10 + i as u64);
+        waiters.push(spawn_acquire(&c, "job", queued().poll_interval(secs(30.0))));
+        sleep(secs(0.5)).await;
+    }
+    let r = queue(&w, "job").await;
+    assert_eq!(r.grants.len(), 1);
+    assert_eq!(r.queue.len(), 3);
+    let released_at = w.now();
+    held.release().await.unwrap();
+    let mut last = first;
+    for (i, waiter) in waiters.into_iter().enumerate() {
+        let lease = waiter.await.unwrap().unwrap();
+        // Granted in the releasing write and woken in-process: no poll (30 s) in between.
+        assert_eq!(w.now(), released_at, "waiter {i} waited for a poll");
+        assert_eq!(lease.epoch(), last + 1, "tokens grow by one per grant");
+        assert_eq!(lease.grant().unwrap().mode, Mode::Exclusive);
+        last = lease.epoch();
+        lease.release().await.unwrap();
+    }
+    let r = queue(&w, "job").await;
+    assert!(r.grants.is_empty() && r.queue.is_empty(), "{r:?}");
+    assert_eq!(
+        keys_under(&w, "job.q/"),
+        Vec::<String>::new(),
+        "sessions left behind"
+    );
+}
+
+/// Conserve: backups share the lock, garbage collection runs alone and is not starved by
+/// backups that arrive after it.
+#[tokio::test(start_paused = true)]
+async fn readers_share_and_a_waiting_writer_stops_later_readers() {
+    let w = World::new();
+    let (c, _) = w.client("c", 1);
+    let r1 = c.acquire("repo", &opts().shared()).await.unwrap();
+    let r2 = c.acquire("repo", &opts().shared()).await.unwrap();
+    assert_ne!(r1.epoch(), r2.epoch(), "every grant has its own token");
+    let gc = spawn_acquire(&c, "repo", opts());
+    sleep(secs(0.1)).await;
+    let r3 = spawn_acquire(&c, "repo", opts().shared());
+    sleep(secs(5.0)).await;
+    assert!(!gc.is_finished() && !r3.is_finished());
+    r1.release().await.unwrap();
+    sleep(secs(1.0)).await;
+    assert!(!gc.is_finished(), "the writer ran beside a reader");
+    r2.release().await.unwrap();
+    let gc = gc.await.unwrap().unwrap();
+    assert!(gc.epoch() > r2.epoch());
+    sleep(secs(5.0)).await;
+    assert!(!r3.is_finished(), "a reader ran beside the writer");
+    gc.release().await.unwrap();
+    let r3 = r3.await.unwrap().unwrap();
+    assert!(r3.epoch() > gc.epoch());
+    // Fenced writes: a writer's token fences, a reader's is refused with a clear error.
+    let e = r3.fenced_put("data", "x").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("exclusive grant"), "{e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_semaphore_never_grants_more_than_its_permits_and_serves_everyone() {
+    let w = World::new();
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let order = Arc::new(Mutex::new(vec![]));
+    let mut tasks = vec![];
+    for i in 0..10u64 {
+        let (c, _) = w.client(&format!("w{i}"), 100 + i);
+        let (running, most, order) = (running.clone(), most.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            sleep(secs(0.01 * i as f64)).await;
+            let lease = c.acquire("pool", &opts().permits(3)).await.unwrap();
+            order.lock().unwrap().push(i);
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            lease.ensure_held(Duration::ZERO).unwrap();
+            sleep(secs(1.0 + (i % 3) as f64)).await;
+            running.fetch_sub(1, Ordering::SeqCst);
+            lease.release().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 3);
+    assert_eq!(*order.lock().unwrap(), (0..10).collect::<Vec<_>>());
+    let (c, _) = w.client("x", 9);
+    let e = c.acquire("pool", &opts().permits(4)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("3 permits"), "{e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn disjoint_byte_ranges_go_together_and_overlapping_ones_wait() {
+    let w = World::new();
+    let (c, _) = w.client("c", 1);
+    let range = |a, b| opts().scope(Scope::range(a, b).unwrap());
+    let a = c.acquire("obj", &range(0, 100)).await.unwrap();
+    let b = c.acquire("obj", &range(100, 200)).await.unwrap();
+    let overlapping = spawn_acquire(&c, "obj", range(50, 150));
+    sleep(secs(0.1)).await;
+    let d = c
+        .acquire("obj", &range(300, 400).wait(Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.acquire("obj", &range(90, 110).wait(Duration::ZERO))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Held
+    );
+    a.release().await.unwrap();
+    sleep(secs(3.0)).await;
+    assert!(!overlapping.is_finished());
+    b.release().await.unwrap();
+    let c_lease = overlapping.await.unwrap().unwrap();
+    assert_eq!(
+        c_lease.grant().unwrap().scope,
+        Scope::Range {
+            start: 50,
+            end: 150
+        }
+    );
+    d.release().await.unwrap();
+    c_lease.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_holder_is_removed_within_the_bound_never_before_its_deadline() {
+    let w = World::new();
+    let (a, a_conn) = w.client("a", 1);
+    let (b, _) = w.client("b", 2);
+    let held = a.acquire("job", &queued()).await.unwrap();
+    sleep(secs(3.5)).await; // just after the session's first renewal
+    a_conn.faults().set_unavailable(true);
+    let deadline = w.now() + held.remaining();
+    let last_write = deadline - TTL;
+    let got = b.acquire("job", &queued().wait(secs(600.0))).await.unwrap();
+    let took_over = w.now();
+    assert!(
+        took_over >= deadline,
+        "granted before the holder's deadline"
+    );
+    let bound = TTL + GRACE + RESOLUTION + POLL;
+    assert!(
+        took_over - last_write <= bound + secs(0.5),
+        "took {:?} after the last write, bound {bound:?}",
+        took_over - last_write
+    );
+    assert_eq!(held.lost_reason(), Some(LostReason::Expired));
+    assert!(got.epoch() > held.epoch());
+    assert_eq!(
+        held.release().await.unwrap_err().kind(),
+        ErrorKind::Lost,
+        "the crashed holder's work may have overlapped"
+    );
+    got.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_waiter_is_granted_in_turn_then_removed() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let (b, b_conn) = w.client("b", 2);
+    let (c, _) = w.client("c", 3);
+    let held = a.acquire("job", &queued()).await.unwrap();
+    let dead = spawn_acquire(&b, "job", queued());
+    sleep(secs(0.5)).await;
+    let live = spawn_acquire(&c, "job", queued());
+    sleep(secs(0.5)).await;
+    // B "crashes": nothing it sends arrives any more.
+    b_conn.faults().set_unavailable(true);
+    dead.abort();
+    let crashed_at = w.now();
+    sleep(secs(1.0)).await;
+    held.release().await.unwrap();
+    let got = live.await.unwrap().unwrap();
+    let waited = w.now() - crashed_at;
+    assert!(
+        waited <= TTL + GRACE + RESOLUTION + POLL + secs(1.0),
+        "waited {waited:?} for a dead waiter"
+    );
+    let r = queue(&w, "job").await;
+    assert_eq!(r.grants.len(), 1, "{r:?}");
+    got.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn try_once_and_a_wait_that_ends_leave_no_trace() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let (b, b_conn) = w.client("b", 2);
+    let held = a.acquire("job", &queued()).await.unwrap();
+    let before = queue(&w, "job").await;
+    b_conn.reset_stats();
+    let e = b
+        .acquire("job", &queued().wait(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Held, "{e}");
+    assert!(e.to_string().contains("held by"), "{e}");
+    assert_eq!(queue(&w, "job").await, before, "a try joined the queue");
+    let s = b_conn.stats();
+    assert_eq!((s.gets, s.puts), (1, 0), "a try costs one read: {s:?}");
+    let e = b
+        .acquire("job", &queued().wait(secs(5.0)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    let r = queue(&w, "job").await;
+    assert_eq!(r.queue.len(), 0, "the timed-out waiter stayed in the queue");
+    assert_eq!(
+        keys_under(&w, "job.q/").len(),
+        1,
+        "only the holder's session"
+    );
+    held.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_record_becomes_a_queued_lock_once_free_and_then_everyone_queues() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let (b, _) = w.client("b", 2);
+    let lease = a.acquire("job", &opts()).await.unwrap();
+    let reader = spawn_acquire(&b, "job", opts().shared());
+    sleep(secs(3.0)).await;
+    assert!(
+        !reader.is_finished(),
+        "a reader got in beside a lease holder"
+    );
+    lease.release().await.unwrap();
+    let reader = reader.await.unwrap().unwrap();
+    assert!(
+        reader.epoch() > lease.epoch(),
+        "tokens start above the lease's epoch"
+    );
+    // A plain exclusive request on a queued lock queues, and is granted in the hand-over.
+    let writer = spawn_acquire(&a, "job", opts());
+    sleep(secs(1.0)).await;
+    assert_eq!(queue(&w, "job").await.queue.len(), 1);
+    reader.release().await.unwrap();
+    let writer = writer.await.unwrap().unwrap();
+    assert!(writer.grant().is_some());
+    assert_eq!(writer.epoch(), reader.epoch() + 1);
+    writer.release().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn request_costs() {
+    let w = World::new();
+    let (a, a_conn) = w.client("a", 1);
+    let (b, b_conn) = w.client("b", 2);
+    // Acquire a free lock: session GET + PUT, record GET + PUT.
+    let held = a.acquire("job", &queued()).await.unwrap();
+    let s = a_conn.stats();
+    assert_eq!((s.gets, s.puts), (2, 2), "acquire: {s:?}");
+    // A holder renews its session only: 1 PUT per renew interval, nothing to the record.
+    a_conn.reset_stats();
+    let record_before = queue(&w, "job").await;
+    sleep(TTL + secs(0.1)).await;
+    let s = a_conn.stats();
+    assert_eq!((s.gets, s.puts), (0, 3), "renewals over one ttl: {s:?}");
+    assert_eq!(
+        queue(&w, "job").await,
+        record_before,
+        "renewals wrote the record"
+    );
+    // A waiter: 1 GET of the record per poll (not modified), its own renewals, and at the head,
+    // about one read of the holder's session per ttl.
+    let waiter = spawn_acquire(&b, "job", queued());
+    sleep(secs(1.0)).await;
+    b_conn.reset_stats();
+    sleep(secs(30.0)).await;
+    let s = b_conn.stats();
+    assert_eq!(s.puts, 9, "waiter renewals over 30 s: {s:?}");
+    // 30 polls (1 s ± 20%), and a check of the holder's session whenever a takeover rule could
+    // next fire: the holder renews every 3.3 s, so each check finds a version at most 3.3 s old
+    // and the next is due ttl + grace later, about 7.7 s: 4 or 5 in 30 s.
+    assert!(
+        (32..=38).contains(&s.gets),
+        "waiter reads over 30 s (about 30 polls + 4 checks of the holder): {s:?}"
+    );
+    assert!(
+        s.not_modified >= s.gets - 6,
+        "polls of an unchanged record are 304s: {s:?}"
+    );
+    // Release: 1 GET + 1 PUT of the record, 1 PUT (released) + 1 DELETE of the session.
+    a_conn.reset_stats();
+    held.release().await.unwrap();
+    let s = a_conn.stats();
+    assert_eq!((s.gets, s.puts, s.deletes), (1, 2, 1), "release: {s:?}");
+    waiter.await.unwrap().unwrap().release().await.unwrap();
+}
