@@ -110,6 +110,29 @@ pub struct RunArgs {
     /// A small payload stored in the lease record while CMD runs.
     #[arg(long)]
     pub data: Option<String>,
+    /// Hold the lock shared with other `--shared` holders (readers); exclusive holders wait
+    /// for them and they for exclusive ones, in arrival order (a queued lock).
+    #[arg(long)]
+    pub shared: bool,
+    /// Use the lock as a semaphore of N permits: at most N holders at once, in arrival order
+    /// (a queued lock; implies --shared).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub permits: Option<u32>,
+    /// Hold only this path of the lock (e.g. tables/users): only overlapping paths conflict
+    /// (a/b conflicts with a and a/b/c, not a/bc). A queued lock.
+    #[arg(long, value_name = "PATH", conflicts_with = "range")]
+    pub scope: Option<String>,
+    /// Hold only bytes START..END of the object the lock guards (END excluded): only
+    /// overlapping ranges conflict. A queued lock.
+    #[arg(long, value_name = "START..END")]
+    pub range: Option<String>,
+    /// Queue in arrival order and take the lock in the releasing write, also when exclusive
+    /// (a queued lock; --shared, --permits, --scope and --range always queue).
+    #[arg(long)]
+    pub queue: bool,
+    /// How often a waiter re-reads the lock [default: ttl/10, within 50ms..2s].
+    #[arg(long, value_parser = duration, value_name = "DUR")]
+    pub poll: Option<Duration>,
     /// When renewals are late, send CMD SIGTERM this long before the SIGKILL that lands just
     /// before the lease's deadline [default: ttl/3, at most 10s]. A lost lease means SIGKILL at
     /// once.

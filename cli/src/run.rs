@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use lease::clock::{Clock, SystemClock};
 use lease::options::Timing;
-use lease::{format_duration, Client, ErrorKind, Lease, LeaseOptions};
+use lease::{format_duration, Client, ErrorKind, Lease, LeaseOptions, Scope};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
@@ -195,12 +195,28 @@ fn label_for(command: &[String]) -> String {
         .collect()
 }
 
-fn lease_options(args: &RunArgs) -> LeaseOptions {
+fn lease_options(args: &RunArgs) -> Result<LeaseOptions, Exit> {
     let mut opts = LeaseOptions::new(args.ttl).label(
         args.label
             .clone()
             .unwrap_or_else(|| label_for(&args.command)),
     );
+    if args.shared {
+        opts = opts.shared();
+    }
+    if let Some(n) = args.permits {
+        opts = opts.permits(n);
+    }
+    if let Some(path) = &args.scope {
+        opts = opts.scope(Scope::path(path)?);
+    }
+    if let Some(range) = &args.range {
+        opts = opts.scope(Scope::parse_range(range)?);
+    }
+    if args.queue {
+        opts = opts.queue();
+    }
+    opts.poll_interval = args.poll;
     opts.data = args.data.clone();
     opts.unavailable_timeout = args.unavailable_timeout;
     opts.wait = if args.no_wait {
@@ -208,7 +224,7 @@ fn lease_options(args: &RunArgs) -> LeaseOptions {
     } else {
         args.wait
     };
-    opts
+    Ok(opts)
 }
 
 async fn acquire(
@@ -245,7 +261,7 @@ async fn acquire(
 
 pub async fn run(args: RunArgs) -> Result<Exit, Exit> {
     let (client, key) = Client::for_url(&args.lease)?;
-    let opts = lease_options(&args);
+    let opts = lease_options(&args)?;
     let limits = Limits::new(
         &opts.timing(&client.store().capabilities())?,
         args.kill_after,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lease::clock::{Clock, SystemClock};
-use lease::{format_duration, BreakMode, Client, LeaseState, Status};
+use lease::{format_duration, BreakMode, Client, LeaseState, QueueStatus, Scope, Status};
 
 use crate::exit::{self, Exit};
 
@@ -36,6 +36,33 @@ fn human(s: &Status) -> String {
     }
     if let Some(d) = &s.detail {
         out += &format!("detail:     {d}\n");
+    }
+    if let Some(q) = &s.queue {
+        out += &queue_lines(q);
+    }
+    out
+}
+
+/// A queued lock's holders (with their tokens) and its waiters, in the order they will go.
+fn queue_lines(q: &QueueStatus) -> String {
+    let mut out = String::new();
+    if let Some(n) = q.permits {
+        out += &format!("permits:    {n} ({} in use)\n", q.holders.len());
+    }
+    let describe = |e: &lease::protocol::queue::Entry| {
+        let scope = match &e.scope {
+            Scope::Whole => String::new(),
+            scope => format!(", {scope}"),
+        };
+        format!("{} ({}{scope})", e.holder.describe(), e.mode.as_str())
+    };
+    out += &format!("holders:    {}\n", q.holders.len());
+    for g in &q.holders {
+        out += &format!("  token {}  {}\n", g.token.unwrap_or_default(), describe(g));
+    }
+    out += &format!("waiting:    {}\n", q.waiting.len());
+    for (i, w) in q.waiting.iter().enumerate() {
+        out += &format!("  {}. {}\n", i + 1, describe(w));
     }
     out
 }

@@ -222,8 +222,24 @@ impl Client {
         let mut backoff = Backoff::for_timing(&timing);
         for _ in 0..20 {
             let mut view = View::default();
-            let read = self.read_record(key, None, &timing).await;
-            view.absorb(read.map_err(|e| e.with_lease(&url))?, clock.now());
+            let read = self
+                .read_record(key, None, &timing)
+                .await
+                .map_err(|e| e.with_lease(&url))?;
+            // A queued lock: break each grant's session, by the same rules (its holder learns
+            // at its next renewal; the waiters remove it once the break shows it is gone).
+            if let Some((record, version)) = crate::queue::queue_read(&read) {
+                if record.grants.is_empty() {
+                    return Ok(None);
+                }
+                let before = Status::from_queue(&url, &record, version);
+                for g in &record.grants {
+                    let skey = crate::queue::session_key(key, g.id());
+                    Box::pin(self.break_lease(&skey, label.clone(), mode)).await?;
+                }
+                return Ok(Some(before));
+            }
+            view.absorb(read, clock.now());
             let before = Status::from_view(&url, &view, &timing);
             let breaker =
                 self.new_holder(Some(label.clone().unwrap_or_else(|| "lease break".into())));

@@ -46,7 +46,7 @@ pub use options::LeaseOptions;
 pub use protocol::breaking::BreakMode;
 pub use protocol::queue::{Mode, Scope};
 pub use record::Holder;
-pub use status::{unix_ms, HolderJson, LeaseState, Status, Watcher};
+pub use status::{unix_ms, HolderJson, LeaseState, QueueStatus, Status, Watcher};
 pub use store::doctor;
 pub use store::url::{LeaseUrl, StoreUrl};
 pub use token::FencingToken;

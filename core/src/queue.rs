@@ -24,7 +24,7 @@ use crate::protocol::view::{Seen, View};
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
 use crate::record::{timestamp, Holder, Parsed, Record, RecordState};
-use crate::store::{Cond, Get, Put, Version};
+use crate::store::{Cond, Get, Put, Version, Watch};
 
 /// The key of participant `id`'s session lease for the lock at `key`.
 pub(crate) fn session_key(key: &str, id: &str) -> String {
@@ -39,6 +39,14 @@ fn queue_record(get: &Get) -> Option<std::result::Result<QueueRecord, String>> {
     }
 }
 
+/// A queued lock's record and its version, when `get` found a valid one.
+pub(crate) fn queue_read(get: &Get) -> Option<(QueueRecord, Version)> {
+    match (get, queue_record(get)) {
+        (Get::Found(obj), Some(Ok(r))) => Some((r, obj.version.clone())),
+        _ => None,
+    }
+}
+
 /// Whether `get` shows a queued lock's record (a lease's acquire then hands over to the queue).
 pub(crate) fn is_queue_record(get: &Get) -> bool {
     queue_record(get).is_some()
@@ -46,7 +54,7 @@ pub(crate) fn is_queue_record(get: &Get) -> bool {
 
 /// A blocker's session, as a head waiter watches it.
 #[derive(Default)]
-struct Watch {
+struct SessionWatch {
     view: View,
     next_check: Option<Instant>,
     absent_since: Option<Instant>,
@@ -119,10 +127,12 @@ impl Client {
         let mut pending = req.first.clone();
         // After a write of ours landed, the record is known without reading it.
         let mut fresh = false;
-        let mut watches: HashMap<String, Watch> = HashMap::new();
+        let mut watches: HashMap<String, SessionWatch> = HashMap::new();
         let mut backoff = Backoff::for_timing(timing);
         let mut last_answer = start;
         let wake = local_wake(self.store().url(), key);
+        // Made before the first read, so no change after that read is missed.
+        let mut watch = self.store().watch(key);
         loop {
             let notified = wake.notified();
             tokio::pin!(notified);
@@ -227,8 +237,14 @@ impl Client {
                             match next_check {
                                 Checked::Removed => continue,
                                 Checked::Next(at) => {
-                                    self.wait_a_while(req, session, at, notified.as_mut())
-                                        .await?;
+                                    self.wait_a_while(
+                                        req,
+                                        session,
+                                        at,
+                                        notified.as_mut(),
+                                        &mut watch,
+                                    )
+                                    .await?;
                                     continue;
                                 }
                             }
@@ -302,8 +318,14 @@ impl Client {
                                         ),
                                     ));
                                 }
-                                self.wait_a_while(req, session, Some(until), notified.as_mut())
-                                    .await?;
+                                self.wait_a_while(
+                                    req,
+                                    session,
+                                    Some(until),
+                                    notified.as_mut(),
+                                    &mut watch,
+                                )
+                                .await?;
                                 continue;
                             }
                         }
@@ -355,6 +377,7 @@ impl Client {
         session: &Option<Lease>,
         until: Option<Instant>,
         notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+        watch: &mut Option<Box<dyn Watch>>,
     ) -> Result<()> {
         let clock = self.clock();
         let now = clock.now();
@@ -372,7 +395,12 @@ impl Client {
                 None => std::future::pending().await,
             }
         };
-        let changed = self.store().changed(req.key);
+        let changed = async {
+            match watch {
+                Some(w) => w.changed().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = clock.sleep_until(wake_at) => Ok(()),
             _ = notified => Ok(()),
@@ -478,7 +506,7 @@ impl Client {
         &self,
         key: &str,
         blockers: &[Entry],
-        watches: &mut HashMap<String, Watch>,
+        watches: &mut HashMap<String, SessionWatch>,
         timing: &Timing,
         me: &Holder,
     ) -> Checked {

@@ -12,6 +12,7 @@ use tracing::warn;
 use crate::client::{local_wake, Client};
 use crate::error::{ErrorKind, Result};
 use crate::options::{LeaseOptions, Timing, MAX_TTL};
+use crate::protocol::queue::{Entry, QueueRecord, Scope};
 use crate::protocol::view::{Seen, View};
 use crate::protocol::Backoff;
 use crate::record::{Holder, Parsed, RecordState};
@@ -73,6 +74,18 @@ pub struct Status {
     pub version: Option<Version>,
     /// Why the record is corrupt, when it is.
     pub detail: Option<String>,
+    /// A queued lock's grants and waiters (docs/protocol.md §10); `None` for a lease.
+    pub queue: Option<QueueStatus>,
+}
+
+/// Who holds a queued lock and who waits, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueStatus {
+    pub permits: Option<u32>,
+    /// In the order granted, each with its token.
+    pub holders: Vec<Entry>,
+    /// In arrival order: the order they will be granted among those that conflict.
+    pub waiting: Vec<Entry>,
 }
 
 impl Status {
@@ -90,6 +103,7 @@ impl Status {
             renewed_at: None,
             version: None,
             detail: None,
+            queue: None,
         };
         let Some(Seen::Present {
             version,
@@ -136,13 +150,61 @@ impl Status {
         s
     }
 
-    /// True when `other` differs in what a watcher reports: state, epoch, holder, data.
-    /// Renewals alone are not changes.
+    /// The status of a queued lock's record: `held` while anyone holds a grant (the first
+    /// grant's holder is `holder`), `released` when nobody does; `epoch` is the highest token.
+    pub fn from_queue(url: &str, r: &QueueRecord, version: Version) -> Status {
+        let first = r.grants.first();
+        Status {
+            url: url.to_string(),
+            state: if first.is_some() {
+                LeaseState::Held
+            } else {
+                LeaseState::Released
+            },
+            epoch: Some(r.epoch),
+            holder: first.map(|g| g.holder.clone()),
+            ttl: first.map(|g| Duration::from_millis(g.ttl_ms)),
+            expires_in: None,
+            data: first.and_then(|g| g.data.clone()),
+            acquired_at: first.and_then(|g| g.since.clone()),
+            renewed_at: None,
+            version: Some(version),
+            detail: None,
+            queue: Some(QueueStatus {
+                permits: r.permits,
+                holders: r.grants.clone(),
+                waiting: r.queue.clone(),
+            }),
+        }
+    }
+
+    /// The status of what a read shows: a queued lock's record, or a lease as `view` has it.
+    pub(crate) fn from_read(
+        url: &str,
+        queue: Option<&(QueueRecord, Version)>,
+        view: &View,
+        timing: &Timing,
+    ) -> Status {
+        match queue {
+            Some((r, v)) => Status::from_queue(url, r, v.clone()),
+            None => Status::from_view(url, view, timing),
+        }
+    }
+
+    /// True when `other` differs in what a watcher reports: state, epoch, holder, data, and a
+    /// queued lock's holders and waiters. Renewals alone are not changes.
     pub fn differs_from(&self, other: &Status) -> bool {
+        let ids = |s: &Status| {
+            s.queue.as_ref().map(|q| {
+                let ids = |v: &[Entry]| v.iter().map(|e| e.holder.id.clone()).collect::<Vec<_>>();
+                (ids(&q.holders), ids(&q.waiting))
+            })
+        };
         self.state != other.state
             || self.epoch != other.epoch
             || self.holder.as_ref().map(|h| &h.id) != other.holder.as_ref().map(|h| &h.id)
             || self.data != other.data
+            || ids(self) != ids(other)
     }
 
     /// The JSON shape shared by `lease status --json` and every binding (see [`Status`]'s
@@ -167,6 +229,53 @@ struct StatusJson<'a> {
     acquired_at: Option<&'a str>,
     renewed_at: Option<&'a str>,
     detail: Option<&'a str>,
+    /// A queued lock's permits, holders (granted, with tokens) and waiters (in arrival order);
+    /// `null` for a lease.
+    permits: Option<u32>,
+    holders: Option<Vec<ParticipantJson<'a>>>,
+    waiting: Option<Vec<ParticipantJson<'a>>>,
+}
+
+/// A queued lock's participant: `holder`, `mode`, `scope` (`null` for the whole lock,
+/// `{"path": …}` or `{"start": …, "end": …}`), `token` (`null` while waiting), `ttl_ms`,
+/// `since`, `data`.
+#[derive(Serialize)]
+struct ParticipantJson<'a> {
+    holder: HolderJson<'a>,
+    mode: &'static str,
+    scope: Option<ScopeJson<'a>>,
+    token: Option<u64>,
+    ttl_ms: u64,
+    since: Option<&'a str>,
+    data: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ScopeJson<'a> {
+    Path { path: &'a str },
+    Range { start: u64, end: u64 },
+}
+
+impl<'a> From<&'a Entry> for ParticipantJson<'a> {
+    fn from(e: &'a Entry) -> Self {
+        ParticipantJson {
+            holder: HolderJson::from(&e.holder),
+            mode: e.mode.as_str(),
+            scope: match &e.scope {
+                Scope::Whole => None,
+                Scope::Path(p) => Some(ScopeJson::Path { path: p }),
+                Scope::Range { start, end } => Some(ScopeJson::Range {
+                    start: *start,
+                    end: *end,
+                }),
+            },
+            token: e.token,
+            ttl_ms: e.ttl_ms,
+            since: e.since.as_deref(),
+            data: e.data.as_deref(),
+        }
+    }
 }
 
 impl Serialize for Status {
@@ -185,6 +294,15 @@ impl Serialize for Status {
             acquired_at: self.acquired_at.as_deref(),
             renewed_at: self.renewed_at.as_deref(),
             detail: self.detail.as_deref(),
+            permits: self.queue.as_ref().and_then(|q| q.permits),
+            holders: self
+                .queue
+                .as_ref()
+                .map(|q| q.holders.iter().map(ParticipantJson::from).collect()),
+            waiting: self
+                .queue
+                .as_ref()
+                .map(|q| q.waiting.iter().map(ParticipantJson::from).collect()),
         }
         .serialize(serializer)
     }
@@ -234,9 +352,10 @@ impl Client {
         loop {
             match self.get(key, None, timing.request_timeout).await {
                 Ok(get) => {
+                    let queue = crate::queue::queue_read(&get);
                     let mut view = View::default();
                     view.absorb(get, self.clock().now());
-                    return Ok(Status::from_view(&url, &view, &timing));
+                    return Ok(Status::from_read(&url, queue.as_ref(), &view, &timing));
                 }
                 Err(e) if e.kind() == ErrorKind::Unavailable && attempts < 3 => {
                     attempts += 1;
@@ -262,6 +381,7 @@ impl Client {
             url,
             poll: timing.poll,
             view: View::default(),
+            queue: None,
             last: None,
             timing,
         })
@@ -275,6 +395,8 @@ pub struct Watcher {
     url: String,
     poll: Duration,
     view: View,
+    /// The queued lock's record last read, if the key holds one.
+    queue: Option<(QueueRecord, Version)>,
     last: Option<Status>,
     timing: Timing,
 }
@@ -298,7 +420,12 @@ impl Watcher {
                 .get(&self.key, self.view.version(), self.timing.request_timeout)
                 .await
             {
-                Ok(get) => self.view.absorb(get, clock.now()),
+                Ok(get) => {
+                    if !matches!(get, crate::store::Get::NotModified { .. }) {
+                        self.queue = crate::queue::queue_read(&get);
+                    }
+                    self.view.absorb(get, clock.now())
+                }
                 Err(e) if e.kind() == ErrorKind::Unavailable => {
                     warn!(lease = %self.url, "watch: read failed, retrying: {e}");
                     clock.sleep(backoff.next(&self.client.inner.rng)).await;
@@ -306,7 +433,8 @@ impl Watcher {
                 }
                 Err(e) => return Err(e.with_lease(&self.url)),
             }
-            let status = Status::from_view(&self.url, &self.view, &self.timing);
+            let status =
+                Status::from_read(&self.url, self.queue.as_ref(), &self.view, &self.timing);
             if self
                 .last
                 .as_ref()
@@ -363,6 +491,7 @@ mod tests {
                 generation: None,
             }),
             detail: None,
+            queue: None,
         };
         assert_eq!(
             s.to_json(),
@@ -371,6 +500,7 @@ mod tests {
                 "holder": {"id": "h1", "label": "gc", "host": null, "pid": 7, "user": null, "client": null},
                 "ttl_ms": 1500, "expires_in_ms": null, "data": null,
                 "acquired_at": "2026-11-24T08:00:00Z", "renewed_at": null, "detail": null,
+                "permits": null, "holders": null, "waiting": null,
             })
         );
     }

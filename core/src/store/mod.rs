@@ -233,13 +233,21 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Delete the object if it is still at `version`.
     async fn delete(&self, key: &str, version: &Version) -> Result<Delete>;
 
-    /// Complete when `key` may have changed: a waiter's wake-up ahead of its next poll. The
-    /// file store is told by the kernel (inotify); stores that cannot tell never complete, and
-    /// their waiters poll. Spurious completions only cost a read.
-    async fn changed(&self, key: &str) {
+    /// Watch `key` for changes: a waiter's wake-up ahead of its next poll. The file store is
+    /// told by the kernel (inotify); stores that cannot tell return `None`, and their waiters
+    /// only poll. Make the watch before reading the key: a change after it is never missed.
+    fn watch(&self, key: &str) -> Option<Box<dyn Watch>> {
         let _ = key;
-        std::future::pending::<()>().await
+        None
     }
+}
+
+/// A watch on one key ([`Store::watch`]).
+#[async_trait]
+pub trait Watch: Send {
+    /// Complete when the key may have changed since the watch was made or last completed
+    /// (spurious completions only cost a read).
+    async fn changed(&mut self);
 }
 
 /// A shared store handle.

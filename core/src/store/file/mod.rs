@@ -35,6 +35,7 @@ mod attrs;
 mod sidecar;
 #[cfg(test)]
 mod tests;
+mod watch;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -592,6 +593,11 @@ impl Store for FileStore {
         // Writers leave temporary files when killed; writers clean them up (not readers).
         self.sweep_if_due(dir).await;
         put
+    }
+
+    fn watch(&self, key: &str) -> Option<Box<dyn crate::store::Watch>> {
+        let path = self.path_of(key).ok()?;
+        watch::FileWatch::new(&path).map(|w| Box::new(w) as Box<dyn crate::store::Watch>)
     }
 
     async fn delete(&self, key: &str, version: &Version) -> Result<Delete> {
