@@ -1,0 +1,231 @@
+//! Queued locks with real `lease run` processes (docs/protocol.md §10), on the file store and
+//! on moto and MinIO (`LEASE_TEST_S3_MOTO`, `LEASE_TEST_S3_MINIO`, from scripts/stores.sh):
+//! Conserve's backups and garbage collection, a semaphore, byte ranges of one object. Each
+//! worker's command appends `start` and `end` lines to a history file; the checks read only
+//! that history.
+
+#![allow(clippy::disallowed_methods)] // real processes in real time
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One worker's run, from the history: when its command started and ended (ns, this machine's
+/// clock, which every worker shares), with the token it was given.
+#[derive(Debug, Clone)]
+struct Run {
+    name: String,
+    token: u64,
+    start: u128,
+    end: u128,
+}
+
+impl Run {
+    fn overlaps(&self, other: &Run) -> bool {
+        self.start < other.end && other.start < self.end
+    }
+}
+
+/// The stores: a fresh directory, and moto and MinIO when scripts/stores.sh started them.
+fn stores(dir: &Path, test: &str) -> Vec<(&'static str, String)> {
+    let unique = format!("{test}-{}-{}", std::process::id(), nanos());
+    std::fs::create_dir_all(dir.join("locks")).unwrap();
+    let mut out = vec![("file", format!("file://{}/locks/{test}", dir.display()))];
+    for (name, var) in [("moto", "LEASE_TEST_S3_MOTO"), ("minio", "LEASE_TEST_S3_MINIO")] {
+        match std::env::var(var) {
+            Ok(store) => out.push((name, lease_url(&store, &format!("queue/{unique}")))),
+            Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("CI=true but {var} is not set: run through scripts/test")
+            }
+            Err(_) => eprintln!("\n!!! SKIPPED {name}: {var} unset (scripts/stores.sh) !!!\n"),
+        }
+    }
+    out
+}
+
+fn lease_url(store_url: &str, key: &str) -> String {
+    match store_url.split_once('?') {
+        Some((base, query)) => format!("{}/{key}?{query}", base.trim_end_matches('/')),
+        None => format!("{}/{key}", store_url.trim_end_matches('/')),
+    }
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Start a worker: `lease run FLAGS URL -- sh -c` appending to `history` while it holds.
+fn worker(url: &str, flags: &[&str], name: &str, hold_ms: u64, history: &Path) -> Child {
+    let script = format!(
+        "echo \"start {name} $LEASE_EPOCH $(date +%s%N)\" >> '{h}'; sleep {s}; \
+         echo \"end {name} $LEASE_EPOCH $(date +%s%N)\" >> '{h}'",
+        h = history.display(),
+        s = hold_ms as f64 / 1000.0
+    );
+    Command::new(env!("CARGO_BIN_EXE_lease"))
+        .arg("run")
+        .args(["--ttl", "5s", "--wait", "120s"])
+        .args(flags)
+        .args([url, "--", "sh", "-c", &script])
+        .env_remove("LEASE_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait for every worker (bounded) and parse the history.
+fn finish(workers: Vec<Child>, history: &Path) -> Vec<Run> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for mut w in workers {
+        loop {
+            if let Some(status) = w.try_wait().unwrap() {
+                let mut err = String::new();
+                use std::io::Read;
+                w.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                assert!(status.success(), "a worker failed: {status}: {err}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "a worker did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let text = std::fs::read_to_string(history).unwrap();
+    let mut runs: Vec<Run> = vec![];
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (token, t) = (f[2].parse().unwrap(), f[3].parse().unwrap());
+        match f[0] {
+            "start" => runs.push(Run {
+                name: f[1].to_string(),
+                token,
+                start: t,
+                end: u128::MAX,
+            }),
+            _ => runs.iter_mut().find(|r| r.name == f[1]).unwrap().end = t,
+        }
+    }
+    runs
+}
+
+fn by_name<'a>(runs: &'a [Run], name: &str) -> &'a Run {
+    runs.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} never ran: {runs:?}"))
+}
+
+/// Arrival gaps: long enough that each worker has joined before the next starts (a `lease
+/// run` process starts, begins its session and joins in well under this on every store here).
+const GAP: Duration = Duration::from_millis(400);
+
+#[test]
+fn conserve_backups_share_and_gc_runs_alone_without_starving() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, url) in stores(dir.path(), "conserve") {
+        let history = dir.path().join(format!("{store}.history"));
+        // Interleaved: two backups, GC, two more backups.
+        let plan = [
+            ("b1", true, 2500),
+            ("b2", true, 2500),
+            ("gc", false, 1000),
+            ("b3", true, 1000),
+            ("b4", true, 1000),
+        ];
+        let mut workers = vec![];
+        for (name, shared, hold) in plan {
+            let flags: &[&str] = if shared { &["--shared"] } else { &["--queue"] };
+            workers.push(worker(&url, flags, name, hold, &history));
+            std::thread::sleep(GAP);
+        }
+        let runs = finish(workers, &history);
+        assert_eq!(runs.len(), 5, "{store}: everyone served: {runs:?}");
+        let gc = by_name(&runs, "gc");
+        for b in runs.iter().filter(|r| r.name != "gc") {
+            assert!(!b.overlaps(gc), "{store}: backup {} ran during GC: {runs:?}", b.name);
+        }
+        assert!(
+            by_name(&runs, "b1").overlaps(by_name(&runs, "b2")),
+            "{store}: backups did not share: {runs:?}"
+        );
+        for later in ["b3", "b4"] {
+            assert!(
+                gc.end <= by_name(&runs, later).start,
+                "{store}: {later}, arriving after GC, went first: GC starved: {runs:?}"
+            );
+        }
+        let mut tokens: Vec<u64> = plan.iter().map(|(n, ..)| by_name(&runs, n).token).collect();
+        let arrival = tokens.clone();
+        tokens.sort();
+        assert_eq!(arrival, tokens, "{store}: tokens not in arrival order: {runs:?}");
+    }
+}
+
+#[test]
+fn a_semaphore_of_three_serves_ten_workers_never_more_than_three_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, url) in stores(dir.path(), "semaphore") {
+        let history = dir.path().join(format!("{store}.history"));
+        let mut workers = vec![];
+        for i in 0..10 {
+            let name = format!("w{i}");
+            workers.push(worker(&url, &["--permits", "3"], &name, 700, &history));
+            std::thread::sleep(GAP / 4);
+        }
+        let runs = finish(workers, &history);
+        assert_eq!(runs.len(), 10, "{store}: everyone served: {runs:?}");
+        let most = runs
+            .iter()
+            .map(|r| runs.iter().filter(|o| o.start <= r.start && r.start < o.end).count())
+            .max()
+            .unwrap();
+        assert!(most <= 3, "{store}: {most} at once: {runs:?}");
+        assert_eq!(most, 3, "{store}: the permits were never all used: {runs:?}");
+    }
+}
+
+#[test]
+fn byte_ranges_of_one_object_overlapping_never_together_disjoint_in_parallel() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, url) in stores(dir.path(), "ranges") {
+        let history = dir.path().join(format!("{store}.history"));
+        let plan = [
+            ("r0-100", "0..100"),
+            ("r100-200", "100..200"),
+            ("r50-150", "50..150"),
+            ("r200-300", "200..300"),
+            ("r0-300", "0..300"),
+            ("r300-400", "300..400"),
+        ];
+        let mut workers = vec![];
+        for (name, range) in plan {
+            workers.push(worker(&url, &["--range", range], name, 1500, &history));
+            std::thread::sleep(GAP / 2);
+        }
+        let runs = finish(workers, &history);
+        assert_eq!(runs.len(), 6, "{store}: everyone served: {runs:?}");
+        let range_of = |name: &str| {
+            let (_, r) = plan.iter().find(|(n, _)| *n == name).unwrap();
+            let (a, b) = r.split_once("..").unwrap();
+            (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap())
+        };
+        for (i, a) in runs.iter().enumerate() {
+            for b in &runs[i + 1..] {
+                let ((s1, e1), (s2, e2)) = (range_of(&a.name), range_of(&b.name));
+                if s1 < e2 && s2 < e1 {
+                    assert!(!a.overlaps(b), "{store}: {} and {} ran together", a.name, b.name);
+                }
+            }
+        }
+        // The disjoint ranges that arrived first ran in parallel.
+        let parallel = ["r0-100", "r100-200", "r200-300", "r300-400"];
+        for (i, a) in parallel.iter().enumerate() {
+            for b in &parallel[i + 1..] {
+                assert!(
+                    by_name(&runs, a).overlaps(by_name(&runs, b)),
+                    "{store}: disjoint {a} and {b} did not run in parallel: {runs:?}"
+                );
+            }
+        }
+    }
+}
