@@ -31,7 +31,10 @@ fn stores(dir: &Path, test: &str) -> Vec<(&'static str, String)> {
     let unique = format!("{test}-{}-{}", std::process::id(), nanos());
     std::fs::create_dir_all(dir.join("locks")).unwrap();
     let mut out = vec![("file", format!("file://{}/locks/{test}", dir.display()))];
-    for (name, var) in [("moto", "LEASE_TEST_S3_MOTO"), ("minio", "LEASE_TEST_S3_MINIO")] {
+    for (name, var) in [
+        ("moto", "LEASE_TEST_S3_MOTO"),
+        ("minio", "LEASE_TEST_S3_MINIO"),
+    ] {
         match std::env::var(var) {
             Ok(store) => out.push((name, lease_url(&store, &format!("queue/{unique}")))),
             Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
@@ -112,7 +115,9 @@ fn finish(workers: Vec<Child>, history: &Path) -> Vec<Run> {
 }
 
 fn by_name<'a>(runs: &'a [Run], name: &str) -> &'a Run {
-    runs.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} never ran: {runs:?}"))
+    runs.iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("{name} never ran: {runs:?}"))
 }
 
 /// Arrival gaps: long enough that each worker has joined before the next starts (a `lease
@@ -142,7 +147,11 @@ fn conserve_backups_share_and_gc_runs_alone_without_starving() {
         assert_eq!(runs.len(), 5, "{store}: everyone served: {runs:?}");
         let gc = by_name(&runs, "gc");
         for b in runs.iter().filter(|r| r.name != "gc") {
-            assert!(!b.overlaps(gc), "{store}: backup {} ran during GC: {runs:?}", b.name);
+            assert!(
+                !b.overlaps(gc),
+                "{store}: backup {} ran during GC: {runs:?}",
+                b.name
+            );
         }
         assert!(
             by_name(&runs, "b1").overlaps(by_name(&runs, "b2")),
@@ -157,7 +166,10 @@ fn conserve_backups_share_and_gc_runs_alone_without_starving() {
         let mut tokens: Vec<u64> = plan.iter().map(|(n, ..)| by_name(&runs, n).token).collect();
         let arrival = tokens.clone();
         tokens.sort();
-        assert_eq!(arrival, tokens, "{store}: tokens not in arrival order: {runs:?}");
+        assert_eq!(
+            arrival, tokens,
+            "{store}: tokens not in arrival order: {runs:?}"
+        );
     }
 }
 
@@ -176,11 +188,18 @@ fn a_semaphore_of_three_serves_ten_workers_never_more_than_three_at_once() {
         assert_eq!(runs.len(), 10, "{store}: everyone served: {runs:?}");
         let most = runs
             .iter()
-            .map(|r| runs.iter().filter(|o| o.start <= r.start && r.start < o.end).count())
+            .map(|r| {
+                runs.iter()
+                    .filter(|o| o.start <= r.start && r.start < o.end)
+                    .count()
+            })
             .max()
             .unwrap();
         assert!(most <= 3, "{store}: {most} at once: {runs:?}");
-        assert_eq!(most, 3, "{store}: the permits were never all used: {runs:?}");
+        assert_eq!(
+            most, 3,
+            "{store}: the permits were never all used: {runs:?}"
+        );
     }
 }
 
@@ -213,7 +232,12 @@ fn byte_ranges_of_one_object_overlapping_never_together_disjoint_in_parallel() {
             for b in &runs[i + 1..] {
                 let ((s1, e1), (s2, e2)) = (range_of(&a.name), range_of(&b.name));
                 if s1 < e2 && s2 < e1 {
-                    assert!(!a.overlaps(b), "{store}: {} and {} ran together", a.name, b.name);
+                    assert!(
+                        !a.overlaps(b),
+                        "{store}: {} and {} ran together",
+                        a.name,
+                        b.name
+                    );
                 }
             }
         }

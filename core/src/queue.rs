@@ -195,9 +195,13 @@ impl Client {
                     r.check_permits(url, req.opts.permits)?;
                     match r.position(&me.id) {
                         Position::Granted { token } => {
-                            let lease = session
-                                .take()
-                                .expect("a participant is granted only after its session began");
+                            // A participant joins only once its session has begun.
+                            let Some(lease) = session.take() else {
+                                return Err(Error::new(
+                                    ErrorKind::Internal,
+                                    format!("{url} granted a participant that has no session"),
+                                ));
+                            };
                             if let Err(e) = lease.ensure_held(Duration::ZERO) {
                                 *session = Some(lease);
                                 return Err(Error::unavailable(format!(

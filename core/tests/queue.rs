@@ -350,3 +350,39 @@ async fn request_costs() {
     assert_eq!((s.gets, s.puts, s.deletes), (1, 2, 1), "release: {s:?}");
     waiter.await.unwrap().unwrap().release().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn path_scopes_conflict_only_along_one_branch() {
+    let w = World::new();
+    let (c, _) = w.client("c", 1);
+    let path = |p| opts().scope(Scope::path(p).unwrap());
+    let users = c.acquire("db", &path("tables/users")).await.unwrap();
+    let logs = c
+        .acquire("db", &path("logs").wait(Duration::ZERO))
+        .await
+        .unwrap();
+    let usersx = c
+        .acquire("db", &path("tables/usersx").wait(Duration::ZERO))
+        .await
+        .unwrap();
+    for conflicting in ["tables", "tables/users/2026"] {
+        let e = c
+            .acquire("db", &path(conflicting).wait(Duration::ZERO))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Held, "{conflicting}: {e}");
+    }
+    let readers = c
+        .acquire("db", &path("tables/users").shared().wait(Duration::ZERO))
+        .await;
+    assert_eq!(readers.unwrap_err().kind(), ErrorKind::Held);
+    let all = spawn_acquire(&c, "db", path("tables"));
+    sleep(secs(1.0)).await;
+    users.release().await.unwrap();
+    sleep(secs(1.0)).await;
+    assert!(!all.is_finished(), "tables granted beside tables/usersx");
+    usersx.release().await.unwrap();
+    let all = all.await.unwrap().unwrap();
+    logs.release().await.unwrap();
+    all.release().await.unwrap();
+}

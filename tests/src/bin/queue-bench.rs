@@ -1,0 +1,197 @@
+//! Queued locks against today's exclusive lease, in one run (docs/benchmarks.md "Queued locks").
+//!
+//! `lease-queue-bench URL ROUNDS` prints one JSON line per mode (`lease`: the exclusive lease;
+//! `queue`: the same exclusive request on a queued lock):
+//! - `handoff_ms`: from the moment the holder starts its release to the moment the next
+//!   holder's acquire returns, the waiter being another process that has waited 200 ms to
+//!   2.2 s, spread evenly over the rounds (median, p90 over ROUNDS);
+//! - `in_order` and `grants_per_s`: ten other processes arrive one by one (50 ms apart) while
+//!   the lock is held, then it is released and each takes it once (holding 10 ms): the share of
+//!   grants that went to the earliest arrival still waiting, and grants per second from the
+//!   release to the last grant.
+//!
+//! Waiters are separate processes (this binary in `wait` mode), so no in-process wake-up helps
+//! either side: what a waiter sees is what another machine would see. Times are
+//! `CLOCK_MONOTONIC`, shared by every process on this machine.
+
+#![allow(clippy::disallowed_methods)] // a benchmark measures real time
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use lease::{Client, LeaseOptions};
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn options(mode: &str) -> LeaseOptions {
+    let opts = LeaseOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(60));
+    if mode == "queue" {
+        opts.queue()
+    } else {
+        opts
+    }
+}
+
+/// `wait URL MODE HOLD_MS`: on "go", acquire; print "acquired T"; hold; release; print "done".
+async fn waiter(url: &str, mode: &str, hold_ms: u64) {
+    let (client, key) = Client::for_url(url).expect("url");
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    while stdin.lock().read_line(&mut line).unwrap() > 0 {
+        if line.trim() == "go" {
+            let held = client.acquire(&key, &options(mode)).await.expect("acquire");
+            println!("acquired {}", mono_ns());
+            tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+            held.release().await.expect("release");
+            println!("done");
+        }
+        line.clear();
+    }
+}
+
+struct Waiter {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Waiter {
+    fn start(url: &str, mode: &str, hold_ms: u64) -> Waiter {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["wait", url, mode, &hold_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Waiter {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn go(&mut self) {
+        writeln!(self.stdin, "go").unwrap();
+    }
+
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.stdout.read_line(&mut l).unwrap();
+        assert!(!l.is_empty(), "a waiter died");
+        l.trim().to_string()
+    }
+
+    fn acquired_at(&mut self) -> u64 {
+        let l = self.line();
+        l.strip_prefix("acquired ")
+            .expect("acquired T")
+            .parse()
+            .unwrap()
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+async fn handoff(client: &Client, key: &str, url: &str, mode: &str, rounds: usize) -> Vec<f64> {
+    let mut w = Waiter::start(url, mode, 0);
+    let mut ms = vec![];
+    for round in 0..rounds {
+        let held = client.acquire(key, &options(mode)).await.expect("acquire");
+        w.go();
+        // Spread the release over the waiter's poll interval (2 s at the default ttl), so a
+        // polling waiter's latency is sampled at every phase of its poll.
+        let spread = 200 + (round as u64 * 2000 / rounds as u64);
+        tokio::time::sleep(Duration::from_millis(spread)).await;
+        let t_release = mono_ns();
+        held.release().await.expect("release");
+        let t_acquired = w.acquired_at();
+        assert_eq!(w.line(), "done");
+        ms.push((t_acquired.saturating_sub(t_release)) as f64 / 1e6);
+    }
+    ms.sort_by(f64::total_cmp);
+    ms
+}
+
+/// (share of grants in arrival order, grants per second) for ten waiters.
+async fn contenders(client: &Client, key: &str, url: &str, mode: &str) -> (f64, f64) {
+    let mut ws: Vec<Waiter> = (0..10).map(|_| Waiter::start(url, mode, 10)).collect();
+    // Let every waiter's process start before the clock of arrivals begins.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = client.acquire(key, &options(mode)).await.expect("acquire");
+    for w in ws.iter_mut() {
+        w.go();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t_release = mono_ns();
+    held.release().await.expect("release");
+    let mut grants: Vec<(u64, usize)> = ws
+        .iter_mut()
+        .enumerate()
+        .map(|(i, w)| (w.acquired_at(), i))
+        .collect();
+    grants.sort();
+    let in_order = grants
+        .iter()
+        .enumerate()
+        .filter(|(n, (_, i))| n == i)
+        .count();
+    let last = grants.last().unwrap().0;
+    let per_s = grants.len() as f64 / ((last - t_release) as f64 / 1e9);
+    (in_order as f64 / grants.len() as f64, per_s)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("wait") {
+        return waiter(&args[2], &args[3], args[4].parse().unwrap()).await;
+    }
+    if args.len() < 3 {
+        eprintln!("usage: lease-queue-bench URL ROUNDS");
+        std::process::exit(64);
+    }
+    let rounds: usize = args[2].parse().expect("ROUNDS is a number");
+    for mode in ["lease", "queue"] {
+        // One key per mode: a lease record and a queued lock's record.
+        let url = format!("{}-{mode}", args[1]);
+        let (client, key) = Client::for_url(&url).expect("url");
+        let ms = handoff(&client, &key, &url, mode, rounds).await;
+        let (mut orders, mut rates) = (vec![], vec![]);
+        for _ in 0..3 {
+            let (o, r) = contenders(&client, &key, &url, mode).await;
+            orders.push(o);
+            rates.push(r);
+        }
+        rates.sort_by(f64::total_cmp);
+        println!(
+            "{}",
+            serde_json::json!({
+                "url": url, "mode": mode, "rounds": rounds,
+                "handoff_ms": {"median": percentile(&ms, 0.5), "p90": percentile(&ms, 0.9)},
+                "in_order": orders.iter().sum::<f64>() / orders.len() as f64,
+                "grants_per_s": rates[1],
+            })
+        );
+    }
+}
