@@ -427,9 +427,9 @@ impl Shared {
         let Some((version, _)) = memo.released else {
             return;
         };
-        if !self.client.store().capabilities().conditional_delete {
-            return;
-        }
+        // Sent conditional on our released version; where a store ignores the condition
+        // (`capabilities().conditional_delete` false) it deletes whatever is there, which is as
+        // good: we have left the lock's record, and a session is never used again.
         let delete = self.client.store().delete(&self.key, &version);
         if let Err(e) = self
             .client

@@ -443,11 +443,11 @@ impl Client {
         let skey = session.session_key().to_string();
         let memo = self.memo(&skey);
         self.forget(&skey);
+        // Conditional on our released version (see `Lease`'s `delete_session` for stores that
+        // ignore the condition).
         if let Some((version, _)) = memo.released {
-            if self.store().capabilities().conditional_delete {
-                let delete = self.store().delete(&skey, &version);
-                let _ = self.timed(timing.request_timeout, "delete", delete).await;
-            }
+            let delete = self.store().delete(&skey, &version);
+            let _ = self.timed(timing.request_timeout, "delete", delete).await;
         }
     }
 
@@ -641,9 +641,8 @@ impl Client {
 
     /// Delete a session record that is released (a gone participant's, after its removal).
     async fn delete_if_released(&self, skey: &str, timing: &Timing) {
-        if !self.store().capabilities().conditional_delete {
-            return;
-        }
+        // The participant was removed: its session is never used again, so a store that
+        // ignores the delete's condition deletes nothing that matters.
         if let Ok(Get::Found(obj)) = self.read_record(skey, None, timing).await {
             if let Parsed::Valid(r) = Record::parse(obj.bytes.as_deref(), obj.size) {
                 if r.state == RecordState::Released {
