@@ -26,6 +26,8 @@ struct Contention {
     rates: Vec<f64>,
     /// Largest random latency of a call.
     latency: Duration,
+    /// Acquire a queued lock (docs/protocol.md §10) instead of a lease.
+    queued: bool,
 }
 
 /// Run `clients` workers for `rounds` acquisitions each on one key, with faults and random
@@ -54,11 +56,15 @@ async fn contend(c: Contention) -> (Vec<Hold>, Vec<(Instant, u64)>, usize) {
         );
         let rounds = c.rounds;
         let seed = c.seed;
+        let wanted = if c.queued { opts().queue() } else { opts() };
         tasks.push(tokio::spawn(async move {
             let rng = Rng::seeded(seed ^ ((i as u64 + 1) * 7919));
             let step = secs(0.5);
             for _ in 0..rounds {
-                let held = match client.acquire("job", &opts().wait(secs(600.0))).await {
+                let held = match client
+                    .acquire("job", &wanted.clone().wait(secs(600.0)))
+                    .await
+                {
                     Ok(l) => l,
                     Err(e) => {
                         assert!(
@@ -165,6 +171,7 @@ async fn random_contention_with_faults_and_pauses_keeps_the_invariants() {
             lose: 0.05,
             rates: vec![],
             latency: secs(2.5),
+            queued: false,
         })
         .await;
         assert_invariants(
@@ -177,6 +184,31 @@ async fn random_contention_with_faults_and_pauses_keeps_the_invariants() {
     // The pauses must actually have cost leases, or the run checked only the easy case.
     assert!(losses >= 5, "only {losses} leases were lost to pauses");
     eprintln!("{losses} leases lost to pauses across 12 seeds");
+}
+
+/// The same for a queued lock: sessions, joins and hand-overs under failed requests, lost
+/// replies, late-landing writes, pauses past the ttl (which lapse sessions, so the waiters
+/// behind remove the paused holder) and clocks within the grace.
+#[tokio::test(start_paused = true)]
+async fn queued_locks_keep_the_invariants_under_faults_and_pauses() {
+    let mut losses = 0;
+    for seed in seeds(1..=8) {
+        let (h, a, lost) = contend(Contention {
+            clients: 3,
+            rounds: 10,
+            seed,
+            fail: 0.05,
+            lose: 0.05,
+            rates: vec![0.95, 1.0, 1.05],
+            latency: secs(2.5),
+            queued: true,
+        })
+        .await;
+        assert_invariants(&h, &a, &replay("queued seed", seed, "queued_locks_keep"));
+        losses += lost;
+    }
+    assert!(losses >= 3, "only {losses} grants were lost to pauses");
+    eprintln!("{losses} grants lost to pauses");
 }
 
 #[tokio::test(start_paused = true)]
@@ -192,6 +224,7 @@ async fn clock_rate_drift_within_the_grace_is_safe() {
             lose: 0.1,
             rates: vec![0.95, 1.0, 1.05],
             latency: secs(1.0),
+            queued: false,
         })
         .await;
         assert_invariants(
@@ -207,15 +240,27 @@ async fn the_history_check_catches_drift_beyond_the_grace() {
     // Negative control: a holder whose clock runs at 70% speed believes ~43% longer than true
     // time, far beyond the grace. Cut off from the store, it keeps working into a takeover, and
     // the checker must say so; otherwise the invariant tests above would prove nothing.
+    drift_beyond_the_grace_overlaps(opts()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_history_check_catches_drift_beyond_the_grace_on_a_queued_lock() {
+    // The same negative control through the queued lock's driver: the waiter removes the
+    // slow holder by its session, and the overlap must show.
+    drift_beyond_the_grace_overlaps(opts().queue()).await;
+}
+
+async fn drift_beyond_the_grace_overlaps(opts: lease::LeaseOptions) {
     let w = World::new();
     let slow: Arc<dyn Clock> = Arc::new(SimClock::at_2026().with_rate(0.7));
     let (a, a_conn) = w.client_on("slow", 1, slow);
     let (b, _) = w.client("b", 2);
-    let held = a.acquire("job", &opts()).await.unwrap();
+    let held = a.acquire("job", &opts).await.unwrap();
     a_conn.faults().set_unavailable(true);
     let clock = w.clock.clone();
+    let taker_opts = opts.clone();
     let taker = tokio::spawn(async move {
-        let l = b.acquire("job", &opts()).await.unwrap();
+        let l = b.acquire("job", &taker_opts).await.unwrap();
         let at = clock.now();
         (l, at)
     });

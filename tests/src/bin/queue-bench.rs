@@ -174,7 +174,10 @@ async fn main() {
     let rounds: usize = args[2].parse().expect("ROUNDS is a number");
     for mode in ["lease", "queue"] {
         // One key per mode: a lease record and a queued lock's record.
-        let url = format!("{}-{mode}", args[1]);
+        let url = match args[1].split_once('?') {
+            Some((base, query)) => format!("{base}-{mode}?{query}"),
+            None => format!("{}-{mode}", args[1]),
+        };
         let (client, key) = Client::for_url(&url).expect("url");
         let ms = handoff(&client, &key, &url, mode, rounds).await;
         let (mut orders, mut rates) = (vec![], vec![]);
