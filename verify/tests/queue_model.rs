@@ -24,7 +24,6 @@ fn dying(scenario: QueueModel, deaths: u8) -> QueueLiveness {
         max_deaths: deaths,
         lapses: true,
         crashes: true,
-        acquisitions: if deep() { 2 } else { 1 },
         ..scenario
     })
 }
@@ -73,7 +72,11 @@ fn every_live_participant_is_served_when_a_holder_or_waiter_crashes_or_lapses() 
         ("semaphore", semaphore()),
         ("ranges", byte_ranges()),
     ] {
-        check(dying(scenario, 1), &format!("{name}, liveness, a death"));
+        let m = QueueModel {
+            acquisitions: if deep() { 2 } else { 1 },
+            ..scenario
+        };
+        check(dying(m, 1), &format!("{name}, liveness, a death"));
     }
 }
 
@@ -99,7 +102,6 @@ fn a_dead_head_waiter_behind_a_dead_holder_strands_the_waiters_behind_it() {
 fn checking_the_waiter_ahead_serves_everyone_live_after_any_deaths() {
     let m = QueueModel {
         check_waiters_ahead: true,
-        max_deaths: if deep() { 2 } else { 1 },
         ..faulty(conserve())
     };
     check(m, "conserve, faults and deaths, waiters ahead checked");
