@@ -15,6 +15,16 @@
 //! | `Fenced` reported for writes that landed           | `an_unknown_outcome_taken_as_not_landed_…` |
 //! | fenced read-modify-write lost updates              | `fence_model.rs::plain_fenced_writes_lose_updates` |
 //!
+//! And for queued locks (issue 13), each rule the design relies on, broken:
+//!
+//! | Queued-lock rule broken                            | Control                                   |
+//! |----------------------------------------------------|-------------------------------------------|
+//! | readers overtake a waiting writer (`QueueOvertakes`) | `a_queue_that_lets_readers_overtake_…`  |
+//! | modes ignored when granting (`QueueIgnoresModes`)  | `a_queue_that_ignores_modes_…`            |
+//! | a waiter removes a blocker whose session is alive  | `a_waiter_that_evicts_a_live_holder_…`    |
+//! | a holder believes while its leave is in flight     | `a_holder_believing_while_leaving_…`      |
+//! | a lapsed participant joins again (driver rule)     | `queue_model.rs::a_lapsed_participant_that_joins_again_is_listed_twice` |
+//!
 
 #![allow(clippy::disallowed_methods)] // times the checker with the wall clock
 
@@ -26,6 +36,7 @@ use lease::protocol::mutants::{self, Mutant};
 use lease::BreakMode;
 use lease_verify::fence_model::{self, FenceModel};
 use lease_verify::lease_model::*;
+use lease_verify::queue_model::{self, QueueModel};
 
 /// The mutant switch is process-wide: one control at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -166,5 +177,70 @@ fn an_unknown_outcome_taken_as_not_landed_reports_fenced_for_a_write_that_landed
             "fenced writes"
         ),
         Some(FENCE[0])
+    );
+}
+
+/// The queued-lock model's safety properties, mutual exclusion first.
+const QUEUE: &[&str] = &[
+    queue_model::MUTUAL_EXCLUSION,
+    queue_model::PERMITS,
+    "every believer is listed among the grants",
+    queue_model::FIFO,
+    "tokens strictly increase",
+    "a participant joins once",
+    "a live participant is never removed",
+];
+
+#[test]
+fn a_queue_that_lets_readers_overtake_a_waiting_writer_breaks_arrival_order() {
+    // Conserve: a backup holds, GC waits, the second backup goes ahead of GC.
+    let m = queue_model::conserve();
+    assert_eq!(violated(m.clone(), QUEUE, None, "conserve"), None);
+    assert_eq!(
+        violated(m, QUEUE, Some(Mutant::QueueOvertakes), "conserve"),
+        Some(queue_model::FIFO)
+    );
+}
+
+#[test]
+fn a_queue_that_ignores_modes_grants_a_writer_beside_readers() {
+    assert_eq!(
+        violated(
+            queue_model::conserve(),
+            QUEUE,
+            Some(Mutant::QueueIgnoresModes),
+            "conserve"
+        ),
+        Some(queue_model::MUTUAL_EXCLUSION)
+    );
+}
+
+#[test]
+fn a_waiter_that_evicts_a_live_holder_gives_two_conflicting_believers() {
+    let m = QueueModel {
+        evict_live: true,
+        ..queue_model::byte_ranges()
+    };
+    assert_eq!(
+        violated(m, QUEUE, None, "ranges, live holders evicted"),
+        Some(queue_model::MUTUAL_EXCLUSION)
+    );
+}
+
+#[test]
+fn a_holder_believing_while_leaving_gives_two_conflicting_believers() {
+    // The leave lands with its answer held up (one fault); the next waiter reads its grant.
+    let m = QueueModel {
+        max_faults: 1,
+        ..queue_model::conserve()
+    };
+    assert_eq!(violated(m.clone(), QUEUE, None, "conserve, a fault"), None);
+    let m = QueueModel {
+        believe_while_leaving: true,
+        ..m
+    };
+    assert_eq!(
+        violated(m, QUEUE, None, "conserve, believing while leaving"),
+        Some(queue_model::MUTUAL_EXCLUSION)
     );
 }
