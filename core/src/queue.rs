@@ -350,6 +350,14 @@ impl Client {
             if session.is_none() {
                 *session = Some(self.begin_session(key, me, req.opts, timing).await?);
             }
+            // A lapsed session means we may have been granted, proven gone and removed while
+            // a join's outcome was unknown: joining again would list us as a new arrival that
+            // can never believe. Give up instead (found by the model checker).
+            if let Some(Err(e)) = session.as_ref().map(|s| s.ensure_held(Duration::ZERO)) {
+                return Err(Error::unavailable(format!(
+                    "lost the session that kept this participant in the queue of {url}: {e}"
+                )));
+            }
             let bytes = next.to_bytes()?;
             *maybe_joined = true;
             match self.put_raw(key, bytes, cond, timing).await {
@@ -504,8 +512,9 @@ impl Client {
         )))
     }
 
-    /// As the head of its line, check the sessions of the grants that keep us waiting; remove
-    /// those that cannot believe any more (docs/protocol.md §10 "Removing the gone").
+    /// Check the sessions of those we wait for (at the head of our line, the grants in our
+    /// way; behind another waiter, that one); remove those that cannot believe any more
+    /// (docs/protocol.md §10 "Removing the gone").
     async fn check_blockers(
         &self,
         key: &str,

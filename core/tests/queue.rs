@@ -386,3 +386,44 @@ async fn path_scopes_conflict_only_along_one_branch() {
     logs.release().await.unwrap();
     all.release().await.unwrap();
 }
+
+/// The model checker's finding, through the driver: a backup holds and dies, GC waits behind it
+/// and dies, a live backup waits behind GC. It checks GC (the nearest earlier waiter competing
+/// with it), removes it once its session is gone, then checks the dead backup and removes it.
+#[tokio::test(start_paused = true)]
+async fn a_dead_waiter_behind_a_dead_holder_does_not_strand_the_line() {
+    let w = World::new();
+    let (a, a_conn) = w.client("a", 1);
+    let (g, g_conn) = w.client("g", 2);
+    let (c, _) = w.client("c", 3);
+    let backup = a.acquire("repo", &opts().shared()).await.unwrap();
+    let gc = spawn_acquire(&g, "repo", opts().queue());
+    sleep(secs(0.5)).await;
+    let live = spawn_acquire(&c, "repo", opts().shared());
+    sleep(secs(0.5)).await;
+    assert_eq!(queue(&w, "repo").await.queue.len(), 2);
+    // Both die: nothing they send arrives any more.
+    a_conn.faults().set_unavailable(true);
+    g_conn.faults().set_unavailable(true);
+    gc.abort();
+    let died = w.now();
+    let got = live.await.unwrap().unwrap();
+    let waited = w.now() - died;
+    assert!(
+        waited <= 2 * (TTL + GRACE + RESOLUTION + POLL) + secs(1.0),
+        "waited {waited:?} for two dead participants"
+    );
+    assert!(got.epoch() > backup.epoch());
+    // GC is gone; the dead backup blocks no other reader, so it stays listed until someone it
+    // does block comes and checks it.
+    let r = queue(&w, "repo").await;
+    assert_eq!((r.grants.len(), r.queue.len()), (2, 0), "{r:?}");
+    let (d, _) = w.client("d", 4);
+    let writer = spawn_acquire(&d, "repo", opts());
+    sleep(secs(1.0)).await;
+    got.release().await.unwrap();
+    let writer = writer.await.unwrap().unwrap();
+    let r = queue(&w, "repo").await;
+    assert_eq!(r.grants.len(), 1, "the dead backup was not removed: {r:?}");
+    writer.release().await.unwrap();
+}

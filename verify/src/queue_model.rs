@@ -180,11 +180,6 @@ pub struct QueueModel {
     /// again it may have been granted, proven gone and removed; found absent, it would join
     /// again, as a new arrival, though it can never believe. So it gives up instead.
     pub rejoin_when_lapsed: bool,
-    /// A proposed change (not what `QueueRecord::position` does today): a waiter that is not at
-    /// the head of its line checks the session of the nearest earlier waiter that competes with
-    /// it, and removes it once gone. Without it, a dead head waiter behind a dead holder keeps
-    /// everyone behind it waiting forever (nobody checks the holder: only the head does).
-    pub check_waiters_ahead: bool,
 }
 
 /// The request scenarios of docs/model.md.
@@ -206,7 +201,6 @@ pub fn conserve() -> QueueModel {
         evict_live: false,
         believe_while_leaving: false,
         rejoin_when_lapsed: false,
-        check_waiters_ahead: false,
     }
 }
 
@@ -430,14 +424,8 @@ impl QueueModel {
                 Phase::Holding { token }
             }
             Position::Waiting { blockers, ahead } => {
-                let mut blockers: Vec<String> =
-                    blockers.iter().map(|b| b.id().to_string()).collect();
-                if blockers.is_empty() && self.check_waiters_ahead {
-                    let r = record.as_ref().expect("listed in a record");
-                    let me = &r.queue[ahead];
-                    let nearest = r.queue[..ahead].iter().rev().find(|e| r.competes(e, me));
-                    blockers.extend(nearest.map(|e| e.id().to_string()));
-                }
+                let _ = ahead;
+                let blockers: Vec<String> = blockers.iter().map(|b| b.id().to_string()).collect();
                 Phase::Waiting {
                     seen: generation,
                     blockers,
@@ -868,6 +856,7 @@ impl Model for QueueModel {
 pub const MUTUAL_EXCLUSION: &str = "no two believers hold conflicting grants";
 pub const PERMITS: &str = "at most `permits` believers cover any point";
 pub const FIFO: &str = "grants follow the order competing joins landed in";
+pub const SERVED: &str = "every live participant is served";
 
 /// A fault-free network where every holder eventually releases, crashes or lapses: at every
 /// terminal state (nothing left to do), every participant whose session is alive was served
@@ -906,20 +895,17 @@ impl Model for QueueLiveness {
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
-            Property::always(
-                "every live participant is served",
-                |m: &QueueLiveness, s: &State| {
-                    let mut next = vec![];
-                    m.actions(s, &mut next);
-                    if !next.is_empty() {
-                        return true;
-                    }
-                    s.violation.is_none()
-                        && s.participants.iter().all(|p| {
-                            p.session != Session::Alive || (p.served && p.phase == Phase::Done)
-                        })
-                },
-            ),
+            Property::always(SERVED, |m: &QueueLiveness, s: &State| {
+                let mut next = vec![];
+                m.actions(s, &mut next);
+                if !next.is_empty() {
+                    return true;
+                }
+                s.violation.is_none()
+                    && s.participants.iter().all(|p| {
+                        p.session != Session::Alive || (p.served && p.phase == Phase::Done)
+                    })
+            }),
             Property::sometimes("a gone participant is removed", |_, s: &State| s.removed),
         ]
     }

@@ -24,6 +24,7 @@
 //! | a waiter removes a blocker whose session is alive  | `a_waiter_that_evicts_a_live_holder_…`    |
 //! | a holder believes while its leave is in flight     | `a_holder_believing_while_leaving_…`      |
 //! | a lapsed participant joins again (driver rule)     | `queue_model.rs::a_lapsed_participant_that_joins_again_is_listed_twice` |
+//! | only heads check sessions (`QueueOnlyHeadsCheck`)  | `a_queue_where_only_heads_check_strands_…` |
 //!
 
 #![allow(clippy::disallowed_methods)] // times the checker with the wall clock
@@ -242,5 +243,31 @@ fn a_holder_believing_while_leaving_gives_two_conflicting_believers() {
     assert_eq!(
         violated(m, QUEUE, None, "conserve, believing while leaving"),
         Some(queue_model::MUTUAL_EXCLUSION)
+    );
+}
+
+#[test]
+fn a_queue_where_only_heads_check_strands_the_waiters_behind_a_dead_head() {
+    // A backup holds and dies, GC waits behind it and dies, the live backup behind GC waits:
+    // only if someone checks GC (and then the backup) is it served.
+    let m = queue_model::QueueLiveness(QueueModel {
+        max_deaths: 2,
+        lapses: true,
+        crashes: true,
+        ..queue_model::conserve()
+    });
+    let served = &[queue_model::SERVED];
+    assert_eq!(
+        violated(m.clone(), served, None, "conserve, two deaths"),
+        None
+    );
+    assert_eq!(
+        violated(
+            m,
+            served,
+            Some(Mutant::QueueOnlyHeadsCheck),
+            "conserve, two deaths"
+        ),
+        Some(queue_model::SERVED)
     );
 }

@@ -26,6 +26,9 @@ pub enum Mutant {
     /// Queued locks: shared and exclusive grants are not told apart when deciding what fits
     /// (a writer is granted beside readers).
     QueueIgnoresModes = 6,
+    /// Queued locks: only the waiters at the head of their line check anyone's session, so a
+    /// dead head waiter behind a dead holder strands everyone behind it.
+    QueueOnlyHeadsCheck = 7,
 }
 
 #[cfg(feature = "negative-controls")]

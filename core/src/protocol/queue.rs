@@ -196,8 +196,9 @@ pub enum Position {
     Waiting {
         /// How many waiters are ahead of it.
         ahead: usize,
-        /// The grants that keep it waiting, when no earlier waiter competes with it (it is at
-        /// the head of its line): these are the ones it checks for liveness. Empty otherwise.
+        /// Whose sessions it checks for liveness: the grants that keep it waiting when no
+        /// earlier waiter competes with it (it is at the head of its line), else the nearest
+        /// earlier waiter that competes with it.
         blockers: Vec<Entry>,
     },
     Absent,
@@ -368,20 +369,28 @@ impl QueueRecord {
             return Position::Absent;
         };
         let request = &self.queue[at];
-        let head = !self.queue[..at]
+        let nearest_competitor = self.queue[..at]
             .iter()
-            .any(|earlier| self.competes(earlier, request));
-        let blockers = if head {
-            self.grants
+            .rev()
+            .find(|earlier| self.competes(earlier, request));
+        let blockers = match nearest_competitor {
+            // At the head of its line: the grants in its way.
+            None => self
+                .grants
                 .iter()
                 .filter(|g| {
                     self.blocks(g, request)
                         || (self.permits.is_some() && g.scope.overlaps(&request.scope))
                 })
                 .cloned()
-                .collect()
-        } else {
-            Vec::new()
+                .collect(),
+            // Behind another: that one. Were only heads to check, a dead head waiting behind
+            // a dead holder would keep everyone behind it waiting forever (found by the model
+            // checker).
+            Some(_) if super::mutants::on(super::mutants::Mutant::QueueOnlyHeadsCheck) => {
+                Vec::new()
+            }
+            Some(earlier) => vec![earlier.clone()],
         };
         Position::Waiting {
             ahead: at,
