@@ -1,6 +1,6 @@
 //! Queued locks against today's exclusive lease, in one run (docs/benchmarks.md "Queued locks").
 //!
-//! `lease-queue-bench URL ROUNDS` prints one JSON line per mode (`lease`: the exclusive lease;
+//! `lease-queue-bench URL ROUNDS [POLL_MS]` prints one JSON line per mode (`lease`: the exclusive lease;
 //! `queue`: the same exclusive request on a queued lock):
 //! - `handoff_ms`: from the moment the holder starts its release to the moment the next
 //!   holder's acquire returns, the waiter being another process that has waited 200 ms to
@@ -9,6 +9,8 @@
 //!   the lock is held, then it is released and each takes it once (holding 10 ms): the share of
 //!   grants that went to the earliest arrival still waiting, and grants per second from the
 //!   release to the last grant.
+//!
+//! `POLL_MS` sets every waiter's poll interval (default: ttl/10 within 50 ms..2 s, so 2 s).
 //!
 //! Waiters are separate processes (this binary in `wait` mode), so no in-process wake-up helps
 //! either side: what a waiter sees is what another machine would see. Times are
@@ -32,8 +34,20 @@ fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Every waiter's poll interval, when given (the waiter processes get it as an argument).
+static POLL_MS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+
+fn poll_arg() -> String {
+    POLL_MS
+        .get()
+        .copied()
+        .flatten()
+        .map_or("-".into(), |p| p.to_string())
+}
+
 fn options(mode: &str) -> LeaseOptions {
-    let opts = LeaseOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(60));
+    let mut opts = LeaseOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(60));
+    opts.poll_interval = POLL_MS.get().copied().flatten().map(Duration::from_millis);
     if mode == "queue" {
         opts.queue()
     } else {
@@ -67,7 +81,7 @@ struct Waiter {
 impl Waiter {
     fn start(url: &str, mode: &str, hold_ms: u64) -> Waiter {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["wait", url, mode, &hold_ms.to_string()])
+            .args(["wait", url, mode, &hold_ms.to_string(), &poll_arg()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -165,6 +179,7 @@ async fn contenders(client: &Client, key: &str, url: &str, mode: &str) -> (f64, 
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("wait") {
+        POLL_MS.set(args[5].parse().ok()).unwrap();
         return waiter(&args[2], &args[3], args[4].parse().unwrap()).await;
     }
     if args.len() < 3 {
@@ -172,6 +187,9 @@ async fn main() {
         std::process::exit(64);
     }
     let rounds: usize = args[2].parse().expect("ROUNDS is a number");
+    POLL_MS
+        .set(args.get(3).map(|p| p.parse().expect("POLL_MS is a number")))
+        .unwrap();
     for mode in ["lease", "queue"] {
         // One key per mode: a lease record and a queued lock's record.
         let url = match args[1].split_once('?') {
@@ -191,6 +209,7 @@ async fn main() {
             "{}",
             serde_json::json!({
                 "url": url, "mode": mode, "rounds": rounds,
+                "poll_ms": POLL_MS.get().copied().flatten(),
                 "handoff_ms": {"median": percentile(&ms, 0.5), "p90": percentile(&ms, 0.9)},
                 "in_order": orders.iter().sum::<f64>() / orders.len() as f64,
                 "grants_per_s": rates[1],
