@@ -108,19 +108,19 @@ impl Client {
         };
         let never = CancellationToken::new();
         let cancel = cancel.unwrap_or(&never);
+        // A queued lock's acquisition, given what a read of the key showed, if any.
+        let queued = |first: Option<crate::store::Get>| crate::queue::Request {
+            key,
+            url: &url,
+            opts,
+            timing,
+            try_once,
+            wait_deadline,
+            cancel,
+            first,
+        };
         if opts.wants_queue() {
-            return self
-                .acquire_queued(crate::queue::Request {
-                    key,
-                    url: &url,
-                    opts,
-                    timing,
-                    try_once,
-                    wait_deadline,
-                    cancel,
-                    first: None,
-                })
-                .await;
+            return self.acquire_queued(queued(None)).await;
         }
         let plan = Plan {
             url: url.clone(),
@@ -155,18 +155,7 @@ impl Client {
                     if let Ok(get) = &read {
                         if crate::queue::is_queue_record(get) {
                             self.saw_epoch(key, acquirer.known_epoch());
-                            return self
-                                .acquire_queued(crate::queue::Request {
-                                    key,
-                                    url: &url,
-                                    opts,
-                                    timing,
-                                    try_once,
-                                    wait_deadline,
-                                    cancel,
-                                    first: Some(get.clone()),
-                                })
-                                .await;
+                            return self.acquire_queued(queued(Some(get.clone()))).await;
                         }
                     }
                     event = Event::Read(read);

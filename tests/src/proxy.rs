@@ -545,6 +545,19 @@ pub fn endpoint_addr(store_url: &str) -> Option<SocketAddr> {
     let endpoint = store_url
         .split(['?', '&'])
         .find_map(|p| p.strip_prefix("endpoint="))?;
-    let hostport = endpoint.strip_prefix("http://")?.trim_end_matches('/');
+    // Azurite's endpoint carries the account as a path: `http://127.0.0.1:10000/devstoreaccount1`.
+    let hostport = endpoint.strip_prefix("http://")?.split('/').next()?;
     hostport.parse().ok()
+}
+
+/// A counting, fault-injecting proxy in front of the server of `store_url` (any store URL with
+/// an `endpoint=http://…` option), and the store opened through it.
+pub async fn proxied(store_url: &str) -> (FaultProxy, lease::store::DynStore) {
+    let upstream = endpoint_addr(store_url).expect("a store URL with endpoint=http://HOST:PORT");
+    let proxy = FaultProxy::start(upstream).await.unwrap();
+    let store = lease::StoreUrl::parse(&proxy.store_url(store_url))
+        .unwrap()
+        .open()
+        .unwrap();
+    (proxy, store)
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use lease::store::{DynStore, GetOptions};
-use lease::{Client, ErrorKind, LeaseOptions, StoreUrl};
+use lease::{Client, ErrorKind, LeaseOptions};
 use lease_systests::proxy::{Counts, FaultProxy};
 
 fn servers() -> Vec<(&'static str, String)> {
@@ -33,18 +33,7 @@ fn servers() -> Vec<(&'static str, String)> {
 }
 
 async fn proxy_for(url: &str) -> (FaultProxy, DynStore) {
-    let endpoint = url
-        .split(['?', '&'])
-        .find_map(|p| p.strip_prefix("endpoint="))
-        .unwrap();
-    let host = endpoint.trim_start_matches("http://");
-    let addr: std::net::SocketAddr = host.split('/').next().unwrap().parse().unwrap();
-    let proxy = FaultProxy::start(addr).await.unwrap();
-    let store = StoreUrl::parse(&proxy.store_url(url))
-        .unwrap()
-        .open()
-        .unwrap();
-    (proxy, store)
+    lease_systests::proxy::proxied(url).await
 }
 
 fn deletes(c: &Counts) -> u64 {

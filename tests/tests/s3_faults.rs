@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use lease::store::s3::S3Store;
 use lease::store::{DynStore, Get, GetOptions};
 use lease::{Client, ErrorKind, LeaseOptions, StoreUrl};
-use lease_systests::proxy::{endpoint_addr, Fault, FaultProxy, On, RandomFaults};
+use lease_systests::proxy::{Fault, FaultProxy, On, RandomFaults};
 
 fn servers() -> Vec<(&'static str, String)> {
     let mut out = vec![];
@@ -52,11 +52,7 @@ fn open(url: &str) -> DynStore {
 }
 
 async fn proxy_for(url: &str) -> (FaultProxy, DynStore) {
-    let proxy = FaultProxy::start(endpoint_addr(url).unwrap())
-        .await
-        .unwrap();
-    let store = open(&proxy.store_url(url));
-    (proxy, store)
+    lease_systests::proxy::proxied(url).await
 }
 
 fn unique(what: &str) -> String {

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use lease::store::{DynStore, GetOptions};
-use lease::{Client, ErrorKind, LeaseOptions, StoreUrl};
+use lease::{Client, ErrorKind, LeaseOptions};
 use lease_systests::proxy::{Counts, FaultProxy};
 
 /// (name, store URL, the create / conditional-write / polling-read request kinds).
@@ -56,18 +56,7 @@ fn unique(what: &str) -> String {
 }
 
 async fn proxy_for(url: &str) -> (FaultProxy, DynStore) {
-    let endpoint = url
-        .split(['?', '&'])
-        .find_map(|p| p.strip_prefix("endpoint="))
-        .unwrap();
-    let host = endpoint.trim_start_matches("http://");
-    let addr: std::net::SocketAddr = host.split('/').next().unwrap().parse().unwrap();
-    let proxy = FaultProxy::start(addr).await.unwrap();
-    let store = StoreUrl::parse(&proxy.store_url(url))
-        .unwrap()
-        .open()
-        .unwrap();
-    (proxy, store)
+    lease_systests::proxy::proxied(url).await
 }
 
 fn line(what: &str, c: &Counts) -> String {
