@@ -35,6 +35,8 @@ use lease::record::{Holder, Record, RecordState};
 use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
 use lease::Error;
 
+use crate::network::{inject, Fault, Net};
+
 // ---------------------------------------------------------------------------------------------
 // Time and randomness of the model.
 
@@ -621,27 +623,10 @@ impl Model for LeaseModel {
                 let answer = apply(&mut s, &req);
                 self.answer(&mut s, c, answer);
             }
-            Action::Delay(c) => {
-                s.faults += 1;
-                let req = self.pending_req(&s, c)?;
-                self.set_flight(&mut s, c, Flight::Delayed(req));
-            }
-            Action::DelayAnswer(c) => {
-                s.faults += 1;
-                let req = self.pending_req(&s, c)?;
-                let answer = apply(&mut s, &req);
-                self.set_flight(&mut s, c, Flight::Answered(req, answer));
-            }
-            Action::LoseReply(c) => {
-                s.faults += 1;
-                let req = self.pending_req(&s, c)?;
-                apply(&mut s, &req);
-                self.set_flight(&mut s, c, Flight::Lost(req));
-            }
-            Action::Fail(c) => {
-                s.faults += 1;
-                self.answer(&mut s, c, Answer::Unavailable);
-            }
+            Action::Delay(c) => inject(self, &mut s, c, Fault::Delay)?,
+            Action::DelayAnswer(c) => inject(self, &mut s, c, Fault::DelayAnswer)?,
+            Action::LoseReply(c) => inject(self, &mut s, c, Fault::LoseReply)?,
+            Action::Fail(c) => inject(self, &mut s, c, Fault::Fail)?,
             Action::Timeout(c) => {
                 // A request held up and not yet applied stays in the network, and may land.
                 if let Some(Io::Request(Flight::Delayed(req))) = self.io(&s, c) {
@@ -875,4 +860,28 @@ where
     );
     checker.assert_properties();
     checker.unique_state_count()
+}
+
+impl Net for LeaseModel {
+    type State = State;
+
+    fn faults(s: &mut State) -> &mut u8 {
+        &mut s.faults
+    }
+
+    fn pending_req(&self, s: &State, c: usize) -> Option<Req> {
+        LeaseModel::pending_req(self, s, c)
+    }
+
+    fn set_flight(&self, s: &mut State, c: usize, f: Flight) {
+        LeaseModel::set_flight(self, s, c, f)
+    }
+
+    fn apply(s: &mut State, req: &Req) -> Answer {
+        apply(s, req)
+    }
+
+    fn answer(&self, s: &mut State, c: usize, a: Answer) {
+        LeaseModel::answer(self, s, c, a)
+    }
 }

@@ -9,4 +9,5 @@
 
 pub mod fence_model;
 pub mod lease_model;
+mod network;
 pub mod queue_model;

@@ -29,6 +29,7 @@ use lease::store::{Cond, Get, Object, Put, Version};
 
 pub use crate::lease_model::{check, deep};
 use crate::lease_model::{Answer, Flight, Req};
+use crate::network::{inject, Fault, Net};
 
 // ---------------------------------------------------------------------------------------------
 // The state.
@@ -721,27 +722,10 @@ impl Model for QueueModel {
                 Some(Flight::Answered(_, a)) => self.answer(&mut s, c, a),
                 _ => return None,
             },
-            Action::Delay(c) => {
-                s.faults += 1;
-                let req = self.pending_req(&s, c)?;
-                self.set_flight(&mut s, c, Flight::Delayed(req));
-            }
-            Action::DelayAnswer(c) => {
-                s.faults += 1;
-                let req = self.pending_req(&s, c)?;
-                let answer = apply(&mut s, &req);
-                self.set_flight(&mut s, c, Flight::Answered(req, answer));
-            }
-            Action::LoseReply(c) => {
-                s.faults += 1;
-                let req = self.pending_req(&s, c)?;
-                apply(&mut s, &req);
-                self.set_flight(&mut s, c, Flight::Lost(req));
-            }
-            Action::Fail(c) => {
-                s.faults += 1;
-                self.answer(&mut s, c, Answer::Unavailable);
-            }
+            Action::Delay(c) => inject(self, &mut s, c, Fault::Delay)?,
+            Action::DelayAnswer(c) => inject(self, &mut s, c, Fault::DelayAnswer)?,
+            Action::LoseReply(c) => inject(self, &mut s, c, Fault::LoseReply)?,
+            Action::Fail(c) => inject(self, &mut s, c, Fault::Fail)?,
             Action::Timeout(c) => {
                 if let Some(Flight::Delayed(req)) = self.flight(&s, c) {
                     s.orphans.push(req);
@@ -908,5 +892,29 @@ impl Model for QueueLiveness {
             }),
             Property::sometimes("a gone participant is removed", |_, s: &State| s.removed),
         ]
+    }
+}
+
+impl Net for QueueModel {
+    type State = State;
+
+    fn faults(s: &mut State) -> &mut u8 {
+        &mut s.faults
+    }
+
+    fn pending_req(&self, s: &State, c: usize) -> Option<Req> {
+        QueueModel::pending_req(self, s, c)
+    }
+
+    fn set_flight(&self, s: &mut State, c: usize, f: Flight) {
+        QueueModel::set_flight(self, s, c, f)
+    }
+
+    fn apply(s: &mut State, req: &Req) -> Answer {
+        apply(s, req)
+    }
+
+    fn answer(&self, s: &mut State, c: usize, a: Answer) {
+        QueueModel::answer(self, s, c, a)
     }
 }
