@@ -46,7 +46,7 @@ pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use status::{unix_ms, HolderJson, LeaseState, Status, Watcher};
 pub use store::doctor;
-pub use store::url::{LeaseUrl, StoreUrl};
+pub use store::url::{object_key, LeaseUrl, StoreUrl};
 pub use token::FencingToken;
 
 /// The version of this library (equal across the workspace and every binding).

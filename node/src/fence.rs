@@ -56,8 +56,8 @@ fn or_null<T>(v: Option<T>) -> Either<T, Null> {
 }
 
 /// Read an object written by `Lease.fencedPut`, with its writer's epoch: `url` is the object's
-/// URL, or with `options.key`, any lease URL of the store the object is in and `key` the
-/// object's key there (as given to `fencedPut`). Resolves to `null` when it does not exist.
+/// URL, or with `options.key`, the URL of the lease that wrote it and `key` as given to
+/// `fencedPut` (placed the same way: beside the lease). Resolves to `null` when it does not exist.
 /// Needs no lease.
 #[napi(
     ts_args_type = "url: string, options?: { key?: string }",
@@ -68,7 +68,10 @@ pub fn fenced_get<'e>(env: &'e Env, url: String, key: Option<String>) -> Result<
         env,
         async move {
             let (client, own) = Client::for_url(&url)?;
-            let key = key.unwrap_or(own);
+            let key = match key {
+                Some(key) => lease::object_key(&own, &key).map_err(|e| e.with_lease(&url))?,
+                None => own,
+            };
             let object_url = client.lease_url(&key);
             Ok((object_url, client.fenced_get(&key).await?))
         },

@@ -243,15 +243,15 @@ impl Lease {
         )
     }
 
-    /// Read `key` in this lease's store (what `fencedUpdate` reads).
+    /// Read the object `key` names for this lease, beside it (what `fencedUpdate` reads).
     #[napi(js_name = "_fencedGet", skip_typescript)]
     pub fn fenced_get<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
-        let client = self.inner.client().clone();
+        let inner = self.inner.clone();
         runtime::call(
             env,
             async move {
-                let url = client.lease_url(&key);
-                Ok((url, client.fenced_get(&key).await?))
+                let url = inner.object_url(&key)?;
+                Ok((url, inner.fenced_get(&key).await?))
             },
             |_, (url, obj)| Ok(obj.map(|o| crate::fence::object_of(url, o))),
         )
