@@ -379,6 +379,19 @@ impl FencingGate {
         FencingGate::in_store_of(Client::new(store), prefix)
     }
 
+    /// The store of a gate given by a store URL, and the prefix in it of the gate's objects:
+    /// `prefix` read like a relative path from the URL's path (`s3://bucket/locks` with
+    /// `fencing`: `locks/fencing`; `/fencing` from the store's root; never above it), as on a
+    /// file store opened on that directory. What every binding's `FencingGate(url, prefix)`
+    /// opens.
+    pub fn store_and_prefix(url: &str, prefix: &str) -> Result<(crate::StoreUrl, String)> {
+        let (store, path) = crate::StoreUrl::parse_with_path(url)?;
+        let placed = crate::store::url::key_in_dir(&path, prefix.trim_end_matches('/'))
+            .map_err(|e| e.context(format!("FencingGate prefix under {url}")))?;
+        validate_key(&format!("{placed}/x"))?;
+        Ok((store, placed))
+    }
+
     /// A gate kept in `client`'s store (on its clock), one object per resource under `prefix`.
     pub fn in_store_of(client: Client, prefix: &str) -> Result<FencingGate> {
         let prefix = object_key("", prefix.trim_end_matches('/'))?;

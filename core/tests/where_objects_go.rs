@@ -14,7 +14,7 @@ mod remote;
 use std::time::Duration;
 
 use lease::store::{DynStore, Get, GetOptions};
-use lease::{Client, ErrorKind, LeaseOptions, LeaseUrl, StoreUrl};
+use lease::{Client, ErrorKind, FencingGate, LeaseOptions, LeaseUrl, StoreUrl};
 use remote::unique;
 
 /// A store to test: its name, the URL of its root (a file store's directory, a bucket, a
@@ -88,8 +88,9 @@ fn opts() -> LeaseOptions {
     LeaseOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(5))
 }
 
-/// The lease `P/locks/gc` (P unique to this run) on each store, opened at the store's root:
-/// every fenced key form lands where the rule says, and nowhere else.
+/// The lease `P/a/locks/gc` (P unique to this run, so shared servers keep runs apart) on each
+/// store, opened at the store's root: every fenced key form lands where the rule says, and
+/// nowhere else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_keys_are_relative_to_the_leases_directory_on_every_store() {
     for root in roots() {
@@ -98,16 +99,16 @@ async fn fenced_keys_are_relative_to_the_leases_directory_on_every_store() {
         let store = open(&root.url);
         let client = Client::new(store.clone());
         let held = client
-            .acquire(&format!("{p}/locks/gc"), &opts())
+            .acquire(&format!("{p}/a/locks/gc"), &opts())
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let cases = [
-            ("a", format!("{p}/locks/a")),
-            ("./b", format!("{p}/locks/b")),
-            ("jobs/c", format!("{p}/locks/jobs/c")),
-            ("./jobs/../d", format!("{p}/locks/d")),
-            ("../e", format!("{p}/e")),
-            ("../../f", "f".to_string()),
+            ("a", format!("{p}/a/locks/a")),
+            ("./b", format!("{p}/a/locks/b")),
+            ("jobs/c", format!("{p}/a/locks/jobs/c")),
+            ("./jobs/../d", format!("{p}/a/locks/d")),
+            ("../e", format!("{p}/a/e")),
+            ("../../f", format!("{p}/f")),
             (&*format!("/{p}/g"), format!("{p}/g")),
         ];
         for (key, expected) in &cases {
@@ -135,7 +136,7 @@ async fn fenced_keys_are_relative_to_the_leases_directory_on_every_store() {
         // Deletes follow the same rule (where the store has conditional deletes).
         if store.capabilities().conditional_delete {
             assert!(held.fenced_delete("./jobs/c").await.unwrap(), "{name}");
-            assert_eq!(read(&store, &format!("{p}/locks/jobs/c")).await, None);
+            assert_eq!(read(&store, &format!("{p}/a/locks/jobs/c")).await, None);
         }
         // The lease's own record cannot be overwritten under another spelling.
         let err = held.fenced_put("./gc", "x").await.unwrap_err();
@@ -245,4 +246,43 @@ async fn a_file_url_creates_the_leases_directory() {
     let held = client.acquire(&key, &opts()).await.unwrap();
     assert!(dir.path().join("elsewhere/gc").is_file());
     held.release().await.unwrap();
+}
+
+/// A gate kept in a store given by a URL with a path (`s3://bucket/P/locks`, what Python's and
+/// Node's `FencingGate(url, prefix)` take) keeps its objects under that path on every store,
+/// as a file store opened on `ROOT/P/locks` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_opened_from_a_store_url_keeps_its_objects_under_its_path() {
+    for root in roots() {
+        let name = root.name;
+        let p = unique("gate");
+        let url = join(&root.url, &format!("{p}/locks"));
+        let (store, prefix) = FencingGate::store_and_prefix(&url, "fencing").unwrap();
+        let gate = FencingGate::in_store(store.open_new().unwrap(), &prefix).unwrap();
+        let top = open(&root.url);
+        let held = Client::new(top.clone())
+            .acquire(&format!("{p}/locks/gc"), &opts())
+            .await
+            .unwrap();
+        gate.admit("orders", &held.token()).await.unwrap();
+        let found = |key: String| {
+            let top = top.clone();
+            async move {
+                matches!(
+                    top.get(&key, GetOptions::default()).await.unwrap(),
+                    Get::Found(_)
+                )
+            }
+        };
+        assert!(
+            found(format!("{p}/locks/fencing/orders")).await,
+            "{name}: the gate's object is not under the URL's path"
+        );
+        assert!(!found("fencing/orders".to_string()).await, "{name}");
+        for bad in ["../../../x", ""] {
+            let e = FencingGate::store_and_prefix(&url, bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Invalid, "{name}: {bad:?}: {e}");
+        }
+        held.release().await.unwrap();
+    }
 }

@@ -156,10 +156,16 @@ impl FencingGate {
         let rt = runtime::handle()?;
         let _entered = rt.enter();
         let made = (|| {
-            let parsed = lease::StoreUrl::parse(&store)?;
+            // The prefix goes under the URL's path (s3://bucket/locks: locks/PREFIX).
+            let (parsed, placed) = CoreGate::store_and_prefix(&store, &prefix).map_err(|e| {
+                lease::Error::new(
+                    e.kind(),
+                    format!("FencingGate prefix {prefix:?}: {}", e.message()),
+                )
+            })?;
             let opened = parsed.open().map_err(|e| e.with_lease(&store))?;
-            let description = format!("in {} under {}/", opened.url(), prefix.trim_matches('/'));
-            let gate = CoreGate::in_store(opened, &prefix).map_err(|e| {
+            let description = format!("in {} under {placed}/", opened.url());
+            let gate = CoreGate::in_store(opened, &placed).map_err(|e| {
                 lease::Error::new(
                     e.kind(),
                     format!("FencingGate prefix {prefix:?}: {}", e.message()),

@@ -198,9 +198,10 @@ impl Lease {
         )
     }
 
-    /// Write `data` at `key` (an object in this lease's store, not the lease record) unless a
-    /// holder with a higher epoch of this lease has written it: then reject with
-    /// `LEASE_FENCED`. Resolves to the new version. Strings are written as UTF-8.
+    /// Write `data` at `key` (an object in this lease's store, not the lease record; `key` is read
+    /// like a relative path from the lease's directory: `x` beside the lease, `../x` one level up,
+    /// `/x` from the store's root) unless a holder with a higher epoch of this lease has written it:
+    /// then reject with `LEASE_FENCED`. Resolves to the new version. Strings are written as UTF-8.
     /// With `options.ifVersion` (the `version` of a `fencedGet` result), only if the object is
     /// still at that version; with `options.ifAbsent: true`, only if it does not exist;
     /// otherwise reject with `LEASE_CONFLICT` (read again and decide again). Without them the

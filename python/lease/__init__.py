@@ -182,8 +182,8 @@ def fenced_get(url: URL, *, key: Optional[str] = None) -> Optional[FencedObject]
     a plain ``fenced_put`` after ``fenced_get`` is not atomic.
 
     ``url`` is the object's URL (``s3://bucket/data/report``, ``file:///dir/report``); or,
-    with ``key``, any lease URL of the store the object is in, and ``key`` the object's key
-    there, as given to ``fenced_put``: ``lease.fenced_get(l.url, key="data/report")``.
+    with ``key``, the URL of the lease that wrote it and ``key`` as given to ``fenced_put``,
+    placed the same way (beside the lease): ``lease.fenced_get(l.url, key="data/report")``.
     """
     return FencedObject._from_dict(_lease._fenced_get(url, key))
 

@@ -281,14 +281,23 @@ pub struct GateCore {
     description: String,
 }
 
-fn store_gate(client: &Client, prefix: &str) -> PyResult<Arc<FencingGate>> {
-    let gate = FencingGate::in_store(client.store().clone(), prefix).map_err(|e| {
+/// The gate kept in the store at `url`, its objects under `prefix` below the URL's path
+/// (s3://bucket/locks: `locks/PREFIX`), and that prefix in the store.
+fn store_gate(
+    url: &Bound<'_, PyAny>,
+    prefix: &str,
+) -> PyResult<(Client, Arc<FencingGate>, String)> {
+    let prefix_error = |e: Error| {
         to_py(Error::new(
             e.kind(),
             format!("FencingGate prefix {prefix:?}: {}", e.message()),
         ))
-    })?;
-    Ok(Arc::new(gate))
+    };
+    let text = options::url_text(url)?;
+    let (_, placed) = FencingGate::store_and_prefix(&text, prefix).map_err(prefix_error)?;
+    let client = options::store_client(url)?;
+    let gate = FencingGate::in_store(client.store().clone(), &placed).map_err(prefix_error)?;
+    Ok((client, Arc::new(gate), placed))
 }
 
 fn resource_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -336,7 +345,7 @@ impl GateCore {
             )),
             Backend::Store { url, prefix } => {
                 // The parent's gate holds a client of the parent's runtime: leak it.
-                let fresh = store_gate(&options::store_client(url.bind(py))?, prefix)?;
+                let (_, fresh, _) = store_gate(url.bind(py), prefix)?;
                 let old = std::mem::replace(&mut *slot, (me, fresh.clone()));
                 std::mem::forget(old);
                 Ok(fresh)
@@ -368,13 +377,8 @@ impl GateCore {
                     Some(p) => key_text("prefix", p)?,
                     None => "fencing".to_string(),
                 };
-                let client = options::store_client(url)?;
-                let gate = store_gate(&client, &prefix)?;
-                let description = format!(
-                    "in {} under {}/",
-                    client.store().url(),
-                    prefix.trim_matches('/')
-                );
+                let (client, gate, placed) = store_gate(url, &prefix)?;
+                let description = format!("in {} under {placed}/", client.store().url());
                 (
                     Backend::Store {
                         url: url.clone().unbind(),

@@ -89,12 +89,23 @@ def test_lost_for_real(tmp_path: Path) -> None:
         l.ensure_held()
 
 
-def test_store_error_for_a_missing_directory() -> None:
-    with pytest.raises(lease.StoreError) as info:
-        lease.acquire("file:///nonexistent-lease-dir/x")
-    assert type(info.value) is lease.StoreError
-    assert "/nonexistent-lease-dir" in str(info.value)
-    assert info.value.url == "file:///nonexistent-lease-dir/x"
+def test_a_missing_directory_is_created(tmp_path: Path) -> None:
+    """As for bare names and fenced writes (what py-filelock users expect); reads create
+    nothing (issue 16)."""
+    missing = tmp_path / "no" / "such" / "dir"
+    assert lease.fenced_get(f"file://{missing}/x") is None
+    assert not missing.exists()
+    with lease.acquire(f"file://{missing}/x", wait=0):
+        assert (missing / "x").is_file()
+
+
+def test_a_path_through_a_regular_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "plain").write_text("x")
+    url = f"file://{tmp_path}/plain/sub/x"
+    with pytest.raises(lease.LeaseError) as info:
+        lease.acquire(url, wait=0)
+    assert isinstance(info.value, (lease.StoreError, lease.InvalidArgument))
+    assert "plain" in str(info.value)
 
 
 def test_store_error_for_an_unreadable_directory(tmp_path: Path) -> None:

@@ -209,23 +209,31 @@ fn validate_azure_container(url: &str, container: &str) -> Result<()> {
 /// naming the key. With an empty `lease_key` (a reader with no lease), `key` is read from the
 /// store's root.
 pub fn object_key(lease_key: &str, key: &str) -> Result<String> {
-    let refuse = |why: &str| {
-        Error::invalid(if lease_key.is_empty() {
-            format!("invalid object key {key:?}: {why}")
-        } else {
-            format!("invalid object key {key:?} (beside the lease {lease_key:?}): {why}")
-        })
-    };
+    let dir = lease_key.rsplit_once('/').map_or("", |(dir, _)| dir);
+    place(dir, key, || match lease_key {
+        "" => String::new(),
+        lease => format!(" (beside the lease {lease:?})"),
+    })
+}
+
+/// `key` read like a relative path from the directory `dir` of a store (`""`: its root), as
+/// [`object_key`] reads it from a lease's directory.
+pub(crate) fn key_in_dir(dir: &str, key: &str) -> Result<String> {
+    place(dir, key, || match dir {
+        "" => String::new(),
+        dir => format!(" (under {dir:?})"),
+    })
+}
+
+fn place(dir: &str, key: &str, whence: impl Fn() -> String) -> Result<String> {
+    let refuse =
+        |why: &str| Error::invalid(format!("invalid object key {key:?}{}: {why}", whence()));
     if key.is_empty() {
         return Err(refuse("it is empty"));
     }
     let (mut parts, path): (Vec<&str>, &str) = match key.strip_prefix('/') {
         Some(from_root) => (Vec::new(), from_root),
-        None => {
-            let mut dir: Vec<&str> = lease_key.split('/').filter(|s| !s.is_empty()).collect();
-            dir.pop();
-            (dir, key)
-        }
+        None => (dir.split('/').filter(|s| !s.is_empty()).collect(), key),
     };
     for segment in path.split('/') {
         match segment {
