@@ -116,7 +116,9 @@ def acquire(
     ``unavailable_timeout`` (default: the ttl, at least 10 s). The GIL is released while
     waiting, and Ctrl-C interrupts the wait (``KeyboardInterrupt``).
 
-    ``ttl``: how long the lease lasts without renewal (it renews every ttl/3).
+    ``ttl``: how long the lease lasts without renewal (it renews every ttl/3); a bare number is
+    seconds, at most 3600 (a larger one is refused as a likely milliseconds mix-up: write a
+    long ttl with its unit, ``"2h"``, up to ``"24h"``).
     ``label``: for people (shown by ``status``). ``data``: a small payload for others to read.
     ``on_lost``: called once with a :class:`LeaseLost` if the lease is lost, from the library's
     notifier thread (an exception it raises is logged to the ``lease`` logger).
