@@ -366,7 +366,7 @@ func TestFencedPutIf(t *testing.T) {
 		expectErr(t, err, ErrInvalid)
 		_, err = b.FencedPutIf("a//b", []byte("x"), "")
 		expectErr(t, err, ErrInvalid)
-		_, err = b.FencedPutIf(name, []byte("x"), "")
+		_, err = b.FencedPutIf("/"+name, []byte("x"), "") // the lease record, from the root
 		expectErr(t, err, ErrInvalid)
 	})
 }

@@ -1186,8 +1186,22 @@ static void test_fencing_bad_input(void) {
   CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, key, x, 1, "\xff", &version, &err));
   /* Above the store's root (the lease is PREFIX/NAME). */
   CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, "../../x", x, 1, NULL, &version, &err));
-  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, name, x, 1, NULL, &version, &err));
+  char record[160];
+  snprintf(record, sizeof record, "/%s", name);
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, record, x, 1, NULL, &version, &err));
   CHECK(version == (char *)0x1);
+  /* Where the lease's fenced calls put a key: beside the lease, which is PREFIX/NAME. */
+  char *placed = NULL, expected[160];
+  CHECK_CODE(LEASE_OK, lease_object_key(l, "./x", &placed, &err));
+  snprintf(expected, sizeof expected, "%s/x", prefix);
+  CHECK(strcmp(placed, expected) == 0);
+  lease_string_free(placed);
+  placed = (char *)0x1;
+  CHECK_CODE(LEASE_INVALID, lease_object_key(l, "../../x", &placed, &err));
+  CHECK_CODE(LEASE_INVALID, lease_object_key(NULL, "x", &placed, &err));
+  CHECK_CODE(LEASE_INVALID, lease_object_key(l, NULL, &placed, &err));
+  CHECK_CODE(LEASE_INVALID, lease_object_key(l, "x", NULL, &err));
+  CHECK(placed == (char *)0x1);
   CHECK_CODE(LEASE_INVALID, lease_fenced_delete(NULL, key, NULL, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_delete(l, NULL, NULL, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_delete(l, "../../x", NULL, &err));
