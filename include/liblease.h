@@ -466,8 +466,27 @@ enum lease_code lease_fenced_delete(const struct lease *l,
                                     int *deleted_out,
                                     struct lease_error **err);
 
+// Where the fenced calls of `l` put `key`: its key in the store, from the store's root. A key
+// is read like a relative path from the lease's own directory, on every store: `x` and `./x`
+// beside the lease, `jobs/x` below it, `../x` one level up (never above the store's root:
+// `LEASE_INVALID`, naming the key), `/x` from the store's root. `lease_fenced_get`, which has
+// no lease, reads keys from the store's root: pass it this key to read what `lease_fenced_put`
+// wrote. Does not block.
+//
+// On success writes a new string to `*key_out` (free it with `lease_string_free`).
+//
+// # Safety
+// `l` is NULL or a live lease; `key` is NULL or a NUL-terminated string; `key_out` points to
+// writable storage for a pointer; `err` is NULL or points to writable storage for a pointer.
+enum lease_code lease_object_key(const struct lease *l,
+                                 const char *key,
+                                 char **key_out,
+                                 struct lease_error **err);
+
 // Read the object at `key` in `store` with the stamp of the fenced write that wrote it. Needs
-// only read permission. Blocks.
+// only read permission. Blocks. A store has no lease, so `key` is read from the store's root
+// (`x`, `./x` and `/x` are the same object): for what `lease_fenced_put(l, "x", …)` wrote,
+// pass `lease_object_key(l, "x", …)`'s key (the same key when the lease's name has no `/`).
 //
 // On success writes to `*out` a new object (free it with `lease_object_free`), or NULL when
 // there is no object at `key`.

@@ -166,9 +166,10 @@ export declare class Lease {
    */
   release(): Promise<void>
   /**
-   * Write `data` at `key` (an object in this lease's store, not the lease record) unless a
-   * holder with a higher epoch of this lease has written it: then reject with
-   * `LEASE_FENCED`. Resolves to the new version. Strings are written as UTF-8.
+   * Write `data` at `key` (an object in this lease's store, not the lease record; `key` is read
+   * like a relative path from the lease's directory: `x` beside the lease, `../x` one level up,
+   * `/x` from the store's root) unless a holder with a higher epoch of this lease has written it:
+   * then reject with `LEASE_FENCED`. Resolves to the new version. Strings are written as UTF-8.
    * With `options.ifVersion` (the `version` of a `fencedGet` result), only if the object is
    * still at that version; with `options.ifAbsent: true`, only if it does not exist;
    * otherwise reject with `LEASE_CONFLICT` (read again and decide again). Without them the
@@ -199,8 +200,8 @@ export interface CampaignOptions {
 
 /**
  * Read an object written by `Lease.fencedPut`, with its writer's epoch: `url` is the object's
- * URL, or with `options.key`, any lease URL of the store the object is in and `key` the
- * object's key there (as given to `fencedPut`). Resolves to `null` when it does not exist.
+ * URL, or with `options.key`, the URL of the lease that wrote it and `key` as given to
+ * `fencedPut` (placed the same way: beside the lease). Resolves to `null` when it does not exist.
  * Needs no lease.
  */
 export declare function fencedGet(url: string, options?: { key?: string }): Promise<FencedObject | null>

@@ -148,6 +148,33 @@ const (
 	updateMaxPause   = time.Second
 )
 
+// ObjectKey is where the fenced calls of this lease put key: its key in the store, from the
+// store's root. A key is read like a relative path from the lease's own directory, on every
+// store: "x" and "./x" beside the lease, "jobs/x" below it, "../x" one level up (never above
+// the store's root: ErrInvalid), "/x" from the store's root. Store.FencedGet, which has no
+// lease, reads keys from the store's root: pass it "/" + ObjectKey(key) to read what FencedPut
+// wrote.
+func (l *Lease) ObjectKey(key string) (string, error) {
+	ckey, err := cString(key, "key")
+	if err != nil {
+		return "", err
+	}
+	defer C.free(unsafe.Pointer(ckey))
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return "", newError(CodeInvalid, "the lease is closed")
+	}
+	var out *C.char
+	var cerr *C.lease_error
+	if err := takeError(C.lease_object_key(l.ptr, ckey, &out, &cerr), cerr); err != nil {
+		return "", err
+	}
+	placed := C.GoString(out)
+	C.lease_string_free(out)
+	return placed, nil
+}
+
 // FencedUpdate reads, modifies and writes key without losing anyone's update: it reads the
 // object (FencedGet; old is nil when there is none), calls f with it, and writes what f returns
 // with FencedPutIf conditioned on the version read. When another writer got there first
@@ -165,9 +192,14 @@ func (l *Lease) FencedUpdate(key string, f func(old *FencedObject) []byte) (stri
 		return "", err
 	}
 	defer s.Close()
+	// The store reads from its root; the lease's writes place key beside the lease.
+	placed, err := l.ObjectKey(key)
+	if err != nil {
+		return "", err
+	}
 	bound := updateFirstPause
 	for attempt := 1; ; attempt++ {
-		old, err := s.FencedGet(key)
+		old, err := s.FencedGet("/" + placed)
 		if err != nil {
 			return "", err
 		}
@@ -220,7 +252,9 @@ type FencedObject struct {
 	Version string
 }
 
-// FencedGet reads the object at key; nil (and no error) if there is none.
+// FencedGet reads the object at key, from the store's root ("x", "./x" and "/x" are the same
+// object; for what a lease's FencedPut(key) wrote, read "/" + lease.ObjectKey(key)); nil (and
+// no error) if there is none.
 func (s *Store) FencedGet(key string) (*FencedObject, error) {
 	ckey, err := cString(key, "key")
 	if err != nil {

@@ -15,8 +15,11 @@ import (
 	"time"
 )
 
+// dataKey is a key from the store's root (a leading '/'): a lease's fenced calls read a key
+// from the lease's directory, Store.FencedGet from the store's root, and this names one object
+// for both.
 func dataKey(what string) string {
-	return fmt.Sprintf("%s-data/%s-%d", runID, what, rand.Int63())
+	return fmt.Sprintf("/%s-data/%s-%d", runID, what, rand.Int63())
 }
 
 // `lease break` waits out the broken holder (TryAcquire finds the lease held until ttl + grace
@@ -97,7 +100,7 @@ func TestFencedWriteAfterBreak(t *testing.T) {
 		if obj, err := s.FencedGet(key); err != nil || obj == nil || len(obj.Data) != 0 {
 			t.Fatalf("empty object: %+v, %v", obj, err)
 		}
-		_, err = newer.FencedPut(name, []byte("x")) // the lease record is not a data object
+		_, err = newer.FencedPut("/"+name, []byte("x")) // the lease record is not a data object
 		expectErr(t, err, ErrInvalid)
 	})
 }
@@ -216,7 +219,7 @@ func TestFencingBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"", "\xff", "a//b", "../x", "k\x00"} {
+	for _, key := range []string{"", "\xff", "a//b", "../../x", "k\x00"} {
 		if _, err := l.FencedPut(key, []byte("x")); !errors.Is(err, ErrInvalid) {
 			t.Errorf("FencedPut(%q): %v", key, err)
 		}
@@ -363,7 +366,7 @@ func TestFencedPutIf(t *testing.T) {
 		expectErr(t, err, ErrInvalid)
 		_, err = b.FencedPutIf("a//b", []byte("x"), "")
 		expectErr(t, err, ErrInvalid)
-		_, err = b.FencedPutIf(name, []byte("x"), "")
+		_, err = b.FencedPutIf("/"+name, []byte("x"), "") // the lease record, from the root
 		expectErr(t, err, ErrInvalid)
 	})
 }
@@ -455,6 +458,48 @@ func TestFencedUpdate(t *testing.T) {
 		t.Logf("%d acknowledged, %d outcome unknown (%d of them landed), of %d", acked, unknown, unknownLanded, len(outcomes))
 		if acked == 0 {
 			t.Fatal("no update was acknowledged")
+		}
+	})
+}
+
+// A relative key lands beside the lease (its name is RUNID/NAME), ObjectKey says where, and
+// FencedUpdate reads it there: the placement rule of every store (issue 16).
+func TestRelativeKeysLandBesideTheLease(t *testing.T) {
+	forEachStore(t, func(t *testing.T, sc storeCase) {
+		s := open(t, sc.url)
+		l, err := s.Acquire(context.Background(), uniqueName(t, "beside"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		key := fmt.Sprintf("counter-%d", rand.Int63())
+		placed, err := l.ObjectKey("./" + key)
+		if err != nil || placed != runID+"/"+key {
+			t.Fatalf("ObjectKey: %q, %v (want %q)", placed, err, runID+"/"+key)
+		}
+		if _, err := l.ObjectKey("../../x"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("ObjectKey above the root: %v", err)
+		}
+		for i := 0; i < 2; i++ {
+			_, err := l.FencedUpdate(key, func(old *FencedObject) []byte {
+				if old == nil {
+					return []byte("1")
+				}
+				return []byte(fmt.Sprint(len(old.Data) + 1))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		obj, err := s.FencedGet("/" + placed)
+		if err != nil || obj == nil || string(obj.Data) != "2" {
+			t.Fatalf("FencedGet(%q): %+v, %v", placed, obj, err)
+		}
+		if obj, err := s.FencedGet(key); err != nil || obj != nil {
+			t.Fatalf("nothing at the store's root: %+v, %v", obj, err)
+		}
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

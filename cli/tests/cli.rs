@@ -479,11 +479,6 @@ fn bad_input_is_one_clear_line_and_a_usage_code() {
             127,
             "/nonexistent/command",
         ),
-        (
-            &["run", "file:///nonexistent-dir/x", "--", "true"],
-            69,
-            "/nonexistent-dir does not exist",
-        ),
         (&["status", "memory://"], 64, "memory://NAMESPACE/NAME"),
     ];
     for (args, code, needle) in cases {
@@ -504,6 +499,11 @@ fn bad_input_is_one_clear_line_and_a_usage_code() {
     );
     assert!(stderr(&out).contains("plainfile"), "{}", stderr(&out));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    // A directory that does not exist yet is created, as for bare names (issue 16).
+    let url = format!("file://{}/not/yet/x", env.home.path().display());
+    let out = env.run(&["run", &url, "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(env.path("not/yet/x").is_file());
 }
 
 #[test]
@@ -532,7 +532,14 @@ fn doctor_checks_a_store_and_cleans_up() {
         left.iter().all(|n| n.to_string_lossy().starts_with('.')),
         "probe left behind: {left:?}"
     );
-    let out = env.run(&["doctor", "file:///nonexistent-lease-dir"]);
-    assert_eq!(out.status.code(), Some(69), "{}", stderr(&out));
-    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    // A path through a regular file cannot be a store.
+    std::fs::write(env.path("plainfile"), "x").unwrap();
+    let url = format!("file://{}/plainfile/locks", env.home.path().display());
+    let out = env.run(&["doctor", &url]);
+    assert!(
+        matches!(out.status.code(), Some(64) | Some(69)),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("plainfile"), "{}", stderr(&out));
 }

@@ -46,10 +46,12 @@ fn check_failure(out: &Output, code: i32, kind: &str) {
 
 #[test]
 fn json_on_failure_file_store() {
+    // A path through a regular file cannot be a store directory (a missing directory would
+    // be created: issue 16).
     check_failure(
-        &doctor(&["file:///nonexistent-lease-doctor-dir", "--json"]),
-        69,
-        "store",
+        &doctor(&["file:///proc/version/locks", "--json"]),
+        64,
+        "invalid",
     );
     check_failure(&doctor(&["s3://B", "--json"]), 64, "invalid");
 }

@@ -29,7 +29,6 @@ impl Run {
 /// The stores: a fresh directory, and moto and MinIO when scripts/stores.sh started them.
 fn stores(dir: &Path, test: &str) -> Vec<(&'static str, String)> {
     let unique = format!("{test}-{}-{}", std::process::id(), nanos());
-    std::fs::create_dir_all(dir.join("locks")).unwrap();
     let mut out = vec![("file", format!("file://{}/locks/{test}", dir.display()))];
     for (name, var) in [
         ("moto", "LEASE_TEST_S3_MOTO"),

@@ -4,6 +4,9 @@
 //! lease and acting, and wakes up after someone else took over. The epoch is the fencing token;
 //! here the *store* rejects the zombie's writes:
 //!
+//! - Where: a fenced key is read like a relative path from the lease's own directory, on every
+//!   store ([`object_key`]): `x` and `./x` beside the lease, `jobs/x` below, `../x` one level
+//!   up (never above the store's root), `/x` at the store's root.
 //! - `Lease::fenced_put(key, bytes)` stamps the object with the writer's lease, epoch and holder
 //!   (metadata: S3 user metadata, an extended attribute on a file) and writes it with
 //!   `Match(version)` / `Create` after checking that the stored epoch is not higher (nor equal
@@ -40,6 +43,7 @@ use crate::protocol::fence::{
     MAX_ROUNDS, UNAVAILABLE_BUDGET,
 };
 use crate::protocol::Backoff;
+use crate::store::url::object_key;
 use crate::store::{validate_key, Cond, Delete, DynStore, Get, GetOptions, Object, Put, Version};
 use crate::token::FencingToken;
 
@@ -130,7 +134,27 @@ async fn read_meta(client: &Client, key: &str) -> Result<Option<Object>> {
 }
 
 impl Lease {
-    /// Write `bytes` at `key` (in this lease's store) unless a holder with a higher epoch of
+    /// The key in the store of the object `key` names for this lease: `key` read like a
+    /// relative path from the lease's directory (`x`, `./x`: beside the lease; `jobs/x`: below
+    /// it; `../x`: one level up, never above the store's root; `/x`: at the store's root). Every
+    /// fenced operation of this lease places its key so ([`object_key`]).
+    pub fn object_key(&self, key: &str) -> Result<String> {
+        object_key(self.key(), key).map_err(|e| e.with_lease(self.url()))
+    }
+
+    /// The URL of the object `key` names for this lease (see [`Lease::object_key`]).
+    pub fn object_url(&self, key: &str) -> Result<String> {
+        Ok(self.client().lease_url(&self.object_key(key)?))
+    }
+
+    /// Read the object `key` names for this lease (placed as [`Lease::object_key`] says), with
+    /// the epoch, lease and holder of the fenced write that wrote it.
+    pub async fn fenced_get(&self, key: &str) -> Result<Option<FencedObject>> {
+        let key = self.object_key(key)?;
+        self.client().fenced_get(&format!("/{key}")).await
+    }
+
+    /// Write `bytes` at `key` (placed as [`Lease::object_key`] says) unless a holder with a higher epoch of
     /// this lease has written it; then fail with [`ErrorKind::Fenced`]. Returns the new version
     /// (empty when the write landed but a newer writer replaced it before this call learned its
     /// version: it happened, and nothing can be conditioned on it any more).
@@ -166,10 +190,10 @@ impl Lease {
     where
         F: FnMut(Option<&FencedObject>) -> Bytes,
     {
-        let key_url = self.client().lease_url(key);
+        let key_url = self.object_url(key)?;
         let mut retries = Retries::new(self.client(), &key_url, "fenced update");
         loop {
-            let current = self.client().fenced_get(key).await?;
+            let current = self.fenced_get(key).await?;
             let next = f(current.as_ref());
             match self
                 .fenced_put_if(key, next, current.as_ref().map(|o| &o.version))
@@ -188,8 +212,8 @@ impl Lease {
     /// Carry out a [`FenceOp`]'s steps.
     async fn fenced_write(&self, key: &str, bytes: Bytes, expect: Expect) -> Result<Version> {
         let client = self.client();
+        let key = &self.fenced_key(key)?;
         let key_url = client.lease_url(key);
-        self.check_fenced_key(key)?;
         let rng = &client.inner.rng;
         let cached = self.fence_cache().lock().unwrap().get(key).cloned();
         let unique = client.store().capabilities().versions_are_unique;
@@ -238,8 +262,8 @@ impl Lease {
     /// matters, write an empty value with [`Lease::fenced_put`] instead of deleting.
     pub async fn fenced_delete(&self, key: &str) -> Result<bool> {
         let client = self.client();
+        let key = &self.fenced_key(key)?;
         let key_url = client.lease_url(key);
-        self.check_fenced_key(key)?;
         if !client.store().capabilities().conditional_delete {
             return Err(Error::store(format!(
                 "{} has no conditional delete, so fenced deletes are impossible there; write an empty value with a fenced put instead",
@@ -277,19 +301,23 @@ impl Lease {
         }
     }
 
-    fn check_fenced_key(&self, key: &str) -> Result<()> {
-        validate_key(key)?;
-        if key == self.key() {
+    /// The store key of a fenced write's `key`: placed by the rule, and not the lease's own
+    /// record under any spelling.
+    fn fenced_key(&self, key: &str) -> Result<String> {
+        let placed = self.object_key(key)?;
+        if placed == self.key() {
             return Err(Error::invalid(format!(
                 "{key:?} is the lease record itself; fenced writes are for other objects"
-            )));
+            ))
+            .with_lease(self.url()));
         }
         if let Some(grant) = self.grant() {
-            if key.starts_with(&format!("{}.q/", grant.key)) {
+            if placed.starts_with(&format!("{}.q/", grant.key)) {
                 return Err(Error::invalid(format!(
                     "{key:?} is a session of the lock's participants; fenced writes are for \
                      other objects"
-                )));
+                ))
+                .with_lease(self.url()));
             }
             // Shared holders hold distinct tokens at once; a fenced write admits one writer
             // per token order, so it would turn readers away from each other's objects.
@@ -301,18 +329,24 @@ impl Lease {
                     self.holder().describe(),
                     grant.url,
                     grant.token
-                )));
+                ))
+                .with_lease(self.url()));
             }
         }
-        Ok(())
+        Ok(placed)
     }
 }
 
 impl Client {
     /// Read an object with the epoch, lease and holder of the fenced write that wrote it.
+    ///
+    /// A client has no lease, so `key` is read from the store's root (`x`, `./x`, `/x`: the
+    /// same object; `jobs/x` below; `..` above the root is refused). The object a lease's
+    /// `fenced_put("x")` wrote is [`Lease::object_key`]`("x")` here, or
+    /// [`Lease::fenced_get`]`("x")`; from a lease's URL, [`object_key`]`(lease_key, "x")`.
     pub async fn fenced_get(&self, key: &str) -> Result<Option<FencedObject>> {
+        let key = &object_key("", key).map_err(|e| e.with_lease(self.lease_url(key)))?;
         let url = self.lease_url(key);
-        validate_key(key).map_err(|e| e.with_lease(&url))?;
         match self
             .timed(
                 REQUEST_TIMEOUT,
@@ -360,14 +394,29 @@ impl FencingGate {
         }
     }
 
-    /// A gate kept in `store`, one object per resource under `prefix`.
+    /// A gate kept in `store`, one object per resource under `prefix` (read from the store's
+    /// root, like [`Client::fenced_get`]'s keys: `fencing`, `./fencing` and `/fencing` are the
+    /// same; `..` above the root is refused).
     pub fn in_store(store: DynStore, prefix: &str) -> Result<FencingGate> {
         FencingGate::in_store_of(Client::new(store), prefix)
     }
 
+    /// The store of a gate given by a store URL, and the prefix in it of the gate's objects:
+    /// `prefix` read like a relative path from the URL's path (`s3://bucket/locks` with
+    /// `fencing`: `locks/fencing`; `/fencing` from the store's root; never above it), as on a
+    /// file store opened on that directory. What every binding's `FencingGate(url, prefix)`
+    /// opens.
+    pub fn store_and_prefix(url: &str, prefix: &str) -> Result<(crate::StoreUrl, String)> {
+        let (store, path) = crate::StoreUrl::parse_with_path(url)?;
+        let placed = crate::store::url::key_in_dir(&path, prefix.trim_end_matches('/'))
+            .map_err(|e| e.context(format!("FencingGate prefix under {url}")))?;
+        validate_key(&format!("{placed}/x"))?;
+        Ok((store, placed))
+    }
+
     /// A gate kept in `client`'s store (on its clock), one object per resource under `prefix`.
     pub fn in_store_of(client: Client, prefix: &str) -> Result<FencingGate> {
-        let prefix = prefix.trim_matches('/').to_string();
+        let prefix = object_key("", prefix.trim_end_matches('/'))?;
         validate_key(&format!("{prefix}/x"))?;
         Ok(FencingGate {
             backend: GateBackend::Store { client, prefix },

@@ -48,7 +48,7 @@ pub use protocol::queue::{Mode, Scope};
 pub use record::Holder;
 pub use status::{unix_ms, HolderJson, LeaseState, QueueStatus, Status, Watcher};
 pub use store::doctor;
-pub use store::url::{LeaseUrl, StoreUrl};
+pub use store::url::{object_key, LeaseUrl, StoreUrl};
 pub use token::FencingToken;
 
 /// The version of this library (equal across the workspace and every binding).

@@ -374,26 +374,28 @@ async fn fenced_writes_and_deletes_refuse_a_zombie() {
         let store = open(&url);
         let base = unique("fence");
         let lock = format!("{base}/lock");
+        // `data` beside the lease `{base}/lock`: the client, with no lease, reads it from the
+        // store's root.
         let data = format!("{base}/data");
         let opts = LeaseOptions::new(Duration::from_secs(3)).wait(Duration::from_secs(30));
         let a = Client::new(store.clone());
         let b = Client::new(open(&url));
         let zombie = a.acquire(&lock, &opts).await.unwrap();
-        zombie.fenced_put(&data, "from A").await.unwrap();
+        zombie.fenced_put("data", "from A").await.unwrap();
         b.break_lease(&lock, None, lease::BreakMode::AllowTwoHolders)
             .await
             .unwrap();
         let newer = b.acquire(&lock, &opts).await.unwrap();
         assert!(newer.epoch() > zombie.epoch());
-        newer.fenced_put(&data, "from B").await.unwrap();
-        let e = zombie.fenced_put(&data, "zombie").await.unwrap_err();
+        newer.fenced_put("data", "from B").await.unwrap();
+        let e = zombie.fenced_put("data", "zombie").await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Fenced, "{server}: {e}");
-        let e = zombie.fenced_delete(&data).await.unwrap_err();
+        let e = zombie.fenced_delete("data").await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Fenced, "{server}: {e}");
         let got = b.fenced_get(&data).await.unwrap().unwrap();
         assert_eq!(got.bytes.as_ref(), b"from B", "{server}");
         assert_eq!(got.epoch, Some(newer.epoch()));
-        assert!(newer.fenced_delete(&data).await.unwrap(), "{server}");
+        assert!(newer.fenced_delete("data").await.unwrap(), "{server}");
         assert!(b.fenced_get(&data).await.unwrap().is_none());
         newer.release().await.unwrap();
     }

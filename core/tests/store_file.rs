@@ -81,11 +81,14 @@ async fn bad_names_and_directories_are_typed_errors() {
     std::fs::create_dir(dir.path().join("adir")).unwrap();
     let e = s.get("adir", GetOptions::default()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
-    // Missing, relative and non-directory roots.
-    assert_eq!(
-        FileStore::open("/nonexistent/dir").unwrap_err().kind(),
-        ErrorKind::Store
-    );
+    // Relative and non-directory roots. (A missing root opens: its first write creates it.)
+    let missing = FileStore::open(dir.path().join("missing/dir")).unwrap();
+    assert!(!dir.path().join("missing").exists());
+    missing
+        .put("gc", "x".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap();
+    assert!(dir.path().join("missing/dir/gc").is_file());
     assert_eq!(
         FileStore::open("relative/dir").unwrap_err().kind(),
         ErrorKind::Invalid

@@ -263,6 +263,38 @@ pub unsafe extern "C" fn lease_fenced_delete(
     })
 }
 
+/// Where the fenced calls of `l` put `key`: its key in the store, from the store's root. A key
+/// is read like a relative path from the lease's own directory, on every store: `x` and `./x`
+/// beside the lease, `jobs/x` below it, `../x` one level up (never above the store's root:
+/// `LEASE_INVALID`, naming the key), `/x` from the store's root. `lease_fenced_get`, which has
+/// no lease, reads keys from the store's root: pass it this key to read what `lease_fenced_put`
+/// wrote. Does not block.
+///
+/// On success writes a new string to `*key_out` (free it with `lease_string_free`).
+///
+/// # Safety
+/// `l` is NULL or a live lease; `key` is NULL or a NUL-terminated string; `key_out` points to
+/// writable storage for a pointer; `err` is NULL or points to writable storage for a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lease_object_key(
+    l: *const lease,
+    key: *const c_char,
+    key_out: *mut *mut c_char,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        // SAFETY: the caller's contract.
+        let key = unsafe { str_arg(key, "key") }?;
+        let out = out_arg(key_out, "key_out")?;
+        let placed = c_string(&l.held.object_key(key)?);
+        // SAFETY: checked non-NULL; the caller's contract.
+        unsafe { *out = placed.into_raw() };
+        Ok(())
+    })
+}
+
 /// An object read by `lease_fenced_get`: its bytes, its version, and the lease, epoch and holder
 /// of the fenced write that wrote it. Immutable; thread-safe. Free it with `lease_object_free`.
 pub struct lease_object {
@@ -274,7 +306,9 @@ pub struct lease_object {
 }
 
 /// Read the object at `key` in `store` with the stamp of the fenced write that wrote it. Needs
-/// only read permission. Blocks.
+/// only read permission. Blocks. A store has no lease, so `key` is read from the store's root
+/// (`x`, `./x` and `/x` are the same object): for what `lease_fenced_put(l, "x", …)` wrote,
+/// pass `lease_object_key(l, "x", …)`'s key (the same key when the lease's name has no `/`).
 ///
 /// On success writes to `*out` a new object (free it with `lease_object_free`), or NULL when
 /// there is no object at `key`.

@@ -56,8 +56,8 @@ fn or_null<T>(v: Option<T>) -> Either<T, Null> {
 }
 
 /// Read an object written by `Lease.fencedPut`, with its writer's epoch: `url` is the object's
-/// URL, or with `options.key`, any lease URL of the store the object is in and `key` the
-/// object's key there (as given to `fencedPut`). Resolves to `null` when it does not exist.
+/// URL, or with `options.key`, the URL of the lease that wrote it and `key` as given to
+/// `fencedPut` (placed the same way: beside the lease). Resolves to `null` when it does not exist.
 /// Needs no lease.
 #[napi(
     ts_args_type = "url: string, options?: { key?: string }",
@@ -68,7 +68,10 @@ pub fn fenced_get<'e>(env: &'e Env, url: String, key: Option<String>) -> Result<
         env,
         async move {
             let (client, own) = Client::for_url(&url)?;
-            let key = key.unwrap_or(own);
+            let key = match key {
+                Some(key) => lease::object_key(&own, &key).map_err(|e| e.with_lease(&url))?,
+                None => own,
+            };
             let object_url = client.lease_url(&key);
             Ok((object_url, client.fenced_get(&key).await?))
         },
@@ -153,10 +156,16 @@ impl FencingGate {
         let rt = runtime::handle()?;
         let _entered = rt.enter();
         let made = (|| {
-            let parsed = lease::StoreUrl::parse(&store)?;
+            // The prefix goes under the URL's path (s3://bucket/locks: locks/PREFIX).
+            let (parsed, placed) = CoreGate::store_and_prefix(&store, &prefix).map_err(|e| {
+                lease::Error::new(
+                    e.kind(),
+                    format!("FencingGate prefix {prefix:?}: {}", e.message()),
+                )
+            })?;
             let opened = parsed.open().map_err(|e| e.with_lease(&store))?;
-            let description = format!("in {} under {}/", opened.url(), prefix.trim_matches('/'));
-            let gate = CoreGate::in_store(opened, &prefix).map_err(|e| {
+            let description = format!("in {} under {placed}/", opened.url());
+            let gate = CoreGate::in_store(opened, &placed).map_err(|e| {
                 lease::Error::new(
                     e.kind(),
                     format!("FencingGate prefix {prefix:?}: {}", e.message()),

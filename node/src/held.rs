@@ -198,9 +198,10 @@ impl Lease {
         )
     }
 
-    /// Write `data` at `key` (an object in this lease's store, not the lease record) unless a
-    /// holder with a higher epoch of this lease has written it: then reject with
-    /// `LEASE_FENCED`. Resolves to the new version. Strings are written as UTF-8.
+    /// Write `data` at `key` (an object in this lease's store, not the lease record; `key` is read
+    /// like a relative path from the lease's directory: `x` beside the lease, `../x` one level up,
+    /// `/x` from the store's root) unless a holder with a higher epoch of this lease has written it:
+    /// then reject with `LEASE_FENCED`. Resolves to the new version. Strings are written as UTF-8.
     /// With `options.ifVersion` (the `version` of a `fencedGet` result), only if the object is
     /// still at that version; with `options.ifAbsent: true`, only if it does not exist;
     /// otherwise reject with `LEASE_CONFLICT` (read again and decide again). Without them the
@@ -243,15 +244,15 @@ impl Lease {
         )
     }
 
-    /// Read `key` in this lease's store (what `fencedUpdate` reads).
+    /// Read the object `key` names for this lease, beside it (what `fencedUpdate` reads).
     #[napi(js_name = "_fencedGet", skip_typescript)]
     pub fn fenced_get<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
-        let client = self.inner.client().clone();
+        let inner = self.inner.clone();
         runtime::call(
             env,
             async move {
-                let url = client.lease_url(&key);
-                Ok((url, client.fenced_get(&key).await?))
+                let url = inner.object_url(&key)?;
+                Ok((url, inner.fenced_get(&key).await?))
             },
             |_, (url, obj)| Ok(obj.map(|o| crate::fence::object_of(url, o))),
         )

@@ -81,11 +81,22 @@ it('lost for real', async () => {
   assert.throws(() => l.ensureHeld(), { code: 'LEASE_LOST' });
 });
 
-it('store error for a missing directory', async () => {
-  const url = `file://${tmpDir()}/no/such/dir/x`;
-  await assert.rejects(lease.acquire(url, { wait: 0 }), (e) => {
-    assert.equal(e.code, 'LEASE_STORE');
+it('a missing directory is created, as for bare names (issue 16)', async () => {
+  const dir = path.join(tmpDir(), 'no/such/dir');
+  assert.equal(await lease.fencedGet(`file://${dir}/x`), null);
+  assert.equal(fs.existsSync(dir), false, 'a read created the directory');
+  const l = await lease.acquire(`file://${dir}/x`, { wait: 0 });
+  assert.ok(fs.statSync(path.join(dir, 'x')).isFile());
+  await l.release();
+});
+
+it('a path through a regular file is refused, naming it', async () => {
+  const file = path.join(tmpDir(), 'plain');
+  fs.writeFileSync(file, 'x');
+  await assert.rejects(lease.acquire(`file://${file}/sub/x`, { wait: 0 }), (e) => {
+    assert.ok(['LEASE_STORE', 'LEASE_INVALID'].includes(e.code), e.code);
     assert.equal(e.retryable, false);
+    assert.match(e.message, /plain/);
     return true;
   });
 });

@@ -363,8 +363,10 @@ eachStore('fencing', (store, url) => {
       await assert.rejects(l.fencedPut(dataKey()), TypeError);
       await assert.rejects(l.fencedDelete(5), TypeError);
       await assert.rejects(l.fencedPut('', 'x'), { code: 'LEASE_INVALID' });
-      // The lease's own record is not a data object.
-      await assert.rejects(l.fencedPut(keyOf(l.url), 'x'), { code: 'LEASE_INVALID' });
+      // The lease's own record is not a data object (keys are read from the lease's directory:
+      // the record is '/KEY', or its own name).
+      await assert.rejects(l.fencedPut(`/${keyOf(l.url)}`, 'x'), { code: 'LEASE_INVALID' });
+      await assert.rejects(l.fencedPut(`./${keyOf(l.url).split('/').pop()}`, 'x'), { code: 'LEASE_INVALID' });
       await assert.rejects(lease.fencedGet(u, { key: 5 }), TypeError);
       await assert.rejects(lease.fencedGet(u, { kye: 'x' }), TypeError);
       // fencedPut's options, fencedUpdate's function.

@@ -46,8 +46,8 @@ function program(code, dir) {
   const main = JSON.stringify(require.resolve(NODE_DIR));
   const body = code
     .replaceAll(`require('${PACKAGE}')`, `require(${main})`)
-    // A file store's directory must exist (issue 16 item 4): the key's path goes in its name.
-    .replace(/'s3:\/\/(?:my-)?bucket\/([^'?]+)'/g, (_, key) => `'file://${dir}/${key.replaceAll('/', '-')}'`)
+    // The key's path stays: a file store creates the lease's directory (issue 16).
+    .replace(/'s3:\/\/(?:my-)?bucket\/([^'?]+)'/g, (_, key) => `'file://${dir}/${key}'`)
     .replace(/'s3:\/\/(?:my-)?bucket\?[^']*'/g, `'file://${dir}'`);
   // Names used as variables: comments and property accesses (`l.signal`) left out.
   const code_only = body.replace(/\/\/.*$/gm, '');

@@ -116,7 +116,9 @@ def acquire(
     ``unavailable_timeout`` (default: the ttl, at least 10 s). The GIL is released while
     waiting, and Ctrl-C interrupts the wait (``KeyboardInterrupt``).
 
-    ``ttl``: how long the lease lasts without renewal (it renews every ttl/3).
+    ``ttl``: how long the lease lasts without renewal (it renews every ttl/3); a bare number is
+    seconds, at most 3600 (a larger one is refused as a likely milliseconds mix-up: write a
+    long ttl with its unit, ``"2h"``, up to ``"24h"``).
     ``label``: for people (shown by ``status``). ``data``: a small payload for others to read.
     ``on_lost``: called once with a :class:`LeaseLost` if the lease is lost, from the library's
     notifier thread (an exception it raises is logged to the ``lease`` logger).
@@ -182,8 +184,8 @@ def fenced_get(url: URL, *, key: Optional[str] = None) -> Optional[FencedObject]
     a plain ``fenced_put`` after ``fenced_get`` is not atomic.
 
     ``url`` is the object's URL (``s3://bucket/data/report``, ``file:///dir/report``); or,
-    with ``key``, any lease URL of the store the object is in, and ``key`` the object's key
-    there, as given to ``fenced_put``: ``lease.fenced_get(l.url, key="data/report")``.
+    with ``key``, the URL of the lease that wrote it and ``key`` as given to ``fenced_put``,
+    placed the same way (beside the lease): ``lease.fenced_get(l.url, key="data/report")``.
     """
     return FencedObject._from_dict(_lease._fenced_get(url, key))
 

@@ -57,8 +57,10 @@ class Lease:
         if_version: Optional[str] = None,
         if_absent: Optional[bool] = None,
     ) -> str:
-        """Write ``data`` (a ``str`` is written as UTF-8) at ``key`` in this lease's store,
-        stamped with this lease, epoch and holder, unless a holder with a higher epoch (or
+        """Write ``data`` (a ``str`` is written as UTF-8) at ``key`` in this lease's store
+        (``key`` read like a relative path from the lease's directory: ``x`` beside the lease,
+        ``../x`` one level up, ``/x`` from the store's root), stamped with this lease, epoch
+        and holder, unless a holder with a higher epoch (or
         another lease) wrote it: then raise :class:`Fenced`, whose ``epoch`` is the newer one.
         Returns the object's new version (what :func:`lease.fenced_get` reports as
         ``version``).

@@ -128,12 +128,13 @@ pub fn put_start(
     Ok(Pending::abort(abort))
 }
 
-/// `Lease._fenced_get`: read `key` in the lease's own store (what `fenced_update` reads).
+/// `Lease._fenced_get`: read the object `key` names for the lease (beside it, as `fenced_put`
+/// places it; what `fenced_update` reads).
 pub fn get_in(py: Python<'_>, lease: &Lease, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let key = key_text("key", key)?;
-    let client = lease.client().clone();
-    let object_url = client.lease_url(&key);
-    let obj = block(py, async move { client.fenced_get(&key).await }, None)?.py()?;
+    let object_url = lease.object_url(&key).py()?;
+    let lease = lease.clone();
+    let obj = block(py, async move { lease.fenced_get(&key).await }, None)?.py()?;
     object_dict(py, &object_url, obj)
 }
 
@@ -144,11 +145,11 @@ pub fn get_in_start(
     done: Py<PyAny>,
 ) -> PyResult<Pending> {
     let key = key_text("key", key)?;
-    let client = lease.client().clone();
-    let object_url = client.lease_url(&key);
+    let object_url = lease.object_url(&key).py()?;
+    let lease = lease.clone();
     let abort = runtime::spawn_settle(
         py,
-        async move { client.fenced_get(&key).await },
+        async move { lease.fenced_get(&key).await },
         done,
         move |py, obj| object_dict(py, &object_url, obj),
     )?;
@@ -195,14 +196,17 @@ pub fn delete_start(
 }
 
 /// The client and key `fenced_get(url, key)` reads: the object at `url`, or with `key`, the
-/// object `key` in the store of the lease at `url`.
+/// object `key` names for the lease at `url` (placed as `fenced_put` places it: beside the
+/// lease, `lease::object_key`).
 fn get_target(
     url: &Bound<'_, PyAny>,
     key: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Client, String, String)> {
     let t = options::target(url)?;
     let key = match key.filter(|k| !k.is_none()) {
-        Some(k) => key_text("key", k)?,
+        Some(k) => lease::object_key(&t.key, &key_text("key", k)?)
+            .map_err(|e| e.with_lease(&t.url))
+            .py()?,
         None => t.key,
     };
     let object_url = t.client.lease_url(&key);
@@ -277,14 +281,23 @@ pub struct GateCore {
     description: String,
 }
 
-fn store_gate(client: &Client, prefix: &str) -> PyResult<Arc<FencingGate>> {
-    let gate = FencingGate::in_store(client.store().clone(), prefix).map_err(|e| {
+/// The gate kept in the store at `url`, its objects under `prefix` below the URL's path
+/// (s3://bucket/locks: `locks/PREFIX`), and that prefix in the store.
+fn store_gate(
+    url: &Bound<'_, PyAny>,
+    prefix: &str,
+) -> PyResult<(Client, Arc<FencingGate>, String)> {
+    let prefix_error = |e: Error| {
         to_py(Error::new(
             e.kind(),
             format!("FencingGate prefix {prefix:?}: {}", e.message()),
         ))
-    })?;
-    Ok(Arc::new(gate))
+    };
+    let text = options::url_text(url)?;
+    let (_, placed) = FencingGate::store_and_prefix(&text, prefix).map_err(prefix_error)?;
+    let client = options::store_client(url)?;
+    let gate = FencingGate::in_store(client.store().clone(), &placed).map_err(prefix_error)?;
+    Ok((client, Arc::new(gate), placed))
 }
 
 fn resource_text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -332,7 +345,7 @@ impl GateCore {
             )),
             Backend::Store { url, prefix } => {
                 // The parent's gate holds a client of the parent's runtime: leak it.
-                let fresh = store_gate(&options::store_client(url.bind(py))?, prefix)?;
+                let (_, fresh, _) = store_gate(url.bind(py), prefix)?;
                 let old = std::mem::replace(&mut *slot, (me, fresh.clone()));
                 std::mem::forget(old);
                 Ok(fresh)
@@ -364,13 +377,8 @@ impl GateCore {
                     Some(p) => key_text("prefix", p)?,
                     None => "fencing".to_string(),
                 };
-                let client = options::store_client(url)?;
-                let gate = store_gate(&client, &prefix)?;
-                let description = format!(
-                    "in {} under {}/",
-                    client.store().url(),
-                    prefix.trim_matches('/')
-                );
+                let (client, gate, placed) = store_gate(url, &prefix)?;
+                let description = format!("in {} under {placed}/", client.store().url());
                 (
                     Backend::Store {
                         url: url.clone().unbind(),

@@ -254,13 +254,36 @@ pub fn options(
     data: Option<&Bound<'_, PyAny>>,
     unavailable_timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<LeaseOptions> {
-    let ttl = seconds("ttl", ttl)?;
+    let ttl = ttl_seconds(ttl)?;
     let mut opts = LeaseOptions::new(ttl);
     opts.wait = opt_seconds("wait", wait)?;
     opts.label = opt_text("label", label)?;
     opts.data = opt_text("data", data)?;
     opts.unavailable_timeout = opt_seconds("unavailable_timeout", unavailable_timeout)?;
     Ok(opts)
+}
+
+/// The longest ttl taken as a bare number of seconds. A larger number was most likely meant
+/// as milliseconds (`ttl=30000`, the unit of Node and of many libraries, would be 8h20m here:
+/// others would wait that long after a crash); a long ttl is still one string away (`"2h"`).
+/// The counterpart of Node's refusal of a ttl under 100 ms given as a number.
+pub const MAX_TTL_NUMBER: Duration = Duration::from_secs(3600);
+
+/// The ttl: a duration as [`seconds`] takes it, but a bare number above [`MAX_TTL_NUMBER`] is
+/// refused as a likely unit mix-up, with the two ways to say what was meant.
+pub fn ttl_seconds(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let ttl = seconds("ttl", obj)?;
+    let bare_number = !obj.is_instance_of::<PyBool>()
+        && (obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>());
+    if bare_number && ttl > MAX_TTL_NUMBER {
+        let (secs, long) = (ttl.as_secs_f64(), lease::format_duration(ttl));
+        return Err(invalid(format!(
+            "ttl={obj} is {long}: numbers are seconds in Python, and a bare number above {} is              refused as a likely milliseconds mix-up (ttl={} for {obj} ms); if a ttl this long              is meant, pass it with its unit: ttl=\"{long}\" (or a timedelta)",
+            MAX_TTL_NUMBER.as_secs(),
+            secs / 1000.0,
+        )));
+    }
+    Ok(ttl)
 }
 
 /// Check a duration argument the way every call does (used by the Python layer for `poll`).

@@ -6,6 +6,7 @@ import math
 import os
 import pickle
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, Type
 
@@ -89,12 +90,23 @@ def test_lost_for_real(tmp_path: Path) -> None:
         l.ensure_held()
 
 
-def test_store_error_for_a_missing_directory() -> None:
-    with pytest.raises(lease.StoreError) as info:
-        lease.acquire("file:///nonexistent-lease-dir/x")
-    assert type(info.value) is lease.StoreError
-    assert "/nonexistent-lease-dir" in str(info.value)
-    assert info.value.url == "file:///nonexistent-lease-dir/x"
+def test_a_missing_directory_is_created(tmp_path: Path) -> None:
+    """As for bare names and fenced writes (what py-filelock users expect); reads create
+    nothing (issue 16)."""
+    missing = tmp_path / "no" / "such" / "dir"
+    assert lease.fenced_get(f"file://{missing}/x") is None
+    assert not missing.exists()
+    with lease.acquire(f"file://{missing}/x", wait=0):
+        assert (missing / "x").is_file()
+
+
+def test_a_path_through_a_regular_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "plain").write_text("x")
+    url = f"file://{tmp_path}/plain/sub/x"
+    with pytest.raises(lease.LeaseError) as info:
+        lease.acquire(url, wait=0)
+    assert isinstance(info.value, (lease.StoreError, lease.InvalidArgument))
+    assert "plain" in str(info.value)
 
 
 def test_store_error_for_an_unreadable_directory(tmp_path: Path) -> None:
@@ -166,7 +178,8 @@ BAD_VALUES: Any = [
     ({"ttl": 1e12}, "longer than 100 years"),
     ({"ttl": 0}, "ttl 0ms is out of range"),
     ({"ttl": 0.01}, "out of range"),
-    ({"ttl": 365 * 24 * 3600}, "out of range"),
+    ({"ttl": 365 * 24 * 3600}, "numbers are seconds in Python"),
+    ({"ttl": "365d"}, "out of range"),
     ({"wait": -0.5}, "wait=-0.5 seconds is negative"),
     ({"wait": math.nan}, "not a finite number"),
     ({"label": "a\nb"}, "label must be at most"),
@@ -193,6 +206,30 @@ def test_bad_urls_raise_invalid_argument(url: str) -> None:
         lease.acquire(url, wait=0)
     with pytest.raises(lease.InvalidArgument):
         lease.status(url)
+
+
+def test_a_ttl_number_meant_as_milliseconds_is_refused(tmp_path: Path) -> None:
+    """ttl=30000 (milliseconds, as in Node) would be 8h20m here: others would wait that long
+    after a crash. A bare number above an hour is refused with the fix; a long ttl is still
+    one unit away, up to the 24 h limit."""
+    url = make_url("file", tmp_path, "ms")
+    with pytest.raises(lease.InvalidArgument) as info:
+        lease.acquire(url, ttl=30000)
+    message = str(info.value)
+    assert "numbers are seconds" in message and "ttl=30 for 30000 ms" in message, message
+    assert 'ttl="500m"' in message, message
+    for call in (
+        lambda: lease.try_acquire(url, ttl=3600.5),
+        lambda: lease.Election(url, ttl=7200),
+    ):
+        with pytest.raises(lease.InvalidArgument, match="with its unit"):
+            call()
+    for ttl in (3600, 3600.0, "2h", "30000s", timedelta(hours=2), "24h"):
+        l = lease.try_acquire(url, ttl=ttl)
+        assert l is not None, ttl
+        l.release()
+    with pytest.raises(lease.InvalidArgument, match="out of range"):
+        lease.acquire(url, ttl="25h")
 
 
 def test_bad_input_elsewhere(tmp_path: Path) -> None:

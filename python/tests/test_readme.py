@@ -26,6 +26,6 @@ def test_readmes_have_examples() -> None:
     "readme,index", [(r, i) for r in READMES for i in range(len(blocks(r)))]
 )
 def test_readme_example_runs(readme: str, index: int, tmp_path: Path) -> None:
-    code = re.sub(r'"s3://my-bucket/([a-z/]+)"', lambda m: f'"file://{tmp_path}/{m.group(1).replace("/", "-")}"', blocks(readme)[index])
+    code = re.sub(r'"s3://my-bucket/([a-z/]+)"', lambda m: f'"file://{tmp_path}/{m.group(1)}"', blocks(readme)[index])
     assert "my-bucket" not in code
     exec(compile(code, f"{readme} example {index}", "exec"), {"__name__": "readme"})

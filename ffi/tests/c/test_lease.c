@@ -721,8 +721,10 @@ static char *token_of(lease *l) {
 }
 
 /* A data key of this run (not a lease name). */
+/* From the store's root (a leading '/'): a lease's fenced calls read a key from the lease's
+ * directory, lease_fenced_get from the store's root, and this names one object for both. */
 static void data_key_of(char *buf, size_t len, const char *what) {
-  snprintf(buf, len, "%s-data/%s", prefix, what);
+  snprintf(buf, len, "/%s-data/%s", prefix, what);
 }
 
 /* Fenced writes stamp the writer's epoch and holder; `lease break` waits out the broken holder
@@ -828,7 +830,9 @@ static void test_fenced_write_after_break(void) {
   CHECK_CODE(LEASE_OK, lease_fenced_get(store, key, &obj, &err));
   CHECK(lease_object_data(obj, &len) != NULL && len == 0);
   lease_object_free(obj);
-  CHECK_CODE(LEASE_INVALID, lease_fenced_put(newer, name, (const uint8_t *)"x", 1, NULL, &err));
+  char record[160];
+  snprintf(record, sizeof record, "/%s", name);
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put(newer, record, (const uint8_t *)"x", 1, NULL, &err));
 
   CHECK_CODE(LEASE_OK, lease_release(newer, &err));
   lease_free(newer);
@@ -1180,12 +1184,27 @@ static void test_fencing_bad_input(void) {
   CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, NULL, x, 1, NULL, &version, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, key, NULL, 1, NULL, &version, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, key, x, 1, "\xff", &version, &err));
-  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, "../x", x, 1, NULL, &version, &err));
-  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, name, x, 1, NULL, &version, &err));
+  /* Above the store's root (the lease is PREFIX/NAME). */
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, "../../x", x, 1, NULL, &version, &err));
+  char record[160];
+  snprintf(record, sizeof record, "/%s", name);
+  CHECK_CODE(LEASE_INVALID, lease_fenced_put_if(l, record, x, 1, NULL, &version, &err));
   CHECK(version == (char *)0x1);
+  /* Where the lease's fenced calls put a key: beside the lease, which is PREFIX/NAME. */
+  char *placed = NULL, expected[160];
+  CHECK_CODE(LEASE_OK, lease_object_key(l, "./x", &placed, &err));
+  snprintf(expected, sizeof expected, "%s/x", prefix);
+  CHECK(strcmp(placed, expected) == 0);
+  lease_string_free(placed);
+  placed = (char *)0x1;
+  CHECK_CODE(LEASE_INVALID, lease_object_key(l, "../../x", &placed, &err));
+  CHECK_CODE(LEASE_INVALID, lease_object_key(NULL, "x", &placed, &err));
+  CHECK_CODE(LEASE_INVALID, lease_object_key(l, NULL, &placed, &err));
+  CHECK_CODE(LEASE_INVALID, lease_object_key(l, "x", NULL, &err));
+  CHECK(placed == (char *)0x1);
   CHECK_CODE(LEASE_INVALID, lease_fenced_delete(NULL, key, NULL, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_delete(l, NULL, NULL, &err));
-  CHECK_CODE(LEASE_INVALID, lease_fenced_delete(l, "../x", NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_fenced_delete(l, "../../x", NULL, &err));
   lease_object *obj = (lease_object *)0x1;
   CHECK_CODE(LEASE_INVALID, lease_fenced_get(NULL, key, &obj, &err));
   CHECK_CODE(LEASE_INVALID, lease_fenced_get(store, NULL, &obj, &err));

@@ -202,7 +202,16 @@ async fn step(client: &Client, key: &str, opts: LeaseOptions) {
                 answer(format!("acquired {}", l.epoch()));
                 held = Some(l);
             }
-            ["get", k] => match client.fenced_get(k).await.unwrap_or_else(|e| fail(e)) {
+            // KEY as `put` places it: beside the lease (read from the store's root, as a
+            // client with no lease must).
+            ["get", k] => match client
+                .fenced_get(&format!(
+                    "/{}",
+                    lease::object_key(key, k).unwrap_or_else(|e| fail(e))
+                ))
+                .await
+                .unwrap_or_else(|e| fail(e))
+            {
                 Some(o) => answer(format!(
                     "got {} {}",
                     o.version.etag,

@@ -120,7 +120,10 @@ pub fn default_root() -> Result<PathBuf> {
 }
 
 impl FileStore {
-    /// A store rooted at `root`, which must be an existing, accessible directory.
+    /// A store rooted at `root`: an accessible directory, or a path where one can be made. A
+    /// missing directory is created by the first write (a lease's directory, like those of
+    /// fenced objects, is created when needed: what users of py-filelock expect), never by a
+    /// read.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         FileStore::open_with_clock(root, Arc::new(SystemClock))
     }
@@ -134,23 +137,21 @@ impl FileStore {
             )));
         }
         match fs::metadata(&root) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
+            Ok(m) if !m.is_dir() => {
                 return Err(Error::store(format!(
                     "file store path {} is not a directory",
                     root.display()
                 )))
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(Error::store(format!(
-                    "file store directory {} does not exist: create it first",
-                    root.display()
-                )))
+            Ok(_) => {
+                // Fail early, with a clear message, on a directory we cannot read.
+                fs::read_dir(&root)
+                    .map_err(|e| io_error(e, "cannot read file store directory", &root))?;
             }
+            // Created by the first write (`write_temp`), which says why if it cannot be.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_error(e, "cannot access file store directory", &root)),
         }
-        // Fail early, with a clear message, on a directory we cannot read.
-        fs::read_dir(&root).map_err(|e| io_error(e, "cannot read file store directory", &root))?;
         let url = format!("file://{}", super::url::file_root_in_url(&root));
         Ok(FileStore {
             inner: Arc::new(Inner {

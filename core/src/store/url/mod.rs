@@ -198,6 +198,67 @@ fn validate_azure_container(url: &str, container: &str) -> Result<()> {
     Ok(())
 }
 
+/// The key in the store of the object `key` names for the lease at `lease_key`: the one
+/// placement rule of fenced keys, the same on every store and from every entry point.
+///
+/// `key` is read like a relative path from the lease's own directory: `x` and `./x` are
+/// siblings of the lease, `jobs/x` is below its directory, `../x` one level up, and a leading
+/// `/` starts at the store's root (the bucket or container; for a file store, the directory it
+/// was opened on, which for a `file://` URL is the lease's directory). Going above the store's
+/// root, or naming no object (`""`, `.`, `jobs/`), is [`ErrorKind::Invalid`](crate::ErrorKind),
+/// naming the key. With an empty `lease_key` (a reader with no lease), `key` is read from the
+/// store's root.
+pub fn object_key(lease_key: &str, key: &str) -> Result<String> {
+    let dir = lease_key.rsplit_once('/').map_or("", |(dir, _)| dir);
+    place(dir, key, || match lease_key {
+        "" => String::new(),
+        lease => format!(" (beside the lease {lease:?})"),
+    })
+}
+
+/// `key` read like a relative path from the directory `dir` of a store (`""`: its root), as
+/// [`object_key`] reads it from a lease's directory.
+pub(crate) fn key_in_dir(dir: &str, key: &str) -> Result<String> {
+    place(dir, key, || match dir {
+        "" => String::new(),
+        dir => format!(" (under {dir:?})"),
+    })
+}
+
+fn place(dir: &str, key: &str, whence: impl Fn() -> String) -> Result<String> {
+    let refuse =
+        |why: &str| Error::invalid(format!("invalid object key {key:?}{}: {why}", whence()));
+    if key.is_empty() {
+        return Err(refuse("it is empty"));
+    }
+    let (mut parts, path): (Vec<&str>, &str) = match key.strip_prefix('/') {
+        Some(from_root) => (Vec::new(), from_root),
+        None => (dir.split('/').filter(|s| !s.is_empty()).collect(), key),
+    };
+    for segment in path.split('/') {
+        match segment {
+            "" => {
+                return Err(refuse(
+                    "it has an empty path segment (a trailing or double '/')",
+                ))
+            }
+            "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(refuse("'..' goes above the store's root"));
+                }
+            }
+            name => parts.push(name),
+        }
+    }
+    if parts.is_empty() || matches!(path.rsplit('/').next(), Some("." | "..")) {
+        return Err(refuse("it names a directory, not an object"));
+    }
+    let resolved = parts.join("/");
+    validate_key(&resolved).map_err(|e| refuse(e.message()))?;
+    Ok(resolved)
+}
+
 impl LeaseUrl {
     /// Parse a lease URL, a path, or a bare name.
     pub fn parse(s: &str) -> Result<LeaseUrl> {

@@ -194,15 +194,68 @@ fn gcs_and_azure_lease_urls() {
     assert_eq!(LeaseUrl::parse(&l.to_string()).unwrap(), l);
 }
 
+/// A `file://` store whose directory is missing opens (its first write creates it, issue 16);
+/// a path through a regular file is an error naming it.
 #[test]
-fn open_missing_directory_is_a_store_error() {
-    let e = StoreUrl::File {
-        root: "/nonexistent/lease-test-dir".into(),
+fn open_missing_directory_is_deferred_to_the_first_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not/yet");
+    StoreUrl::File {
+        root: missing.clone(),
     }
-    .open()
+    .open_new()
+    .unwrap();
+    assert!(!missing.exists(), "opening created the directory");
+    std::fs::write(dir.path().join("plain"), "x").unwrap();
+    let through_file = dir.path().join("plain/sub");
+    let e = StoreUrl::File {
+        root: through_file.clone(),
+    }
+    .open_new()
     .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Store);
-    assert!(e.message().contains("/nonexistent/lease-test-dir"), "{e}");
+    assert!(e.message().contains("plain"), "{e}");
+}
+
+/// The placement rule of fenced keys: a relative path from the lease's directory.
+#[test]
+fn object_keys_are_relative_to_the_leases_directory() {
+    use super::object_key;
+    let cases = [
+        ("locks/gc", "x", "locks/x"),
+        ("locks/gc", "./x", "locks/x"),
+        ("locks/gc", "jobs/x", "locks/jobs/x"),
+        ("locks/gc", "../x", "x"),
+        ("locks/gc", "/x", "x"),
+        ("locks/gc", "/a/./b/../c", "a/c"),
+        ("gc", "x", "x"),
+        ("gc", "./jobs/x", "jobs/x"),
+        ("", "x", "x"),
+        ("", "/x", "x"),
+    ];
+    for (lease, key, expected) in cases {
+        assert_eq!(
+            object_key(lease, key).unwrap(),
+            expected,
+            "{lease:?} {key:?}"
+        );
+    }
+    for (lease, key) in [
+        ("gc", "../x"),
+        ("locks/gc", "../../x"),
+        ("locks/gc", "/../x"),
+        ("", "../x"),
+        ("gc", ""),
+        ("gc", "/"),
+        ("gc", "."),
+        ("locks/gc", ".."),
+        ("gc", "jobs/"),
+        ("gc", "jobs/."),
+        ("gc", "a//b"),
+    ] {
+        let e = object_key(lease, key).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{lease:?} {key:?}");
+        assert!(e.message().contains(&format!("{key:?}")), "{e}");
+    }
 }
 
 /// `lease doctor s3://bucket/locks` probes under `locks/`: a user allowed only `locks/*` must
