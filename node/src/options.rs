@@ -164,7 +164,7 @@ impl LeaseOptions {
 fn byte_range(r: &[f64]) -> lease::Result<lease::Scope> {
     let bound = |what: &str, v: f64| -> lease::Result<u64> {
         // Whole numbers that a double holds exactly (up to 2^53).
-        if !v.is_finite() || v.fract() != 0.0 || v < 0.0 || v > 9_007_199_254_740_991.0 {
+        if !v.is_finite() || v.fract() != 0.0 || !(0.0..=9_007_199_254_740_991.0).contains(&v) {
             return Err(lease::Error::invalid(format!(
                 "range {what} must be a whole number of bytes, at least 0 (got {v})"
             )));
