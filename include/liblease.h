@@ -50,6 +50,16 @@ typedef enum lease_code {
   LEASE_CONFLICT = 13,
 } lease_code;
 
+// What a held lease was granted (`lease_grant_mode`).
+typedef enum lease_mode {
+  // A plain lease (not a queued lock), or a NULL handle.
+  LEASE_MODE_NONE = 0,
+  // An exclusive grant of a queued lock.
+  LEASE_MODE_EXCLUSIVE = 1,
+  // A shared grant of a queued lock (fenced writes refuse it with `LEASE_INVALID`).
+  LEASE_MODE_SHARED = 2,
+} lease_mode;
+
 // A held lease. Renewed in the background on the runtime until released, lost or freed.
 // Thread-safe: any thread may read it, release it, or register callbacks.
 typedef struct lease lease;
@@ -111,6 +121,22 @@ typedef struct lease_options {
   // Cancels the wait from another thread when cancelled, or NULL. Must stay alive until
   // `lease_acquire` returns.
   const struct lease_cancel_token *cancel;
+  // Queued locks (docs/protocol.md §10), granted in arrival order among conflicting
+  // requests. Non-zero: a shared holder (a reader), beside other shared holders; an
+  // exclusive holder (a writer) holds alone.
+  int32_t shared;
+  // A semaphore of this many permits (1 to 128; implies shared), or 0 for none.
+  uint32_t permits;
+  // Hold only this path of the lock (`"tables/users"`: it conflicts with the paths above
+  // and under it), or NULL.
+  const char *scope;
+  // Hold only the bytes `[range_start, range_end)` of one object (overlapping ranges
+  // conflict); `range_end` 0 means no range.
+  uint64_t range_start;
+  uint64_t range_end;
+  // Non-zero: queue an exclusive request in arrival order (a queued lock) rather than race
+  // for a plain lease. Shared, permits, a scope or a range always queue.
+  int32_t queue;
 } lease_options;
 
 // Called once when a lease is lost: `user_data` as given to `lease_on_lost`, and a one-line
@@ -205,7 +231,10 @@ void lease_store_free(struct lease_store *store);
 // The state of the lease `name` as the store shows it now, as one line of JSON (the shape
 // `lease status --json` prints and every binding exposes): `url`, `state`, `epoch`, `holder`
 // (`id`, `label`, `host`, `pid`, `user`, `client`), `ttl_ms`, `expires_in_ms`, `data`,
-// `acquired_at`, `renewed_at`, `detail`. `state` is `free` (no record), `held`, `released`,
+// `acquired_at`, `renewed_at`, `detail`, and for a queued lock (docs/protocol.md §10)
+// `permits`, `holders` (in the order granted) and `waiting` (in arrival order), each
+// participant `{holder, mode, scope, token, ttl_ms, since, data}` with `scope` `null`,
+// `{"path": …}` or `{"start": …, "end": …}` (all three `null` for a plain lease). `state` is `free` (no record), `held`, `released`,
 // `expired` (a waiter may take it over now), `broken` (by `lease break`: nobody may take it
 // until the broken holder's deadline has surely passed, unless that holder releases) or
 // `corrupt`. `expires_in_ms` (held or broken leases) is the estimated time until a waiter may
@@ -247,7 +276,8 @@ void lease_cancel_token_cancel(const struct lease_cancel_token *token);
 // `lease_acquire` given it is still running.
 void lease_cancel_token_free(struct lease_cancel_token *token);
 
-// The default options: ttl 30 s, wait forever, no label, no data, default poll, no cancel.
+// The default options: ttl 30 s, wait forever, no label, no data, default poll, no cancel,
+// a plain exclusive lease (not shared, no permits, no scope, no range, no queue).
 struct lease_options lease_options_default(void);
 
 // Acquire the lease `name` in `store`, waiting as `opts->wait_ms` says. `opts` may be NULL
@@ -278,6 +308,14 @@ enum lease_code lease_acquire(const struct lease_store *store,
 // # Safety
 // `l` is NULL or a live lease.
 uint64_t lease_epoch(const struct lease *l);
+
+// What a held queued lock granted: `LEASE_MODE_EXCLUSIVE` or `LEASE_MODE_SHARED`;
+// `LEASE_MODE_NONE` for a plain lease (and when `l` is NULL). The grant's fencing token is
+// `lease_epoch`; its scope and the lock's permits are what the request asked for.
+//
+// # Safety
+// `l` is NULL or a live lease.
+enum lease_mode lease_grant_mode(const struct lease *l);
 
 // How long, in ms, this holder may still rely on the lease: 0 once it is lost or released
 // (and when `l` is NULL). Check it, or call `lease_ensure_held`, before each step that needs

@@ -136,6 +136,11 @@ export declare class Lease {
   get key(): string
   /** The ttl in milliseconds. */
   get ttl(): number
+  /**
+   * The grant of a queued lock (`null` for a lease): its mode, token, scope, the lock's
+   * permits.
+   */
+  get grant(): Grant | null
   /** This holder as written in the record. */
   get holder(): Holder
   /**
@@ -246,6 +251,22 @@ export interface GateOptions {
   prefix?: string
 }
 
+/**
+ * What a queued lock granted (`Lease.grant`). Built as JSON (absent values `null`); this
+ * struct only declares its shape for index.d.ts.
+ */
+export interface Grant {
+  mode: 'exclusive' | 'shared'
+  /** The fencing token (the lease's `epoch`): strictly increasing per lock across all modes. */
+  token: number
+  /** The path held, or `null` (the whole lock, or a byte range). */
+  scope: string | null
+  /** The bytes `[start, end)` held, or `null`. */
+  range: [number, number] | null
+  /** The lock's permits, when it is a semaphore (`null` otherwise). */
+  permits: number | null
+}
+
 /** Who holds (or last held) a lease. */
 export interface Holder {
   /** Random per acquisition. */
@@ -300,6 +321,29 @@ export interface LeaseOptions {
    * (default: the ttl, at least 10 s).
    */
   unavailableTimeout?: number | string
+  /**
+   * A shared holder (a reader) of a queued lock: it holds beside other shared holders, while
+   * an exclusive holder (a writer) holds alone. Grants follow arrival order among
+   * conflicting requests, so a waiting writer is not starved by later readers.
+   */
+  shared?: boolean
+  /**
+   * Use the lock as a semaphore of this many permits (1 ..= 128): a shared holder takes one.
+   * Implies `shared`.
+   */
+  permits?: number
+  /**
+   * Hold only this path of the lock (`'tables/users'`): it conflicts with the paths above
+   * and under it, not with its siblings.
+   */
+  scope?: string
+  /** Hold only the bytes `[start, end)` of one object: overlapping ranges conflict. */
+  range?: [number, number]
+  /**
+   * Queue an exclusive request in arrival order (a queued lock) instead of racing for a
+   * plain lease. Shared, permits, a scope or a range always queue.
+   */
+  queue?: boolean
 }
 
 /** A fencing token taken apart. */
@@ -317,6 +361,21 @@ export interface ParsedToken {
  * exports in `LEASE_TOKEN`, or `URL#EPOCH`); throws `LEASE_INVALID` if it is not one.
  */
 export declare function parseToken(token: string): ParsedToken
+
+/** A holder or a waiter of a queued lock (`Status.holders`, `Status.waiting`). */
+export interface Participant {
+  holder: Holder
+  mode: 'exclusive' | 'shared'
+  /** `null` for the whole lock, `{ path }` or `{ start, end }` (bytes, the end excluded). */
+  scope: { path: string } | { start: number; end: number } | null
+  /** The grant's fencing token; `null` while waiting. */
+  token: number | null
+  /** The ttl of its session, in milliseconds. */
+  ttlMs: number
+  /** When it joined the queue. */
+  since: string | null
+  data: string | null
+}
 
 /** The lease at `url` as the store shows it now (needs only read permission). */
 export declare function status(url: string): Promise<Status>
@@ -346,6 +405,12 @@ export interface Status {
   renewedAt: string | null
   /** Why the record is corrupt, when it is. */
   detail: string | null
+  /** A queued lock's permits, when it is a semaphore (`null` otherwise, and for a lease). */
+  permits: number | null
+  /** A queued lock's holders, in the order granted, each with its token (`null` for a lease). */
+  holders: Participant[] | null
+  /** A queued lock's waiters, in arrival order (`null` for a lease). */
+  waiting: Participant[] | null
 }
 
 /** Try once: the lease, or `null` when someone else holds it. */

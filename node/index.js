@@ -150,11 +150,38 @@ function leaseOptions(options, what, allowed) {
     if (typeof v !== 'string') throw typeError(`The "options.${k}" property must be a string, not ${describe(v)}`);
     out[k] = v;
   }
+  for (const k of FLAG_OPTIONS) {
+    const v = o[k];
+    if (v === undefined || v === null || !allowed.includes(k)) continue;
+    if (typeof v !== 'boolean') throw typeError(`The "options.${k}" property must be a boolean, not ${describe(v)}`);
+    out[k] = v;
+  }
+  if (allowed.includes('permits') && o.permits !== undefined && o.permits !== null) {
+    if (typeof o.permits !== 'number') {
+      throw typeError(`The "options.permits" property must be a number, not ${describe(o.permits)}`);
+    }
+    out.permits = o.permits;
+  }
+  if (allowed.includes('scope') && o.scope !== undefined && o.scope !== null) {
+    out.scope = checkString(o.scope, 'options.scope');
+  }
+  if (allowed.includes('range') && o.range !== undefined && o.range !== null) {
+    const r = o.range;
+    if (!Array.isArray(r) || r.length !== 2 || r.some((x) => typeof x !== 'number')) {
+      throw typeError(
+        `The "options.range" property must be [start, end], two numbers of bytes (the end excluded), not ${describe(r)}`,
+      );
+    }
+    out.range = [r[0], r[1]];
+  }
   return { opts: out, signal: allowed.includes('signal') ? checkSignal(o.signal) : undefined };
 }
 
-const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, 'signal'];
-const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS];
+// Queued locks (docs/protocol.md §10): shared/exclusive, semaphores, path and byte-range scopes.
+const FLAG_OPTIONS = ['shared', 'queue'];
+const QUEUE_OPTIONS = [...FLAG_OPTIONS, 'permits', 'scope', 'range'];
+const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'signal'];
+const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS, ...QUEUE_OPTIONS];
 
 function abortError(signal) {
   const e = new Error('The operation was aborted');

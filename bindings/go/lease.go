@@ -30,6 +30,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log"
 	"runtime"
 	"runtime/cgo"
@@ -128,6 +129,61 @@ type Options struct {
 	Data string
 	// PollInterval is how often a waiter re-reads the record (default TTL/10, within 50 ms to 2 s).
 	PollInterval time.Duration
+
+	// Queued locks (docs/protocol.md §10), granted in arrival order among conflicting requests;
+	// Lease.Grant says what was granted.
+
+	// Shared asks for a shared grant (a reader): it holds beside other shared holders, while an
+	// exclusive holder (a writer) holds alone. A waiting writer stops later readers.
+	Shared bool
+	// Permits makes the lock a semaphore of this many permits (1 to 128): a shared holder takes
+	// one. Implies Shared. 0: no permits.
+	Permits uint32
+	// Scope holds only this path of the lock ("tables/users": it conflicts with the paths above
+	// and under it, not with its siblings). "": the whole lock.
+	Scope string
+	// Range holds only the bytes [Start, End) of one object: overlapping ranges conflict.
+	Range *ByteRange
+	// Queue queues an exclusive request in arrival order (a queued lock) rather than racing for
+	// a plain lease. Shared, Permits, Scope and Range always queue.
+	Queue bool
+}
+
+// ByteRange is the bytes [Start, End) of an object (End excluded, above Start).
+type ByteRange struct {
+	Start, End uint64
+}
+
+// Mode is what a queued lock granted: ModeExclusive or ModeShared.
+type Mode int
+
+const (
+	// ModeExclusive: a writer, alone in its scope.
+	ModeExclusive Mode = 1
+	// ModeShared: a reader, beside other readers (fenced writes refuse it with ErrInvalid).
+	ModeShared Mode = 2
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeExclusive:
+		return "exclusive"
+	case ModeShared:
+		return "shared"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Grant is what a queued lock granted (Lease.Grant).
+type Grant struct {
+	Mode Mode
+	// Token is the grant's fencing token (the lease's Epoch): strictly increasing per lock
+	// across all modes and scopes.
+	Token uint64
+	// Scope, Range and Permits are those of the request.
+	Scope   string
+	Range   *ByteRange
+	Permits uint32
 }
 
 // Acquire acquires the lease name, waiting while someone else holds it until ctx is done: it
@@ -193,6 +249,29 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 			frees = append(frees, unsafe.Pointer(p))
 			copts.data = p
 		}
+		if opts.Shared {
+			copts.shared = 1
+		}
+		copts.permits = C.uint32_t(opts.Permits)
+		if opts.Scope != "" {
+			p, err := cString(opts.Scope, "scope")
+			if err != nil {
+				return nil, err
+			}
+			frees = append(frees, unsafe.Pointer(p))
+			copts.scope = p
+		}
+		if r := opts.Range; r != nil {
+			if r.End <= r.Start {
+				return nil, newError(CodeInvalid, fmt.Sprintf(
+					"byte range %d..%d is empty: End must be above Start (End is excluded)", r.Start, r.End))
+			}
+			copts.range_start = C.uint64_t(r.Start)
+			copts.range_end = C.uint64_t(r.End)
+		}
+		if opts.Queue {
+			copts.queue = 1
+		}
 	}
 	byDeadline := false
 	switch deadline, ok := ctx.Deadline(); {
@@ -255,7 +334,17 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 		}
 		return nil, e
 	}
-	return newLease(ptr, s.url)
+	l, err := newLease(ptr, s.url)
+	if err == nil && opts != nil {
+		if g := l.grant; g != nil {
+			g.Scope, g.Permits = opts.Scope, opts.Permits
+			if opts.Range != nil {
+				r := *opts.Range
+				g.Range = &r
+			}
+		}
+	}
+	return l, err
 }
 
 // Lease is a held lease, renewed in the background until released, lost or closed. Safe for
@@ -265,6 +354,8 @@ type Lease struct {
 	ptr   *C.lease
 	epoch uint64
 	token Token
+	// grant is nil for a plain lease.
+	grant *Grant
 	// storeURL is the URL of the store the lease was acquired in (FencedUpdate reads there).
 	storeURL string
 	lost     *lostState
@@ -305,6 +396,12 @@ func goLeaseLost(handle C.uintptr_t, reason *C.char) {
 func newLease(ptr *C.lease, storeURL string) (*Lease, error) {
 	st := &lostState{ch: make(chan struct{})}
 	l := &Lease{ptr: ptr, epoch: uint64(C.lease_epoch(ptr)), storeURL: storeURL, lost: st, handle: cgo.NewHandle(st)}
+	switch C.lease_grant_mode(ptr) {
+	case C.LEASE_MODE_EXCLUSIVE:
+		l.grant = &Grant{Mode: ModeExclusive, Token: l.epoch}
+	case C.LEASE_MODE_SHARED:
+		l.grant = &Grant{Mode: ModeShared, Token: l.epoch}
+	}
 	var ctok *C.char
 	if code := C.lease_token(ptr, &ctok, nil); code == C.LEASE_OK {
 		l.token, _ = ParseToken(C.GoString(ctok))
@@ -341,6 +438,19 @@ func (l *Lease) collected() {
 // is the clock in milliseconds since 1970 (so a record deleted and made again never re-issues
 // an epoch): compare epochs with each other, never with small constants.
 func (l *Lease) Epoch() uint64 { return l.epoch }
+
+// Grant is what a queued lock granted (a copy), or nil for a plain lease.
+func (l *Lease) Grant() *Grant {
+	if l.grant == nil {
+		return nil
+	}
+	g := *l.grant
+	if g.Range != nil {
+		r := *g.Range
+		g.Range = &r
+	}
+	return &g
+}
 
 // Remaining is how long this holder may still rely on the lease: zero once it is lost,
 // released or closed.
@@ -442,6 +552,62 @@ type Status struct {
 	AcquiredAt string
 	RenewedAt  string
 	Detail     string
+	// A queued lock's permits (0: none), its holders in the order granted and its waiters in
+	// arrival order (both nil for a plain lease).
+	Permits uint32
+	Holders []Participant
+	Waiting []Participant
+}
+
+// Participant is a holder or a waiter of a queued lock (Status.Holders, Status.Waiting).
+type Participant struct {
+	Holder Holder
+	Mode   Mode
+	// Scope is the path held ("": the whole lock or a range); Range the bytes (nil: none).
+	Scope string
+	Range *ByteRange
+	// Token is the grant's fencing token; 0 while waiting.
+	Token uint64
+	TTL   time.Duration
+	Since string
+	Data  string
+}
+
+type participantJSON struct {
+	Holder Holder `json:"holder"`
+	Mode   string `json:"mode"`
+	Scope  *struct {
+		Path  *string `json:"path"`
+		Start uint64  `json:"start"`
+		End   uint64  `json:"end"`
+	} `json:"scope"`
+	Token uint64 `json:"token"`
+	TTLMs int64  `json:"ttl_ms"`
+	Since string `json:"since"`
+	Data  string `json:"data"`
+}
+
+func participants(js []participantJSON) []Participant {
+	if js == nil {
+		return nil
+	}
+	out := make([]Participant, 0, len(js))
+	for _, j := range js {
+		p := Participant{Holder: j.Holder, Mode: ModeExclusive, Token: j.Token,
+			TTL: time.Duration(j.TTLMs) * time.Millisecond, Since: j.Since, Data: j.Data}
+		if j.Mode == "shared" {
+			p.Mode = ModeShared
+		}
+		if sc := j.Scope; sc != nil {
+			if sc.Path != nil {
+				p.Scope = *sc.Path
+			} else {
+				p.Range = &ByteRange{Start: sc.Start, End: sc.End}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // Status reads the lease name without writing (read permission suffices).
@@ -464,16 +630,19 @@ func (s *Store) Status(name string) (*Status, error) {
 	raw := C.GoString(cjson)
 	C.lease_string_free(cjson)
 	var j struct {
-		URL         string  `json:"url"`
-		State       string  `json:"state"`
-		Epoch       uint64  `json:"epoch"`
-		Holder      *Holder `json:"holder"`
-		TTLMs       int64   `json:"ttl_ms"`
-		ExpiresInMs int64   `json:"expires_in_ms"`
-		Data        string  `json:"data"`
-		AcquiredAt  string  `json:"acquired_at"`
-		RenewedAt   string  `json:"renewed_at"`
-		Detail      string  `json:"detail"`
+		URL         string            `json:"url"`
+		State       string            `json:"state"`
+		Epoch       uint64            `json:"epoch"`
+		Holder      *Holder           `json:"holder"`
+		TTLMs       int64             `json:"ttl_ms"`
+		ExpiresInMs int64             `json:"expires_in_ms"`
+		Data        string            `json:"data"`
+		AcquiredAt  string            `json:"acquired_at"`
+		RenewedAt   string            `json:"renewed_at"`
+		Detail      string            `json:"detail"`
+		Permits     uint32            `json:"permits"`
+		Holders     []participantJSON `json:"holders"`
+		Waiting     []participantJSON `json:"waiting"`
 	}
 	if err := json.Unmarshal([]byte(raw), &j); err != nil {
 		return nil, newError(CodeInternal, "cannot parse the status liblease returned: "+err.Error())
@@ -482,5 +651,6 @@ func (s *Store) Status(name string) (*Status, error) {
 		URL: j.URL, State: j.State, Epoch: j.Epoch, Holder: j.Holder,
 		TTL: time.Duration(j.TTLMs) * time.Millisecond, ExpiresIn: time.Duration(j.ExpiresInMs) * time.Millisecond,
 		Data: j.Data, AcquiredAt: j.AcquiredAt, RenewedAt: j.RenewedAt, Detail: j.Detail,
+		Permits: j.Permits, Holders: participants(j.Holders), Waiting: participants(j.Waiting),
 	}, nil
 }

@@ -1,7 +1,7 @@
 //! `lease_options`, `lease_acquire` and the held `lease`: epoch, time left, the lost
 //! callback, release.
 
-use lease_core::{Lease, LeaseOptions};
+use lease_core::{Lease, LeaseOptions, Mode, Scope};
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
@@ -34,9 +34,38 @@ pub struct lease_options {
     /// Cancels the wait from another thread when cancelled, or NULL. Must stay alive until
     /// `lease_acquire` returns.
     pub cancel: *const lease_cancel_token,
+    /// Queued locks (docs/protocol.md §10), granted in arrival order among conflicting
+    /// requests. Non-zero: a shared holder (a reader), beside other shared holders; an
+    /// exclusive holder (a writer) holds alone.
+    pub shared: i32,
+    /// A semaphore of this many permits (1 to 128; implies shared), or 0 for none.
+    pub permits: u32,
+    /// Hold only this path of the lock (`"tables/users"`: it conflicts with the paths above
+    /// and under it), or NULL.
+    pub scope: *const c_char,
+    /// Hold only the bytes `[range_start, range_end)` of one object (overlapping ranges
+    /// conflict); `range_end` 0 means no range.
+    pub range_start: u64,
+    pub range_end: u64,
+    /// Non-zero: queue an exclusive request in arrival order (a queued lock) rather than race
+    /// for a plain lease. Shared, permits, a scope or a range always queue.
+    pub queue: i32,
 }
 
-/// The default options: ttl 30 s, wait forever, no label, no data, default poll, no cancel.
+/// What a held lease was granted (`lease_grant_mode`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum lease_mode {
+    /// A plain lease (not a queued lock), or a NULL handle.
+    LEASE_MODE_NONE = 0,
+    /// An exclusive grant of a queued lock.
+    LEASE_MODE_EXCLUSIVE = 1,
+    /// A shared grant of a queued lock (fenced writes refuse it with `LEASE_INVALID`).
+    LEASE_MODE_SHARED = 2,
+}
+
+/// The default options: ttl 30 s, wait forever, no label, no data, default poll, no cancel,
+/// a plain exclusive lease (not shared, no permits, no scope, no range, no queue).
 #[no_mangle]
 pub extern "C" fn lease_options_default() -> lease_options {
     lease_options {
@@ -46,6 +75,12 @@ pub extern "C" fn lease_options_default() -> lease_options {
         data: std::ptr::null(),
         poll_interval_ms: 0,
         cancel: std::ptr::null(),
+        shared: 0,
+        permits: 0,
+        scope: std::ptr::null(),
+        range_start: 0,
+        range_end: 0,
+        queue: 0,
     }
 }
 
@@ -80,8 +115,44 @@ pub(crate) unsafe fn convert_options(
         lo = lo.poll_interval(Duration::from_millis(o.poll_interval_ms));
     }
     // SAFETY: the caller's contract.
+    let scope = unsafe { opt_str_arg(o.scope, "scope") }?;
+    lo = queue_options(lo, &o, scope.as_deref())?;
+    // SAFETY: the caller's contract.
     let cancel = unsafe { o.cancel.as_ref() }.map(|t| t.token.clone());
     Ok((lo, cancel))
+}
+
+/// The queued-lock fields of `o`, checked as the core checks them.
+fn queue_options(
+    mut lo: LeaseOptions,
+    o: &lease_options,
+    scope: Option<&str>,
+) -> Result<LeaseOptions, Failure> {
+    if o.shared != 0 {
+        lo = lo.shared();
+    }
+    if o.permits != 0 {
+        lo = lo.permits(o.permits);
+    }
+    let range = match (o.range_start, o.range_end) {
+        (0, 0) => None,
+        (start, end) => Some(Scope::range(start, end)?),
+    };
+    match (scope, range) {
+        (Some(_), Some(_)) => {
+            return Err(Failure::invalid(
+                "give a scope (a path) or a range (bytes), not both: one request covers one scope",
+            ))
+        }
+        (Some(path), None) => lo = lo.scope(Scope::path(path)?),
+        (None, Some(r)) => lo = lo.scope(r),
+        (None, None) => {}
+    }
+    if o.queue != 0 {
+        lo = lo.queue();
+    }
+    lo.check_queue()?;
+    Ok(lo)
 }
 
 /// A held lease. Renewed in the background on the runtime until released, lost or freed.
@@ -154,6 +225,23 @@ pub unsafe extern "C" fn lease_acquire(
 pub unsafe extern "C" fn lease_epoch(l: *const lease) -> u64 {
     // SAFETY: the caller's contract.
     quiet(0, || Some(unsafe { l.as_ref() }?.held.epoch()))
+}
+
+/// What a held queued lock granted: `LEASE_MODE_EXCLUSIVE` or `LEASE_MODE_SHARED`;
+/// `LEASE_MODE_NONE` for a plain lease (and when `l` is NULL). The grant's fencing token is
+/// `lease_epoch`; its scope and the lock's permits are what the request asked for.
+///
+/// # Safety
+/// `l` is NULL or a live lease.
+#[no_mangle]
+pub unsafe extern "C" fn lease_grant_mode(l: *const lease) -> lease_mode {
+    // SAFETY: the caller's contract.
+    quiet(lease_mode::LEASE_MODE_NONE, || {
+        Some(match unsafe { l.as_ref() }?.held.grant()?.mode {
+            Mode::Exclusive => lease_mode::LEASE_MODE_EXCLUSIVE,
+            Mode::Shared => lease_mode::LEASE_MODE_SHARED,
+        })
+    })
 }
 
 /// How long, in ms, this holder may still rely on the lease: 0 once it is lost or released

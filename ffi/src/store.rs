@@ -71,7 +71,10 @@ pub unsafe extern "C" fn lease_store_free(store: *mut lease_store) {
 /// The state of the lease `name` as the store shows it now, as one line of JSON (the shape
 /// `lease status --json` prints and every binding exposes): `url`, `state`, `epoch`, `holder`
 /// (`id`, `label`, `host`, `pid`, `user`, `client`), `ttl_ms`, `expires_in_ms`, `data`,
-/// `acquired_at`, `renewed_at`, `detail`. `state` is `free` (no record), `held`, `released`,
+/// `acquired_at`, `renewed_at`, `detail`, and for a queued lock (docs/protocol.md §10)
+/// `permits`, `holders` (in the order granted) and `waiting` (in arrival order), each
+/// participant `{holder, mode, scope, token, ttl_ms, since, data}` with `scope` `null`,
+/// `{"path": …}` or `{"start": …, "end": …}` (all three `null` for a plain lease). `state` is `free` (no record), `held`, `released`,
 /// `expired` (a waiter may take it over now), `broken` (by `lease break`: nobody may take it
 /// until the broken holder's deadline has surely passed, unless that holder releases) or
 /// `corrupt`. `expires_in_ms` (held or broken leases) is the estimated time until a waiter may

@@ -69,6 +69,25 @@ pub fn release_all(env: usize) {
     });
 }
 
+/// What a queued lock granted (`Lease.grant`). Built as JSON (absent values `null`); this
+/// struct only declares its shape for index.d.ts.
+#[napi(object)]
+pub struct Grant {
+    #[napi(ts_type = "'exclusive' | 'shared'")]
+    pub mode: String,
+    /// The fencing token (the lease's `epoch`): strictly increasing per lock across all modes.
+    pub token: f64,
+    /// The path held, or `null` (the whole lock, or a byte range).
+    #[napi(ts_type = "string | null")]
+    pub scope: crate::status::Nullable,
+    /// The bytes `[start, end)` held, or `null`.
+    #[napi(ts_type = "[number, number] | null")]
+    pub range: crate::status::Nullable,
+    /// The lock's permits, when it is a semaphore (`null` otherwise).
+    #[napi(ts_type = "number | null")]
+    pub permits: crate::status::Nullable,
+}
+
 /// A held lease. `epoch` is its fencing token; it renews itself in the background until
 /// `release()` (or `await using` / `[Symbol.asyncDispose]`), or until it is lost, which aborts
 /// `signal` and rejects `lost` with a `LEASE_LOST` error.
@@ -127,6 +146,27 @@ impl Lease {
     #[napi(getter)]
     pub fn ttl(&self) -> f64 {
         ms(self.inner.ttl())
+    }
+
+    /// The grant of a queued lock (`null` for a lease): its mode, token, scope, the lock's
+    /// permits.
+    #[napi(getter, ts_return_type = "Grant | null")]
+    pub fn grant(&self) -> serde_json::Value {
+        let Some(g) = self.inner.grant() else {
+            return serde_json::Value::Null;
+        };
+        let (scope, range) = match &g.scope {
+            lease::Scope::Whole => (None, None),
+            lease::Scope::Path(p) => (Some(p.as_str()), None),
+            lease::Scope::Range { start, end } => (None, Some([*start, *end])),
+        };
+        serde_json::json!({
+            "mode": g.mode.as_str(),
+            "token": g.token,
+            "scope": scope,
+            "range": range,
+            "permits": g.permits,
+        })
     }
 
     /// This holder as written in the record.

@@ -40,6 +40,23 @@ pub struct LeaseOptions {
     /// rejects with `LEASE_UNAVAILABLE`, also when waiting for a holder without `wait`
     /// (default: the ttl, at least 10 s).
     pub unavailable_timeout: Option<Either<f64, String>>,
+    /// A shared holder (a reader) of a queued lock: it holds beside other shared holders, while
+    /// an exclusive holder (a writer) holds alone. Grants follow arrival order among
+    /// conflicting requests, so a waiting writer is not starved by later readers.
+    pub shared: Option<bool>,
+    /// Use the lock as a semaphore of this many permits (1 ..= 128): a shared holder takes one.
+    /// Implies `shared`.
+    #[napi(ts_type = "number")]
+    pub permits: Option<f64>,
+    /// Hold only this path of the lock (`'tables/users'`): it conflicts with the paths above
+    /// and under it, not with its siblings.
+    pub scope: Option<String>,
+    /// Hold only the bytes `[start, end)` of one object: overlapping ranges conflict.
+    #[napi(ts_type = "[number, number]")]
+    pub range: Option<Vec<f64>>,
+    /// Queue an exclusive request in arrival order (a queued lock) instead of racing for a
+    /// plain lease. Shared, permits, a scope or a range always queue.
+    pub queue: Option<bool>,
 }
 
 /// Stands in for the `signal` field: the JavaScript layer turns an `AbortSignal` into a
@@ -104,7 +121,62 @@ impl LeaseOptions {
         if let Some(u) = &self.unavailable_timeout {
             o.unavailable_timeout = Some(time("unavailableTimeout", u)?);
         }
+        self.queue_options(o)
+    }
+
+    /// The queued-lock options (docs/protocol.md §10), checked as the core checks them.
+    fn queue_options(&self, mut o: lease::LeaseOptions) -> lease::Result<lease::LeaseOptions> {
+        if self.shared == Some(true) {
+            o = o.shared();
+        }
+        if let Some(n) = self.permits {
+            if !(n.is_finite() && n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n)) {
+                return Err(lease::Error::invalid(format!(
+                    "permits must be a whole number from 1 to 128 (got {n})"
+                )));
+            }
+            o = o.permits(n as u32);
+        }
+        let range = match &self.range {
+            None => None,
+            Some(r) => Some(byte_range(r)?),
+        };
+        match (&self.scope, range) {
+            (Some(_), Some(_)) => {
+                return Err(lease::Error::invalid(
+                    "give a scope (a path) or a range (bytes), not both: one request covers one \
+                     scope",
+                ))
+            }
+            (Some(path), None) => o = o.scope(lease::Scope::path(path)?),
+            (None, Some(r)) => o = o.scope(r),
+            (None, None) => {}
+        }
+        if self.queue == Some(true) {
+            o = o.queue();
+        }
+        o.check_queue()?;
         Ok(o)
+    }
+}
+
+/// `range: [start, end]`: two whole numbers of bytes, the end excluded.
+fn byte_range(r: &[f64]) -> lease::Result<lease::Scope> {
+    let bound = |what: &str, v: f64| -> lease::Result<u64> {
+        // Whole numbers that a double holds exactly (up to 2^53).
+        if !v.is_finite() || v.fract() != 0.0 || !(0.0..=9_007_199_254_740_991.0).contains(&v) {
+            return Err(lease::Error::invalid(format!(
+                "range {what} must be a whole number of bytes, at least 0 (got {v})"
+            )));
+        }
+        Ok(v as u64)
+    };
+    match r {
+        [start, end] => lease::Scope::range(bound("start", *start)?, bound("end", *end)?),
+        _ => Err(lease::Error::invalid(format!(
+            "range must be [start, end] (bytes, the end excluded), not {} numbers",
+            r.len()
+        ))),
     }
 }
 

@@ -31,6 +31,8 @@ pub(crate) fn camel(v: serde_json::Value) -> serde_json::Value {
                 })
                 .collect(),
         ),
+        // Arrays too: a queued lock's `holders` and `waiting` hold objects (`ttl_ms`).
+        serde_json::Value::Array(a) => serde_json::Value::Array(a.into_iter().map(camel).collect()),
         other => other,
     }
 }
@@ -87,6 +89,36 @@ pub struct Status {
     /// Why the record is corrupt, when it is.
     #[napi(ts_type = "string | null")]
     pub detail: Nullable,
+    /// A queued lock's permits, when it is a semaphore (`null` otherwise, and for a lease).
+    #[napi(ts_type = "number | null")]
+    pub permits: Nullable,
+    /// A queued lock's holders, in the order granted, each with its token (`null` for a lease).
+    #[napi(ts_type = "Participant[] | null")]
+    pub holders: Nullable,
+    /// A queued lock's waiters, in arrival order (`null` for a lease).
+    #[napi(ts_type = "Participant[] | null")]
+    pub waiting: Nullable,
+}
+
+/// A holder or a waiter of a queued lock (`Status.holders`, `Status.waiting`).
+#[napi(object)]
+pub struct Participant {
+    pub holder: Holder,
+    #[napi(ts_type = "'exclusive' | 'shared'")]
+    pub mode: String,
+    /// `null` for the whole lock, `{ path }` or `{ start, end }` (bytes, the end excluded).
+    #[napi(ts_type = "{ path: string } | { start: number; end: number } | null")]
+    pub scope: Nullable,
+    /// The grant's fencing token; `null` while waiting.
+    #[napi(ts_type = "number | null")]
+    pub token: Nullable,
+    /// The ttl of its session, in milliseconds.
+    pub ttl_ms: f64,
+    /// When it joined the queue.
+    #[napi(ts_type = "string | null")]
+    pub since: Nullable,
+    #[napi(ts_type = "string | null")]
+    pub data: Nullable,
 }
 
 /// Who holds (or last held) a lease.

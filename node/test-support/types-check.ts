@@ -25,6 +25,21 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
     await l.fencedUpdate('data/b', async (old) => Buffer.from(old?.data ?? ''));
     void [epoch, left, s, lost, token, v, deleted, writer, v2];
   }
+  {
+    // Queued locks: shared, permits, scopes; the grant; holders and waiters.
+    const r = await lease.acquire(url, { shared: true, pollInterval: '100ms', signal });
+    const g: lease.Grant | null = r.grant;
+    const mode: 'exclusive' | 'shared' | undefined = g?.mode;
+    const range: [number, number] | null | undefined = g?.range;
+    await lease.acquire(url, { permits: 3, scope: 'tables/users', queue: true });
+    await lease.tryAcquire(url, { range: [0, 4096] });
+    const q: Status = await lease.status(url);
+    const holders: lease.Participant[] | null = q.holders;
+    const firstToken: number | null | undefined = q.waiting?.[0]?.token;
+    const permits: number | null = q.permits;
+    void [mode, range, holders, firstToken, permits];
+    await r.release();
+  }
   const maybe: Lease | null = await lease.tryAcquire(url, { ttl: 30_000 });
   if (maybe) await maybe.release();
   const st: Status = await lease.status(url);

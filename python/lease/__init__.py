@@ -26,6 +26,7 @@ from typing import (
     Callable,
     Iterator,
     Optional,
+    Tuple,
     Union,
 )
 
@@ -46,7 +47,17 @@ from ._errors import (
     StoreUnavailable,
 )
 from ._lease import Lease
-from ._types import FencedObject, Holder, Leader, State, Status, Token
+from ._types import (
+    FencedObject,
+    Grant,
+    Holder,
+    Leader,
+    Mode,
+    Participant,
+    State,
+    Status,
+    Token,
+)
 
 __version__: str = _lease.__version__
 
@@ -68,6 +79,9 @@ __all__ = [
     "Watch",
     "LeaderObserver",
     "Holder",
+    "Grant",
+    "Participant",
+    "Mode",
     "Status",
     "State",
     "Leader",
@@ -108,6 +122,12 @@ def acquire(
     data: Optional[str] = None,
     on_lost: OnLost = None,
     unavailable_timeout: Optional[Seconds] = None,
+    shared: bool = False,
+    permits: Optional[int] = None,
+    scope: Optional[str] = None,
+    range: Optional[Tuple[int, int]] = None,
+    queue: bool = False,
+    poll: Optional[Seconds] = None,
 ) -> Lease:
     """Acquire the lease at ``url``, waiting up to ``wait`` seconds (``None``: as long as a
     holder keeps it, ``0``: try once and raise :class:`LeaseHeld`). Raises
@@ -122,8 +142,19 @@ def acquire(
     ``label``: for people (shown by ``status``). ``data``: a small payload for others to read.
     ``on_lost``: called once with a :class:`LeaseLost` if the lease is lost, from the library's
     notifier thread (an exception it raises is logged to the ``lease`` logger).
+
+    Queued locks (docs/protocol.md §10; granted in arrival order among conflicting requests,
+    :attr:`Lease.grant` says what was granted): ``shared=True`` holds beside other shared
+    holders (readers) while an exclusive holder (a writer) holds alone; ``permits=N`` makes the
+    lock a semaphore of N (implies shared); ``scope="tables/users"`` holds a path (it conflicts
+    with the paths above and under it), ``range=(start, end)`` the bytes ``[start, end)`` of one
+    object (overlapping ranges conflict); ``queue=True`` queues an exclusive request too.
+    ``poll``: how often a waiter reads the lock (default ttl/10 within 50 ms..2 s).
     """
-    lease = _lease._acquire(url, ttl, wait, label, data, on_lost, unavailable_timeout)
+    lease = _lease._acquire(
+        url, ttl, wait, label, data, on_lost, unavailable_timeout,
+        shared, permits, scope, range, queue, poll,
+    )
     _live.add(lease)
     return lease
 
@@ -135,9 +166,18 @@ def try_acquire(
     label: Optional[str] = None,
     data: Optional[str] = None,
     on_lost: OnLost = None,
+    shared: bool = False,
+    permits: Optional[int] = None,
+    scope: Optional[str] = None,
+    range: Optional[Tuple[int, int]] = None,
+    queue: bool = False,
+    poll: Optional[Seconds] = None,
 ) -> Optional[Lease]:
-    """Try once: the :class:`Lease`, or ``None`` when someone else holds it."""
-    lease = _lease._try_acquire(url, ttl, label, data, on_lost)
+    """Try once: the :class:`Lease`, or ``None`` when someone else holds it (or, for a queued
+    lock, when it cannot be granted now). The queued-lock options are :func:`acquire`'s."""
+    lease = _lease._try_acquire(
+        url, ttl, label, data, on_lost, shared, permits, scope, range, queue, poll
+    )
     if lease is not None:
         _live.add(lease)
     return lease
@@ -152,6 +192,12 @@ def acquire_async(
     data: Optional[str] = None,
     on_lost: OnLost = None,
     unavailable_timeout: Optional[Seconds] = None,
+    shared: bool = False,
+    permits: Optional[int] = None,
+    scope: Optional[str] = None,
+    range: Optional[Tuple[int, int]] = None,
+    queue: bool = False,
+    poll: Optional[Seconds] = None,
 ) -> AcquireAsync:
     """:func:`acquire` for asyncio: ``l = await lease.acquire_async(url)``, or
     ``async with lease.acquire_async(url) as l:`` (released on exit). Cancelling the task
@@ -159,7 +205,8 @@ def acquire_async(
 
     def start(done: Callable[[bool, object], None]) -> _lease.Pending:
         return _lease._acquire_start(
-            url, ttl, wait, label, data, on_lost, unavailable_timeout, done
+            url, ttl, wait, label, data, on_lost, unavailable_timeout,
+            shared, permits, scope, range, queue, poll, done,
         )
 
     return AcquireAsync(start)

@@ -5,7 +5,7 @@ import threading
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union, final
 
 from ._errors import LeaseError, LeaseLost
-from ._types import FencedObject, Holder
+from ._types import FencedObject, Grant, Holder
 
 __version__: str
 
@@ -33,6 +33,10 @@ class Lease:
     def token(self) -> str:
         """``URL#EPOCH@HOLDER``, to hand to resources that check it
         (:func:`lease.parse_token` takes it apart)."""
+    @property
+    def grant(self) -> Optional[Grant]:
+        """The grant of a queued lock (mode, token, scope, range, permits); ``None`` for a
+        lease."""
     @property
     def holder(self) -> Holder: ...
     @property
@@ -174,6 +178,12 @@ def _acquire(
     data: Optional[str],
     on_lost: _OnLost,
     unavailable_timeout: Optional[_Seconds],
+    shared: Optional[bool],
+    permits: Optional[int],
+    scope: Optional[str],
+    range: Optional[Tuple[int, int]],
+    queue: Optional[bool],
+    poll: Optional[_Seconds],
 ) -> Lease: ...
 def _try_acquire(
     url: _URL,
@@ -181,6 +191,12 @@ def _try_acquire(
     label: Optional[str],
     data: Optional[str],
     on_lost: _OnLost,
+    shared: Optional[bool],
+    permits: Optional[int],
+    scope: Optional[str],
+    range: Optional[Tuple[int, int]],
+    queue: Optional[bool],
+    poll: Optional[_Seconds],
 ) -> Optional[Lease]: ...
 def _acquire_start(
     url: _URL,
@@ -190,6 +206,12 @@ def _acquire_start(
     data: Optional[str],
     on_lost: _OnLost,
     unavailable_timeout: Optional[_Seconds],
+    shared: Optional[bool],
+    permits: Optional[int],
+    scope: Optional[str],
+    range: Optional[Tuple[int, int]],
+    queue: Optional[bool],
+    poll: Optional[_Seconds],
     done: _Done,
 ) -> Pending: ...
 def _seconds(name: str, value: object) -> float: ...

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Literal, NamedTuple, Optional
+from typing import Any, Dict, List, Literal, NamedTuple, Optional, Tuple
 
 #: What a lease looks like from outside (``Status.state``).
 State = Literal["free", "held", "released", "expired", "broken", "corrupt"]
@@ -31,6 +31,67 @@ class Holder(NamedTuple):
         return f"{who} ({', '.join(details)})"
 
 
+#: A queued lock's grant or request: ``"exclusive"`` (a writer) or ``"shared"`` (a reader).
+Mode = Literal["exclusive", "shared"]
+
+
+def _scope_of(scope: Optional[Dict[str, Any]]) -> Tuple[Optional[str], Optional[Tuple[int, int]]]:
+    """The JSON scope (``null``, ``{"path": …}``, ``{"start": …, "end": …}``) as
+    ``(scope, range)``, the way ``acquire`` takes them."""
+    if scope is None:
+        return None, None
+    if "path" in scope:
+        return str(scope["path"]), None
+    return None, (int(scope["start"]), int(scope["end"]))
+
+
+class Grant(NamedTuple):
+    """The grant of a queued lock (``Lease.grant``; ``None`` for a plain lease)."""
+
+    mode: Mode
+    token: int
+    """The fencing token (``Lease.epoch``): strictly increasing per lock across all modes."""
+    scope: Optional[str] = None
+    """The path held, or ``None`` (the whole lock, or a byte range)."""
+    range: Optional[Tuple[int, int]] = None
+    """The bytes ``(start, end)`` held (the end excluded), or ``None``."""
+    permits: Optional[int] = None
+    """The lock's permits, when it is a semaphore."""
+
+
+class Participant(NamedTuple):
+    """A holder or a waiter of a queued lock (``Status.holders``, ``Status.waiting``)."""
+
+    holder: Holder
+    mode: Mode
+    scope: Optional[str]
+    range: Optional[Tuple[int, int]]
+    token: Optional[int]
+    """The grant's fencing token; ``None`` while waiting."""
+    ttl: float
+    """The ttl of its session, in seconds."""
+    since: Optional[str]
+    data: Optional[str]
+
+    @classmethod
+    def _from_json(cls, d: Dict[str, Any]) -> "Participant":
+        scope, rng = _scope_of(d.get("scope"))
+        return cls(
+            holder=Holder(**d["holder"]),
+            mode=d["mode"],
+            scope=scope,
+            range=rng,
+            token=d.get("token"),
+            ttl=d["ttl_ms"] / 1000.0,
+            since=d.get("since"),
+            data=d.get("data"),
+        )
+
+
+def _participants(items: Optional[List[Dict[str, Any]]]) -> Optional[List[Participant]]:
+    return None if items is None else [Participant._from_json(p) for p in items]
+
+
 def _opt_seconds(ms: Optional[int]) -> Optional[float]:
     return None if ms is None else ms / 1000.0
 
@@ -47,6 +108,10 @@ class Status:
     after the last write, by the store's clock); the holder itself stops relying on it sooner.
     Durations are in seconds; :meth:`to_json` gives the exact JSON shape of
     ``lease status --json`` (``ttl_ms``, ``expires_in_ms``).
+
+    For a queued lock (shared, permits, scopes: docs/protocol.md §10) ``holders`` lists the
+    grants in the order granted, ``waiting`` the waiters in arrival order, and ``permits`` the
+    semaphore's size; all three are ``None`` for a plain lease.
     """
 
     url: str
@@ -59,6 +124,9 @@ class Status:
     acquired_at: Optional[str]
     renewed_at: Optional[str]
     detail: Optional[str]
+    permits: Optional[int]
+    holders: Optional[List[Participant]]
+    waiting: Optional[List[Participant]]
     json: Dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -75,6 +143,9 @@ class Status:
             acquired_at=d.get("acquired_at"),
             renewed_at=d.get("renewed_at"),
             detail=d.get("detail"),
+            permits=d.get("permits"),
+            holders=_participants(d.get("holders")),
+            waiting=_participants(d.get("waiting")),
             json=d,
         )
 

@@ -17,8 +17,8 @@ async fn acquire_future(
     t.client.acquire_with_cancel(&t.key, &opts, &cancel).await
 }
 
-/// acquire(url, ttl, wait, label, data, on_lost, unavailable_timeout) -> Lease: blocks (GIL
-/// released) until held.
+/// acquire(url, ttl, wait, label, data, on_lost, unavailable_timeout, shared, permits, scope,
+/// range, queue, poll) -> Lease: blocks (GIL released) until held.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn _acquire(
@@ -30,23 +30,42 @@ pub fn _acquire(
     data: &Bound<'_, PyAny>,
     on_lost: &Bound<'_, PyAny>,
     unavailable_timeout: &Bound<'_, PyAny>,
+    shared: &Bound<'_, PyAny>,
+    permits: &Bound<'_, PyAny>,
+    scope: &Bound<'_, PyAny>,
+    range: &Bound<'_, PyAny>,
+    queue: &Bound<'_, PyAny>,
+    poll: &Bound<'_, PyAny>,
 ) -> PyResult<PyLease> {
     crate::log::refresh_level(py, false);
     let t = options::target(url)?;
-    let opts = options::options(
+    let mut opts = options::options(
         ttl,
         Some(wait),
         Some(label),
         Some(data),
         Some(unavailable_timeout),
     )?;
+    options::queue_options(
+        &mut opts,
+        &options::QueueArgs {
+            shared,
+            permits,
+            scope,
+            range,
+            queue,
+            poll,
+        },
+    )?;
     let cancel = CancellationToken::new();
     let lease = block(py, acquire_future(t, opts, cancel.clone()), Some(&cancel))?.py()?;
     PyLease::wrap(py, lease, Some(on_lost))
 }
 
-/// try_acquire(url, ttl, label, data, on_lost) -> Lease | None.
+/// try_acquire(url, ttl, label, data, on_lost, shared, permits, scope, range, queue, poll) ->
+/// Lease | None.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 pub fn _try_acquire(
     py: Python<'_>,
     url: &Bound<'_, PyAny>,
@@ -54,10 +73,27 @@ pub fn _try_acquire(
     label: &Bound<'_, PyAny>,
     data: &Bound<'_, PyAny>,
     on_lost: &Bound<'_, PyAny>,
+    shared: &Bound<'_, PyAny>,
+    permits: &Bound<'_, PyAny>,
+    scope: &Bound<'_, PyAny>,
+    range: &Bound<'_, PyAny>,
+    queue: &Bound<'_, PyAny>,
+    poll: &Bound<'_, PyAny>,
 ) -> PyResult<Option<PyLease>> {
     crate::log::refresh_level(py, false);
     let t = options::target(url)?;
-    let opts = options::options(ttl, None, Some(label), Some(data), None)?;
+    let mut opts = options::options(ttl, None, Some(label), Some(data), None)?;
+    options::queue_options(
+        &mut opts,
+        &options::QueueArgs {
+            shared,
+            permits,
+            scope,
+            range,
+            queue,
+            poll,
+        },
+    )?;
     let got = block(
         py,
         async move { t.client.try_acquire(&t.key, &opts).await },
@@ -79,16 +115,33 @@ pub fn _acquire_start(
     data: &Bound<'_, PyAny>,
     on_lost: &Bound<'_, PyAny>,
     unavailable_timeout: &Bound<'_, PyAny>,
+    shared: &Bound<'_, PyAny>,
+    permits: &Bound<'_, PyAny>,
+    scope: &Bound<'_, PyAny>,
+    range: &Bound<'_, PyAny>,
+    queue: &Bound<'_, PyAny>,
+    poll: &Bound<'_, PyAny>,
     done: Py<PyAny>,
 ) -> PyResult<Pending> {
     crate::log::refresh_level(py, false);
     let t = options::target(url)?;
-    let opts = options::options(
+    let mut opts = options::options(
         ttl,
         Some(wait),
         Some(label),
         Some(data),
         Some(unavailable_timeout),
+    )?;
+    options::queue_options(
+        &mut opts,
+        &options::QueueArgs {
+            shared,
+            permits,
+            scope,
+            range,
+            queue,
+            poll,
+        },
     )?;
     let on_lost = on_lost.clone().unbind();
     if !on_lost.is_none(py) {

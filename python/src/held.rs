@@ -267,6 +267,29 @@ impl PyLease {
         self.inner.token().to_string()
     }
 
+    /// The grant of a queued lock (`lease._types.Grant`: mode, scope, range, token, permits),
+    /// or None for a lease.
+    #[getter]
+    fn grant<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        static GRANT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let Some(g) = self.inner.grant() else {
+            return Ok(None);
+        };
+        let (scope, range) = match &g.scope {
+            lease::Scope::Whole => (None, None),
+            lease::Scope::Path(p) => (Some(p.clone()), None),
+            lease::Scope::Range { start, end } => (None, Some((*start, *end))),
+        };
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("mode", g.mode.as_str())?;
+        kwargs.set_item("token", g.token)?;
+        kwargs.set_item("scope", scope)?;
+        kwargs.set_item("range", range)?;
+        kwargs.set_item("permits", g.permits)?;
+        let cls = import_attr(py, &GRANT, "lease._types", "Grant")?;
+        cls.call((), Some(&kwargs)).map(Some)
+    }
+
     /// This holder, as written in the record.
     #[getter]
     fn holder<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -7,10 +7,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyString};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyList, PyString, PyTuple,
+};
 
 use crate::error::{invalid, type_error, IntoPyResult};
-use lease::{Client, LeaseOptions, LeaseUrl, StoreUrl};
+use lease::{Client, LeaseOptions, LeaseUrl, Scope, StoreUrl};
 
 /// The longest duration accepted anywhere (longer ones are certainly mistakes).
 const MAX_SECONDS: f64 = 100.0 * 365.0 * 24.0 * 3600.0;
@@ -278,12 +280,128 @@ pub fn ttl_seconds(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     if bare_number && ttl > MAX_TTL_NUMBER {
         let (secs, long) = (ttl.as_secs_f64(), lease::format_duration(ttl));
         return Err(invalid(format!(
-            "ttl={obj} is {long}: numbers are seconds in Python, and a bare number above {} is              refused as a likely milliseconds mix-up (ttl={} for {obj} ms); if a ttl this long              is meant, pass it with its unit: ttl=\"{long}\" (or a timedelta)",
+            "ttl={obj} is {long}: numbers are seconds in Python, and a bare number above {} is \
+             refused as a likely milliseconds mix-up (ttl={} for {obj} ms); if a ttl this long \
+             is meant, pass it with its unit: ttl=\"{long}\" (or a timedelta)",
             MAX_TTL_NUMBER.as_secs(),
             secs / 1000.0,
         )));
     }
     Ok(ttl)
+}
+
+/// The queued-lock keyword arguments (docs/protocol.md §10): `shared`, `permits`, `scope` (a
+/// path), `range` (a `(start, end)` pair of ints, the end excluded), `queue`, `poll`.
+pub struct QueueArgs<'a, 'py> {
+    pub shared: &'a Bound<'py, PyAny>,
+    pub permits: &'a Bound<'py, PyAny>,
+    pub scope: &'a Bound<'py, PyAny>,
+    pub range: &'a Bound<'py, PyAny>,
+    pub queue: &'a Bound<'py, PyAny>,
+    pub poll: &'a Bound<'py, PyAny>,
+}
+
+fn flag(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if obj.is_none() {
+        return Ok(false);
+    }
+    if obj.is_instance_of::<PyBool>() {
+        return obj.extract::<bool>();
+    }
+    Err(type_error(format!(
+        "{name} must be a bool, not {}",
+        type_name(obj)
+    )))
+}
+
+/// A non-negative int (not a bool); out of range for `u64` is `InvalidArgument`.
+fn whole_number(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(type_error(format!(
+            "{name} must be an int, not {}",
+            type_name(obj)
+        )));
+    }
+    match obj.extract::<i128>() {
+        Ok(i) if i < 0 => Err(invalid(format!("{name}={i} is negative"))),
+        Ok(i) => u64::try_from(i).map_err(|_| invalid(format!("{name}={i} is out of range"))),
+        Err(_) => Err(invalid(format!("{name}={obj} is out of range"))),
+    }
+}
+
+/// `range=(start, end)`: a tuple or list of two ints, bytes `[start, end)`.
+fn byte_range(obj: &Bound<'_, PyAny>) -> PyResult<Scope> {
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(t) = obj.cast::<PyTuple>() {
+        t.iter().collect()
+    } else if let Ok(l) = obj.cast::<PyList>() {
+        l.iter().collect()
+    } else {
+        return Err(type_error(format!(
+            "range must be a (start, end) tuple of ints (bytes, the end excluded), not {}",
+            type_name(obj)
+        )));
+    };
+    if items.len() != 2 {
+        return Err(type_error(format!(
+            "range must be a (start, end) pair of ints, not a sequence of {}",
+            items.len()
+        )));
+    }
+    let start = whole_number("range start", &items[0])?;
+    let end = whole_number("range end", &items[1])?;
+    Scope::range(start, end).py()
+}
+
+/// Apply the queued-lock arguments to `opts`, checked as the core checks them.
+pub fn queue_options(opts: &mut LeaseOptions, q: &QueueArgs<'_, '_>) -> PyResult<()> {
+    if flag("shared", q.shared)? {
+        *opts = std::mem::take(opts).shared();
+    }
+    if !q.permits.is_none() {
+        let n = whole_number("permits", q.permits)?;
+        let n = u32::try_from(n).map_err(|_| invalid(format!("permits={n} is out of range")))?;
+        *opts = std::mem::take(opts).permits(n);
+    }
+    let scope = if q.scope.is_none() {
+        None
+    } else {
+        match q.scope.cast::<PyString>() {
+            Ok(s) => {
+                let text = s.to_cow().map_err(|_| {
+                    invalid("scope is not valid UTF-8 (it contains a lone surrogate)")
+                })?;
+                Some(Scope::path(&text).py()?)
+            }
+            Err(_) => {
+                return Err(type_error(format!(
+                    "scope must be a str (a path such as \"tables/users\") or None, not {}",
+                    type_name(q.scope)
+                )))
+            }
+        }
+    };
+    let range = if q.range.is_none() {
+        None
+    } else {
+        Some(byte_range(q.range)?)
+    };
+    match (scope, range) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "give a scope (a path) or a range (bytes), not both: one request covers one scope",
+            ))
+        }
+        (Some(s), None) | (None, Some(s)) => *opts = std::mem::take(opts).scope(s),
+        (None, None) => {}
+    }
+    if flag("queue", q.queue)? {
+        *opts = std::mem::take(opts).queue();
+    }
+    // The core checks its range (1 ms ..= 1 h) with the other timings.
+    if let Some(poll) = opt_seconds("poll", Some(q.poll))? {
+        *opts = std::mem::take(opts).poll_interval(poll);
+    }
+    opts.check_queue().py()
 }
 
 /// Check a duration argument the way every call does (used by the Python layer for `poll`).

@@ -1238,6 +1238,233 @@ static void test_fencing_bad_input(void) {
 
 /* ---------------------------------------------------------------------------------------- */
 
+/* ---------------------------------------------------------------------------------------- */
+/* Queued locks (docs/protocol.md §10): shared readers and a writer, a semaphore, ranges. */
+
+static lease_options queue_opts(const char *label, int shared) {
+  lease_options o = lease_options_default();
+  o.ttl_ms = 10000;
+  o.wait_ms = 60000;
+  o.poll_interval_ms = 100;
+  o.label = label;
+  o.shared = shared;
+  o.queue = 1;
+  return o;
+}
+
+struct queued_acquire {
+  lease_store *store;
+  const char *name;
+  lease_options opts;
+  lease *got;
+  atomic_int done;
+};
+
+static void *queued_acquirer(void *arg) {
+  struct queued_acquire *q = arg;
+  lease_error *err = NULL;
+  lease_code c = lease_acquire(q->store, q->name, &q->opts, &q->got, &err);
+  if (c != LEASE_OK) {
+    fprintf(stderr, "queued acquire: %s: %s\n", lease_code_name(c), lease_error_message(err));
+    lease_error_free(err);
+    q->got = NULL;
+  }
+  atomic_store(&q->done, 1);
+  return NULL;
+}
+
+/* The labels of the waiters in the status JSON, in order, as "a,b," (a test-sized parse). */
+static void waiting_labels(lease_store *store, const char *name, char *out, size_t len) {
+  char *json = NULL;
+  CHECK_CODE(LEASE_OK, lease_status(store, name, &json, &err));
+  out[0] = '\0';
+  const char *w = strstr(json, "\"waiting\":[");
+  for (const char *p = w ? strstr(w, "\"label\":\"") : NULL; p; p = strstr(p, "\"label\":\"")) {
+    p += strlen("\"label\":\"");
+    const char *end = strchr(p, '"');
+    size_t used = strlen(out);
+    snprintf(out + used, len - used, "%.*s,", (int)(end - p), p);
+  }
+  lease_string_free(json);
+}
+
+static void wait_for_waiters(lease_store *store, const char *name, const char *want) {
+  char got[256];
+  for (int i = 0; i < 1500; i++) {
+    waiting_labels(store, name, got, sizeof got);
+    if (strcmp(got, want) == 0) return;
+    sleep_ms(20);
+  }
+  fprintf(stderr, "waiters are \"%s\", expected \"%s\"\n", got, want);
+  exit(1);
+}
+
+/* Two readers hold at once; a writer waits for both; a reader arriving after the writer waits
+ * for the writer; tokens follow the grants. */
+static void test_queue_readers_writer(void) {
+  char name[128];
+  name_of(name, sizeof name, "queue-rw");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options o1 = queue_opts("r1", 1), o2 = queue_opts("r2", 1);
+  o2.wait_ms = 0;
+  lease *r1 = NULL, *r2 = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &o1, &r1, &err));
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &o2, &r2, &err));
+  CHECK(lease_grant_mode(r1) == LEASE_MODE_SHARED && lease_grant_mode(r2) == LEASE_MODE_SHARED);
+  CHECK(lease_epoch(r2) > lease_epoch(r1));
+
+  struct queued_acquire w = {.store = store, .name = name, .opts = queue_opts("w", 0)};
+  pthread_t tw, tr;
+  CHECK(pthread_create(&tw, NULL, queued_acquirer, &w) == 0);
+  wait_for_waiters(store, name, "w,");
+  struct queued_acquire r3 = {.store = store, .name = name, .opts = queue_opts("r3", 1)};
+  CHECK(pthread_create(&tr, NULL, queued_acquirer, &r3) == 0);
+  wait_for_waiters(store, name, "w,r3,");
+
+  CHECK_CODE(LEASE_OK, lease_release(r1, &err));
+  sleep_ms(300);
+  CHECK(!atomic_load(&w.done));
+  CHECK_CODE(LEASE_OK, lease_release(r2, &err));
+  CHECK(pthread_join(tw, NULL) == 0);
+  CHECK(w.got != NULL);
+  CHECK(lease_grant_mode(w.got) == LEASE_MODE_EXCLUSIVE);
+  CHECK(lease_epoch(w.got) > lease_epoch(r2));
+  sleep_ms(300);
+  CHECK(!atomic_load(&r3.done));
+  CHECK_CODE(LEASE_OK, lease_release(w.got, &err));
+  CHECK(pthread_join(tr, NULL) == 0);
+  CHECK(r3.got != NULL);
+  CHECK(lease_epoch(r3.got) > lease_epoch(w.got));
+  CHECK_CODE(LEASE_OK, lease_release(r3.got, &err));
+  lease_free(r3.got);
+  lease_free(w.got);
+  lease_free(r1);
+  lease_free(r2);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
+struct semaphore {
+  lease_store *store;
+  const char *name;
+  pthread_mutex_t mu;
+  int running, most, served;
+  atomic_int failures;
+};
+
+static void *semaphore_worker(void *arg) {
+  struct semaphore *s = arg;
+  lease_options o = lease_options_default();
+  o.ttl_ms = 10000;
+  o.wait_ms = 60000;
+  o.poll_interval_ms = 100;
+  o.permits = 2;
+  lease *l = NULL;
+  lease_error *err = NULL;
+  lease_code c = lease_acquire(s->store, s->name, &o, &l, &err);
+  if (c != LEASE_OK) {
+    fprintf(stderr, "semaphore acquire: %s: %s\n", lease_code_name(c), lease_error_message(err));
+    lease_error_free(err);
+    atomic_fetch_add(&s->failures, 1);
+    return NULL;
+  }
+  pthread_mutex_lock(&s->mu);
+  if (++s->running > s->most) s->most = s->running;
+  pthread_mutex_unlock(&s->mu);
+  sleep_ms(200);
+  pthread_mutex_lock(&s->mu);
+  s->running--;
+  s->served++;
+  pthread_mutex_unlock(&s->mu);
+  if (lease_grant_mode(l) != LEASE_MODE_SHARED) atomic_fetch_add(&s->failures, 1);
+  c = lease_release(l, &err);
+  if (c != LEASE_OK) {
+    lease_error_free(err);
+    atomic_fetch_add(&s->failures, 1);
+  }
+  lease_free(l);
+  return NULL;
+}
+
+/* A semaphore of 2 permits and 4 threads: never more than 2 at once, all served. */
+static void test_queue_semaphore(void) {
+  char name[128];
+  name_of(name, sizeof name, "queue-sem");
+  lease_runtime *rt = new_runtime();
+  struct semaphore s = {.store = open_store(rt), .name = name};
+  pthread_mutex_init(&s.mu, NULL);
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, semaphore_worker, &s) == 0);
+  for (int i = 0; i < 4; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  CHECK(atomic_load(&s.failures) == 0);
+  CHECK(s.most == 2 && s.served == 4);
+  pthread_mutex_destroy(&s.mu);
+  lease_store_free(s.store);
+  lease_runtime_free(rt);
+}
+
+/* Byte ranges and path scopes; a plain lease has no grant; bad queued-lock options. */
+static void test_queue_scopes_and_bad_options(void) {
+  char name[128], plain_name[128];
+  name_of(name, sizeof name, "queue-ranges");
+  name_of(plain_name, sizeof plain_name, "queue-plain");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options o = lease_options_default();
+  o.ttl_ms = 10000;
+  o.wait_ms = 0;
+  lease *a = NULL, *b = NULL, *c = NULL;
+  o.range_start = 0;
+  o.range_end = 100;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &o, &a, &err));
+  o.range_start = 100;
+  o.range_end = 200;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &o, &b, &err));
+  CHECK(lease_grant_mode(a) == LEASE_MODE_EXCLUSIVE && lease_epoch(b) > lease_epoch(a));
+  o.range_start = 50;
+  o.range_end = 150;
+  CHECK_CODE(LEASE_HELD, lease_acquire(store, name, &o, &c, &err));
+  CHECK(c == NULL);
+  lease_free(a);
+  lease_free(b);
+
+  lease *plain = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, plain_name, NULL, &plain, &err));
+  CHECK(lease_grant_mode(plain) == LEASE_MODE_NONE);
+  CHECK(lease_grant_mode(NULL) == LEASE_MODE_NONE);
+  lease_free(plain);
+
+  struct {
+    int shared;
+    uint32_t permits;
+    const char *scope;
+    uint64_t start, end;
+  } bad[] = {
+      {0, 0, NULL, 5, 1},       /* an empty range */
+      {0, 0, NULL, 5, 0},       /* a start without an end */
+      {0, 200, NULL, 0, 0},     /* too many permits */
+      {0, 0, "", 0, 0},         /* an empty path */
+      {0, 0, "a/../b", 0, 0},   /* `..` */
+      {0, 0, "a", 0, 10},       /* a path and a range */
+      {0, 0, "\xff\xfe", 0, 0}, /* invalid UTF-8 */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lease_options x = lease_options_default();
+    x.wait_ms = 0;
+    x.shared = bad[i].shared;
+    x.permits = bad[i].permits;
+    x.scope = bad[i].scope;
+    x.range_start = bad[i].start;
+    x.range_end = bad[i].end;
+    lease *l = NULL;
+    CHECK_CODE(LEASE_INVALID, lease_acquire(store, name, &x, &l, &err));
+    CHECK(l == NULL);
+  }
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 struct test {
   const char *name;
   void (*run)(void);
@@ -1256,6 +1483,9 @@ static const struct test tests[] = {
     {"fenced_put_if", test_fenced_put_if},
     {"fenced_update", test_fenced_update},
     {"fencing_bad_input", test_fencing_bad_input},
+    {"queue_readers_writer", test_queue_readers_writer},
+    {"queue_semaphore", test_queue_semaphore},
+    {"queue_scopes_and_bad_options", test_queue_scopes_and_bad_options},
 };
 
 int main(int argc, char **argv) {

@@ -1,0 +1,247 @@
+package lease
+
+// Queued locks (docs/protocol.md §10) through the Go binding: shared readers and a writer in
+// arrival order, a semaphore, byte ranges and bad options. On the file store and on moto.
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+const queuePoll = 100 * time.Millisecond
+
+// forFileAndMoto runs f on a fresh file store and on moto (S3).
+func forFileAndMoto(t *testing.T, f func(t *testing.T, base string)) {
+	t.Run("file", func(t *testing.T) { f(t, "file://"+t.TempDir()) })
+	t.Run("moto", func(t *testing.T) {
+		u := os.Getenv("LEASE_TEST_S3_MOTO")
+		if u == "" {
+			missing(t, "LEASE_TEST_S3_MOTO")
+		}
+		f(t, u)
+	})
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func labelsOf(ps []Participant) []string {
+	out := []string{}
+	for _, p := range ps {
+		out = append(out, p.Holder.Label)
+	}
+	return out
+}
+
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Two readers hold at once; a writer waits for them; a reader arriving after the writer waits
+// for the writer; tokens follow the grants.
+func TestQueueSharedReadersAndWriter(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		s := open(t, base)
+		name := uniqueName(t, "rw")
+		ctx := context.Background()
+		opt := func(label string, shared bool) *Options {
+			return &Options{TTL: 10 * time.Second, Label: label, Shared: shared, Queue: true, PollInterval: queuePoll}
+		}
+		r1, err := s.Acquire(ctx, name, opt("r1", true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := s.TryAcquire(ctx, name, opt("r2", true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := r1.Grant(); g == nil || g.Mode != ModeShared || g.Token != r1.Epoch() {
+			t.Fatalf("r1 grant %+v", g)
+		}
+		if r2.Epoch() <= r1.Epoch() {
+			t.Fatalf("tokens %d then %d", r1.Epoch(), r2.Epoch())
+		}
+		type got struct {
+			l   *Lease
+			err error
+		}
+		wch := make(chan got, 1)
+		go func() {
+			l, err := s.Acquire(ctx, name, opt("w", false))
+			wch <- got{l, err}
+		}()
+		status := func() *Status {
+			st, err := s.Status(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		waitUntil(t, "the writer to wait", func() bool { return sameStrings(labelsOf(status().Waiting), []string{"w"}) })
+		rch := make(chan got, 1)
+		go func() {
+			l, err := s.Acquire(ctx, name, opt("r3", true))
+			rch <- got{l, err}
+		}()
+		waitUntil(t, "r3 to wait", func() bool { return sameStrings(labelsOf(status().Waiting), []string{"w", "r3"}) })
+		st := status()
+		if !sameStrings(labelsOf(st.Holders), []string{"r1", "r2"}) || st.Holders[0].Mode != ModeShared ||
+			st.Holders[1].Token != r2.Epoch() || st.Waiting[0].Mode != ModeExclusive || st.Waiting[0].Token != 0 {
+			t.Fatalf("status %+v", st)
+		}
+		if err := r1.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r2.Release(); err != nil {
+			t.Fatal(err)
+		}
+		w := <-wch
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
+		if g := w.l.Grant(); g == nil || g.Mode != ModeExclusive || g.Token <= r2.Epoch() {
+			t.Fatalf("writer grant %+v after %d", g, r2.Epoch())
+		}
+		select {
+		case r := <-rch:
+			t.Fatalf("r3 granted beside the writer: %+v", r)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if err := w.l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		r3 := <-rch
+		if r3.err != nil {
+			t.Fatal(r3.err)
+		}
+		if r3.l.Epoch() <= w.l.Epoch() {
+			t.Fatalf("r3 token %d not above the writer's %d", r3.l.Epoch(), w.l.Epoch())
+		}
+		_ = r3.l.Close()
+		_ = w.l.Close()
+		_ = r1.Close()
+		_ = r2.Close()
+	})
+}
+
+// A semaphore of 2 with 4 goroutines: never more than 2 at once, all served.
+func TestQueueSemaphore(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		s := open(t, base)
+		name := uniqueName(t, "sem")
+		var mu sync.Mutex
+		running, most, served := 0, 0, 0
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				l, err := s.Acquire(ctx, name, &Options{TTL: 10 * time.Second, Permits: 2, PollInterval: queuePoll})
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer l.Close()
+				if g := l.Grant(); g == nil || g.Permits != 2 || g.Mode != ModeShared {
+					t.Errorf("grant %+v", g)
+				}
+				mu.Lock()
+				running++
+				if running > most {
+					most = running
+				}
+				mu.Unlock()
+				time.Sleep(200 * time.Millisecond)
+				mu.Lock()
+				running--
+				served++
+				mu.Unlock()
+				if err := l.Release(); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if most != 2 || served != 4 {
+			t.Fatalf("at most %d at once (want 2), %d served (want 4)", most, served)
+		}
+	})
+}
+
+// Disjoint byte ranges go together, overlapping ones do not; a plain lease has no grant; bad
+// queued-lock options are ErrInvalid.
+func TestQueueRangesAndBadOptions(t *testing.T) {
+	s := open(t, "file://"+t.TempDir())
+	ctx := context.Background()
+	name := uniqueName(t, "ranges")
+	a, err := s.TryAcquire(ctx, name, &Options{Range: &ByteRange{0, 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := s.TryAcquire(ctx, name, &Options{Range: &ByteRange{100, 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if g := b.Grant(); g == nil || g.Range == nil || *g.Range != (ByteRange{100, 200}) {
+		t.Fatalf("grant %+v", g)
+	}
+	_, err = s.TryAcquire(ctx, name, &Options{Range: &ByteRange{50, 150}})
+	expectErr(t, err, ErrHeld)
+	st, err := s.Status(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Holders) != 2 || *st.Holders[0].Range != (ByteRange{0, 100}) || len(st.Waiting) != 0 {
+		t.Fatalf("status %+v", st)
+	}
+
+	plain, err := s.TryAcquire(ctx, uniqueName(t, "plain"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Grant() != nil {
+		t.Fatalf("a plain lease has grant %+v", plain.Grant())
+	}
+	_ = plain.Close()
+
+	for _, o := range []Options{
+		{Range: &ByteRange{5, 1}},
+		{Range: &ByteRange{5, 0}},
+		{Permits: 200},
+		{Scope: "a/../b"},
+		{Scope: "a", Range: &ByteRange{0, 1}},
+		{Scope: "a\x00b"},
+	} {
+		o := o
+		_, err := s.TryAcquire(ctx, uniqueName(t, "bad"), &o)
+		expectErr(t, err, ErrInvalid)
+	}
+}

@@ -1,0 +1,142 @@
+// Queued locks (docs/protocol.md §10) from Node: shared readers and a writer in arrival order, a
+// semaphore, byte ranges, the status of holders and waiters, try-once, option checks. On the
+// file store and on S3 (moto). Mirrors python/tests/test_queue.py, smaller.
+'use strict';
+
+const assert = require('node:assert/strict');
+const { describe, it } = require('node:test');
+
+const { lease, inCI, makeUrl, sleep, until } = require('../test-support/helpers.js');
+
+const TTL = 10_000;
+const POLL = 100;
+
+const labels = (ps) => (ps ?? []).map((p) => p.holder.label);
+
+for (const store of ['file', 'moto']) {
+  const skip = store === 'moto' && !process.env.LEASE_TEST_S3_MOTO && !inCI() ? 'LEASE_TEST_S3_MOTO is not set' : false;
+  if (skip) process.stderr.write(`\n!!! SKIPPING queue tests on moto: ${skip}\n`);
+  describe(`queued locks [${store}]`, { skip }, () => {
+    it('shared readers, then a writer, then later readers wait', async () => {
+      const u = makeUrl(store, 'rw');
+      const opts = (label, o) => ({ ttl: TTL, pollInterval: POLL, label, ...o });
+      const r1 = await lease.acquire(u, opts('r1', { shared: true }));
+      const r2 = await lease.acquire(u, opts('r2', { shared: true, wait: 0 }));
+      assert.deepEqual(r1.grant, { mode: 'shared', token: r1.epoch, scope: null, range: null, permits: null });
+      assert.ok(r2.grant.token > r1.grant.token);
+
+      let writer = null;
+      const w = lease.acquire(u, opts('w', { queue: true })).then((l) => (writer = l));
+      await until(async () => labels((await lease.status(u)).waiting).join() === 'w', 30_000, 'the writer to wait');
+      let reader = null;
+      const r3 = lease.acquire(u, opts('r3', { shared: true })).then((l) => (reader = l));
+      await until(async () => labels((await lease.status(u)).waiting).join() === 'w,r3', 30_000, 'r3 to wait');
+      const s = await lease.status(u);
+      assert.deepEqual(labels(s.holders), ['r1', 'r2']);
+      assert.deepEqual(s.holders.map((p) => [p.mode, p.token, p.scope, p.ttlMs]), [
+        ['shared', r1.epoch, null, TTL],
+        ['shared', r2.epoch, null, TTL],
+      ]);
+      assert.deepEqual(s.waiting.map((p) => [p.mode, p.token]), [['exclusive', null], ['shared', null]]);
+      assert.equal(s.permits, null);
+
+      await r1.release();
+      await sleep(300);
+      assert.equal(writer, null, 'the writer was granted beside a reader');
+      await r2.release();
+      await w;
+      assert.equal(writer.grant.mode, 'exclusive');
+      assert.ok(writer.epoch > r2.epoch);
+      await sleep(300);
+      assert.equal(reader, null, 'a reader was granted beside the writer');
+      await writer.release();
+      await r3;
+      assert.ok(reader.epoch > writer.epoch);
+      await reader.release();
+      const after = await lease.status(u);
+      assert.deepEqual([after.holders, after.waiting], [[], []]);
+    });
+
+    it('a semaphore of 2 with 4 callers', async () => {
+      const u = makeUrl(store, 'sem');
+      let running = 0;
+      let most = 0;
+      const work = async (i) => {
+        const l = await lease.acquire(u, { ttl: TTL, permits: 2, pollInterval: POLL, wait: 60_000, label: `s${i}` });
+        assert.equal(l.grant.permits, 2);
+        running++;
+        most = Math.max(most, running);
+        await sleep(200);
+        running--;
+        await l.release();
+      };
+      await Promise.all([0, 1, 2, 3].map(work));
+      assert.equal(most, 2);
+    });
+
+    it('byte ranges and try-once', async () => {
+      const u = makeUrl(store, 'ranges');
+      const a = await lease.acquire(u, { ttl: TTL, range: [0, 100], wait: 0 });
+      const b = await lease.tryAcquire(u, { ttl: TTL, range: [100, 200] });
+      assert.deepEqual(b.grant.range, [100, 200]);
+      await assert.rejects(lease.acquire(u, { ttl: TTL, range: [50, 150], wait: 0 }), { code: 'LEASE_HELD' });
+      assert.equal(await lease.tryAcquire(u, { ttl: TTL, range: [199, 300] }), null);
+      const s = await lease.status(u);
+      assert.deepEqual(s.holders.map((p) => p.scope), [{ start: 0, end: 100 }, { start: 100, end: 200 }]);
+      await a.release();
+      await b.release();
+      const p = await lease.acquire(u, { ttl: TTL, scope: 'tables/users', wait: 0 });
+      assert.equal(p.grant.scope, 'tables/users');
+      assert.equal(await lease.tryAcquire(u, { ttl: TTL, scope: 'tables' }), null);
+      assert.deepEqual((await lease.status(u)).holders[0].scope, { path: 'tables/users' });
+      await p.release();
+    });
+  });
+}
+
+describe('queued lock options', () => {
+  it('a plain lease has no grant and null queue keys', async () => {
+    const u = makeUrl('file', 'plain');
+    const l = await lease.acquire(u, { ttl: TTL });
+    assert.equal(l.grant, null);
+    const s = await lease.status(u);
+    assert.deepEqual([s.permits, s.holders, s.waiting], [null, null, null]);
+    await l.release();
+  });
+
+  it('an AbortSignal cancels a queued wait', async () => {
+    const u = makeUrl('file', 'abort');
+    const w = await lease.acquire(u, { ttl: TTL, queue: true });
+    const ac = new AbortController();
+    const p = lease.acquire(u, { ttl: TTL, shared: true, signal: ac.signal });
+    await until(async () => (await lease.status(u)).waiting.length === 1, 30_000, 'the reader to wait');
+    ac.abort();
+    await assert.rejects(p, { name: 'AbortError' });
+    await until(async () => (await lease.status(u)).waiting.length === 0, 30_000, 'the reader to leave');
+    await w.release();
+  });
+
+  it('wrong types throw TypeError, bad values LEASE_INVALID', async () => {
+    const u = makeUrl('file', 'bad');
+    for (const o of [{ shared: 1 }, { queue: 'yes' }, { permits: '2' }, { scope: 5 }, { range: [1] }, { range: '0..4' }, { range: [0, '4'] }]) {
+      await assert.rejects(lease.acquire(u, { wait: 0, ...o }), TypeError, JSON.stringify(o));
+      await assert.rejects(lease.tryAcquire(u, o), TypeError, JSON.stringify(o));
+    }
+    for (const o of [
+      { permits: 0 },
+      { permits: -1 },
+      { permits: 1.5 },
+      { permits: 200 },
+      { scope: '' },
+      { scope: 'a/../b' },
+      { range: [5, 1] },
+      { range: [-1, 4] },
+      { range: [0.5, 4] },
+      { range: [0, 4], scope: 'a' },
+      { shared: true, pollInterval: 0 },
+    ]) {
+      await assert.rejects(lease.acquire(u, { wait: 0, ...o }), { code: 'LEASE_INVALID' }, JSON.stringify(o));
+    }
+    assert.equal((await lease.status(u)).state, 'free');
+  });
+});

@@ -1,0 +1,274 @@
+"""Queued locks (docs/protocol.md §10) from Python: shared readers and a writer, a semaphore,
+byte ranges, the status of holders and waiters, try-once, argument checks. On the file store
+and on S3 (moto)."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+import lease
+
+from conftest import make_url
+
+# A waiter polls the lock this often (moto has no kernel wake-up).
+POLL = 0.1
+TTL = 10
+
+
+@pytest.fixture(params=["file", "moto"])
+def qurl(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return make_url(str(request.param), tmp_path, request.node.originalname or "q")
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def labels(ps: Optional[List[lease.Participant]]) -> List[Optional[str]]:
+    return [p.holder.label for p in ps or []]
+
+
+class Acquirer:
+    """acquire() in a thread: the lease once granted, or the exception."""
+
+    def __init__(self, url: str, label: str, **kw: Any) -> None:
+        self.lease: Optional[lease.Lease] = None
+        self.error: Optional[BaseException] = None
+        self.granted = threading.Event()
+
+        def run() -> None:
+            try:
+                self.lease = lease.acquire(url, ttl=TTL, wait=60, poll=POLL, label=label, **kw)
+            except BaseException as e:  # noqa: BLE001 - handed to the test
+                self.error = e
+            self.granted.set()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def get(self, timeout: float = 30.0) -> lease.Lease:
+        assert self.granted.wait(timeout), "not granted in time"
+        if self.error is not None:
+            raise self.error
+        assert self.lease is not None
+        return self.lease
+
+
+def test_shared_readers_then_a_writer_then_later_readers_wait(qurl: str) -> None:
+    r1 = lease.acquire(qurl, ttl=TTL, shared=True, label="r1", poll=POLL)
+    r2 = lease.acquire(qurl, ttl=TTL, shared=True, label="r2", poll=POLL, wait=0)
+    assert r1.grant is not None and r1.grant.mode == "shared"
+    assert r2.grant is not None and r2.grant.token > r1.grant.token
+    assert r1.epoch == r1.grant.token
+
+    # A writer arrives: it waits for the readers.
+    w = Acquirer(qurl, "w", queue=True)
+    wait_for("the writer to wait", lambda: labels(lease.status(qurl).waiting) == ["w"])
+    # A later reader waits behind the writer (no writer starvation).
+    r3 = Acquirer(qurl, "r3", shared=True)
+    wait_for("r3 to wait", lambda: labels(lease.status(qurl).waiting) == ["w", "r3"])
+    s = lease.status(qurl)
+    assert labels(s.holders) == ["r1", "r2"]
+    assert s.holders is not None and s.waiting is not None
+    assert [p.mode for p in s.holders] == ["shared", "shared"]
+    assert [p.token for p in s.holders] == [r1.epoch, r2.epoch]
+    assert [(p.mode, p.token) for p in s.waiting] == [("exclusive", None), ("shared", None)]
+    assert s.permits is None and s.holders[0].ttl == TTL
+    assert s.to_json()["waiting"][0]["scope"] is None
+
+    r1.release()
+    time.sleep(0.3)
+    assert not w.granted.is_set(), "the writer was granted beside a reader"
+    r2.release()
+    writer = w.get()
+    assert writer.grant is not None and writer.grant.mode == "exclusive"
+    assert writer.epoch > r2.epoch
+    time.sleep(0.3)
+    assert not r3.granted.is_set(), "a reader was granted beside the writer"
+    assert labels(lease.status(qurl).waiting) == ["r3"]
+    writer.release()
+    reader = r3.get()
+    assert reader.epoch > writer.epoch
+    reader.release()
+    s = lease.status(qurl)
+    assert s.holders == [] and s.waiting == []
+
+
+def semaphore_worker(url: str, history: str, i: int) -> None:
+    with lease.acquire(url, ttl=TTL, wait=120, permits=2, poll=POLL, label=f"s{i}") as l:
+        assert l.grant is not None and l.grant.permits == 2
+        with open(history, "a") as f:
+            f.write(f"start {time.monotonic_ns()} {i}\n")
+        time.sleep(0.3)
+        with open(history, "a") as f:
+            f.write(f"end {time.monotonic_ns()} {i}\n")
+
+
+def test_a_semaphore_of_two_with_four_processes(qurl: str, tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=semaphore_worker, args=(qurl, str(history), i)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    events = sorted(
+        (int(t), kind, int(i))
+        for kind, t, i in (line.split() for line in history.read_text().splitlines())
+    )
+    running, most = 0, 0
+    for _, kind, _ in events:
+        running += 1 if kind == "start" else -1
+        most = max(most, running)
+    assert most <= 2, events
+    assert sum(1 for e in events if e[1] == "start") == 4
+
+
+def test_a_semaphore_of_two_with_four_threads(qurl: str) -> None:
+    lock = threading.Lock()
+    running: List[int] = [0, 0]  # now, most
+
+    def work(i: int) -> None:
+        with lease.acquire(qurl, ttl=TTL, wait=60, permits=2, poll=POLL, label=f"t{i}"):
+            with lock:
+                running[0] += 1
+                running[1] = max(running[1], running[0])
+            time.sleep(0.2)
+            with lock:
+                running[0] -= 1
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive()
+    assert running == [0, 2]
+
+
+def test_byte_ranges_conflict_only_when_they_overlap(qurl: str) -> None:
+    a = lease.acquire(qurl, ttl=TTL, range=(0, 100), wait=0, poll=POLL)
+    b = lease.acquire(qurl, ttl=TTL, range=(100, 200), wait=0, poll=POLL)
+    assert a.grant is not None and a.grant.range == (0, 100) and a.grant.scope is None
+    assert b.grant is not None and b.grant.range == (100, 200)
+    with pytest.raises(lease.LeaseHeld):
+        lease.acquire(qurl, ttl=TTL, range=(50, 150), wait=0)
+    assert lease.try_acquire(qurl, ttl=TTL, range=(199, 300)) is None
+    # Shared readers of overlapping ranges go together.
+    a.release()
+    b.release()
+    with lease.acquire(qurl, ttl=TTL, range=(0, 10), shared=True, wait=0) as c:
+        with lease.acquire(qurl, ttl=TTL, range=(5, 20), shared=True, wait=0) as d:
+            assert c.grant is not None and d.grant is not None
+            s = lease.status(qurl)
+            assert [(p.range, p.mode) for p in s.holders or []] == [
+                ((0, 10), "shared"),
+                ((5, 20), "shared"),
+            ]
+            assert s.to_json()["holders"][0]["scope"] == {"start": 0, "end": 10}
+
+
+def test_path_scopes(qurl: str) -> None:
+    with lease.acquire(qurl, ttl=TTL, scope="tables/users", wait=0) as users:
+        assert users.grant is not None and users.grant.scope == "tables/users"
+        with lease.acquire(qurl, ttl=TTL, scope="tables/orders", wait=0):
+            assert lease.try_acquire(qurl, ttl=TTL, scope="tables") is None
+            assert lease.try_acquire(qurl, ttl=TTL, scope="tables/users/ids") is None
+        s = lease.status(qurl)
+        assert [p.scope for p in s.holders or []] == ["tables/users"]
+        assert s.to_json()["holders"][0]["scope"] == {"path": "tables/users"}
+
+
+def test_try_once_on_a_queued_lock_raises_held(qurl: str) -> None:
+    with lease.acquire(qurl, ttl=TTL, queue=True) as l:
+        assert l.grant is not None and l.grant.mode == "exclusive" and l.grant.permits is None
+        with pytest.raises(lease.LeaseHeld):
+            lease.acquire(qurl, ttl=TTL, shared=True, wait=0)
+        assert lease.try_acquire(qurl, ttl=TTL, shared=True) is None
+        # A plain exclusive request on a queued lock queues too.
+        with pytest.raises(lease.LeaseHeld):
+            lease.acquire(qurl, ttl=TTL, wait=0)
+    # The waiters that gave up left the queue.
+    s = lease.status(qurl)
+    assert s.holders == [] and s.waiting == []
+
+
+def test_a_plain_lease_has_no_grant(tmp_path: Path) -> None:
+    url = make_url("file", tmp_path, "plain")
+    with lease.acquire(url, ttl=TTL) as l:
+        assert l.grant is None
+        s = lease.status(url)
+        assert s.permits is None and s.holders is None and s.waiting is None
+
+
+def test_async_shared_holders(tmp_path: Path) -> None:
+    url = make_url("file", tmp_path, "async")
+
+    async def main() -> Tuple[int, int]:
+        async with lease.acquire_async(url, ttl=TTL, shared=True, wait=0) as a:
+            async with lease.acquire_async(url, ttl=TTL, shared=True, wait=0) as b:
+                assert a.grant is not None and b.grant is not None
+                with pytest.raises(lease.LeaseHeld):
+                    await lease.acquire_async(url, ttl=TTL, wait=0)
+                s = await lease.status_async(url)
+                assert [p.token for p in s.holders or []] == [a.epoch, b.epoch]
+                epochs = a.epoch, b.epoch
+        return epochs
+
+    ea, eb = asyncio.run(main())
+    assert eb > ea
+
+
+@pytest.mark.parametrize(
+    "kw, error",
+    [
+        ({"shared": "yes"}, TypeError),
+        ({"queue": 1}, TypeError),
+        ({"permits": 0}, ValueError),
+        ({"permits": -1}, ValueError),
+        ({"permits": 2.0}, TypeError),
+        ({"permits": True}, TypeError),
+        ({"scope": ""}, ValueError),
+        ({"scope": "a/../b"}, ValueError),
+        ({"scope": b"a"}, TypeError),
+        ({"range": (5, 1)}, ValueError),
+        ({"range": (5, 5)}, ValueError),
+        ({"range": (-1, 5)}, ValueError),
+        ({"range": (0, 1, 2)}, TypeError),
+        ({"range": (0.0, 1)}, TypeError),
+        ({"range": "0..4"}, TypeError),
+        ({"range": (0, 4), "scope": "a"}, ValueError),
+        ({"poll": -1}, ValueError),
+        ({"poll": 0}, ValueError),
+        ({"poll": "fast"}, ValueError),
+        ({"poll": [1]}, TypeError),
+    ],
+)
+def test_bad_queue_options(tmp_path: Path, kw: Dict[str, Any], error: type) -> None:
+    url = make_url("file", tmp_path, "bad")
+    with pytest.raises(error):
+        lease.acquire(url, ttl=TTL, wait=0, **kw)
+    with pytest.raises(error):
+        lease.try_acquire(url, ttl=TTL, **kw)
+
+    async def start() -> None:
+        await lease.acquire_async(url, ttl=TTL, wait=0, **kw)
+
+    with pytest.raises(error):
+        asyncio.run(start())
+    if issubclass(error, ValueError):
+        with pytest.raises(lease.InvalidArgument):
+            lease.acquire(url, ttl=TTL, wait=0, **kw)
+    assert lease.status(url).state == "free"
