@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use crate::duration::format_duration;
 use crate::error::{Error, Result};
-use crate::protocol::queue::{Mode, Scope, MAX_PARTICIPANTS};
 use crate::record::{MAX_DATA_LEN, MAX_LABEL_LEN};
+use crate::scope::{Mode, Scope, MAX_PARTICIPANTS};
 use crate::store::Capabilities;
 
 /// Shortest ttl accepted.

@@ -79,13 +79,13 @@ pub struct Grant {
     pub token: f64,
     /// The path held, or `null` (the whole lock, or a byte range).
     #[napi(ts_type = "string | null")]
-    pub scope: crate::status::Nullable,
+    pub scope: napi::bindgen_prelude::Null,
     /// The bytes `[start, end)` held, or `null`.
     #[napi(ts_type = "[number, number] | null")]
-    pub range: crate::status::Nullable,
+    pub range: napi::bindgen_prelude::Null,
     /// The lock's permits, when it is a semaphore (`null` otherwise).
     #[napi(ts_type = "number | null")]
-    pub permits: crate::status::Nullable,
+    pub permits: napi::bindgen_prelude::Null,
 }
 
 /// A held lease. `epoch` is its fencing token; it renews itself in the background until
