@@ -294,8 +294,13 @@ fn store_gate(
         ))
     };
     let text = options::url_text(url)?;
-    let (_, placed) = FencingGate::store_and_prefix(&text, prefix).map_err(prefix_error)?;
-    let client = options::store_client(url)?;
+    if text.contains('\0') {
+        return Err(crate::error::invalid(
+            "the store URL contains a NUL character",
+        ));
+    }
+    let (store, placed) = FencingGate::store_and_prefix(&text, prefix).map_err(prefix_error)?;
+    let client = options::client_of(&store, &text)?;
     let gate = FencingGate::in_store(client.store().clone(), &placed).map_err(prefix_error)?;
     Ok((client, Arc::new(gate), placed))
 }

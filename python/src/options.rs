@@ -157,21 +157,11 @@ fn cache_of(slot: &mut Option<Cache>) -> &mut Cache {
 }
 
 /// The shared client of `store` in this process (`text` names it in errors).
-fn client_of(store: &StoreUrl, text: &str) -> PyResult<Client> {
+/// The shared client of a store given by its URL (`text`, for messages).
+pub fn client_of(store: &StoreUrl, text: &str) -> PyResult<Client> {
     Client::for_store(store)
         .map_err(|e| e.with_lease(text))
         .py()
-}
-
-/// The shared client of a store given by its URL (`s3://bucket?…`, `file:///dir`, a directory
-/// path, `memory://namespace`).
-pub fn store_client(obj: &Bound<'_, PyAny>) -> PyResult<Client> {
-    let text = url_text(obj)?;
-    if text.contains('\0') {
-        return Err(invalid("the store URL contains a NUL character"));
-    }
-    let store = StoreUrl::parse(&text).py()?;
-    client_of(&store, &text)
 }
 
 pub fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {

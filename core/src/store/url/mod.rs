@@ -386,7 +386,27 @@ impl LeaseUrl {
 impl StoreUrl {
     /// Parse a store URL (a lease URL without the key): `s3://bucket?…`, `file:///dir`,
     /// `memory://namespace`, or a directory path.
+    ///
+    /// A store URL names the store alone: the keys given with it are read from the store's
+    /// root, as they are for a `file://` store's directory. A path inside a bucket
+    /// (`s3://bucket/locks`) is refused rather than dropped, so no key lands elsewhere than
+    /// its user thought: name the lease `locks/gc`, or use a lease URL
+    /// (`s3://bucket/locks/gc`). (Gates and `lease doctor` take such a path: see
+    /// [`StoreUrl::parse_with_path`].)
     pub fn parse(s: &str) -> Result<StoreUrl> {
+        let (store, path) = StoreUrl::parse_with_path(s)?;
+        if !path.is_empty() {
+            return Err(Error::invalid(format!(
+                "store URL {s:?} names a path inside the store ({path:?}): a store URL names \
+                 the store alone (the bucket or container), and keys are read from its root; \
+                 give the bucket's URL with keys such as \"{path}/gc\", or a lease URL"
+            )));
+        }
+        Ok(store)
+    }
+
+    /// Parse a store URL without a path (the part `parse` and `parse_with_path` share).
+    fn parse_store(s: &str) -> Result<StoreUrl> {
         if s.starts_with('/') || s.starts_with('.') {
             let path = Path::new(s);
             let abs = if path.is_absolute() {
@@ -422,7 +442,7 @@ impl StoreUrl {
     /// `memory://ns/jobs`): the store, and that path (`locks`, `jobs`; empty when there is
     /// none). A file store's path is its directory, so its path here is always empty.
     pub fn parse_with_path(s: &str) -> Result<(StoreUrl, String)> {
-        let store = StoreUrl::parse(s)?;
+        let store = StoreUrl::parse_store(s)?;
         if matches!(store, StoreUrl::File { .. } | StoreUrl::DefaultFile) {
             return Ok((store, String::new()));
         }
