@@ -161,6 +161,24 @@ fn store_urls_of_any_bytes_open_or_are_refused_cleanly() {
         .unwrap();
 }
 
+/// A store URL names the store alone: a path inside a bucket is refused, never dropped (the
+/// keys given with the store would land at the bucket's root, not under the path).
+#[test]
+fn a_store_url_with_a_path_inside_its_bucket_is_refused() {
+    let f = Fixture::new("input-tests-store-path");
+    for url in ["s3://bkt/locks?region=eu-west-1", "memory://ns/jobs"] {
+        let c = c_string(url.as_bytes());
+        let mut store: *mut lease_store = null_mut();
+        let mut err = null_mut();
+        // SAFETY: live runtime, NUL-terminated url, valid out-pointers.
+        let code = unsafe { lease_store_open(f.rt, c.as_ptr(), &mut store, &mut err) };
+        assert_eq!(code, LEASE_INVALID, "{url}");
+        assert!(store.is_null(), "{url}: output written on failure");
+        // SAFETY: the error this call returned.
+        unsafe { lease_error_free(err) };
+    }
+}
+
 #[test]
 fn tokens_of_any_bytes_parse_or_are_refused_cleanly() {
     runner()
