@@ -231,6 +231,7 @@ struct shared {
   uint64_t first_epoch;   /* written under the lease, by the first holder */
   uint64_t last_epoch;    /* written under the lease */
   atomic_int failures;
+  atomic_int stalls;      /* rounds whose holder stalled past its ttl before acting */
 };
 
 static void *contender(void *arg) {
@@ -247,6 +248,18 @@ static void *contender(void *arg) {
       lease_error_free(err);
       atomic_fetch_add(&s->failures, 1);
       break;
+    }
+    /* The guarantee is for a holder that checks before it acts: under valgrind on a busy
+       machine a thread can stall past its ttl between acquiring and acting, and then a
+       takeover is correct. Such a round does no work (and must say it lost the lease). */
+    if (lease_ensure_held(l, 5000, &err) != LEASE_OK) {
+      fprintf(stderr, "stalled past the ttl before acting: %s\n", lease_error_message(err));
+      lease_error_free(err);
+      err = NULL;
+      atomic_fetch_add(&s->stalls, 1);
+      (void)lease_release(l, NULL);
+      lease_free(l);
+      continue;
     }
     if (atomic_fetch_add(&s->holders, 1) != 0) {
       fprintf(stderr, "two holders at once\n");
@@ -286,7 +299,7 @@ static void test_contention(void) {
   for (int i = 0; i < THREADS; i++) CHECK(pthread_create(&t[i], NULL, contender, &s) == 0);
   for (int i = 0; i < THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
   CHECK(atomic_load(&s.failures) == 0);
-  CHECK(s.counter == THREADS * rounds);
+  CHECK(s.counter == THREADS * rounds - atomic_load(&s.stalls));
   /* One new epoch per acquisition (epochs start at the clock in ms: compare relative ones). */
   CHECK(s.last_epoch - s.first_epoch >= (uint64_t)(THREADS * rounds - 1));
   lease_runtime_free(s.rt);
