@@ -1,4 +1,5 @@
-// Conserve's scenario across languages, in real processes, on the file store: four backup
+// Conserve's scenario across languages, in real processes, on the file store and on moto (and
+// MinIO when it runs): four backup
 // workers hold a queued lock shared, one garbage collector exclusive, arriving interleaved
 // (b1 CLI, b2 Python, gc CLI, b3 Node, b4 CLI). Each appends start/end lines to one history
 // file; the history must show: no backup during the GC, the GC not starved (it ran before every
@@ -63,9 +64,27 @@ const missing = missingTools();
 const skip = missing.length && !inCI() ? `!!! missing ${missing.join(', ')}` : false;
 if (skip) process.stderr.write(`\n!!! SKIPPING the mixed-languages test: ${skip}\n`);
 
-it("Conserve's scenario: 4 shared backups and 1 exclusive GC from the CLI, Python and Node", { skip }, async () => {
+// On the file store and on moto (and on MinIO when scripts/stores.sh started it).
+const STORES = ['file', 'moto', ...(process.env.LEASE_TEST_S3_MINIO ? ['minio'] : [])];
+for (const store of STORES) {
+  const noServer = store === 'moto' && !process.env.LEASE_TEST_S3_MOTO && !inCI() ? '!!! LEASE_TEST_S3_MOTO unset' : false;
+  it(`Conserve's scenario on ${store}: 4 shared backups and 1 exclusive GC from the CLI, Python and Node`, { skip: skip || noServer }, () =>
+    conserve(store),
+  );
+}
+
+/** A lease URL on `store`, MinIO included (the helpers know file, moto, gcs and azure). */
+function urlOn(store) {
+  if (store !== 'minio') return makeUrl(store, 'conserve');
+  const base = process.env.LEASE_TEST_S3_MINIO;
+  const i = base.indexOf('?');
+  const key = `locks/node-conserve-${process.pid}-${Date.now()}`;
+  return i < 0 ? `${base.replace(/\/+$/, '')}/${key}` : `${base.slice(0, i).replace(/\/+$/, '')}/${key}${base.slice(i)}`;
+}
+
+async function conserve(store) {
   assert.deepEqual(missing, [], 'CI=true: the CLI and the Python venv must exist');
-  const url = makeUrl('file', 'conserve');
+  const url = urlOn(store);
   const dir = tmpDir();
   const history = path.join(dir, 'history');
   const go = path.join(dir, 'go');
@@ -147,4 +166,4 @@ it("Conserve's scenario: 4 shared backups and 1 exclusive GC from the CLI, Pytho
   assert.ok(b3.start < b4.end && b4.start < b3.end, 'b3 and b4 did not overlap');
   const after = await lease.status(url);
   assert.deepEqual([after.holders, after.waiting], [[], []]);
-});
+}
