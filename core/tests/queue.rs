@@ -306,27 +306,29 @@ async fn a_lease_record_becomes_a_queued_lock_once_free_and_then_everyone_queues
 
 #[tokio::test(start_paused = true)]
 async fn request_costs() {
+    // A key of its own: a release by another test of this process (on another memory store
+    // with the same URL) would wake this test's waiter and add reads.
     let w = World::new();
     let (a, a_conn) = w.client("a", 1);
     let (b, b_conn) = w.client("b", 2);
     // Acquire a free lock: session GET + PUT, record GET + PUT.
-    let held = a.acquire("job", &queued()).await.unwrap();
+    let held = a.acquire("costs", &queued()).await.unwrap();
     let s = a_conn.stats();
     assert_eq!((s.gets, s.puts), (2, 2), "acquire: {s:?}");
     // A holder renews its session only: 1 PUT per renew interval, nothing to the record.
     a_conn.reset_stats();
-    let record_before = queue(&w, "job").await;
+    let record_before = queue(&w, "costs").await;
     sleep(TTL + secs(0.1)).await;
     let s = a_conn.stats();
     assert_eq!((s.gets, s.puts), (0, 3), "renewals over one ttl: {s:?}");
     assert_eq!(
-        queue(&w, "job").await,
+        queue(&w, "costs").await,
         record_before,
         "renewals wrote the record"
     );
     // A waiter: 1 GET of the record per poll (not modified), its own renewals, and at the head,
     // about one read of the holder's session per ttl.
-    let waiter = spawn_acquire(&b, "job", queued());
+    let waiter = spawn_acquire(&b, "costs", queued());
     sleep(secs(1.0)).await;
     b_conn.reset_stats();
     sleep(secs(30.0)).await;
