@@ -84,8 +84,13 @@ async fn main() {
             println!("newer: took over at epoch {} and wrote", held.epoch());
             held.release().await.unwrap_or_else(|e| fail(e));
         }
+        // Where the holders' fenced writes put `data_key`: beside the lease (a client with no
+        // lease reads from the store's root, so it is given the placed key).
         "show" => match client
-            .fenced_get(data_key)
+            .fenced_get(&format!(
+                "/{}",
+                lease::object_key(&key, data_key).unwrap_or_else(|e| fail(e))
+            ))
             .await
             .unwrap_or_else(|e| fail(e))
         {
