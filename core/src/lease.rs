@@ -188,9 +188,11 @@ impl Lease {
         self.shared().grant.get()
     }
 
-    /// The key of the session lease that keeps a queued lock's participant alive.
-    pub(crate) fn session_key(&self) -> &str {
-        &self.shared().key
+    /// Release a queued lock participant's session that was never granted (an acquisition
+    /// that gave up), and delete its record: session keys are used once.
+    pub(crate) async fn end_session(&self) {
+        let _ = self.shared().release().await;
+        self.shared().delete_session().await;
     }
 
     /// Turn this session lease into the handle of `grant` (once).

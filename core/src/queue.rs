@@ -94,8 +94,7 @@ impl Client {
                     }
                 }
                 if let Some(s) = session {
-                    let _ = s.release().await;
-                    self.end_session(&s, &req.timing).await;
+                    s.end_session().await;
                 }
                 Err(e.with_lease(req.url))
             }
@@ -444,19 +443,6 @@ impl Client {
         session_opts.store_clock_rule = opts.store_clock_rule;
         let skey = session_key(key, &me.id);
         self.acquire_session(&skey, &session_opts, me.clone()).await
-    }
-
-    /// Delete a session lease's record once released (best effort) and forget its key.
-    async fn end_session(&self, session: &Lease, timing: &Timing) {
-        let skey = session.session_key().to_string();
-        let memo = self.memo(&skey);
-        self.forget(&skey);
-        // Conditional on our released version (see `Lease`'s `delete_session` for stores that
-        // ignore the condition).
-        if let Some((version, _)) = memo.released {
-            let delete = self.store().delete(&skey, &version);
-            let _ = self.timed(timing.request_timeout, "delete", delete).await;
-        }
     }
 
     /// Leave the lock's record (granted or waiting): one conditional write that also grants
