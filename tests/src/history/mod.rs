@@ -32,7 +32,7 @@ mod check;
 mod model;
 
 pub use check::{check, Config, Report, Violation};
-pub use model::{Event, Mode, Scope};
+pub use model::{Event, Kind, Mode, Scope};
 
 /// Parse the JSON-lines logs in `texts` (one per process), in any order.
 pub fn parse_logs<'a>(texts: impl IntoIterator<Item = &'a str>) -> Result<Vec<Event>, String> {
