@@ -70,9 +70,9 @@ async function main() {
     }
     try {
       const o = typeof held.fencedGet === 'function' ? await held.fencedGet(key) : await lease.fencedGet(spec.url, { key });
-      return o === null ? null : o.data.toString();
+      return { value: o === null ? null : o.data.toString() };
     } catch (e) {
-      return `error: ${e.message}`;
+      return { error: e.message };
     }
   };
   const kind = (e) => (e && typeof e.code === 'string' ? e.code.replace(/^LEASE_/, '').toLowerCase() : String(e));
@@ -101,7 +101,7 @@ async function main() {
       }
       log('act', {}, t);
       if (spec.data && spec.role === 'reader') {
-        log('read', { key: spec.data, value: await read(held, spec.data) });
+        log('read', { key: spec.data, ...(await read(held, spec.data)) });
       } else if (spec.data && spec.role === 'writer') {
         const value = `${name}:${held.epoch}:${i}:${a}`;
         const sent = now();

@@ -80,8 +80,8 @@ def main() -> None:
         try:
             o = own(key) if own is not None else lease.fenced_get(spec["url"], key=key)
         except lease.LeaseError as e:
-            return f"error: {e}"
-        return None if o is None else bytes(o.data).decode()
+            return {"error": str(e)}
+        return {"value": None if o is None else bytes(o.data).decode()}
 
     def write(held, key, value, checked=True, **kw):
         sent = time.monotonic_ns()
@@ -112,7 +112,7 @@ def main() -> None:
                 break
             log("act", t=t)
             if data and spec.get("role") == "reader":
-                log("read", key=data, value=read(held, data))
+                log("read", key=data, **read(held, data))
             elif data and spec.get("role") == "writer":
                 write(held, data, f"{name}:{held.epoch}:{i}:{a}")
             time.sleep(act_pause)

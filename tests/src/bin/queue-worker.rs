@@ -17,7 +17,7 @@
 //! `writer`: writes it with a fenced write at each act; `none`), `gate` (a writer: at its
 //! first act it writes, reads the version, prints `gate` and waits for a line on stdin, then
 //! writes conditionally on that version without checking its belief again: the zombie of
-//! issue 22 item 5).
+//! issue 22 item 5), `rogue` (the negative control: it acts as if it held, without acquiring).
 
 #![allow(clippy::disallowed_methods)] // a test worker in real time
 
@@ -54,6 +54,9 @@ struct Spec {
     role: String,
     #[serde(default)]
     gate: bool,
+    /// The negative control: act as if granted (token 1) without acquiring anything.
+    #[serde(default)]
+    rogue: bool,
     lease_bin: Option<String>,
 }
 
@@ -243,6 +246,16 @@ async fn run(spec: &Spec, log: &Log) {
     );
     for i in 0..spec.iterations {
         log.now("request", spec.request());
+        if spec.rogue {
+            log.now("grant", json!({ "token": 1, "queued": true }));
+            for _ in 0..spec.acts {
+                log.now("act", json!({}));
+                tokio::time::sleep(spec.act_pause()).await;
+            }
+            log.now("end", json!({}));
+            log.now("released", json!({ "outcome": "ok" }));
+            continue;
+        }
         let held = match client.acquire(&key, &opts).await {
             Ok(l) => l,
             Err(e) => {
@@ -286,11 +299,8 @@ async fn hold(spec: &Spec, log: &Log, held: &Lease, iteration: u32) {
         if let Some(data) = &spec.data {
             match spec.role.as_str() {
                 "reader" => {
-                    let value = match held.fenced_get(data).await {
-                        Ok(o) => o.map(|o| String::from_utf8_lossy(&o.bytes).into_owned()),
-                        Err(e) => Some(format!("error: {e}")),
-                    };
-                    log.now("read", json!({ "key": data, "value": value }));
+                    let read = held.fenced_get(data).await;
+                    log.now("read", read_fields(data, read));
                 }
                 "writer" if spec.gate && iteration == 0 && a == 0 => zombie(log, held, data).await,
                 "writer" => {
@@ -309,6 +319,17 @@ async fn hold(spec: &Spec, log: &Log, held: &Lease, iteration: u32) {
         log.at(t, "end", json!({}));
     } else {
         log.now("lost", json!({ "reason": "at the end" }));
+    }
+}
+
+/// A `read` event: the value read (`null`: absent), or the error (it saw nothing).
+fn read_fields(key: &str, read: lease::Result<Option<lease::FencedObject>>) -> Value {
+    match read {
+        Ok(o) => {
+            let value = o.map(|o| String::from_utf8_lossy(&o.bytes).into_owned());
+            json!({ "key": key, "value": value })
+        }
+        Err(e) => json!({ "key": key, "error": e.to_string() }),
     }
 }
 
@@ -425,11 +446,8 @@ fn body(spec: &Spec, log: &Log) {
         log.now("act", json!({}));
         if let (Some(rt), Some(client), Some(data)) = (&rt, &client, &spec.data) {
             let object = lease::object_key(&key, data).unwrap_or_else(|e| fail(e));
-            let value = match rt.block_on(client.fenced_get(&format!("/{object}"))) {
-                Ok(o) => o.map(|o| String::from_utf8_lossy(&o.bytes).into_owned()),
-                Err(e) => Some(format!("error: {e}")),
-            };
-            log.now("read", json!({ "key": data, "value": value }));
+            let read = rt.block_on(client.fenced_get(&format!("/{object}")));
+            log.now("read", read_fields(data, read));
         }
         std::thread::sleep(spec.act_pause());
     }

@@ -31,6 +31,8 @@ pub struct Config {
     pub resolution_ms: u64,
     /// Latencies of processes, scheduling and requests allowed on top of the bound.
     pub slack_ms: u64,
+    /// Times in the report are counted from here (CLOCK_MONOTONIC ns; 0: printed as read).
+    pub origin_ns: u64,
     /// Failed requests the scenario expects: a request whose `kind: message` contains one of
     /// these is not a violation (a worker stopped while it waited may always fail).
     pub allowed_errors: Vec<String>,
@@ -41,6 +43,7 @@ impl Default for Config {
         Config {
             resolution_ms: 1000,
             slack_ms: 1500,
+            origin_ns: 0,
             allowed_errors: vec![],
         }
     }
@@ -130,7 +133,15 @@ fn ms(ns: u64) -> f64 {
 }
 
 /// Check the history made of `events` (every worker's log and the injector's).
-pub fn check(events: Vec<Event>, cfg: &Config) -> Report {
+pub fn check(mut events: Vec<Event>, cfg: &Config) -> Report {
+    for e in &mut events {
+        e.t = e.t.saturating_sub(cfg.origin_ns);
+        match &mut e.kind {
+            Kind::Renewed { t_send } => *t_send = t_send.saturating_sub(cfg.origin_ns),
+            Kind::Write { sent, .. } => *sent = sent.saturating_sub(cfg.origin_ns),
+            _ => {}
+        }
+    }
     let mut r = Report::default();
     for e in &events {
         let kind = match &e.kind {
@@ -316,26 +327,32 @@ fn competes(req: &Request, g_lock: &str, g_mode: Mode, g_scope: &super::Scope) -
         && (req.mode == Mode::Exclusive || g_mode == Mode::Exclusive || req.permits.is_some())
 }
 
-/// When a fault other than the death or pause of a participant may have slowed things down:
-/// the S3 proxy's lost and late replies, deletions and newer-format records (on `lock`, or on
-/// every lock for the store's faults), each for two bounds after it.
+/// When a fault other than the death or pause of a participant may have slowed a wait
+/// `[from, to]` down: a lost or late reply to a request about the lock within one bound
+/// (`window`) before or during it (the history holds only those of its lock), or a deletion
+/// or a newer-format record on the lock before its end.
 fn disturbed(h: &History, lock: &str, from: u64, to: u64, window: u64) -> Option<String> {
     h.injected.iter().find_map(|e| {
-        let what = match &e.kind {
-            Kind::Net { fault, method, key } => format!("{fault} of {method} {key}"),
-            Kind::DeleteRecord { lock: l } if l == lock => "the record deleted".into(),
-            Kind::DeleteSession { lock: l, .. } if l == lock => "a session deleted".into(),
-            Kind::NewerFormat { lock: l } if l == lock => "a newer-format record".into(),
+        let (what, window) = match &e.kind {
+            Kind::Net { fault, method, key } => (format!("{fault} of {method} {key}"), window),
+            Kind::DeleteRecord { lock: l } if l == lock => ("the record deleted".into(), u64::MAX),
+            Kind::DeleteSession { lock: l, .. } if l == lock => {
+                ("a session deleted".into(), u64::MAX)
+            }
+            Kind::NewerFormat { lock: l } if l == lock => {
+                ("a newer-format record".into(), u64::MAX)
+            }
             _ => return None,
         };
-        (e.t <= to && from <= e.t + window).then(|| format!("{what} at {:.0} ms", ms(e.t)))
+        (e.t <= to && from <= e.t.saturating_add(window))
+            .then(|| format!("{what} at {:.0} ms", ms(e.t)))
     })
 }
 
 fn liveness(h: &History, cfg: &Config, r: &mut Report) {
     let max_ttl = h.requests.iter().map(|q| q.ttl_ms).max().unwrap_or(0);
     let max_poll = h.requests.iter().map(|q| q.poll_ms).max().unwrap_or(0);
-    let window = 2 * bound_ns(max_ttl, max_poll, cfg);
+    let window = bound_ns(max_ttl, max_poll, cfg);
     let slack = cfg.slack_ms * 1_000_000;
     for q in &h.requests {
         let worker = &h.workers[&q.worker];

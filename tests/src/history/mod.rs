@@ -13,7 +13,7 @@
 //! | `grant` | `token`, `queued` | the acquire returned: it holds (`queued`: a queued lock's grant, false for a plain lease) |
 //! | `renewed` | `t_send` | its session (or lease) was renewed by a write sent at `t_send` |
 //! | `act` | | it believed it held at `t` (gated: a belief check passed at `t`) |
-//! | `read` | `key`, `value` | it read the data (`null`: absent) while holding |
+//! | `read` | `key`, `value` or `error` | it read the data (`null`: absent) while holding; a failed read saw nothing |
 //! | `write` | `key`, `value`, `outcome`, `sent`, `checked` | a fenced write, sent at `sent` |
 //! | `end` | | its last belief before its release |
 //! | `released` | `outcome` | its release returned (`ok`, or the error's kind) |

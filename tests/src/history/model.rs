@@ -102,6 +102,8 @@ pub enum Kind {
     Read {
         key: String,
         value: Option<String>,
+        /// The read failed (the store did not answer): it saw nothing.
+        error: Option<String>,
     },
     Write {
         key: String,
@@ -214,6 +216,7 @@ impl Event {
             "read" => Kind::Read {
                 key: s("key")?,
                 value: v.get("value").and_then(Value::as_str).map(str::to_string),
+                error: v.get("error").and_then(Value::as_str).map(str::to_string),
             },
             "write" => Kind::Write {
                 key: s("key")?,
@@ -485,7 +488,9 @@ impl History {
                         g.last_belief = g.last_belief.max(e.t);
                     }
                 }
-                Kind::Read { key: _, value } => {
+                Kind::Read {
+                    value, error: None, ..
+                } => {
                     if let Some(g) = gi.map(|g| &mut h.grants[g]) {
                         g.reads.push((e.t, value));
                     }

@@ -70,6 +70,7 @@ impl Log {
         self.check(&Config {
             resolution_ms: 10,
             slack_ms: 500,
+            origin_ns: 0,
             allowed_errors: vec![],
         })
     }
@@ -471,4 +472,16 @@ fn a_torn_last_line_is_ignored_and_a_torn_middle_line_is_an_error() {
         1
     );
     assert!(parse_logs([format!("{{\"t\"\n{good}").as_str()]).is_err());
+}
+
+#[test]
+fn a_failed_read_saw_nothing() {
+    let mut l = reader("v0");
+    l.ev(
+        50.0,
+        "r",
+        "read",
+        json!({ "key": "data", "error": "the store did not answer" }),
+    );
+    assert!(l.checks().ok());
 }

@@ -299,13 +299,17 @@ pub struct Run {
     injector: Mutex<std::fs::File>,
     procs: Mutex<Vec<Proc>>,
     pub seed: u64,
+    /// When the run began (CLOCK_MONOTONIC ns): reports count from here.
+    pub origin_ns: u64,
 }
 
 impl Run {
     pub fn new(dir: PathBuf, store: Store, tools: Arc<Tools>, seed: u64) -> Run {
         std::fs::create_dir_all(dir.join("logs")).unwrap();
         let injector = std::fs::File::create(dir.join("logs/injector.log")).unwrap();
+        let origin_ns = monotonic_ns();
         Run {
+            origin_ns,
             dir,
             store,
             tools,

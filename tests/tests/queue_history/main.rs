@@ -55,13 +55,13 @@ fn config(lock: &str, store: &Store) -> Config {
         // The waiter whose session was deleted gives up.
         "deleted-session" => cfg.allowed_errors = vec!["session".into()],
         // In a quiet moment, the bound is held tightly (the request latencies of one waiter).
-        "takeover" => cfg.slack_ms = 500,
+        l if l.starts_with("takeover") => cfg.slack_ms = 500,
         _ => {}
     }
     cfg
 }
 
-const LOCKS: [&str; 9] = [
+const LOCKS: [&str; 12] = [
     "conserve",
     "semaphore",
     "ranges",
@@ -70,8 +70,14 @@ const LOCKS: [&str; 9] = [
     "deleted-session",
     "newer-format",
     "zombie",
-    "takeover",
+    "takeover-0",
+    "takeover-1",
+    "takeover-2",
+    CONTROL,
 ];
+
+/// The negative control's lock: its history must fail the checks.
+const CONTROL: &str = "control";
 
 /// The events of one lock: its workers', the injector's about them or it, and the store's
 /// network faults (which touch every lock).
@@ -93,7 +99,11 @@ fn of_lock(events: &[Event], lock: &str) -> Vec<Event> {
                 DeleteRecord { lock: l }
                 | DeleteSession { lock: l, .. }
                 | NewerFormat { lock: l } => l == lock,
-                Net { .. } => true,
+                // A lost or late reply touches the lock it was about: its record, its
+                // sessions (`LOCK.q/ID`) or its data (`LOCK-data`).
+                Net { key, .. } => key.split(['/', '?']).any(|seg| {
+                    seg == lock || seg == format!("{lock}.q") || seg == format!("{lock}-data")
+                }),
                 _ => false,
             }
         })
@@ -147,7 +157,17 @@ fn run_store(make_store: impl Fn(&std::path::Path) -> Store) {
         }
         for (lock, report) in &reports {
             print!("--- {name} {lock}: {report}");
-            failed |= !report.ok();
+            if lock == CONTROL {
+                // The negative control must be caught, as two conflicting grants at once.
+                let caught = report.violations.iter().any(|v| v.check == "exclusion");
+                println!(
+                    "  (negative control: {})",
+                    if caught { "caught" } else { "NOT CAUGHT" }
+                );
+                failed |= !caught;
+            } else {
+                failed |= !report.ok();
+            }
         }
         if failed || std::env::var("LEASE_HISTORY_KEEP").is_ok_and(|v| v == "1") {
             let kept = dir.keep();
@@ -155,7 +175,7 @@ fn run_store(make_store: impl Fn(&std::path::Path) -> Store) {
             if failed {
                 let locks: Vec<&str> = reports
                     .iter()
-                    .filter(|(_, r)| !r.ok())
+                    .filter(|(l, r)| !r.ok() != (l == CONTROL))
                     .map(|(l, _)| l.as_str())
                     .collect();
                 failures.push(format!(
@@ -177,7 +197,7 @@ fn run_round(run: Run) -> (Vec<(String, Report)>, Notes) {
         deadline: Instant::now() + Duration::from_secs(if deep() { 400 } else { 150 }),
     };
     let notes: Mutex<Notes> = Mutex::default();
-    let main_phase: [fn(&Run, &Params) -> Notes; 8] = [
+    let main_phase: [fn(&Run, &Params) -> Notes; 9] = [
         scenarios::conserve,
         scenarios::semaphore,
         scenarios::ranges,
@@ -186,6 +206,7 @@ fn run_round(run: Run) -> (Vec<(String, Report)>, Notes) {
         scenarios::deleted_session,
         scenarios::newer_format,
         scenarios::zombie,
+        scenarios::control,
     ];
     run.store.net_faults(Some(run.seed));
     std::thread::scope(|s| {
@@ -199,18 +220,26 @@ fn run_round(run: Run) -> (Vec<(String, Report)>, Notes) {
         std::thread::sleep(NET_FAULTS);
         run.store.net_faults(None);
     });
-    // In a quiet moment: the takeover bound, at a phase of the renewals drawn from the seed.
-    let phase = run.seed * 7919 % 1000;
-    notes
-        .lock()
-        .unwrap()
-        .extend(scenarios::takeover(&run, &p, phase));
+    // In a quiet moment: the takeover bound, three holders killed at three phases of their
+    // renewals (every ttl/3 = 1 s), offset by the seed.
+    std::thread::scope(|s| {
+        for i in 0..3u64 {
+            let (run, p, notes) = (&run, &p, &notes);
+            s.spawn(move || {
+                let phase = (run.seed * 7919 + i * 333) % 1000;
+                let n = scenarios::takeover(run, p, &format!("takeover-{i}"), phase);
+                notes.lock().unwrap().extend(n);
+            });
+        }
+    });
     run.log_net_faults();
     let events = read_logs(&run.dir.join("logs")).unwrap();
     let reports = LOCKS
         .iter()
         .map(|lock| {
-            let report = check(of_lock(&events, lock), &config(lock, &run.store));
+            let mut cfg = config(lock, &run.store);
+            cfg.origin_ns = run.origin_ns;
+            let report = check(of_lock(&events, lock), &cfg);
             (lock.to_string(), report)
         })
         .collect();

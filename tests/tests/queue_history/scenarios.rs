@@ -357,10 +357,30 @@ pub fn zombie(run: &Run, p: &Params) -> Notes {
     notes
 }
 
+/// The negative control, run beside the others: a Node worker holds the lock now and then
+/// while a Rust worker acts as if it held it without acquiring anything. The checker must
+/// report them (`main.rs` fails the run if it does not): the logs of two languages, their
+/// clocks and the whole pipeline can show an overlap.
+pub fn control(run: &Run, p: &Params) -> Notes {
+    let lock = "control";
+    let names = vec![
+        run.spawn(Lang::Node, spec(lock, "honest", "exclusive", 3, p), false),
+        run.spawn(
+            Lang::Rust,
+            with(
+                spec(lock, "rogue", "exclusive", 1, p),
+                json!({ "rogue": true, "hold_ms": 4000, "acts": 40 }),
+            ),
+            false,
+        ),
+    ];
+    run.finish(&names, p.deadline);
+    vec![]
+}
+
 /// The takeover bound (issue 22 item 6), in a quiet moment: a Rust shared holder killed -9
-/// at a random phase of its renewals, a Rust exclusive waiter behind it.
-pub fn takeover(run: &Run, p: &Params, phase_ms: u64) -> Notes {
-    let lock = "takeover";
+/// at a given phase of its renewals, a Rust exclusive waiter behind it (lock `lock`).
+pub fn takeover(run: &Run, p: &Params, lock: &str, phase_ms: u64) -> Notes {
     let mut notes = vec![];
     let holder = with(
         spec(lock, "holder", "shared", 1, p),
