@@ -395,19 +395,22 @@ impl Run {
             .unwrap_or_else(|e| panic!("starting {name} ({lang:?}): {e}"));
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().map(BufReader::new);
-        self.procs.lock().unwrap().push(Proc {
-            name: name.clone(),
-            lang,
-            child,
-            stdin,
-            stdout,
-            wallstep: step_file,
-        });
+        self.procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Proc {
+                name: name.clone(),
+                lang,
+                child,
+                stdin,
+                stdout,
+                wallstep: step_file,
+            });
         name
     }
 
     fn with_proc<T>(&self, name: &str, f: impl FnOnce(&mut Proc) -> T) -> T {
-        let mut procs = self.procs.lock().unwrap();
+        let mut procs = self.procs.lock().unwrap_or_else(|e| e.into_inner());
         let p = procs
             .iter_mut()
             .find(|p| p.name == name)

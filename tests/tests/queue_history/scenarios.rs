@@ -387,15 +387,16 @@ pub fn takeover(run: &Run, p: &Params, lock: &str, phase_ms: u64) -> Notes {
         json!({ "hold_ms": 60_000, "acts": 120 }),
     );
     let mut names = vec![run.spawn(Lang::Rust, holder, false)];
-    if granted(run, "takeover/holder", 1, &mut notes) {
-        let waiter = with(
+    let (holder, waiter) = (format!("{lock}/holder"), format!("{lock}/waiter"));
+    if granted(run, &holder, 1, &mut notes) {
+        let w = with(
             spec(lock, "waiter", "exclusive", 1, p),
             json!({ "hold_ms": 300 }),
         );
-        names.push(run.spawn(Lang::Rust, waiter, false));
-        run.wait_for("takeover/waiter", "request", 1, WAIT);
+        names.push(run.spawn(Lang::Rust, w, false));
+        run.wait_for(&waiter, "request", 1, WAIT);
         sleep_ms(1000 + phase_ms);
-        run.kill("takeover/holder");
+        run.kill(&holder);
     }
     run.finish(&names, p.deadline);
     notes
