@@ -1,5 +1,36 @@
-//! Helpers shared by the system tests and their binaries: the S3 fault-injection proxy, and
-//! the history checker of the multi-process tests.
+//! Helpers shared by the system tests and their binaries: the S3 fault-injection proxy, the
+//! history checker of the multi-process tests, the shared clock and the test servers.
 
 pub mod history;
 pub mod proxy;
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock every process of this machine shares, which a
+/// step of the wall clock does not move (the histories' timestamps).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec for clock_gettime to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The store URL of a test server of scripts/stores.sh in `var` (`LEASE_TEST_S3_MOTO`, …), or
+/// `None` with a loud line saying why (its `…_SKIPPED` reason when stores.sh gave one). Under
+/// CI=true a missing server is a failure.
+pub fn test_server(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            let why = std::env::var(format!("{var}_SKIPPED"))
+                .unwrap_or_else(|_| format!("{var} is unset (scripts/stores.sh sets it)"));
+            assert!(
+                !std::env::var("CI").is_ok_and(|v| v == "true"),
+                "CI=true but {var} is not set: {why}"
+            );
+            eprintln!("\n!!! SKIPPED {var}: {why} !!!\n");
+            None
+        }
+    }
+}

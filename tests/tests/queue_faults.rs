@@ -13,27 +13,20 @@ use lease::{Client, LeaseOptions};
 use lease_systests::proxy::{proxied, Fault, On};
 
 fn servers() -> Vec<(&'static str, String)> {
-    let mut out = vec![];
-    for (name, var) in [
+    [
         ("moto", "LEASE_TEST_S3_MOTO"),
         ("minio", "LEASE_TEST_S3_MINIO"),
-    ] {
-        match std::env::var(var) {
-            Ok(url) => out.push((name, url)),
-            Err(_) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-                panic!("CI=true but {var} is not set: run through scripts/test")
-            }
-            Err(_) => eprintln!("\n!!! SKIPPED {name}: {var} unset (scripts/stores.sh) !!!\n"),
-        }
-    }
-    out
+    ]
+    .into_iter()
+    .filter_map(|(name, var)| lease_systests::test_server(var).map(|url| (name, url)))
+    .collect()
 }
 
 fn key(what: &str) -> String {
     format!(
         "queue-faults/{what}-{}-{}",
         std::process::id(),
-        lease_systests::proxy::monotonic_ns()
+        lease_systests::monotonic_ns()
     )
 }
 

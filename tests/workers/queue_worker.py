@@ -7,9 +7,9 @@ the SPEC's fields), with the Python package: acquire, act (a belief check each t
 write the data, release, SPEC.iterations times, appending each event to LOG as a JSON line on
 CLOCK_MONOTONIC (time.monotonic_ns, which every process of the machine shares).
 
-Readers read through the grant's own handle (``Lease.fenced_get``) where the package has one
-(a grant that fences what it reads: issue 22 item 5), else with ``lease.fenced_get(url,
-key=…)``; LEASE_HISTORY_READER_FENCING=1 makes the former required.
+Readers read with ``lease.fenced_get(url, key=…)``; with LEASE_HISTORY_READER_FENCING=1
+(the test's `reader-fencing` feature) through the grant's ``Lease.fenced_read``, which fences
+what it read (issue 22 item 5).
 """
 
 import json
@@ -74,11 +74,8 @@ def main() -> None:
     threading.Thread(target=watch_renewals, daemon=True).start()
 
     def read(held, key):
-        own = getattr(held, "fenced_get", None)
-        if own is None and must_fence_reads:
-            raise SystemExit("LEASE_HISTORY_READER_FENCING=1 but Lease.fenced_get does not exist")
         try:
-            o = own(key) if own is not None else lease.fenced_get(spec["url"], key=key)
+            o = held.fenced_read(key) if must_fence_reads else lease.fenced_get(spec["url"], key=key)
         except lease.LeaseError as e:
             return {"error": str(e)}
         return {"value": None if o is None else bytes(o.data).decode()}

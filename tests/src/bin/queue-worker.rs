@@ -14,7 +14,8 @@
 //! (queue an exclusive request; else a plain lease), `ttl_ms`, `poll_ms`, `wait_ms`,
 //! `iterations`, `hold_ms` (per grant, spread over `acts` acts), `pause_ms` (between
 //! grants), `data` (the key of the data object), `role` (`reader`: reads it at each act;
-//! `writer`: writes it with a fenced write at each act; `none`), `gate` (a writer: at its
+//! `writer`: writes it with a fenced write at each act; `none`; with the `reader-fencing`
+//! feature a reader reads with `Lease::fenced_read`, which fences what it read), `gate` (a writer: at its
 //! first act it writes, reads the version, prints `gate` and waits for a line on stdin, then
 //! writes conditionally on that version without checking its belief again: the zombie of
 //! issue 22 item 5), `rogue` (the negative control: it acts as if it held, without acquiring).
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use lease::store::Version;
 use lease::{Client, Lease, LeaseOptions, Scope};
+use lease_systests::monotonic_ns;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -62,16 +64,6 @@ struct Spec {
 
 fn default_wait() -> u64 {
     120_000
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec for clock_gettime to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn fail(msg: impl std::fmt::Display) -> ! {
@@ -299,6 +291,11 @@ async fn hold(spec: &Spec, log: &Log, held: &Lease, iteration: u32) {
         if let Some(data) = &spec.data {
             match spec.role.as_str() {
                 "reader" => {
+                    // Readers fence what they read where the library offers it (issue 22
+                    // item 5: `Lease::fenced_read`, the `reader-fencing` feature).
+                    #[cfg(feature = "reader-fencing")]
+                    let read = held.fenced_read(data).await;
+                    #[cfg(not(feature = "reader-fencing"))]
                     let read = held.fenced_get(data).await;
                     log.now("read", read_fields(data, read));
                 }

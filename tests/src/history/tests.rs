@@ -127,56 +127,25 @@ fn a_reader_beside_a_writer_fails_and_other_locks_do_not_count() {
     assert_eq!(r.violations.len(), 1, "{r}");
 }
 
+/// Two ranges of `blob` and two paths of `tree`, all held at once.
+fn scopes(a: &str, b: &str, p: &str, q: &str) -> Log {
+    let mut l = Log::default();
+    for (w, lock, scope, token) in [
+        ("a", "blob", a, 10),
+        ("b", "blob", b, 11),
+        ("p", "tree", p, 12),
+        ("q", "tree", q, 13),
+    ] {
+        l.hold(w, lock, "exclusive", scope, token, 1.0, 5.0, 100.0);
+    }
+    l
+}
+
 #[test]
 fn ranges_conflict_only_where_they_share_a_byte() {
-    let mut ok = Log::default();
-    ok.hold(
-        "a",
-        "blob",
-        "exclusive",
-        "range:0..100",
-        10,
-        0.0,
-        5.0,
-        100.0,
-    )
-    .hold(
-        "b",
-        "blob",
-        "exclusive",
-        "range:100..200",
-        11,
-        1.0,
-        6.0,
-        100.0,
-    )
-    .hold("p", "tree", "exclusive", "path:a/bc", 12, 1.0, 6.0, 100.0)
-    .hold("q", "tree", "exclusive", "path:a/b", 13, 1.0, 6.0, 100.0);
+    let ok = scopes("range:0..100", "range:100..200", "path:a/bc", "path:a/b");
     assert!(ok.checks().ok());
-    let mut bad = Log::default();
-    bad.hold(
-        "a",
-        "blob",
-        "exclusive",
-        "range:0..100",
-        10,
-        0.0,
-        5.0,
-        100.0,
-    )
-    .hold(
-        "b",
-        "blob",
-        "exclusive",
-        "range:99..200",
-        11,
-        1.0,
-        6.0,
-        100.0,
-    )
-    .hold("p", "tree", "exclusive", "path:a", 12, 1.0, 6.0, 100.0)
-    .hold("q", "tree", "exclusive", "path:a/b", 13, 1.0, 6.0, 100.0);
-    let r = bad.checks();
+    let r = scopes("range:0..100", "range:99..200", "path:a", "path:a/b").checks();
     assert!(failed(&r, "exclusion", "range:99..200"));
     assert!(failed(&r, "exclusion", "path:a/b"));
 }

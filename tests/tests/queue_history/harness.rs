@@ -11,14 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lease::store::{Cond, Get, GetOptions, Meta};
-use lease_systests::proxy::{monotonic_ns, Fault, FaultProxy, RandomFaults};
+use lease_systests::monotonic_ns;
+use lease_systests::proxy::{Fault, FaultProxy, RandomFaults};
 use serde_json::{json, Value};
 
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
 
 /// The programs the workers run, found once.
 pub struct Tools {
@@ -369,6 +366,9 @@ impl Run {
             }
         };
         cmd.arg(&log).arg(&spec_text);
+        if cfg!(feature = "reader-fencing") {
+            cmd.env("LEASE_HISTORY_READER_FENCING", "1");
+        }
         let step_file = wallstep.then(|| {
             let f = self
                 .dir
