@@ -558,63 +558,68 @@ impl Run {
     }
 
     /// Delete the lock's record as a person or a lifecycle rule would: whatever it holds.
-    pub fn delete_record(&self, lock: &str) {
-        self.delete_object(lock);
+    /// (`Err`: why it could not, for the scenario's notes.)
+    pub fn delete_record(&self, lock: &str) -> Result<(), String> {
+        self.delete_object(lock)?;
         self.inject("delete-record", json!({ "lock": lock }));
+        Ok(())
     }
 
-    fn delete_object(&self, key_in_run: &str) -> bool {
+    fn delete_object(&self, key_in_run: &str) -> Result<(), String> {
         let (store, key) = self.store.direct(key_in_run);
         for _ in 0..10 {
             let got = self
                 .store
                 .rt
                 .block_on(store.get(&key, GetOptions::default()))
-                .unwrap();
-            let Get::Found(o) = got else { return false };
+                .map_err(|e| e.to_string())?;
+            let Get::Found(o) = got else {
+                return Err(format!("{key} is not there"));
+            };
             let deleted = self.store.rt.block_on(store.delete(&key, &o.version));
             if matches!(deleted, Ok(lease::store::Delete::Deleted)) {
-                return true;
+                return Ok(());
             }
         }
-        panic!("could not delete {key}")
+        Err(format!("{key} kept changing"))
     }
 
     /// Delete the session of the participant labelled `label` (holder or waiter).
-    pub fn delete_session(&self, lock: &str, label: &str) {
+    pub fn delete_session(&self, lock: &str, label: &str) -> Result<(), String> {
         let (record, _) = self
             .record(lock)
-            .unwrap_or_else(|| panic!("{lock} has no queued lock's record"));
+            .ok_or_else(|| format!("{lock} has no queued lock's record"))?;
         let id = ["grants", "queue"]
             .iter()
             .flat_map(|k| record[k].as_array().cloned().unwrap_or_default())
             .find(|e| e["holder"]["label"] == label)
             .and_then(|e| e["holder"]["id"].as_str().map(str::to_string))
-            .unwrap_or_else(|| panic!("{label} is not in {lock}'s record: {record}"));
-        assert!(
-            self.delete_object(&format!("{lock}.q/{id}")),
-            "{label}'s session was not there"
-        );
+            .ok_or_else(|| format!("{label} is not in {lock}'s record: {record}"))?;
+        self.delete_object(&format!("{lock}.q/{id}"))?;
         self.inject(
             "delete-session",
             json!({ "lock": lock, "id": id, "of": label }),
         );
+        Ok(())
     }
 
     /// Rewrite the lock's record as a later version of the library could write it: a
     /// waiter with a mode this version does not know (issue 22 item 3).
-    pub fn newer_format(&self, lock: &str) {
+    pub fn newer_format(&self, lock: &str) -> Result<(), String> {
         for _ in 0..20 {
             let (mut record, version) = self
                 .record(lock)
-                .unwrap_or_else(|| panic!("{lock} has no record"));
+                .ok_or_else(|| format!("{lock} has no queued lock's record"))?;
             let mut entry = record["grants"][0].clone();
+            if entry.is_null() {
+                return Err(format!("{lock} has no holder: {record}"));
+            }
             entry["holder"]["id"] = json!(format!("{:032x}", monotonic_ns()));
             entry["holder"]["label"] = json!("a-newer-version");
             entry["mode"] = json!("intent-exclusive");
             entry.as_object_mut().unwrap().remove("token");
             record["queue"].as_array_mut().unwrap().push(entry);
-            record["rev"] = json!(record["rev"].as_u64().unwrap() + 1);
+            record["rev"] = json!(record["rev"].as_u64().unwrap_or(0) + 1);
             let (store, key) = self.store.direct(lock);
             let put = self.store.rt.block_on(store.put(
                 &key,
@@ -624,10 +629,10 @@ impl Run {
             ));
             if matches!(put, Ok(lease::store::Put::Written { .. })) {
                 self.inject("newer-format", json!({ "lock": lock }));
-                return;
+                return Ok(());
             }
         }
-        panic!("could not rewrite {lock}");
+        Err(format!("{lock} kept changing"))
     }
 
     /// Copy the proxy's log of faults into the injector's.

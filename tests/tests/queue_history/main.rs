@@ -165,6 +165,7 @@ fn run_store(make_store: impl Fn(&std::path::Path) -> Store) {
         );
         for n in &notes {
             println!("  fault skipped: {n}");
+            failed |= n.starts_with(HARNESS_FAILED);
         }
         for (lock, report) in &reports {
             print!("--- {name} {lock}: {report}");
@@ -201,6 +202,24 @@ fn run_store(make_store: impl Fn(&std::path::Path) -> Store) {
     assert!(failures.is_empty(), "violations on {failures:#?}");
 }
 
+/// A scenario's notes, or a note that it panicked (the harness's own failure, which fails
+/// the round: its checks may have missed what it meant to do).
+fn guarded(scenario: impl FnOnce() -> Notes) -> Notes {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(scenario)) {
+        Ok(notes) => notes,
+        Err(e) => {
+            let what = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            vec![format!("{HARNESS_FAILED}: {what}")]
+        }
+    }
+}
+
+const HARNESS_FAILED: &str = "the scenario itself failed";
+
 fn run_round(run: Run) -> (Vec<(String, Report)>, Notes) {
     let p = Params {
         ttl_ms: TTL_MS,
@@ -224,7 +243,7 @@ fn run_round(run: Run) -> (Vec<(String, Report)>, Notes) {
         for scenario in main_phase {
             let (run, p, notes) = (&run, &p, &notes);
             s.spawn(move || {
-                let n = scenario(run, p);
+                let n = guarded(|| scenario(run, p));
                 notes.lock().unwrap().extend(n);
             });
         }
@@ -238,7 +257,7 @@ fn run_round(run: Run) -> (Vec<(String, Report)>, Notes) {
             let (run, p, notes) = (&run, &p, &notes);
             s.spawn(move || {
                 let phase = (run.seed * 7919 + i * 333) % 1000;
-                let n = scenarios::takeover(run, p, &format!("takeover-{i}"), phase);
+                let n = guarded(|| scenarios::takeover(run, p, &format!("takeover-{i}"), phase));
                 notes.lock().unwrap().extend(n);
             });
         }

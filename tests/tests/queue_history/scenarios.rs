@@ -231,7 +231,7 @@ fn holder_and_waiters(
     holder: Lang,
     waiters: &[(Lang, &str)],
     waiter_spec: Value,
-    inject: impl FnOnce(&Run),
+    inject: impl FnOnce(&Run) -> Result<(), String>,
 ) -> Notes {
     let mut notes = vec![];
     let long = json!({ "iterations": 1, "hold_ms": 8000, "acts": 16 });
@@ -249,7 +249,9 @@ fn holder_and_waiters(
             run.wait_for(n, "request", 1, WAIT);
         }
         sleep_ms(1000); // they have joined the queue
-        inject(run);
+        if let Err(why) = inject(run) {
+            notes.push(format!("{lock}: {why}"));
+        }
     }
     run.finish(&names, p.deadline);
     notes
@@ -282,8 +284,8 @@ pub fn deleted_session(run: &Run, p: &Params) -> Notes {
         &[(Lang::Rust, "w"), (Lang::Python, "w2")],
         json!({ "hold_ms": 500 }),
         |run| {
-            run.delete_session(lock, "deleted-session/h");
-            run.delete_session(lock, "deleted-session/w2");
+            run.delete_session(lock, "deleted-session/h")?;
+            run.delete_session(lock, "deleted-session/w2")
         },
     )
 }
