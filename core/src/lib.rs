@@ -20,6 +20,8 @@
 //! See `docs/protocol.md` for the protocol and the reasoning behind it.
 
 mod acquire;
+mod acquirer;
+mod breaking;
 mod client;
 pub mod clock;
 mod duration;
@@ -27,6 +29,7 @@ mod election;
 pub mod error;
 mod fence;
 mod lease;
+mod lock_change;
 pub mod options;
 pub mod protocol;
 mod queue;
@@ -47,7 +50,9 @@ pub use options::LeaseOptions;
 pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use scope::{Mode, Scope};
-pub use status::{unix_ms, HolderJson, LeaseState, QueueStatus, Status, Watcher};
+pub use status::{
+    unix_ms, HolderJson, LeaseState, Participant, QueueStatus, SessionState, Status, Watcher,
+};
 pub use store::doctor;
 pub use store::url::{object_key, LeaseUrl, StoreUrl};
 pub use token::FencingToken;

@@ -23,8 +23,18 @@
 //! | modes ignored when granting (`QueueIgnoresModes`)  | `a_queue_that_ignores_modes_…`            |
 //! | a waiter removes a blocker whose session is alive  | `a_waiter_that_evicts_a_live_holder_…`    |
 //! | a holder believes while its leave is in flight     | `a_holder_believing_while_leaving_…`      |
-//! | a lapsed participant joins again (driver rule)     | `queue_model.rs::a_lapsed_participant_that_joins_again_is_listed_twice` |
+//! | a lapsed participant joins again (`QueueRejoinWhenLapsed`) | `a_lapsed_participant_that_joins_again_…` |
 //! | only heads check sessions (`QueueOnlyHeadsCheck`)  | `a_queue_where_only_heads_check_strands_…` |
+//!
+//! And for the holes of issue 22, each fix reverted:
+//!
+//! | Issue 22 fix reverted                              | Control                                   |
+//! |----------------------------------------------------|-------------------------------------------|
+//! | holders confirm the record at each renewal (`QueueHolderSkipsConfirmation`) | `a_holder_that_never_confirms_…` |
+//! | a record made again starts above the clock (`QueueRecreateAtKnownEpoch`) | `a_queue_record_made_again_at_…` |
+//! | joins reserve room for every later settle (`QueueJoinIgnoresReserve`) | `joins_that_reserve_no_room_…` |
+//! | a newer record is never taken over (`QueueNewerTakenAsCorrupt`) | `a_newer_record_taken_for_corrupt_…` |
+//! | session checks paced to the rule (`QueueSessionCheckLate`) | `core/tests/queue_holes.rs` … (simulated time; see below) |
 //!
 
 #![allow(clippy::disallowed_methods)] // times the checker with the wall clock
@@ -182,15 +192,7 @@ fn an_unknown_outcome_taken_as_not_landed_reports_fenced_for_a_write_that_landed
 }
 
 /// The queued-lock model's safety properties, mutual exclusion first.
-const QUEUE: &[&str] = &[
-    queue_model::MUTUAL_EXCLUSION,
-    queue_model::PERMITS,
-    "every believer is listed among the grants",
-    queue_model::FIFO,
-    "tokens strictly increase",
-    "a participant joins once",
-    "a live participant is never removed",
-];
+const QUEUE: &[&str] = queue_model::SAFETY;
 
 #[test]
 fn a_queue_that_lets_readers_overtake_a_waiting_writer_breaks_arrival_order() {
@@ -269,5 +271,104 @@ fn a_queue_where_only_heads_check_strands_the_waiters_behind_a_dead_head() {
             "conserve, two deaths"
         ),
         Some(queue_model::SERVED)
+    );
+}
+
+/// The driver rule found by the model: a participant whose session lapsed gives up rather than
+/// join again (its join's outcome was unknown, and meanwhile it was granted, proven gone and
+/// removed). With the rule broken it joins a second time, as a new arrival.
+#[test]
+fn a_lapsed_participant_that_joins_again_is_listed_twice() {
+    let m = QueueModel {
+        max_faults: 1,
+        max_deaths: 1,
+        lapses: true,
+        crashes: true,
+        ..queue_model::conserve()
+    };
+    assert_eq!(
+        violated(
+            m,
+            &[queue_model::JOINS_ONCE],
+            Some(Mutant::QueueRejoinWhenLapsed),
+            "conserve, a fault and a death"
+        ),
+        Some(queue_model::JOINS_ONCE)
+    );
+}
+
+/// Issue 22 item 1: a holder that never reads the lock's record again after its grant goes on
+/// believing, past its renewals, beside a newcomer granted in a record made again after a
+/// deletion.
+#[test]
+fn a_holder_that_never_confirms_the_record_overlaps_after_a_deletion() {
+    let m = QueueModel {
+        record_deletions: 1,
+        ..queue_model::byte_ranges()
+    };
+    assert_eq!(violated(m.clone(), QUEUE, None, "ranges, a deletion"), None);
+    assert_eq!(
+        violated(
+            m,
+            QUEUE,
+            Some(Mutant::QueueHolderSkipsConfirmation),
+            "ranges, a deletion"
+        ),
+        Some(queue_model::MUTUAL_EXCLUSION)
+    );
+}
+
+/// Issue 22 item 1: a record made again at the participant's known token + 1 (not above the
+/// store's clock) hands a token out twice.
+#[test]
+fn a_queue_record_made_again_at_the_known_token_repeats_a_token() {
+    let m = QueueModel {
+        record_deletions: 1,
+        ..queue_model::byte_ranges()
+    };
+    assert_eq!(
+        violated(
+            m,
+            QUEUE,
+            Some(Mutant::QueueRecreateAtKnownEpoch),
+            "ranges, a deletion"
+        ),
+        Some(queue_model::TOKENS)
+    );
+}
+
+/// Issue 22 item 2: joins checked only against their own size let a release that grants the
+/// readers overflow the record (the stranded lock).
+#[test]
+fn joins_that_reserve_no_room_let_a_release_overflow_the_record() {
+    let m = queue_model::capacity();
+    assert_eq!(violated(m.clone(), QUEUE, None, "capacity"), None);
+    assert_eq!(
+        violated(
+            m,
+            QUEUE,
+            Some(Mutant::QueueJoinIgnoresReserve),
+            "capacity"
+        ),
+        Some(queue_model::FITS)
+    );
+}
+
+/// Issue 22 item 3: a record of a newer format taken over like a corrupt one is written over.
+#[test]
+fn a_newer_record_taken_for_corrupt_is_written_over() {
+    let m = QueueModel {
+        newer_writes: 1,
+        ..queue_model::conserve()
+    };
+    assert_eq!(violated(m.clone(), QUEUE, None, "conserve, a newer record"), None);
+    assert_eq!(
+        violated(
+            m,
+            QUEUE,
+            Some(Mutant::QueueNewerTakenAsCorrupt),
+            "conserve, a newer record"
+        ),
+        Some(queue_model::NEWER_KEPT)
     );
 }

@@ -1,6 +1,6 @@
 //! Negative controls for the model checker: each [`Mutant`] brings back one bug that the safety
-//! fixes removed (issue 11) or that the queued locks' rules exclude (issue 13), so `verify/tests/negative_controls.rs` can show that the checker
-//! finds it. The switch exists only with the `negative-controls` feature, which nothing that
+//! fixes removed (issue 11) or that the queued locks' rules exclude (issues 13 and 22), so
+//! `verify/tests/negative_controls.rs` can show that the checker finds it. The switch exists only with the `negative-controls` feature, which nothing that
 //! ships turns on; without it the check is a constant `false` and the mutant code is dead.
 
 /// One bug, brought back.
@@ -29,6 +29,26 @@ pub enum Mutant {
     /// Queued locks: only the waiters at the head of their line check anyone's session, so a
     /// dead head waiter behind a dead holder strands everyone behind it.
     QueueOnlyHeadsCheck = 7,
+    /// Queued locks: a join is checked only against its own size, not against the room every
+    /// later settle needs, so a release that grants the waiters can overflow the record and
+    /// strand the lock (issue 22 item 2).
+    QueueJoinIgnoresReserve = 8,
+    /// Queued locks: a record made where none is starts at the participant's known epoch + 1
+    /// instead of above the store's clock, so a deleted record hands out tokens again.
+    QueueRecreateAtKnownEpoch = 9,
+    /// Queued locks: a holder never reads the lock's record again after its grant, so a record
+    /// deleted and made again without it leaves it believing (issue 22 item 1).
+    QueueHolderSkipsConfirmation = 10,
+    /// Queued locks: a record written by a newer version is taken over like a corrupt one
+    /// (issue 22 item 3).
+    QueueNewerTakenAsCorrupt = 11,
+    /// Queued locks: a participant whose session lapsed still writes its join (it may have been
+    /// granted, proven gone and removed while an earlier join's outcome was unknown).
+    QueueRejoinWhenLapsed = 12,
+    /// Queued locks: a waiter checks a blocker's session only when the takeover rule's own
+    /// estimate says (which adds a whole resolution), so with a coarse store clock it can look
+    /// just too early and then wait a whole interval more (issue 22 item 6).
+    QueueSessionCheckLate = 13,
 }
 
 #[cfg(feature = "negative-controls")]
