@@ -83,10 +83,9 @@ pub fn code_for(kind: ErrorKind) -> u8 {
         ErrorKind::Held | ErrorKind::Timeout | ErrorKind::QueueFull => HELD,
         ErrorKind::Lost | ErrorKind::Fenced => LOST,
         ErrorKind::Cancelled => INTERRUPTED,
-        ErrorKind::Store
-        | ErrorKind::Unavailable
-        | ErrorKind::Corrupt
-        | ErrorKind::Unsupported => STORE,
+        ErrorKind::Store | ErrorKind::Unavailable | ErrorKind::Corrupt | ErrorKind::Unsupported => {
+            STORE
+        }
         _ => INTERNAL,
     }
 }

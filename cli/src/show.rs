@@ -48,11 +48,18 @@ fn human(s: &Status) -> String {
 fn queue_lines(q: &QueueStatus) -> String {
     let mut out = String::new();
     if let Some(n) = q.permits {
-        out += &format!("permits:    {n} ({} in use)\n", q.holders.len() + q.departing.len());
+        out += &format!(
+            "permits:    {n} ({} in use)\n",
+            q.holders.len() + q.departing.len()
+        );
     }
     out += &format!("holders:    {}\n", q.holders.len());
     for g in &q.holders {
-        out += &format!("  token {}  {}\n", g.token.unwrap_or_default(), g.describe());
+        out += &format!(
+            "  token {}  {}\n",
+            g.token.unwrap_or_default(),
+            g.describe()
+        );
     }
     if !q.departing.is_empty() {
         out += &format!(

@@ -50,7 +50,9 @@ pub(crate) async fn run(
         }
         match acquirer.step(event, clock.now(), clock.wall(), rng) {
             Step::Read { if_none_match } => {
-                let read = client.read_record(key, if_none_match.as_ref(), &timing).await;
+                let read = client
+                    .read_record(key, if_none_match.as_ref(), &timing)
+                    .await;
                 if let Err(e) = &read {
                     warn!(lease = %url, "read failed: {e}");
                 }

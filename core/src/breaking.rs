@@ -135,7 +135,8 @@ async fn break_record(
         let mut view = View::default();
         view.absorb(read, clock.now());
         let before = Status::from_view(&url, &view, timing);
-        let breaker = client.new_holder(Some(label.clone().unwrap_or_else(|| "lease break".into())));
+        let breaker =
+            client.new_holder(Some(label.clone().unwrap_or_else(|| "lease break".into())));
         let known = client.memo(key).epoch;
         let (record, cond) = match (&view.seen, session_of) {
             // A grant listed whose session is gone: put a break record in its place, held for

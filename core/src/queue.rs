@@ -36,7 +36,11 @@ pub(crate) struct Request<'a> {
 
 /// Acquire a grant of the queued lock at `req.key`; `first`: a read of the key already made
 /// (by a lease acquisition that found a queued lock).
-pub(crate) async fn acquire(client: &Client, req: Request<'_>, first: Option<Get>) -> Result<Lease> {
+pub(crate) async fn acquire(
+    client: &Client,
+    req: Request<'_>,
+    first: Option<Get>,
+) -> Result<Lease> {
     req.opts.check_queue().map_err(|e| e.with_lease(req.url))?;
     let (key, url, timing) = (req.key, req.url, req.timing);
     let clock = client.clock().clone();
@@ -84,7 +88,9 @@ pub(crate) async fn acquire(client: &Client, req: Request<'_>, first: Option<Get
         };
         event = match waiter.step(event, ctx, rng) {
             Step::ReadRecord { if_none_match } => {
-                let read = client.read_record(key, if_none_match.as_ref(), &timing).await;
+                let read = client
+                    .read_record(key, if_none_match.as_ref(), &timing)
+                    .await;
                 if let Err(e) = &read {
                     warn!(lease = %url, "read failed: {e}");
                 }
@@ -116,16 +122,25 @@ pub(crate) async fn acquire(client: &Client, req: Request<'_>, first: Option<Get
                 }
                 Err(e) => Event::SessionBegun(Err(e)),
             },
-            Step::ReadSession { key: skey, if_none_match } => {
-                Event::Session(client.read_record(&skey, if_none_match.as_ref(), &timing).await)
-            }
+            Step::ReadSession {
+                key: skey,
+                if_none_match,
+            } => Event::Session(
+                client
+                    .read_record(&skey, if_none_match.as_ref(), &timing)
+                    .await,
+            ),
             Step::EndSession {
                 key: skey,
                 record,
                 cond,
             } => {
                 let give_up_at = clock.now() + timing.ttl;
-                Event::Ended(client.write(&skey, &record, cond, give_up_at, &timing).await)
+                Event::Ended(
+                    client
+                        .write(&skey, &record, cond, give_up_at, &timing)
+                        .await,
+                )
             }
             Step::DeleteSession { key: skey, version } => {
                 // The participant was removed: its session is never used again, so a store

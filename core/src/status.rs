@@ -320,9 +320,8 @@ impl Status {
     pub fn differs_from(&self, other: &Status) -> bool {
         let ids = |s: &Status| {
             s.queue.as_ref().map(|q| {
-                let ids = |v: &[Participant]| {
-                    v.iter().map(|e| e.holder.id.clone()).collect::<Vec<_>>()
-                };
+                let ids =
+                    |v: &[Participant]| v.iter().map(|e| e.holder.id.clone()).collect::<Vec<_>>();
                 (ids(&q.holders), ids(&q.departing), ids(&q.waiting))
             })
         };

@@ -52,10 +52,14 @@ async fn a_deleted_record_never_lets_a_waiter_in_beside_its_holder() {
     let w = World::new();
     let (a, _) = w.client("a", 1);
     let (b, _) = w.client("b", 2);
-    let held = a.acquire("a_deleted_record_never_lets_a_waiter_in_", &queued()).await.unwrap();
+    let held = a
+        .acquire("a_deleted_record_never_lets_a_waiter_in_", &queued())
+        .await
+        .unwrap();
     let waiter = spawn_acquire(&b, "a_deleted_record_never_lets_a_waiter_in_", queued());
     sleep(secs(1.0)).await;
-    w.store.remove_raw("a_deleted_record_never_lets_a_waiter_in_");
+    w.store
+        .remove_raw("a_deleted_record_never_lets_a_waiter_in_");
     // H works on for 30 s, checking its lease every 50 ms: W never holds at the same time.
     for step in 0..600 {
         sleep(secs(0.05)).await;
@@ -67,7 +71,10 @@ async fn a_deleted_record_never_lets_a_waiter_in_beside_its_holder() {
             break;
         }
     }
-    assert!(held.is_held(), "H lost its grant to a deletion nobody meant");
+    assert!(
+        held.is_held(),
+        "H lost its grant to a deletion nobody meant"
+    );
     held.release().await.unwrap();
     let got = waiter.await.unwrap().unwrap();
     assert!(
@@ -87,11 +94,18 @@ async fn a_deleted_record_taken_by_a_newcomer_stops_the_old_holder_at_its_next_r
     let w = World::new();
     let (a, _) = w.client("a", 1);
     let (c, _) = w.client("c", 3);
-    let old = a.acquire("a_deleted_record_taken_by_a_newcomer_sto", &queued()).await.unwrap();
+    let old = a
+        .acquire("a_deleted_record_taken_by_a_newcomer_sto", &queued())
+        .await
+        .unwrap();
     sleep(secs(1.0)).await;
-    w.store.remove_raw("a_deleted_record_taken_by_a_newcomer_sto");
+    w.store
+        .remove_raw("a_deleted_record_taken_by_a_newcomer_sto");
     let new = c
-        .acquire("a_deleted_record_taken_by_a_newcomer_sto", &queued().wait(Duration::ZERO))
+        .acquire(
+            "a_deleted_record_taken_by_a_newcomer_sto",
+            &queued().wait(Duration::ZERO),
+        )
         .await
         .unwrap();
     let granted_at = w.now();
@@ -131,15 +145,23 @@ async fn deleting_the_record_and_the_sessions_gives_two_holders_at_most_until_th
     let (a, _) = w.client("a", 1);
     let (b, _) = w.client("b", 2);
     let (c, _) = w.client("c", 3);
-    let held = a.acquire("deleting_the_record_and_the_sessions_giv", &queued()).await.unwrap();
+    let held = a
+        .acquire("deleting_the_record_and_the_sessions_giv", &queued())
+        .await
+        .unwrap();
     let waiter = spawn_acquire(&b, "deleting_the_record_and_the_sessions_giv", queued());
     sleep(secs(1.0)).await;
-    w.store.remove_raw("deleting_the_record_and_the_sessions_giv");
+    w.store
+        .remove_raw("deleting_the_record_and_the_sessions_giv");
     for k in keys_under(&w, "deleting_the_record_and_the_sessions_giv.q/") {
         w.store.remove_raw(&k);
     }
     let deleted_at = w.now();
-    let newcomer = spawn_acquire(&c, "deleting_the_record_and_the_sessions_giv", queued().wait(secs(60.0)));
+    let newcomer = spawn_acquire(
+        &c,
+        "deleting_the_record_and_the_sessions_giv",
+        queued().wait(secs(60.0)),
+    );
     let mut tokens = vec![held.epoch()];
     let (mut waiter, mut newcomer) = (Some(waiter), Some(newcomer));
     let mut leases: Vec<Lease> = vec![held];
@@ -215,9 +237,15 @@ async fn a_record_of_a_newer_format_or_mode_is_never_taken_over() {
     let newer_mode = r#"{"format":2,"epoch":1767225600005,"rev":3,"grants":[{"id":"0123456789abcdef0123456789abcdef","mode":"intent","ttl_ms":10000,"token":1767225600005}],"queue":[]}"#;
     let newer_format = r#"{"format":3,"epoch":1767225600005,"rev":3,"locks":[]}"#;
     for (what, bytes) in [("mode", newer_mode), ("format", newer_format)] {
-        w.store.overwrite_raw("a_record_of_a_newer_format_or_mode_is_ne", bytes.to_string());
+        w.store.overwrite_raw(
+            "a_record_of_a_newer_format_or_mode_is_ne",
+            bytes.to_string(),
+        );
         let e = b
-            .acquire("a_record_of_a_newer_format_or_mode_is_ne", &queued().wait(secs(60.0)))
+            .acquire(
+                "a_record_of_a_newer_format_or_mode_is_ne",
+                &queued().wait(secs(60.0)),
+            )
             .await
             .map(|l| l.epoch())
             .unwrap_err();
@@ -227,19 +255,32 @@ async fn a_record_of_a_newer_format_or_mode_is_never_taken_over() {
             "{what}: the error names it: {e}"
         );
         let e = b
-            .acquire("a_record_of_a_newer_format_or_mode_is_ne", &opts().wait(secs(60.0)))
+            .acquire(
+                "a_record_of_a_newer_format_or_mode_is_ne",
+                &opts().wait(secs(60.0)),
+            )
             .await
             .map(|l| l.epoch())
             .unwrap_err();
-        assert_eq!(e.kind().as_str(), "unsupported", "{what}, a plain lease: {e}");
+        assert_eq!(
+            e.kind().as_str(),
+            "unsupported",
+            "{what}, a plain lease: {e}"
+        );
         assert!(
-            b.break_lease("a_record_of_a_newer_format_or_mode_is_ne", None, lease::BreakMode::default())
-                .await
-                .is_err(),
+            b.break_lease(
+                "a_record_of_a_newer_format_or_mode_is_ne",
+                None,
+                lease::BreakMode::default()
+            )
+            .await
+            .is_err(),
             "{what}: break wrote over it"
         );
         assert_eq!(
-            raw(&w, "a_record_of_a_newer_format_or_mode_is_ne").await.as_deref(),
+            raw(&w, "a_record_of_a_newer_format_or_mode_is_ne")
+                .await
+                .as_deref(),
             Some(bytes.as_bytes()),
             "{what}: the record was written over"
         );
@@ -269,7 +310,13 @@ async fn the_takeover_bound_holds_with_a_whole_second_store_clock_at_every_phase
         a_conn.faults().set_latency(secs(0.004));
         b_conn.faults().set_latency(secs(0.004));
         sleep(secs(0.2 * second as f64)).await;
-        let held = a.acquire("the_takeover_bound_holds_with_a_whole_se", &o.clone().shared()).await.unwrap();
+        let held = a
+            .acquire(
+                "the_takeover_bound_holds_with_a_whole_se",
+                &o.clone().shared(),
+            )
+            .await
+            .unwrap();
         sleep(secs(0.13 * join as f64)).await;
         let waiter = spawn_acquire(&b, "the_takeover_bound_holds_with_a_whole_se", o.clone());
         sleep(secs(2.0 + 0.13 * death as f64)).await;
@@ -280,7 +327,10 @@ async fn the_takeover_bound_holds_with_a_whole_second_store_clock_at_every_phase
         let at = w.now();
         assert!(at >= deadline, "phase {phase}: granted before the deadline");
         if at - last_write > worst {
-            eprintln!("phase {phase}: replaced {:?} after the last renewal", at - last_write);
+            eprintln!(
+                "phase {phase}: replaced {:?} after the last renewal",
+                at - last_write
+            );
         }
         worst = worst.max(at - last_write);
         got.release().await.unwrap();
@@ -320,7 +370,10 @@ async fn a_waiter_whose_session_lapsed_is_told_so() {
 async fn a_holder_whose_session_was_deleted_is_told_so() {
     let w = World::new();
     let (a, _) = w.client("a", 1);
-    let held = a.acquire("a_holder_whose_session_was_deleted_is_to", &queued()).await.unwrap();
+    let held = a
+        .acquire("a_holder_whose_session_was_deleted_is_to", &queued())
+        .await
+        .unwrap();
     for k in keys_under(&w, "a_holder_whose_session_was_deleted_is_to.q/") {
         w.store.remove_raw(&k);
     }
@@ -355,13 +408,24 @@ async fn after_a_break_status_does_not_show_the_broken_holder_as_holding() {
     let w = World::new();
     let (a, _) = w.client("a", 1);
     let (op, _) = w.client("op", 9);
-    let held = a.acquire("after_a_break_status_does_not_show_the_b", &queued()).await.unwrap();
+    let held = a
+        .acquire("after_a_break_status_does_not_show_the_b", &queued())
+        .await
+        .unwrap();
     let before = op
-        .break_lease("after_a_break_status_does_not_show_the_b", None, lease::BreakMode::default())
+        .break_lease(
+            "after_a_break_status_does_not_show_the_b",
+            None,
+            lease::BreakMode::default(),
+        )
         .await
         .unwrap();
     assert!(before.is_some(), "nothing was broken");
-    let s = op.status("after_a_break_status_does_not_show_the_b").await.unwrap().to_json();
+    let s = op
+        .status("after_a_break_status_does_not_show_the_b")
+        .await
+        .unwrap()
+        .to_json();
     assert_ne!(s["state"], "held", "{s}");
     let id = &held.holder().id;
     let holders = s["holders"].as_array().cloned().unwrap_or_default();
@@ -370,4 +434,48 @@ async fn after_a_break_status_does_not_show_the_broken_holder_as_holding() {
         "the broken holder is listed as holding: {s}"
     );
     let _ = held.release().await;
+}
+
+/// Capacity (issue 22): a semaphore of 10 with 1,000 workers waiting, each with the largest
+/// label and data: every join fits (who they are lives in their sessions), every join and leave
+/// is one bounded write, and a release hands over in order.
+#[tokio::test(start_paused = true)]
+async fn a_semaphore_of_ten_takes_a_thousand_waiters_whatever_their_data() {
+    let w = World::new();
+    let label = "l".repeat(lease::record::MAX_LABEL_LEN);
+    let data = "d".repeat(lease::record::MAX_DATA_LEN);
+    let o = opts()
+        .permits(10)
+        .label(label)
+        .data(data)
+        .poll_interval(secs(30.0));
+    let mut tasks = vec![];
+    for i in 0..1010u64 {
+        let (c, _) = w.client(&format!("w{i}"), 1000 + i);
+        tasks.push(spawn_acquire(&c, "thousand", o.clone()));
+        sleep(secs(0.001)).await;
+    }
+    sleep(secs(0.5)).await;
+    let record = raw(&w, "thousand").await.unwrap();
+    let r = match lease::protocol::queue::classify(&record) {
+        lease::protocol::queue::Classified::Queue(r) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((r.grants.len(), r.queue.len()), (10, 1000));
+    assert!(
+        record.len() < 100_000,
+        "{} bytes for 1,010 participants",
+        record.len()
+    );
+    let mut held = vec![];
+    for t in tasks.drain(..10) {
+        held.push(t.await.unwrap().unwrap());
+    }
+    // The first holder leaves: the 11th arrival is granted in the same write.
+    held.remove(0).release().await.unwrap();
+    let next = tasks.remove(0).await.unwrap().unwrap();
+    assert!(next.epoch() > held.iter().map(Lease::epoch).max().unwrap());
+    for t in tasks {
+        t.abort();
+    }
 }

@@ -41,17 +41,15 @@ use lease::protocol::hold::LostReason;
 use lease::protocol::queue::change::{ChangeEvent, ChangeOp, ChangeStep};
 use lease::protocol::queue::holder::{ConfirmEvent, ConfirmStep, GrantHold};
 use lease::protocol::queue::waiter::{Ctx, Event, Step, WaitPlan, Waiter};
-use lease::protocol::queue::{
-    classify, Change, Classified, Entry, Mode, QueueRecord, Scope,
-};
+use lease::protocol::queue::{classify, Change, Classified, Entry, Mode, QueueRecord, Scope};
 use lease::protocol::write::Written;
 use lease::protocol::Entropy;
 use lease::record::{Holder, Record, RecordState, FORMAT};
 use lease::store::{Cond, Get, Object, Put, Version};
 use lease::ErrorKind;
 
-pub use crate::lease_model::{check, deep};
 use crate::lease_model::{at, timing, Answer, Flight, Req};
+pub use crate::lease_model::{check, deep};
 use crate::network::{inject, Fault, Net};
 
 // ---------------------------------------------------------------------------------------------
@@ -125,7 +123,10 @@ pub enum SessionObj {
 pub enum Io {
     Request(Flight),
     /// A sleep; `retry`: after a failure (it may always end).
-    Sleep { until: Instant, retry: bool },
+    Sleep {
+        until: Instant,
+        retry: bool,
+    },
 }
 
 /// Where a participant is. Each waits for at most one request at a time.
@@ -134,7 +135,10 @@ pub enum Io {
 pub enum Phase {
     Idle,
     /// Acquiring: the [`Waiter`].
-    Waiting { waiter: Box<Waiter>, io: Io },
+    Waiting {
+        waiter: Box<Waiter>,
+        io: Io,
+    },
     /// Granted: believes while its session is alive. `confirming`: a confirmation (read of the
     /// lock's record, or the record made again) in flight.
     Holding {
@@ -367,7 +371,10 @@ fn version(generation: u64) -> Version {
 
 /// The record a newer version writes: a format this version does not know.
 fn newer_bytes(n: u8) -> Bytes {
-    Bytes::from(format!(r#"{{"format":3,"epoch":{},"rev":{n}}}"#, BASE_MS + 999))
+    Bytes::from(format!(
+        r#"{{"format":3,"epoch":{},"rev":{n}}}"#,
+        BASE_MS + 999
+    ))
 }
 
 /// Apply `req` of participant `by` (`None`: an orphan) to the store atomically; a write that
@@ -433,7 +440,9 @@ fn apply(m: &QueueModel, s: &mut State, by: Option<usize>, req: &Req) -> Answer 
 fn record_of(bytes: &[u8]) -> QueueRecord {
     match classify(bytes) {
         Classified::Queue(r) => r,
-        other => panic!("a participant wrote something else than a queued lock's record: {other:?}"),
+        other => {
+            panic!("a participant wrote something else than a queued lock's record: {other:?}")
+        }
     }
 }
 
@@ -452,7 +461,10 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
             }
         }
         // Removed by another while alive (a participant leaving itself is Leaving).
-        for e in old.into_iter().flat_map(|o| o.grants.iter().chain(&o.queue)) {
+        for e in old
+            .into_iter()
+            .flat_map(|o| o.grants.iter().chain(&o.queue))
+        {
             if new.find(e.id()).is_none() {
                 if let Some(c) = m.owner(s, e.id()) {
                     let p = &s.participants[c];
@@ -559,8 +571,7 @@ impl QueueModel {
     /// The wall clock: above every token handed out (assumption 4 of the lease model: a
     /// record is deleted only once the clock has passed every epoch handed out).
     fn wall(&self, s: &State) -> SystemTime {
-        SystemTime::UNIX_EPOCH
-            + Duration::from_millis(BASE_MS + 1000 * u64::from(s.replacements))
+        SystemTime::UNIX_EPOCH + Duration::from_millis(BASE_MS + 1000 * u64::from(s.replacements))
     }
 
     /// Whether participant `c` believes it holds its grant now.
@@ -684,7 +695,9 @@ impl QueueModel {
     fn session_end(&self, s: &mut State, by: usize, key: &str, cond: &Cond) -> Written {
         let (c, current) = self.session_of(s, key);
         let dead_version = Version::etag(format!("{key}:dead"));
-        if current && s.participants[c].obj == SessionObj::Held && *cond == Cond::Match(dead_version)
+        if current
+            && s.participants[c].obj == SessionObj::Held
+            && *cond == Cond::Match(dead_version)
         {
             s.participants[c].obj = SessionObj::Ended;
             return Written::Landed {
@@ -765,7 +778,9 @@ impl QueueModel {
                     };
                     return;
                 }
-                Step::Held { .. } => unreachable!("the model's waiters neither try once nor time out"),
+                Step::Held { .. } => {
+                    unreachable!("the model's waiters neither try once nor time out")
+                }
                 Step::Failed { error, listed } => {
                     match error.kind() {
                         ErrorKind::QueueFull => s.refused_full = true,
@@ -1043,8 +1058,9 @@ impl QueueModel {
         })
     }
 
-    /// Every believer is listed among the latest record's grants, with the token it holds
-    /// (the safety argument's step 2, docs/protocol.md §10).
+    /// Every believer is listed among the latest record's grants (the safety argument's step
+    /// 2, docs/protocol.md §10). (By id: a record made again from a stale view may grant a
+    /// holder again, with a new token, before it next confirms; it keeps the token it holds.)
     fn believers_listed(&self, s: &State) -> bool {
         let record = s.store.as_ref().and_then(|o| match classify(&o.bytes) {
             Classified::Queue(r) => Some(r),
@@ -1052,11 +1068,9 @@ impl QueueModel {
         });
         self.confirmed_believers(s).into_iter().all(|c| {
             let id = self.id(s, c);
-            record.as_ref().is_some_and(|r| {
-                r.grants
-                    .iter()
-                    .any(|g| g.id() == id && g.token == self.token(s, c))
-            })
+            record
+                .as_ref()
+                .is_some_and(|r| r.grants.iter().any(|g| g.id() == id))
         })
     }
 }
@@ -1211,10 +1225,8 @@ impl Model for QueueModel {
                 };
                 self.drive_waiter(&mut s, c, event, false);
             }
-            Action::Renew(c) => {
-                s.participants[c].clock += 1;
-                self.drive_confirm(&mut s, c, ConfirmEvent::Start);
-            }
+            // (Its clock does not move: renewing again and again must not make new states.)
+            Action::Renew(c) => self.drive_confirm(&mut s, c, ConfirmEvent::Start),
             Action::Release(c) => {
                 let token = self.token(&s, c);
                 self.leave(&mut s, c, token);
@@ -1266,7 +1278,9 @@ impl Model for QueueModel {
             }),
             Property::always(PERMITS, |m: &QueueModel, s: &State| m.within_permits(s)),
             Property::always(LISTED, |m: &QueueModel, s: &State| m.believers_listed(s)),
-            Property::always(FIFO, |_, s: &State| s.violation != Some(Violation::Overtaken)),
+            Property::always(FIFO, |_, s: &State| {
+                s.violation != Some(Violation::Overtaken)
+            }),
             Property::always(TOKENS, |_, s: &State| {
                 s.violation != Some(Violation::TokenNotAbove)
             }),
@@ -1276,14 +1290,15 @@ impl Model for QueueModel {
             Property::always(LIVE_KEPT, |_, s: &State| {
                 s.violation != Some(Violation::LiveRemoved)
             }),
-            Property::always(FITS, |_, s: &State| s.violation != Some(Violation::Overflow)),
+            Property::always(FITS, |_, s: &State| {
+                s.violation != Some(Violation::Overflow)
+            }),
             Property::always(NEWER_KEPT, |_, s: &State| {
                 s.violation != Some(Violation::OverNewer)
             }),
             Property::sometimes("someone is granted", |_, s: &State| s.max_token > 0),
         ];
-        if self.newer_writes == 0 && self.max_len >= lease::protocol::queue::MAX_QUEUE_RECORD_LEN
-        {
+        if self.newer_writes == 0 && self.max_len >= lease::protocol::queue::MAX_QUEUE_RECORD_LEN {
             properties.push(Property::sometimes(
                 "every participant is served",
                 |_, s: &State| s.participants.iter().all(|p| p.served),
@@ -1305,9 +1320,10 @@ impl Model for QueueModel {
             ));
         }
         if self.max_len < lease::protocol::queue::MAX_QUEUE_RECORD_LEN {
-            properties.push(Property::sometimes("a join is refused as full", |_, s: &State| {
-                s.refused_full
-            }));
+            properties.push(Property::sometimes(
+                "a join is refused as full",
+                |_, s: &State| s.refused_full,
+            ));
         }
         if self.newer_writes > 0 {
             properties.push(Property::sometimes(

@@ -40,6 +40,7 @@
 #![allow(clippy::disallowed_methods)] // times the checker with the wall clock
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use stateright::{Checker, Model};
 
@@ -344,12 +345,7 @@ fn joins_that_reserve_no_room_let_a_release_overflow_the_record() {
     let m = queue_model::capacity();
     assert_eq!(violated(m.clone(), QUEUE, None, "capacity"), None);
     assert_eq!(
-        violated(
-            m,
-            QUEUE,
-            Some(Mutant::QueueJoinIgnoresReserve),
-            "capacity"
-        ),
+        violated(m, QUEUE, Some(Mutant::QueueJoinIgnoresReserve), "capacity"),
         Some(queue_model::FITS)
     );
 }
@@ -361,7 +357,10 @@ fn a_newer_record_taken_for_corrupt_is_written_over() {
         newer_writes: 1,
         ..queue_model::conserve()
     };
-    assert_eq!(violated(m.clone(), QUEUE, None, "conserve, a newer record"), None);
+    assert_eq!(
+        violated(m.clone(), QUEUE, None, "conserve, a newer record"),
+        None
+    );
     assert_eq!(
         violated(
             m,
@@ -371,4 +370,75 @@ fn a_newer_record_taken_for_corrupt_is_written_over() {
         ),
         Some(queue_model::NEWER_KEPT)
     );
+}
+
+/// Issue 22 item 6, in simulated time (the model has no clock): with the session checks paced by
+/// the takeover rule's own estimate (which adds a whole resolution), a crashed holder on a store
+/// of whole-second dates is replaced later than `ttl + grace + resolution + poll` after its last
+/// renewal; paced a resolution early, then every poll, never. The same scenario as
+/// `core/tests/queue_holes.rs` `the_takeover_bound_holds_with_a_whole_second_store_clock_at_every_phase`.
+#[test]
+fn session_checks_paced_by_the_estimate_miss_the_takeover_bound() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let bound = Duration::from_secs_f64(2.0 + 1.0 + 1.0 + 0.2);
+    let worst = |mutant| {
+        mutants::set(mutant);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let worst = rt.block_on(worst_takeover());
+        mutants::set(None);
+        eprintln!(
+            "{mutant:?}: replaced at worst {worst:?} after the last renewal (bound {bound:?})"
+        );
+        worst
+    };
+    assert!(worst(None) <= bound);
+    assert!(worst(Some(Mutant::QueueSessionCheckLate)) > bound);
+}
+
+/// The latest a waiter is granted after a crashed shared holder's last renewal, over 125 phases
+/// of the store's second, the waiter's arrival and the holder's death.
+async fn worst_takeover() -> Duration {
+    use lease::clock::{Clock, Rng, SimClock};
+    use lease::store::memory::MemoryStore;
+    use lease::{Client, LeaseOptions};
+    let secs = Duration::from_secs_f64;
+    let ttl = secs(2.0);
+    let o = LeaseOptions::new(ttl).poll_interval(secs(0.2));
+    let mut worst = Duration::ZERO;
+    for phase in 0..125u32 {
+        let (second, join, death) = (phase % 5, (phase / 5) % 5, phase / 25);
+        let clock = std::sync::Arc::new(SimClock::at_2026());
+        let store = MemoryStore::with_clock(clock.clone());
+        store.set_clock_resolution(secs(1.0));
+        let client = |seed: u64| {
+            let conn = store.connection();
+            conn.faults().set_latency(secs(0.004));
+            let c = Client::builder(std::sync::Arc::new(conn.clone()))
+                .clock(clock.clone())
+                .rng(Rng::seeded(seed))
+                .identity("h", seed as u32)
+                .build();
+            (c, conn)
+        };
+        let (a, a_conn) = client(1);
+        let (b, _) = client(2);
+        tokio::time::sleep(secs(0.2 * f64::from(second))).await;
+        let held = a.acquire("job", &o.clone().shared()).await.unwrap();
+        tokio::time::sleep(secs(0.13 * f64::from(join))).await;
+        let waiter = {
+            let (b, o) = (b.clone(), o.clone());
+            tokio::spawn(async move { b.acquire("job", &o).await })
+        };
+        tokio::time::sleep(secs(2.0 + 0.13 * f64::from(death))).await;
+        a_conn.faults().set_unavailable(true);
+        let last_write = clock.now() + held.remaining() - ttl;
+        let got = waiter.await.unwrap().unwrap();
+        worst = worst.max(clock.now() - last_write);
+        got.release().await.unwrap();
+    }
+    worst
 }

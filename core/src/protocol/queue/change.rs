@@ -33,7 +33,10 @@ pub enum ChangeStep {
     /// Read the lock's record (no `if_none_match`).
     Read,
     /// Write `bytes` under `cond`.
-    Write { bytes: Bytes, cond: Cond },
+    Write {
+        bytes: Bytes,
+        cond: Cond,
+    },
     Sleep(Duration),
     Done(Result<Changed>),
 }

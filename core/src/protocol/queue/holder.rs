@@ -109,8 +109,9 @@ impl GrantHold {
     pub fn step(&mut self, event: ConfirmEvent, now: Instant, wall: SystemTime) -> ConfirmStep {
         match (std::mem::replace(&mut self.phase, Phase::Idle), event) {
             (_, ConfirmEvent::Start) => {
-                if super::super::mutants::on(super::super::mutants::Mutant::QueueHolderSkipsConfirmation)
-                {
+                if super::super::mutants::on(
+                    super::super::mutants::Mutant::QueueHolderSkipsConfirmation,
+                ) {
                     self.confirmed = now;
                     return ConfirmStep::Confirmed;
                 }
@@ -140,7 +141,13 @@ impl GrantHold {
         ConfirmStep::Read { if_none_match }
     }
 
-    fn after_read(&mut self, get: Get, sent: Instant, now: Instant, wall: SystemTime) -> ConfirmStep {
+    fn after_read(
+        &mut self,
+        get: Get,
+        sent: Instant,
+        now: Instant,
+        wall: SystemTime,
+    ) -> ConfirmStep {
         let replaced = |what: &str| ConfirmStep::Lost(LostReason::LockReplaced(what.to_string()));
         match &get {
             Get::NotModified { .. } => {
@@ -173,16 +180,16 @@ impl GrantHold {
                     self.confirmed = sent;
                     ConfirmStep::Confirmed
                 }
-                Position::Waiting { .. } => {
-                    replaced("made again with this participant waiting, not granted (it was deleted)")
-                }
+                Position::Waiting { .. } => replaced(
+                    "made again with this participant waiting, not granted (it was deleted)",
+                ),
                 Position::Absent => replaced(
                     "made again without this grant (it was deleted), or this grant was removed",
                 ),
             },
-            Some(Classified::Newer(what)) => {
-                replaced(&format!("replaced by a record of a newer version of lease ({what})"))
-            }
+            Some(Classified::Newer(what)) => replaced(&format!(
+                "replaced by a record of a newer version of lease ({what})"
+            )),
             _ => match Record::parse(obj.bytes.as_deref(), obj.size) {
                 Parsed::Valid(_) => replaced("replaced by a lease record (format 1)"),
                 Parsed::Corrupt { .. } => replaced("overwritten with something unreadable"),

@@ -4,6 +4,65 @@ use super::*;
 
 const MAX: usize = MAX_QUEUE_RECORD_LEN;
 
+// --- What the machines' tests share (waiter, holder, change).
+
+/// The tests' origin of time.
+#[allow(clippy::disallowed_methods)] // the tests' own origin
+pub(super) fn t0() -> crate::clock::Instant {
+    static T0: std::sync::OnceLock<crate::clock::Instant> = std::sync::OnceLock::new();
+    *T0.get_or_init(crate::clock::Instant::now)
+}
+
+pub(super) fn secs(s: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(s)
+}
+
+/// Nonces `n`, no jitter.
+pub(super) struct NoJitter;
+
+impl crate::protocol::Entropy for NoJitter {
+    fn nonce(&self) -> String {
+        "n".into()
+    }
+    fn jitter(&self, d: std::time::Duration, _: f64) -> std::time::Duration {
+        d
+    }
+}
+
+/// A 10 s ttl (grace 1 s, renew 3.3 s), polls every second, a store clock of whole seconds.
+pub(super) fn timing() -> crate::options::Timing {
+    let caps = crate::store::Capabilities {
+        conditional_delete: true,
+        clock_resolution: secs(1.0),
+        store_clock_rule: true,
+        wall_clock: true,
+        versions_are_unique: true,
+    };
+    crate::options::LeaseOptions::new(secs(10.0))
+        .poll_interval(secs(1.0))
+        .timing(&caps)
+        .unwrap()
+}
+
+pub(super) fn version(n: u64) -> crate::store::Version {
+    crate::store::Version {
+        etag: format!("v{n}"),
+        generation: Some(n),
+    }
+}
+
+/// A read that found `bytes` at version `n`.
+pub(super) fn found(bytes: &[u8], n: u64) -> crate::store::Get {
+    crate::store::Get::Found(crate::store::Object {
+        bytes: Some(bytes::Bytes::copy_from_slice(bytes)),
+        size: bytes.len() as u64,
+        version: version(n),
+        last_modified: None,
+        server_now: None,
+        meta: Default::default(),
+    })
+}
+
 pub(super) fn entry(id: &str, mode: Mode, scope: Scope) -> Entry {
     Entry {
         id: id.into(),
@@ -178,7 +237,8 @@ fn records_round_trip_and_other_formats_are_not_queue_records() {
         classify(br#"{"format":2,"epoch":"x"}"#),
         Classified::Corrupt(_)
     ));
-    let no_token = br#"{"format":2,"epoch":3,"rev":1,"grants":[{"id":"a","mode":"shared","ttl_ms":5}]}"#;
+    let no_token =
+        br#"{"format":2,"epoch":3,"rev":1,"grants":[{"id":"a","mode":"shared","ttl_ms":5}]}"#;
     assert!(matches!(classify(no_token), Classified::Corrupt(_)));
     let no_id = br#"{"format":2,"epoch":3,"rev":1,"queue":[{"id":"","ttl_ms":5}]}"#;
     assert!(matches!(classify(no_id), Classified::Corrupt(_)));
@@ -239,12 +299,19 @@ fn a_full_queue_refuses_joins_and_every_other_change_fits() {
     let max = 4096;
     let mut r = QueueRecord::new(0, None);
     r = r
-        .apply(&Change::Join(entry("holder", Mode::Exclusive, Scope::Whole)), max)
+        .apply(
+            &Change::Join(entry("holder", Mode::Exclusive, Scope::Whole)),
+            max,
+        )
         .unwrap()
         .unwrap();
     let mut n = 0;
     let e = loop {
-        let e = entry(&format!("{n:032}"), Mode::Shared, Scope::path(&format!("p/{n}")).unwrap());
+        let e = entry(
+            &format!("{n:032}"),
+            Mode::Shared,
+            Scope::path(&format!("p/{n}")).unwrap(),
+        );
         match r.apply(&Change::Join(e), max) {
             Ok(next) => r = next.unwrap(),
             Err(e) => break e,
@@ -258,7 +325,11 @@ fn a_full_queue_refuses_joins_and_every_other_change_fits() {
     // The holder leaves: every waiter is granted in one write, which fits.
     let settled = leave(&r, "holder");
     assert_eq!(settled.queue.len(), 0);
-    assert!(settled.to_bytes().len() <= max, "{}", settled.to_bytes().len());
+    assert!(
+        settled.to_bytes().len() <= max,
+        "{}",
+        settled.to_bytes().len()
+    );
     // And so do permits set at their largest, and every leave after.
     let mut s = settled
         .apply(&Change::SetPermits(Some(u32::MAX)), max)
@@ -298,12 +369,18 @@ fn a_thousand_waiters_fit_in_a_record() {
 
 #[test]
 fn a_record_made_again_keeps_its_participants_above_the_floor() {
-    let r = join(&QueueRecord::new(5, Some(2)), entry("a", Mode::Shared, Scope::Whole));
+    let r = join(
+        &QueueRecord::new(5, Some(2)),
+        entry("a", Mode::Shared, Scope::Whole),
+    );
     let r = join(&r, entry("b", Mode::Shared, Scope::Whole));
     let r = join(&r, entry("c", Mode::Shared, Scope::Whole));
     let again = r.restored(1000);
     assert_eq!((again.epoch, again.rev), (1000, r.rev + 1));
-    assert_eq!((again.grants.clone(), again.queue.clone()), (r.grants.clone(), r.queue.clone()));
+    assert_eq!(
+        (again.grants.clone(), again.queue.clone()),
+        (r.grants.clone(), r.queue.clone())
+    );
     let again = join(&again, entry("d", Mode::Shared, Scope::Whole));
     let again = leave(&again, "a");
     assert_eq!(again.position("c"), Position::Granted { token: 1001 });
@@ -321,12 +398,18 @@ fn permits_can_be_changed_while_participants_hold_and_wait() {
     // More permits grant the waiters at once; fewer keep the grants made and grant no more.
     let more = r.apply(&Change::SetPermits(Some(3)), MAX).unwrap().unwrap();
     assert_eq!(granted(&more), ["a", "b", "c"]);
-    let fewer = more.apply(&Change::SetPermits(Some(1)), MAX).unwrap().unwrap();
+    let fewer = more
+        .apply(&Change::SetPermits(Some(1)), MAX)
+        .unwrap()
+        .unwrap();
     assert_eq!(granted(&fewer), ["a", "b", "c"]);
     let fewer = join(&fewer, entry("d", Mode::Shared, Scope::Whole));
     let fewer = leave(&fewer, "a");
     assert_eq!(waiting(&fewer), ["d"]);
-    let none = fewer.apply(&Change::SetPermits(None), MAX).unwrap().unwrap();
+    let none = fewer
+        .apply(&Change::SetPermits(None), MAX)
+        .unwrap()
+        .unwrap();
     assert_eq!(granted(&none), ["b", "c", "d"]);
     let e = r.check_permits("file:///l", Some(2)).unwrap_err();
     assert!(e.to_string().contains("lease permits file:///l N"), "{e}");
@@ -340,14 +423,30 @@ fn who_is_in_the_way_of_a_request() {
     let r = QueueRecord::new(0, Some(2));
     let r = join(&r, entry("a", Mode::Shared, Scope::path("x").unwrap()));
     let r = join(&r, entry("b", Mode::Shared, Scope::path("y").unwrap()));
-    let ids = |v: Vec<&Entry>| v.into_iter().map(Entry::id).map(str::to_string).collect::<Vec<_>>();
+    let ids = |v: Vec<&Entry>| {
+        v.into_iter()
+            .map(Entry::id)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
     // With permits, every overlapping grant takes one.
-    assert_eq!(ids(r.in_the_way(&entry("c", Mode::Shared, Scope::path("x/1").unwrap()))), ["a"]);
-    assert_eq!(ids(r.in_the_way(&entry("c", Mode::Shared, Scope::Whole))), ["a", "b"]);
+    assert_eq!(
+        ids(r.in_the_way(&entry("c", Mode::Shared, Scope::path("x/1").unwrap()))),
+        ["a"]
+    );
+    assert_eq!(
+        ids(r.in_the_way(&entry("c", Mode::Shared, Scope::Whole))),
+        ["a", "b"]
+    );
     let r = QueueRecord::new(0, None);
     let r = join(&r, entry("a", Mode::Shared, Scope::Whole));
-    assert!(r.in_the_way(&entry("c", Mode::Shared, Scope::Whole)).is_empty());
-    assert_eq!(ids(r.in_the_way(&entry("c", Mode::Exclusive, Scope::Whole))), ["a"]);
+    assert!(r
+        .in_the_way(&entry("c", Mode::Shared, Scope::Whole))
+        .is_empty());
+    assert_eq!(
+        ids(r.in_the_way(&entry("c", Mode::Exclusive, Scope::Whole))),
+        ["a"]
+    );
     assert_eq!(session_key("locks/gc", "ab12"), "locks/gc.q/ab12");
 }
 

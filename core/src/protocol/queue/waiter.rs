@@ -23,7 +23,9 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use super::holder::Confirmation;
-use super::{classify_get, newer_error, session_key, Change, Classified, Entry, Position, QueueRecord};
+use super::{
+    classify_get, newer_error, session_key, Change, Classified, Entry, Position, QueueRecord,
+};
 use crate::clock::Instant;
 use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
@@ -188,11 +190,24 @@ enum Shown {
 #[allow(clippy::large_enum_variant)] // one per waiter
 enum Phase {
     Idle,
-    ReadingRecord { sent: Instant },
-    Writing { next: QueueRecord, sent: Instant, why: Why },
-    BeginningSession { next: QueueRecord, cond: Cond },
-    ReadingSession { id: String },
-    EndingSession { id: String },
+    ReadingRecord {
+        sent: Instant,
+    },
+    Writing {
+        next: QueueRecord,
+        sent: Instant,
+        why: Why,
+    },
+    BeginningSession {
+        next: QueueRecord,
+        cond: Cond,
+    },
+    ReadingSession {
+        id: String,
+    },
+    EndingSession {
+        id: String,
+    },
     DeletingSession,
     Sleeping,
     BackingOff,
@@ -275,7 +290,9 @@ impl Waiter {
             (Phase::Idle, Event::Start) => self.read(now),
             // A read made before we started (a lease acquisition that found a queued lock).
             (Phase::Idle, Event::Record(r)) => self.after_read(r, now, ctx, entropy),
-            (Phase::ReadingRecord { sent }, Event::Record(r)) => self.after_read(r, sent, ctx, entropy),
+            (Phase::ReadingRecord { sent }, Event::Record(r)) => {
+                self.after_read(r, sent, ctx, entropy)
+            }
             (Phase::Writing { next, sent, why }, Event::Wrote(r)) => {
                 self.after_write(r, next, sent, why, ctx, entropy)
             }
@@ -379,7 +396,9 @@ impl Waiter {
         // The view judges what is not a queued lock's record (the lease's rules), and keeps the
         // store's clock for the tokens of a record made where none is.
         match (&self.shown, &get) {
-            (Shown::Queue, Get::Found(obj)) => self.view.server_now = obj.server_now.map(|t| (t, now)),
+            (Shown::Queue, Get::Found(obj)) => {
+                self.view.server_now = obj.server_now.map(|t| (t, now))
+            }
             (Shown::Queue, Get::NotModified { server_now }) => {
                 self.view.server_now = server_now.map(|t| (t, now))
             }
@@ -556,7 +575,11 @@ impl Waiter {
             } else {
                 ErrorKind::Timeout
             },
-            in_the_way: r.in_the_way(&self.plan.entry).into_iter().cloned().collect(),
+            in_the_way: r
+                .in_the_way(&self.plan.entry)
+                .into_iter()
+                .cloned()
+                .collect(),
             ahead,
             epoch: r.epoch,
             waited: now - self.start,
@@ -601,12 +624,12 @@ impl Waiter {
         match takeover::decide(&self.view, &self.plan.timing, self.known, now, ctx.wall) {
             Decision::TakeOver { version, epoch, .. } => {
                 let fresh = QueueRecord::new(epoch - 1, self.plan.permits);
-                let next = match fresh.apply(&Change::Join(self.plan.entry.clone()), self.plan.max_len)
-                {
-                    Ok(Some(next)) => next,
-                    Ok(None) => unreachable!("a new record takes its first participant"),
-                    Err(e) => return self.fail(e),
-                };
+                let next =
+                    match fresh.apply(&Change::Join(self.plan.entry.clone()), self.plan.max_len) {
+                        Ok(Some(next)) => next,
+                        Ok(None) => unreachable!("a new record takes its first participant"),
+                        Err(e) => return self.fail(e),
+                    };
                 if self.timed_out(now) {
                     return self.timeout_error(now);
                 }
@@ -871,7 +894,11 @@ pub fn pace(until: Instant, now: Instant, timing: &Timing) -> Instant {
         return until;
     }
     let early = until.checked_sub(timing.resolution).unwrap_or(until);
-    early.max(now + timing.poll).min(until)
+    // Never now or before: a check that is due again at once would loop without a pause.
+    early
+        .max(now + timing.poll)
+        .min(until)
+        .max(now + Duration::from_millis(1))
 }
 
 /// The error for a waiter whose own session was lost while it waited.
