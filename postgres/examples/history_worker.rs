@@ -35,7 +35,9 @@ fn pause(at: &str, wanted: &str, op: u32) {
 }
 
 fn env_ms(name: &str) -> Option<Duration> {
-    std::env::var(name).ok().map(|v| Duration::from_millis(v.parse().expect(name)))
+    std::env::var(name)
+        .ok()
+        .map(|v| Duration::from_millis(v.parse().expect(name)))
 }
 
 #[tokio::main]
@@ -64,7 +66,10 @@ async fn main() {
     };
     let token: FencingToken = match &held {
         Some(l) => l.token(),
-        None => std::env::var("LEASE_PG_TOKEN").unwrap().parse().expect("LEASE_PG_TOKEN"),
+        None => std::env::var("LEASE_PG_TOKEN")
+            .unwrap()
+            .parse()
+            .expect("LEASE_PG_TOKEN"),
     };
     say(format!("holding {} {token}", token.epoch()));
     let think = env_ms("LEASE_PG_THINK_MS").unwrap_or_default();
@@ -95,9 +100,12 @@ async fn main() {
                 .get(0);
             pause(at, "after-read", i);
             tokio::time::sleep(think / 2).await;
-            tx.execute("UPDATE pg_counter SET n = $1 WHERE id = $2", &[&(read + 1), resource])
-                .await
-                .map_err(error)?;
+            tx.execute(
+                "UPDATE pg_counter SET n = $1 WHERE id = $2",
+                &[&(read + 1), resource],
+            )
+            .await
+            .map_err(error)?;
             tx.execute(
                 "INSERT INTO pg_history (op, worker, epoch, read_n, resource) \
                  VALUES ($1, $2, $3::text::numeric, $4, $5)",
@@ -117,7 +125,11 @@ async fn main() {
                 std::process::exit(3);
             }
             Err(e) => {
-                say(format!("error {op} {} {}", e.kind(), e.to_string().replace('\n', " ")));
+                say(format!(
+                    "error {op} {} {}",
+                    e.kind(),
+                    e.to_string().replace('\n', " ")
+                ));
                 std::process::exit(4);
             }
         }
