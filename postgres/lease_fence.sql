@@ -66,10 +66,14 @@ SET search_path FROM CURRENT
 AS $fn$
 DECLARE
     -- URL#EPOCH@HOLDER, parsed from the right as the library does: the URL may hold a '#'.
-    parts text[] := regexp_match(token, '^(.+)#([0-9]{1,20})(?:@([0-9A-Za-z]+))?$');
-    t_lease text := parts[1];
+    -- (String functions and capture-free patterns: a regexp_match with captures cost ~50 µs.)
+    hash int := strpos(reverse(token), '#');
+    tail text := right(token, hash - 1);
+    at int := strpos(tail, '@');
+    t_lease text := left(token, length(token) - hash);
+    t_epoch_text text := CASE WHEN at = 0 THEN tail ELSE left(tail, at - 1) END;
+    t_holder text := CASE WHEN at = 0 THEN NULL ELSE substr(tail, at + 1) END;
     t_epoch numeric(20, 0);
-    t_holder text := parts[3];
     saved_lock_timeout text;
     row_lease text;
     row_epoch numeric(20, 0);
@@ -79,12 +83,14 @@ BEGIN
         RAISE EXCEPTION 'lease_fence: the resource must be a non-empty name'
             USING ERRCODE = 'LF002';
     END IF;
-    IF parts IS NULL OR parts[2]::numeric > 18446744073709551615 THEN
+    IF token IS NULL OR hash = 0 OR t_lease = '' OR t_holder !~ '^[0-9A-Za-z]+$'
+       OR (CASE WHEN t_epoch_text ~ '^[0-9]{1,20}$'
+                THEN t_epoch_text::numeric > 18446744073709551615 ELSE true END) THEN
         RAISE EXCEPTION 'lease_fence: invalid fencing token %: expected LEASE_URL#EPOCH or LEASE_URL#EPOCH@HOLDER',
             coalesce(quote_literal(token), 'NULL')
             USING ERRCODE = 'LF002';
     END IF;
-    t_epoch := parts[2]::numeric;
+    t_epoch := t_epoch_text::numeric;
 
     IF idle_timeout IS NOT NULL THEN
         PERFORM set_config('idle_in_transaction_session_timeout',

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # A real PostgreSQL server on 127.0.0.1 for the database fencing tests (docs/postgres.md).
 #
-#   scripts/postgres.sh start [--env-file F]   initdb a scratch cluster under /tmp, start it on a
+#   scripts/postgres.sh start [--env-file F] [--durable]
+#                                              initdb a scratch cluster under /tmp, start it on a
 #                                              free port, create the database `lease_test`, and
 #                                              write F (default .cache/postgres/env) for the
-#                                              caller to source
+#                                              caller to source; --durable keeps fsync on (the
+#                                              server's defaults: for benchmarks)
 #   scripts/postgres.sh stop [--env-file F]    stop that server and remove its scratch directory
 #   scripts/postgres.sh status [--env-file F]
 #
@@ -21,7 +23,7 @@
 #
 # The server refuses to run as root: as root the cluster belongs to the `postgres` user (the
 # package creates it) and every server command runs through `runuser -u postgres`. Settings for
-# tests: fsync off (a crash of the machine loses nothing a test needs), a short
+# tests: fsync off unless --durable (a crash of the machine loses nothing a test needs), a short
 # deadlock_timeout; nothing else differs from a default server. Each env file has its own
 # server, so two runs in one work tree never stop each other's.
 set -euo pipefail
@@ -76,8 +78,10 @@ use_env_file() { # ENV_FILE
 
 parse_args() {
   local env=$STATE/env
+  FSYNC=off
   while [ $# -gt 0 ]; do
     case "$1" in
+      --durable) FSYNC=on; shift ;;
       --env-file) env=$2; shift 2 ;;
       --env-file=*) env=${1#*=}; shift ;;
       *) say "unknown argument $1"; exit 64 ;;
@@ -115,7 +119,7 @@ cmd_start() {
   port=$(free_port)
   # The socket goes to the scratch dir (never /var/run/postgresql, which another server uses).
   if ! as_owner "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
-    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off -c deadlock_timeout=100ms -c max_connections=100" \
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=$FSYNC -c deadlock_timeout=100ms -c max_connections=100" \
     start >/dev/null; then
     tail -n 20 "$data/server.log" >&2
     exit 1

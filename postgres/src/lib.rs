@@ -28,14 +28,16 @@
 //! [`SCHEMA`], installed by [`migrate`] or by `psql -X -1 -f lease_fence.sql`. What it
 //! guarantees, what it does not, and how a later holder's wait is bounded: docs/postgres.md.
 //!
-//! The helpers take the caller's connection or transaction (any [`GenericClient`]); they never
-//! open a connection of their own.
+//! The helpers take the caller's transaction ([`fence`]) or connection ([`migrate`]); they
+//! never open a connection of their own. A fence outside a transaction would protect nothing (its
+//! row lock would end with its own statement), so [`fence`] takes a [`Transaction`] (deadpool's
+//! and bb8's transactions deref to one).
 
 use std::time::Duration;
 
 use lease::{Error, ErrorKind, FencingToken, Result};
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, GenericClient};
+use tokio_postgres::{Client, Transaction};
 
 /// The one SQL definition of database fencing (`postgres/lease_fence.sql`): the `lease_fence`
 /// table and function. Idempotent; run it again after an upgrade.
@@ -94,13 +96,13 @@ impl FenceOptions {
 ///
 /// Call it at the top level of the transaction (a savepoint rolled back releases the row lock),
 /// before the reads and writes it protects.
-pub async fn fence<C: GenericClient>(tx: &C, resource: &str, token: &FencingToken) -> Result<()> {
+pub async fn fence(tx: &Transaction<'_>, resource: &str, token: &FencingToken) -> Result<()> {
     fence_with(tx, resource, token, &FenceOptions::default()).await
 }
 
 /// [`fence`], with [`FenceOptions`].
-pub async fn fence_with<C: GenericClient>(
-    tx: &C,
+pub async fn fence_with(
+    tx: &Transaction<'_>,
     resource: &str,
     token: &FencingToken,
     opts: &FenceOptions,

@@ -194,7 +194,9 @@ async fn bad_input_and_a_missing_install_are_typed() {
     ))
     .await
     .unwrap();
-    let e = fence(&c, "r", &token("u", 1, Some("aa")))
+    let mut c = c;
+    let tx = c.transaction().await.unwrap();
+    let e = fence(&tx, "r", &token("u", 1, Some("aa")))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Store, "{e}");
@@ -296,12 +298,14 @@ async fn under_repeatable_read_a_concurrent_admission_is_a_conflict() {
     let ta = a.transaction().await.unwrap();
     fence(&ta, "rr", &token(l, 5, Some("aa"))).await.unwrap();
     let later = tokio::spawn(async move {
-        b.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        let mut b = b;
+        let tb = b
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .start()
             .await
             .unwrap();
-        let r = fence(&b, "rr", &token(l, 6, Some("bb"))).await;
-        b.batch_execute("ROLLBACK").await.unwrap();
-        r
+        fence(&tb, "rr", &token(l, 6, Some("bb"))).await
     });
     wait_for_lock_waiter(&observer).await;
     ta.commit().await.unwrap();
