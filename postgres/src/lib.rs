@@ -8,16 +8,22 @@
 //!
 //! ```no_run
 //! # async fn job(held: &lease::Lease, db: &mut tokio_postgres::Client) -> lease::Result<()> {
+//! use std::time::Duration;
+//!
 //! let tx = db.transaction().await.map_err(lease_postgres::error)?;
-//! // Refused (ErrorKind::Fenced) once a newer holder of "jobs" has been admitted; holds the
-//! // resource's row lock until this transaction ends.
-//! lease_postgres::fence(&tx, "jobs", &held.token()).await?;
+//! // ErrorKind::Fenced (rolled back) once a newer holder of "jobs" was admitted; holds the
+//! // resource's row lock until the transaction ends.
+//! let opts = lease_postgres::FenceOptions::new().idle_timeout(Duration::from_secs(10));
+//! lease_postgres::fence_with(&tx, "jobs", &held.token(), &opts).await?;
 //! let n: i64 = tx
 //!     .query_one("SELECT n FROM counters WHERE name = 'jobs'", &[])
 //!     .await
 //!     .map_err(lease_postgres::error)?
 //!     .get(0);
 //! tx.execute("UPDATE counters SET n = $1 WHERE name = 'jobs'", &[&(n + 1)])
+//!     .await
+//!     .map_err(lease_postgres::error)?;
+//! tx.execute("INSERT INTO outbox (body) VALUES ($1)", &[&format!("jobs is now {}", n + 1)])
 //!     .await
 //!     .map_err(lease_postgres::error)?;
 //! tx.commit().await.map_err(lease_postgres::error)?;

@@ -59,8 +59,8 @@ class Failed(Exception):
 
 
 class Db:
-    def __init__(self, psql: str, dsn: str) -> None:
-        self.psql, self.dsn = psql, dsn
+    def __init__(self, psql: str, dsn: str, sql_file: str) -> None:
+        self.psql, self.dsn, self.sql_file = psql, dsn, sql_file
 
     def sql(self, query: str) -> list[list[str]]:
         out = subprocess.run(
@@ -70,6 +70,11 @@ class Db:
         return [line.split("\t") for line in out.splitlines() if line]
 
     def setup(self) -> None:
+        # lease_fence itself, as users install it (idempotent).
+        subprocess.run(
+            [self.psql, "-X", "-q", "-1", "-v", "ON_ERROR_STOP=1", self.dsn, "-f", self.sql_file],
+            check=True, capture_output=True, text=True, timeout=BOUND_S,
+        )
         self.sql(
             "CREATE TABLE IF NOT EXISTS pg_counter (id text PRIMARY KEY, n bigint NOT NULL);"
             "CREATE TABLE IF NOT EXISTS pg_history (op text PRIMARY KEY, worker text, epoch numeric,"
@@ -80,6 +85,10 @@ class Db:
         resource = f"{tag}-{uuid.uuid4().hex[:10]}"
         self.sql(f"INSERT INTO pg_counter VALUES ('{resource}', 0)")
         return resource
+
+
+def app_name(resource: str) -> str:
+    return f"lease-pg-{resource}"[:63]
 
 
 class Worker:
@@ -153,8 +162,7 @@ class Worker:
 class Run:
     def __init__(self, args: argparse.Namespace, db: Db) -> None:
         self.workers_cmds = [shlex.split(w) for w in args.worker]
-        # Named, so that the faults terminate the workers' sessions and nobody else's.
-        self.dsn = args.dsn + ("&" if "?" in args.dsn else "?") + "application_name=lease-pg-worker"
+        self.dsn = args.dsn
         self.db = db
         self.tmp = tempfile.mkdtemp(prefix="lease-pg-history.")
         self.all: list[Worker] = []
@@ -167,7 +175,10 @@ class Run:
         e.pop("LEASE_PG_IDLE_TIMEOUT_MS", None)
         e.update(env or {})
         cmd = self.workers_cmds[cmd_index % len(self.workers_cmds)]
-        w = Worker(cmd, [self.dsn, lease_url, resource, name, str(ops), pause, "fence" if fence else "nofence"],
+        # Sessions named after the resource: the checks and the faults touch this scenario's
+        # workers and nobody else's.
+        dsn = self.dsn + ("&" if "?" in self.dsn else "?") + f"application_name={app_name(resource)}"
+        w = Worker(cmd, [dsn, lease_url, resource, name, str(ops), pause, "fence" if fence else "nofence"],
                    e, self.tmp, name)
         self.all.append(w)
         return w
@@ -183,12 +194,12 @@ class Run:
         return f"file://{d}/lease"
 
     def wait_lock_waiter(self, resource: str) -> None:
-        """Until a backend waits on a lock inside lease_fence for this resource."""
+        """Until a worker of this resource waits on a lock inside lease_fence."""
         end = time.monotonic() + BOUND_S
         while time.monotonic() < end:
             rows = self.db.sql(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND application_name = 'lease-pg-worker' AND query LIKE '%lease_fence%'"
+                f" AND application_name = '{app_name(resource)}' AND query LIKE '%lease_fence%'"
             )
             if int(rows[0][0]) > 0:
                 return
@@ -318,7 +329,8 @@ def faults(run: Run, fence: bool = True) -> str:
     url = run.lease_url("faults")
     deep = os.environ.get("LEASE_PG_HISTORY") == "deep"
     seconds = float(os.environ.get("LEASE_PG_HISTORY_SECONDS", "60" if deep else "10"))
-    rng = random.Random(int(os.environ.get("LEASE_PG_HISTORY_SEED", str(int(time.time())))))
+    seed = int(os.environ.get("LEASE_PG_HISTORY_SEED", str(int(time.time()))))
+    rng = random.Random(seed)
     idle_ms = int((TAKEOVER_S + 2) * 1000)
     # Workers think inside their transactions, so that pauses land between the lease check and
     # the fence, and between a read and the write computed from it.
@@ -366,7 +378,7 @@ def faults(run: Run, fence: bool = True) -> str:
         elif fault < 0.58:
             rows = db.sql(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND application_name = 'lease-pg-worker' ORDER BY random() LIMIT 1"
+                f" AND application_name = '{app_name(resource)}' ORDER BY random() LIMIT 1"
             )
             counts["pg_terminate_backend"] += len(rows)
             run.note(f"pg_terminate_backend: {len(rows)}")
@@ -378,7 +390,7 @@ def faults(run: Run, fence: bool = True) -> str:
                 w.finish(timeout=TAKEOVER_S * 4 + 10)
             except Failed:
                 pass  # killed: its last op's outcome is unknown, which the checks allow
-    faults_done = ", ".join(f"{v} {k}" for k, v in counts.items())
+    faults_done = ", ".join(f"{v} {k}" for k, v in counts.items()) + f", {seconds:g} s, seed {seed}"
     if not fence:
         try:
             return "without the fence: " + check(db, resource, workers) + f" (nothing lost this time; {faults_done})"
@@ -407,12 +419,14 @@ def main() -> int:
     p.add_argument("--dsn", default=os.environ.get("LEASE_TEST_PG"))
     p.add_argument("--worker", action="append", required=True, help="a worker command (repeat to mix languages)")
     p.add_argument("--psql", default=os.path.join(os.environ.get("LEASE_TEST_PG_BIN", "/usr/bin"), "psql"))
+    p.add_argument("--sql", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lease_fence.sql"),
+                   help="the fence to install (a broken copy shows the checks catch it)")
     p.add_argument("scenarios", nargs="*")
     args = p.parse_args()
     if not args.dsn:
         print("history.py: no --dsn and no LEASE_TEST_PG (scripts/postgres.sh start)", file=sys.stderr)
         return 64
-    db = Db(args.psql, args.dsn)
+    db = Db(args.psql, args.dsn, args.sql)
     db.setup()
     names = args.scenarios or [s for s in SCENARIOS if s != "faults-nofence"]
     run = Run(args, db)
