@@ -110,6 +110,11 @@ async function fence(client, resource, token, options = {}) {
   } catch (err) {
     throw errorFrom(err, t) || err;
   }
+  // Outside a transaction the row lock ended with the statement: it protected nothing. (pg
+  // reports the status once the statement is done, so a BEGIN sent without awaiting it counts.)
+  if (typeof client.getTransactionStatus === 'function' && client.getTransactionStatus() === 'I') {
+    throw leaseError('LEASE_INVALID', 'invalid', 'fence() ran outside a transaction, so it protected nothing: call it after BEGIN, on the same client');
+  }
 }
 
 /**

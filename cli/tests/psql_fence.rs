@@ -35,7 +35,9 @@ fn psql(psql: &Path, dsn: &str, schema: &str, args: &[&str]) -> Output {
 
 #[test]
 fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
-    let Some((dsn, psql_bin)) = server() else { return };
+    let Some((dsn, psql_bin)) = server() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let schema = format!("cli_{}", std::process::id());
     let sql = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../postgres/lease_fence.sql");
@@ -43,10 +45,24 @@ fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
         &psql_bin,
         &dsn,
         "public",
-        &["-c", &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")],
+        &[
+            "-c",
+            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
+        ],
     );
     assert!(out.status.success(), "{out:?}");
-    let out = psql(&psql_bin, &dsn, &schema, &["-1", "-f", sql.to_str().unwrap(), "-c", "CREATE TABLE runs (epoch text)"]);
+    let out = psql(
+        &psql_bin,
+        &dsn,
+        &schema,
+        &[
+            "-1",
+            "-f",
+            sql.to_str().unwrap(),
+            "-c",
+            "CREATE TABLE runs (epoch text)",
+        ],
+    );
     assert!(out.status.success(), "{out:?}");
 
     // The job, as docs/postgres.md has it: the fence first, then the job's own SQL.
@@ -84,12 +100,35 @@ fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
         &psql_bin,
         &dsn,
         &schema,
-        &["-1", "-v", &format!("token={}", first.trim()), "-f", job.to_str().unwrap()],
+        &[
+            "-1",
+            "-v",
+            &format!("token={}", first.trim()),
+            "-f",
+            job.to_str().unwrap(),
+        ],
     );
-    assert_eq!(out.status.code(), Some(3), "the zombie's job was not refused: {out:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the zombie's job was not refused: {out:?}"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("newer than this holder's epoch"), "{stderr}");
-    let out = psql(&psql_bin, &dsn, &schema, &["-A", "-t", "-c", "SELECT count(*) FROM runs"]);
+    assert!(
+        stderr.contains("newer than this holder's epoch"),
+        "{stderr}"
+    );
+    let out = psql(
+        &psql_bin,
+        &dsn,
+        &schema,
+        &["-A", "-t", "-c", "SELECT count(*) FROM runs"],
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "{out:?}");
-    psql(&psql_bin, &dsn, "public", &["-c", &format!("DROP SCHEMA {schema} CASCADE")]);
+    psql(
+        &psql_bin,
+        &dsn,
+        "public",
+        &["-c", &format!("DROP SCHEMA {schema} CASCADE")],
+    );
 }

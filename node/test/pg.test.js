@@ -67,6 +67,7 @@ describe('bucket-lease/pg', { skip: DSN ? false : 'LEASE_TEST_PG is not set (scr
     for (const bad of ['x#y', '#1', `${L}#1@`]) {
       await assert.rejects(admit(c, 'jobs', bad), { code: 'LEASE_INVALID' });
     }
+    await assert.rejects(pgfence.fence(c, 'jobs', `${L}#7@aa`), { code: 'LEASE_INVALID', message: /outside a transaction/ });
     await assert.rejects(pgfence.fence(c, 'jobs', 7), { code: 'ERR_INVALID_ARG_TYPE' });
     await assert.rejects(pgfence.fence(c, 'jobs', `${L}#7@aa`, { wait: 1 }), { code: 'ERR_INVALID_ARG_TYPE' });
   });
@@ -117,6 +118,8 @@ describe('bucket-lease/pg', { skip: DSN ? false : 'LEASE_TEST_PG is not set (scr
 
   it('the README example', async () => {
     // node/README.md's block, as written there (its URL and DATABASE_URL pointed here).
+    const own = `${schema}_readme`; // the example installs lease_fence itself
+    await clients[0].query(`CREATE SCHEMA ${own}`);
     const readme = require('node:fs').readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
     const start = readme.indexOf("```js\nconst lease = require('bucket-lease');\nconst { fence, migrate } = require('bucket-lease/pg');");
     assert.ok(start >= 0, 'the example is not in node/README.md');
@@ -125,11 +128,12 @@ describe('bucket-lease/pg', { skip: DSN ? false : 'LEASE_TEST_PG is not set (scr
       .replace("require('bucket-lease')", `require(${JSON.stringify(path.join(__dirname, '..'))})`)
       .replace("'s3://my-bucket/locks/jobs'", JSON.stringify(`file://${require('node:os').tmpdir()}/pg-readme-${process.pid}/jobs`))
       .replace('process.env.DATABASE_URL', JSON.stringify(DSN))
-      .replace('connectionString: ', `options: '-c search_path=${schema}', connectionString: `);
+      .replace('connectionString: ', `options: '-c search_path=${own}', connectionString: `);
     const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor;
     await new AsyncFunction('require', code)(require);
-    const { rows } = await clients[0].query(`SELECT n FROM ${schema}.counters WHERE name = 'jobs'`);
+    const { rows } = await clients[0].query(`SELECT n FROM ${own}.counters WHERE name = 'jobs'`);
     assert.equal(Number(rows[0].n), 1);
+    await clients[0].query(`DROP SCHEMA ${own} CASCADE`);
   });
 
   it('histories with the Node worker: zombies, the negative control, forged tokens, faults', () => {

@@ -25,7 +25,7 @@ Scenarios (default: all but `faults-nofence`):
   forged                equal-epoch token of another holder, and another lease's token: refused.
   faults                workers (each of --worker in turn) hold the lease in turn under SIGSTOP
                         (some past the ttl and the idle timeout), kill -9 and
-                        pg_terminate_backend, for LEASE_PG_HISTORY_SECONDS (default 10; `deep`
+                        pg_terminate_backend, for LEASE_PG_HISTORY_SECONDS (default 8; `deep`
                         in LEASE_PG_HISTORY: 60).
   faults-nofence        the same without the fence: reports what was lost (not deterministic).
 
@@ -328,7 +328,7 @@ def faults(run: Run, fence: bool = True) -> str:
     resource = db.new_resource("faults" if fence else "faults-nofence")
     url = run.lease_url("faults")
     deep = os.environ.get("LEASE_PG_HISTORY") == "deep"
-    seconds = float(os.environ.get("LEASE_PG_HISTORY_SECONDS", "60" if deep else "10"))
+    seconds = float(os.environ.get("LEASE_PG_HISTORY_SECONDS", "60" if deep else "8"))
     seed = int(os.environ.get("LEASE_PG_HISTORY_SEED", str(int(time.time()))))
     rng = random.Random(seed)
     idle_ms = int((TAKEOVER_S + 2) * 1000)

@@ -105,7 +105,7 @@ def run_psycopg(dsn: str, resource: str, name: str, ops: int, at: str, fenced: b
 
 async def run_asyncpg(dsn: str, resource: str, name: str, ops: int, at: str, fenced: bool, token: str,
                       epoch: int, think: float, idle: Optional[float], held: Optional[lease.Lease]) -> None:
-    import asyncpg
+    import asyncpg  # type: ignore[import-untyped]
 
     conn = await asyncpg.connect(dsn)
     for i in range(1, ops + 1):
