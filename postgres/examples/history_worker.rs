@@ -14,6 +14,9 @@
 //!      | lost OP | error OP KIND MESSAGE | done
 //! ```
 
+// A worker in real time, paused by real signals: not the protocol's injected clock.
+#![allow(clippy::disallowed_methods)]
+
 use std::io::Write;
 use std::time::Duration;
 

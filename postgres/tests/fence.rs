@@ -2,6 +2,8 @@
 //! admission rule, the waits, the isolation levels, the idle timeout, and the error mapping.
 //! Each test works in a schema of its own, installed by `migrate`.
 
+#![allow(clippy::disallowed_methods)] // these tests wait on a real server in real time
+
 use std::time::Duration;
 
 use lease::{ErrorKind, FencingToken};
