@@ -291,30 +291,36 @@ async fn lock_wait_bounds_the_wait() {
 }
 
 #[tokio::test]
-async fn under_repeatable_read_a_concurrent_admission_is_a_conflict() {
+async fn under_repeatable_read_and_serializable_a_concurrent_admission_is_a_conflict() {
+    use tokio_postgres::IsolationLevel::{RepeatableRead, Serializable};
     let Some(dsn) = dsn() else { return };
     let (mut a, schema) = setup(&dsn, "rr").await;
-    let b = connect(&dsn, &schema).await;
     let observer = connect(&dsn, &schema).await;
     let l = "file:///locks/rr";
-    let ta = a.transaction().await.unwrap();
-    fence(&ta, "rr", &token(l, 5, Some("aa"))).await.unwrap();
-    let later = tokio::spawn(async move {
-        let mut b = b;
-        let tb = b
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .start()
+    for (epoch, level) in [(5, RepeatableRead), (7, Serializable)] {
+        let mut b = connect(&dsn, &schema).await;
+        let ta = a.transaction().await.unwrap();
+        fence(&ta, "rr", &token(l, epoch, Some("aa")))
             .await
             .unwrap();
-        fence(&tb, "rr", &token(l, 6, Some("bb"))).await
-    });
-    wait_for_lock_waiter(&observer).await;
-    ta.commit().await.unwrap();
-    let e = later.await.unwrap().unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
-    // Run again, it is admitted.
-    admit(&mut a, "rr", &token(l, 6, Some("bb"))).await.unwrap();
+        let later = tokio::spawn(async move {
+            let tb = b
+                .build_transaction()
+                .isolation_level(level)
+                .start()
+                .await
+                .unwrap();
+            fence(&tb, "rr", &token(l, epoch + 1, Some("bb"))).await
+        });
+        wait_for_lock_waiter(&observer).await;
+        ta.commit().await.unwrap();
+        let e = later.await.unwrap().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{level:?}: {e}");
+        // Run again, it is admitted.
+        admit(&mut a, "rr", &token(l, epoch + 1, Some("bb")))
+            .await
+            .unwrap();
+    }
 }
 
 #[tokio::test]
