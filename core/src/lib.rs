@@ -34,6 +34,7 @@ pub mod record;
 mod registry;
 pub mod scope;
 mod status;
+mod store_clock;
 pub mod store;
 mod token;
 

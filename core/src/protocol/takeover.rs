@@ -4,9 +4,16 @@
 //! surely passed (docs/protocol.md §4):
 //! - the observation rule: the same version seen unchanged for `ttl + grace` on our own
 //!   monotonic clock, counted from after the answer that first showed it;
-//! - the store-clock rule: `server_now - last_modified >= ttl + grace + resolution`, both
+//! - the store-clock rule: `store_now - last_modified >= ttl + grace + resolution`, both
 //!   readings from the store's clock (truncated to its resolution, hence the `>=` and the
 //!   resolution: the measured age exceeds the true age by less than one resolution).
+//!
+//! **(changed)** `store_now` is judged from a time the store stamped itself: the
+//! `last_modified` of a write read back (a probe, [`View::stamp`]) plus the time since that
+//! answer came on our own clock. An answer's `Date` is not the store's clock when a gateway
+//! in front of the store sets its own (nginx does by default), so `Date` only says *when* to
+//! look: when it says the record is old enough, the decision is [`Decision::Stamp`], and the
+//! takeover waits for a stamp that agrees (issue 29).
 
 use std::time::{Duration, SystemTime};
 
@@ -27,6 +34,11 @@ pub enum Decision {
         epoch: u64,
         rev: u64,
     },
+    /// The answer's `Date` says the store-clock rule allows a takeover: confirm it with the
+    /// store's own stamp (write the probe object, read its `last_modified` back, and feed it to
+    /// [`View::absorb_stamp`]), then decide again. Never returned once the view holds a stamp
+    /// that is still usable or once its `Date` was refused.
+    Stamp,
     /// Someone holds it: look again at `until` at the latest.
     Wait {
         until: Instant,
@@ -108,17 +120,34 @@ pub fn decide(
         until = Some(at);
     }
     if timing.store_clock_rule {
-        if let (Some(modified), Some((server_now, at))) = (last_modified, view.server_now) {
+        if let Some(modified) = last_modified {
             let limit = record_ttl + grace + timing.resolution;
-            let age = server_now
-                .duration_since(*modified)
-                .unwrap_or(Duration::ZERO);
-            if age >= limit {
-                return take_over();
+            let age_at = |store_now: SystemTime| {
+                store_now
+                    .duration_since(*modified)
+                    .unwrap_or(Duration::ZERO)
+            };
+            if let Some((stamped, got)) = view.usable_stamp(now, record_ttl + grace) {
+                // The store's clock now reads at least its own stamp plus the time since the
+                // answer that carried it (rate drift over at most ttl + grace: what grace is for).
+                let age = age_at(stamped + now.saturating_duration_since(got));
+                if age >= limit {
+                    return take_over();
+                }
+                let at = now + (limit - age);
+                until = Some(until.map_or(at, |u| u.min(at)));
+            } else if let (false, Some((server_now, at))) = (view.date_refused, view.server_now) {
+                let age = age_at(server_now);
+                if age >= limit {
+                    if super::mutants::on(super::mutants::Mutant::TrustDate) {
+                        return take_over();
+                    }
+                    return Decision::Stamp;
+                }
+                // Look again once the store's clock should show the record old enough.
+                let estimate = at + (limit - age) + timing.resolution;
+                until = Some(until.map_or(estimate, |u| u.min(estimate)));
             }
-            // Look again once the store's clock should show the record old enough.
-            let estimate = at + (limit - age) + timing.resolution;
-            until = Some(until.map_or(estimate, |u| u.min(estimate)));
         }
     }
     Decision::Wait {
