@@ -124,3 +124,172 @@ async fn a_gcs_waiter_goes_on_when_the_record_it_polls_is_deleted() {
     let got = got.unwrap_or_else(|e| panic!("the waiter gave up: {e} ({:?})", e.kind()));
     assert!(got.epoch() > held.epoch());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Item 4: Azure's answer to a request whose date is too far from the service's clock.
+
+/// Azure Storage refuses a request whose `x-ms-date` is more than 15 minutes from the service's
+/// clock: 403 `AuthenticationFailed`, the reason in `<AuthenticationErrorDetail>` ("Request date
+/// header too old: …"; learn.microsoft.com/rest/api/storageservices/authorize-with-shared-key:
+/// "The storage services ensure that a request is no older than 15 minutes by the time it
+/// reaches the service"). Azurite does not check `x-ms-date`. This plays a service whose clock
+/// runs 20 minutes ahead of this machine's.
+fn azure_checks_the_request_date() -> Intercept {
+    Arc::new(|req: &Request, upstream: Option<u16>| {
+        if upstream.is_some() {
+            return None;
+        }
+        let service_now = std::time::SystemTime::now() + Duration::from_secs(20 * 60);
+        let date = req
+            .header("x-ms-date")
+            .or_else(|| req.header("date"))
+            .and_then(|d| httpdate::parse_http_date(d).ok())?;
+        let skew = service_now
+            .duration_since(date)
+            .unwrap_or_else(|e| e.duration());
+        (skew > Duration::from_secs(15 * 60)).then(|| {
+            let body = format!(
+                "\u{feff}<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>AuthenticationFailed</Code>\
+                 <Message>Server failed to authenticate the request. Make sure the value of \
+                 Authorization header is formed correctly including the signature.\n\
+                 RequestId:00000000-0000-0000-0000-000000000000\nTime:{}</Message>\
+                 <AuthenticationErrorDetail>Request date header too old: '{}'</AuthenticationErrorDetail></Error>",
+                httpdate::fmt_http_date(service_now),
+                req.header("x-ms-date").unwrap_or_default()
+            );
+            reply(
+                403,
+                "application/xml",
+                &[("x-ms-error-code", "AuthenticationFailed")],
+                &body,
+            )
+        })
+    })
+}
+
+#[tokio::test]
+async fn an_azure_request_date_too_far_from_the_service_says_fix_the_clock() {
+    let Some(url) = server("LEASE_TEST_AZURE_AZURITE") else {
+        return;
+    };
+    let (_proxy, store) = fixture(&url, azure_checks_the_request_date()).await;
+    let e = store
+        .get(&unique("skew"), GetOptions::default())
+        .await
+        .unwrap_err();
+    let message = e.to_string();
+    assert_eq!(e.kind(), lease::ErrorKind::Store, "{message}");
+    assert!(
+        message.contains("Request date header too old") && message.contains("clock"),
+        "{message}"
+    );
+    assert!(!message.contains("check the"), "points at credentials: {message}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 4: a GCS bucket whose objects cannot be overwritten.
+
+/// A bucket with a default event-based hold: every new object is held, and "while an object
+/// has a hold, it cannot be deleted or replaced" (cloud.google.com/storage/docs/object-holds;
+/// a retention policy likewise, cloud.google.com/storage/docs/bucket-lock). GCS answers 403
+/// "Object 'B/K' is under active Event-Based hold and cannot be deleted, overwritten or
+/// archived until hold is removed." (the text gsutil users report). fake-gcs-server has no
+/// holds. This plays one: objects created through it are held.
+fn gcs_default_event_based_hold() -> Intercept {
+    let held = Arc::new(std::sync::Mutex::new(std::collections::HashSet::<String>::new()));
+    Arc::new(move |req: &Request, upstream: Option<u16>| {
+        let name = if req.method == "POST" && req.target.contains("uploadType=multipart") {
+            // The object's name is in the multipart body's JSON part.
+            let body = String::from_utf8_lossy(&req.body);
+            let start = body.find("\"name\":\"")? + "\"name\":\"".len();
+            let end = body[start..].find('"')? + start;
+            body[start..end].to_string()
+        } else if req.method == "DELETE" {
+            let path = req.target.split('?').next()?;
+            let encoded = path.rsplit_once("/o/")?.1;
+            percent_decode(encoded)
+        } else {
+            return None;
+        };
+        let creating = req.target.contains("ifGenerationMatch=0");
+        match upstream {
+            Some(200) if creating => {
+                held.lock().unwrap().insert(name);
+                None
+            }
+            None if !creating && held.lock().unwrap().contains(&name) => {
+                let message = format!(
+                    "Object 'lease-test/{name}' is under active Event-Based hold and cannot be \
+                     deleted, overwritten or archived until hold is removed."
+                );
+                let body = serde_json::json!({"error": {"code": 403, "message": message,
+                    "errors": [{"message": message, "domain": "global", "reason": "forbidden"}]}});
+                Some(reply(403, "application/json", &[], &body.to_string()))
+            }
+            _ => None,
+        }
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn a_gcs_object_under_a_hold_says_so_not_check_iam() {
+    let Some(url) = server("LEASE_TEST_GCS_FAKE") else {
+        return;
+    };
+    let (_proxy, store) = fixture(&url, gcs_default_event_based_hold()).await;
+    let key = unique("held");
+    let Put::Written { version, .. } = store
+        .put(&key, Bytes::from_static(b"{}"), Cond::Create, &Meta::new())
+        .await
+        .unwrap()
+    else {
+        panic!("create failed")
+    };
+    let e = store
+        .put(&key, Bytes::from_static(b"{ }"), Cond::Match(version), &Meta::new())
+        .await
+        .unwrap_err();
+    let message = e.to_string();
+    assert_eq!(e.kind(), lease::ErrorKind::Store, "{message}");
+    assert!(
+        message.contains("hold") && message.contains("cannot be overwritten"),
+        "{message}"
+    );
+    assert!(!message.contains("roles/storage"), "points at IAM: {message}");
+}
+
+#[tokio::test]
+async fn the_doctor_finds_a_gcs_bucket_whose_objects_cannot_be_overwritten() {
+    let Some(url) = server("LEASE_TEST_GCS_FAKE") else {
+        return;
+    };
+    let (_proxy, store) = fixture(&url, gcs_default_event_based_hold()).await;
+    let report = lease::doctor::inspect(&store, &format!("{}/", unique("doctor")))
+        .await
+        .unwrap_or_else(|e| panic!("the doctor gave up instead of reporting: {e}"));
+    let failed: Vec<&str> = report.failures().iter().map(|c| c.name).collect();
+    assert_eq!(failed.first(), Some(&"update"), "{}", report.verdict());
+    assert!(
+        report.verdict().contains("cannot be overwritten"),
+        "{}",
+        report.verdict()
+    );
+}
