@@ -313,9 +313,28 @@ impl Doctor {
         // 3. update on the current version (the object's last write, whose Last-Modified the
         // read in 5 shows: the store's clock cannot have moved on more since than our own did)
         let update_sent = self.clock.now();
-        let (put, t) = self
+        let (put, t) = match self
             .put("lease doctor probe 3", Cond::Match(current.clone()))
-            .await?;
+            .await
+        {
+            Ok(answer) => answer,
+            // An object that was just created and cannot be overwritten (a GCS hold or
+            // retention policy, an Object Lock): leases cannot live here, say why.
+            Err(e) if e.kind() == crate::error::ErrorKind::Store => {
+                self.record(
+                    "update",
+                    false,
+                    format!(
+                        "an object written a moment ago cannot be overwritten, and lease records \
+                         are rewritten at every renewal: {}",
+                        e.message()
+                    ),
+                    Duration::ZERO,
+                );
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let v3 = match put {
             Put::Written { version, .. } => {
                 self.record("update", true, format!("updated to version {version}"), t);
