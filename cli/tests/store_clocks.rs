@@ -71,7 +71,9 @@ fn says(out: &Output) -> String {
 
 /// A front end whose `Date` runs 30 s ahead of the store.
 async fn gateway(url: &str) -> (FaultProxy, String) {
-    let proxy = FaultProxy::start(endpoint_addr(url).unwrap()).await.unwrap();
+    let proxy = FaultProxy::start(endpoint_addr(url).unwrap())
+        .await
+        .unwrap();
     proxy.set_date_ahead(Some(Duration::from_secs(30)));
     let through = proxy.store_url(url);
     (proxy, through)
@@ -120,7 +122,15 @@ async fn lease_run_n_through_a_gateway_whose_date_runs_ahead_takes_a_dead_lease_
         let key = unique("dead");
         // A holder (ttl 3 s) killed without releasing.
         let mut holder = Command::new(env!("CARGO_BIN_EXE_lease"))
-            .args(["run", "--ttl", "3s", &lease_url(&url, &key), "--", "sleep", "60"])
+            .args([
+                "run",
+                "--ttl",
+                "3s",
+                &lease_url(&url, &key),
+                "--",
+                "sleep",
+                "60",
+            ])
             .env_remove("LEASE_LOG")
             .kill_on_drop(true)
             .spawn()

@@ -34,8 +34,8 @@ pub mod record;
 mod registry;
 pub mod scope;
 mod status;
-mod store_clock;
 pub mod store;
+mod store_clock;
 mod token;
 
 pub use client::{set_client_name, Client, ClientBuilder};

@@ -136,7 +136,9 @@ impl Client {
             self.warn_date_refused(key, None);
         }
         match takeover::decide(view, timing, known, clock.now(), clock.wall()) {
-            Decision::Stamp => unreachable!("a view with a stamp, or a refused Date, asks for none"),
+            Decision::Stamp => {
+                unreachable!("a view with a stamp, or a refused Date, asks for none")
+            }
             d => d,
         }
     }

@@ -149,9 +149,14 @@ async fn a_probe_object_that_holds_something_else_is_left_alone() {
     let held = holder.acquire("job", &opts()).await.unwrap();
     hconn.faults().set_unavailable(true);
     let conn = w.store.connection();
-    conn.put("job.clock", Bytes::from_static(b"mine"), Cond::Create, &Meta::new())
-        .await
-        .unwrap();
+    conn.put(
+        "job.clock",
+        Bytes::from_static(b"mine"),
+        Cond::Create,
+        &Meta::new(),
+    )
+    .await
+    .unwrap();
     sleep(TTL + GRACE + secs(1.0)).await;
     let (waiter, _) = behind_gateway(&w, Duration::ZERO, 2);
     // The store-clock rule cannot be confirmed: -n fails Held, the object is untouched...

@@ -41,7 +41,9 @@ fn open(url: &str) -> DynStore {
 
 /// The proxy in front of the server of `url`, playing `intercept`; the store through it.
 async fn fixture(url: &str, intercept: Intercept) -> (FaultProxy, DynStore) {
-    let proxy = FaultProxy::start(endpoint_addr(url).unwrap()).await.unwrap();
+    let proxy = FaultProxy::start(endpoint_addr(url).unwrap())
+        .await
+        .unwrap();
     proxy.set_intercept(Some(intercept));
     let store = open(&proxy.store_url(url));
     (proxy, store)
@@ -183,7 +185,10 @@ async fn an_azure_request_date_too_far_from_the_service_says_fix_the_clock() {
         message.contains("Request date header too old") && message.contains("clock"),
         "{message}"
     );
-    assert!(!message.contains("check the"), "points at credentials: {message}");
+    assert!(
+        !message.contains("check the"),
+        "points at credentials: {message}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -196,7 +201,9 @@ async fn an_azure_request_date_too_far_from_the_service_says_fix_the_clock() {
 /// archived until hold is removed." (the text gsutil users report). fake-gcs-server has no
 /// holds. This plays one: objects created through it are held.
 fn gcs_default_event_based_hold() -> Intercept {
-    let held = Arc::new(std::sync::Mutex::new(std::collections::HashSet::<String>::new()));
+    let held = Arc::new(std::sync::Mutex::new(
+        std::collections::HashSet::<String>::new(),
+    ));
     Arc::new(move |req: &Request, upstream: Option<u16>| {
         let name = if req.method == "POST" && req.target.contains("uploadType=multipart") {
             // The object's name is in the multipart body's JSON part.
@@ -264,7 +271,12 @@ async fn a_gcs_object_under_a_hold_says_so_not_check_iam() {
         panic!("create failed")
     };
     let e = store
-        .put(&key, Bytes::from_static(b"{ }"), Cond::Match(version), &Meta::new())
+        .put(
+            &key,
+            Bytes::from_static(b"{ }"),
+            Cond::Match(version),
+            &Meta::new(),
+        )
         .await
         .unwrap_err();
     let message = e.to_string();
@@ -273,7 +285,10 @@ async fn a_gcs_object_under_a_hold_says_so_not_check_iam() {
         message.contains("hold") && message.contains("cannot be overwritten"),
         "{message}"
     );
-    assert!(!message.contains("roles/storage"), "points at IAM: {message}");
+    assert!(
+        !message.contains("roles/storage"),
+        "points at IAM: {message}"
+    );
 }
 
 #[tokio::test]

@@ -100,8 +100,13 @@ pub struct Stored {
 /// A request on its way, or its answer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Req {
-    Get { if_none_match: Option<Version> },
-    Put { bytes: Bytes, cond: Cond },
+    Get {
+        if_none_match: Option<Version>,
+    },
+    Put {
+        bytes: Bytes,
+        cond: Cond,
+    },
     /// Write the probe object and read its stamp back: the store's own clock (an acquirer's
     /// [`Step::Stamp`]). It never touches the lease record.
     Stamp,
@@ -514,30 +519,30 @@ impl Model for LeaseModel {
     fn init_states(&self) -> Vec<State> {
         (0..=self.date_ahead)
             .map(|date_ahead| State {
-            t: 0,
-            date_ahead,
-            store: None,
-            generations: 0,
-            clients: vec![
-                ClientState {
-                    phase: Phase::Idle,
-                    nonces: 0,
-                    acquisitions: 0,
-                    since: 0,
-                    lag: 0,
-                };
-                self.clients
-            ],
-            orphans: vec![],
-            faults: 0,
-            breaks: 0,
-            deletes: 0,
-            granted: 0,
-            bad: None,
-            acquired_twice: false,
-            crashed_holding_at: None,
-            acquired_after_crash: false,
-        })
+                t: 0,
+                date_ahead,
+                store: None,
+                generations: 0,
+                clients: vec![
+                    ClientState {
+                        phase: Phase::Idle,
+                        nonces: 0,
+                        acquisitions: 0,
+                        since: 0,
+                        lag: 0,
+                    };
+                    self.clients
+                ],
+                orphans: vec![],
+                faults: 0,
+                breaks: 0,
+                deletes: 0,
+                granted: 0,
+                bad: None,
+                acquired_twice: false,
+                crashed_holding_at: None,
+                acquired_after_crash: false,
+            })
             .collect()
     }
 

@@ -101,7 +101,12 @@ fn a_store_clock_rule_that_trusts_date_gives_two_holders_behind_a_gateway_ahead(
         ..base()
     };
     assert_eq!(
-        violated(m, LEASE, Some(Mutant::TrustDate), "a Date ahead of the store"),
+        violated(
+            m,
+            LEASE,
+            Some(Mutant::TrustDate),
+            "a Date ahead of the store"
+        ),
         Some("at most one holder believes")
     );
 }

@@ -312,8 +312,7 @@ impl Acquirer {
         self.last_answer = now;
         let timing = &self.plan.timing;
         let grace = timing.grace_for(timing.ttl);
-        self.view
-            .absorb_stamp(stamp, now, timing.resolution, grace);
+        self.view.absorb_stamp(stamp, now, timing.resolution, grace);
         self.decide_and_act(now, wall, entropy)
     }
 

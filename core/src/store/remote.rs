@@ -181,8 +181,16 @@ fn parse_expires_on(v: &serde_json::Value) -> Option<std::time::SystemTime> {
         serde_json::Value::String(s) => s.trim().parse::<u64>().ok().or_else(|| {
             // 09/14/2017 00:00:00 PM +00:00
             let mut it = s.split_whitespace();
-            let date: Vec<u64> = it.next()?.split('/').filter_map(|x| x.parse().ok()).collect();
-            let time: Vec<u64> = it.next()?.split(':').filter_map(|x| x.parse().ok()).collect();
+            let date: Vec<u64> = it
+                .next()?
+                .split('/')
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let time: Vec<u64> = it
+                .next()?
+                .split(':')
+                .filter_map(|x| x.parse().ok())
+                .collect();
             let ampm = it.next()?;
             let offset = it.next().unwrap_or("+00:00");
             if date.len() != 3 || time.len() != 3 || offset != "+00:00" {
@@ -240,7 +248,10 @@ pub(crate) fn token_from_answer(
         serde_json::Value::String(s) => s.parse().ok(),
         _ => None,
     });
-    let expires = match (expires_in, answer.expires_on.as_ref().and_then(parse_expires_on)) {
+    let expires = match (
+        expires_in,
+        answer.expires_on.as_ref().and_then(parse_expires_on),
+    ) {
         (Some(s), _) => Some(now + Duration::from_secs(s)),
         // Only `expires_on` (App Service, Azure Functions): a time on the wall clock.
         (None, Some(at)) => Some(
@@ -319,12 +330,10 @@ pub(crate) async fn fetch_token_retrying(
     loop {
         let now = SystemClock.now();
         let error = match http.send(build()?, Some(64 * 1024)).await {
-            Ok(r) if also.contains(&r.status) || r.status == 408 => {
-                Error::unavailable(format!(
-                    "{what}: the metadata server answered HTTP {} (not ready yet)",
-                    r.status
-                ))
-            }
+            Ok(r) if also.contains(&r.status) || r.status == 408 => Error::unavailable(format!(
+                "{what}: the metadata server answered HTTP {} (not ready yet)",
+                r.status
+            )),
             Ok(r) => match token_from_answer(what, r.status, r.body.as_ref(), now) {
                 Err(e) if e.kind() == crate::ErrorKind::Unavailable => e,
                 other => return other,
@@ -478,7 +487,9 @@ mod tests {
             .as_secs()
             + 3600;
         for body in [
-            format!(r#"{{"access_token":"t","expires_on":"{in_an_hour}","resource":"r","token_type":"Bearer"}}"#),
+            format!(
+                r#"{{"access_token":"t","expires_on":"{in_an_hour}","resource":"r","token_type":"Bearer"}}"#
+            ),
             format!(r#"{{"access_token":"t","expires_on":{in_an_hour}}}"#),
         ] {
             let token = token_from_answer("w", 200, Some(&Bytes::from(body.clone())), now).unwrap();

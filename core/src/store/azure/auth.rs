@@ -25,7 +25,7 @@ use base64::Engine;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::store::http::{HttpClient, Method, Request};
-use crate::store::remote::{env_nonempty, fetch_token, fetch_token_form, fetch_token_retrying, Token};
+use crate::store::remote::{env_nonempty, fetch_token_form, fetch_token_retrying, Token};
 
 /// Azurite's development account and its published key (not a secret: it is in Microsoft's
 /// documentation and in every Azure SDK).
@@ -398,19 +398,18 @@ impl Identity {
                         .map_err(|e| Error::invalid(format!("{what}: bad IMDS address ({e})")))
                 };
                 // IMDS answers 404 and 410 while the identity is being provisioned.
-                let imds_error = match fetch_token_retrying(http, &what, &url, build, &[404, 410])
-                    .await
-                {
-                    Ok(token) => return Ok(token),
-                    // IMDS is there and says "not now": a blip, not a missing credential.
-                    Err(e)
-                        if e.kind() == crate::ErrorKind::Unavailable
-                            && !e.message().contains("connection failed") =>
-                    {
-                        return Err(e)
-                    }
-                    Err(e) => e,
-                };
+                let imds_error =
+                    match fetch_token_retrying(http, &what, &url, build, &[404, 410]).await {
+                        Ok(token) => return Ok(token),
+                        // IMDS is there and says "not now": a blip, not a missing credential.
+                        Err(e)
+                            if e.kind() == crate::ErrorKind::Unavailable
+                                && !e.message().contains("connection failed") =>
+                        {
+                            return Err(e)
+                        }
+                        Err(e) => e,
+                    };
                 azure_cli_token().await.map_err(|cli_error| {
                     Error::store(format!(
                         "no Azure credentials found: set AZURE_STORAGE_CONNECTION_STRING, \

@@ -125,14 +125,18 @@ fn error_messages_from_bodies() {
 /// `<AuthenticationErrorDetail>`, the `<Message>` is generic (issue 29).
 #[test]
 fn a_request_date_too_far_from_the_service_says_fix_the_clock() {
-    let body = "\u{feff}<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>AuthenticationFailed\
+    let body =
+        "\u{feff}<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>AuthenticationFailed\
                 </Code><Message>Server failed to authenticate the request. Make sure the value \
                 of Authorization header is formed correctly including the signature.\n\
                 RequestId:x\nTime:2026-11-25T10:00:00.0000000Z</Message>\
                 <AuthenticationErrorDetail>Request date header too old: 'Wed, 25 Nov 2026 09:40:00 \
                 GMT'</AuthenticationErrorDetail></Error>";
     let message = error_message(body);
-    assert!(message.contains("(Request date header too old: 'Wed"), "{message}");
+    assert!(
+        message.contains("(Request date header too old: 'Wed"),
+        "{message}"
+    );
     let classify = |message: &str| match classify_status(ClassifyInput {
         op: Op::Get,
         status: 403,

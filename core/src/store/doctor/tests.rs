@@ -300,7 +300,11 @@ async fn a_date_ahead_of_the_stores_stamps_is_refused_in_both_directions() {
     let behind = report_for(-3_000).await;
     let failed: Vec<&str> = behind.failures().iter().map(|c| c.name).collect();
     assert_eq!(failed, ["store_clock"], "{}", behind.verdict());
-    assert!(behind.verdict().contains("after the store's"), "{}", behind.verdict());
+    assert!(
+        behind.verdict().contains("after the store's"),
+        "{}",
+        behind.verdict()
+    );
     // Within the clock's resolution either way: fine.
     for offset_ms in [-900, 0, 900] {
         let report = report_for(offset_ms).await;

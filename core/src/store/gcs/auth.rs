@@ -29,7 +29,7 @@ use serde::Deserialize;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::store::http::{HttpClient, Method, Request};
-use crate::store::remote::{env_nonempty, fetch_token, fetch_token_form, fetch_token_retrying, Token};
+use crate::store::remote::{env_nonempty, fetch_token_form, fetch_token_retrying, Token};
 
 /// The scope every token is asked for: read and write objects.
 const SCOPE: &str = "https://www.googleapis.com/auth/devstorage.read_write";
