@@ -482,6 +482,10 @@ impl Store for MemoryStore {
         &self.url
     }
 
+    fn answers_carry_store_clock(&self) -> bool {
+        true
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             conditional_delete: true,
