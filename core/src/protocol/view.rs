@@ -104,3 +104,6 @@ impl View {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
