@@ -10,7 +10,7 @@
 #                                 none of whose mutants was missed: the base of --changed
 #   scripts/mutants.sh --changed  only the mutants in lines that differ from the recorded
 #                                 versions (what ./scripts/test runs): fails if one is missed,
-#                                 or if there are more than LEASE_MUTANTS_MAX (default 150:
+#                                 or if there are more than LEASE_MUTANTS_MAX (default 40, about 4 minutes:
 #                                 then run --record instead, and commit .cargo/mutants-pinned)
 #
 # Arguments after `--` go to cargo-mutants (`-- -f core/src/protocol/hold.rs`, say).
@@ -26,7 +26,7 @@ TOOL="$ROOT/.cache/cargo-mutants-$VERSION/bin/cargo-mutants"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 OUT="$TARGET/mutants-out"
 PINNED=.cargo/mutants-pinned
-MAX="${LEASE_MUTANTS_MAX:-150}"
+MAX="${LEASE_MUTANTS_MAX:-40}"
 
 mode=full
 case "${1:-}" in
