@@ -574,3 +574,6 @@ fn io_step(step: WriteStep, now: Instant) -> Step {
 pub fn waited(start: Instant, now: Instant) -> Duration {
     now.saturating_duration_since(start)
 }
+
+#[cfg(test)]
+mod tests;

@@ -150,3 +150,6 @@ impl View {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

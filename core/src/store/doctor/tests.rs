@@ -188,6 +188,9 @@ async fn a_store_that_is_only_right_one_request_at_a_time_is_refused() {
 #[derive(Debug)]
 struct RateLimited {
     mem: MemoryStore,
+    /// The simulated clock the test runs on: on the real clock the doctor's pauses (tokio's
+    /// paused time) would not advance the limit's, and the test spun for seconds.
+    clock: Arc<dyn Clock>,
     last: std::sync::Mutex<HashMap<String, Instant>>,
 }
 
@@ -206,7 +209,7 @@ impl Store for RateLimited {
         self.mem.get(key, opts).await
     }
     async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put> {
-        let now = SystemClock.now();
+        let now = self.clock.now();
         let last = self.last.lock().unwrap().get(key).copied();
         if last.is_some_and(|prev| now - prev < Duration::from_secs(1)) {
             return Err(Error::unavailable("429 rate limit exceeded"));
@@ -224,11 +227,13 @@ impl Store for RateLimited {
 
 #[tokio::test(start_paused = true)]
 async fn writes_of_one_key_are_spaced_by_the_minimum_interval() {
+    let clock: Arc<dyn Clock> = Arc::new(crate::clock::SimClock::at_2026());
     let store: DynStore = Arc::new(RateLimited {
-        mem: MemoryStore::new(),
+        mem: MemoryStore::with_clock(clock.clone()),
+        clock: clock.clone(),
         last: Default::default(),
     });
-    let report = check(&store, "").await.unwrap();
+    let report = inspect_with_clock(&store, "", clock).await.unwrap();
     assert!(report.ok(), "{}", report.verdict());
     assert_eq!(report.to_json()["min_write_interval_ms"], 1000);
 }
