@@ -96,6 +96,8 @@ fn a_known_view_is_the_released_record_first_seen_now() {
                 first_seen: at(2.0),
             }),
             server_now: None,
+            stamp: None,
+            date_refused: false,
         }
     );
     assert_eq!(v.prev(), r.prev_for_successor());
