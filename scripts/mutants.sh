@@ -12,6 +12,11 @@
 #                                 versions (what ./scripts/test runs): fails if one is missed,
 #                                 or if there are more than LEASE_MUTANTS_MAX (default 40, about 4 minutes:
 #                                 then run --record instead, and commit .cargo/mutants-pinned)
+#   scripts/mutants.sh --advance  --changed, then, when every mutant was caught, record the
+#                                 checked files' committed versions as pinned: their other lines'
+#                                 mutants were caught at the recorded version, by tests that only
+#                                 grow (a merge keeps the bounded check small; the full run,
+#                                 --record, stays the authority and re-checks every line)
 #
 # Arguments after `--` go to cargo-mutants (`-- -f core/src/protocol/hold.rs`, say).
 # cargo-mutants is installed from crates.io into .cache/ the first time it is needed; builds go
@@ -30,7 +35,7 @@ MAX="${LEASE_MUTANTS_MAX:-40}"
 
 mode=full
 case "${1:-}" in
-  --changed | --record) mode=${1#--}; shift ;;
+  --changed | --record | --advance) mode=${1#--}; shift ;;
 esac
 [ "${1:-}" = "--" ] && shift
 if [ "$mode" = record ] && [ $# -gt 0 ]; then
@@ -69,7 +74,26 @@ summary() {
   rm -f "$all"
 }
 
-if [ "$mode" = changed ]; then
+# After a --changed run in which no mutant was missed (cargo-mutants exits non-zero otherwise,
+# and set -e stops before this): each checked file, when committed unchanged, is pinned at HEAD.
+advance() {
+  local path tmp
+  tmp=$(mktemp)
+  cp "$PINNED" "$tmp"
+  for path in "$@"; do
+    if git diff --quiet HEAD -- "$path" && git cat-file -e "HEAD:$path"; then
+      awk -v p="$path" -v b="$(git rev-parse "HEAD:$path")" \
+        '$1 == p { print p, b; next } { print }' "$tmp" >"$tmp.new" && mv "$tmp.new" "$tmp"
+      echo "mutants: $path pinned at its committed version"
+    else
+      echo "mutants: $path has uncommitted changes: commit, then run --advance again" >&2
+    fi
+  done
+  mv "$tmp" "$PINNED"
+}
+
+if [ "$mode" = changed ] || [ "$mode" = advance ]; then
+  checked=()
   diff_file="$TARGET/mutants-changed.diff"
   mkdir -p "$TARGET"
   : >"$diff_file"
@@ -89,6 +113,7 @@ if [ "$mode" = changed ]; then
       : >"$old"
     fi
     diff -u --label "a/$path" --label "b/$path" "$old" "$path" >>"$diff_file" || true
+    checked+=("$path")
   done
   rm -f "$old"
   if [ ! -s "$diff_file" ]; then
@@ -98,13 +123,17 @@ if [ "$mode" = changed ]; then
   install
   count=$(mutants --list --in-diff "$diff_file" "$@" | grep -c . || true)
   echo "mutants: $count mutants in the lines changed since the last full run"
-  [ "$count" -eq 0 ] && exit 0
+  if [ "$count" -eq 0 ]; then
+    [ "$mode" = advance ] && advance "${checked[@]}"
+    exit 0
+  fi
   if [ "$count" -gt "$MAX" ]; then
     echo "mutants: more than $MAX: run scripts/mutants.sh --record (the full run) and commit" \
       "$PINNED instead" >&2
     exit 1
   fi
   mutants --in-diff "$diff_file" -o "$OUT" "$@"
+  [ "$mode" = advance ] && advance "${checked[@]}"
   exit 0
 fi
 

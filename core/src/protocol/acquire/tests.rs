@@ -587,3 +587,42 @@ fn waited_is_the_time_since_the_start_and_never_negative() {
     assert_eq!(waited(at(1.0), at(3.5)), secs(2.5));
     assert_eq!(waited(at(3.0), at(1.0)), Duration::ZERO);
 }
+
+/// Another holder's record, last written at `wall(0)`, read at `t` through a gateway whose
+/// `Date` says an hour later: by that `Date` it is long expired, so the machine asks for the
+/// store's own stamp ([`Step::Stamp`]) before it believes it.
+fn to_a_stamp(r: &mut Run, t: f64) {
+    r.step(Event::Start, t);
+    let mut object = object(&record("other", 7, RecordState::Held).to_bytes(), 1);
+    object.last_modified = Some(wall(0.0));
+    object.server_now = Some(wall(3600.0));
+    let s = r.read(Get::Found(object), t);
+    assert!(matches!(s, Step::Stamp), "expected a stamp, got {s:?}");
+    assert!(!r.m.date_refused(), "nothing refused before the stamp");
+}
+
+#[test]
+fn a_date_the_stamp_contradicts_is_refused_and_the_holder_waited_for() {
+    let mut r = Run::new(plan(), 0.0);
+    to_a_stamp(&mut r, 0.0);
+    // The store stamps its probe half a second after the record: the Date ran an hour ahead.
+    let s = r.step(Event::Stamped(Ok(Some(wall(0.5)))), 0.0);
+    assert!(r.m.date_refused(), "the gateway's Date is refused");
+    let (until, _) = expect_sleep(s);
+    assert!(until > at(0.0), "the holder is waited for, not taken over");
+}
+
+#[test]
+fn an_unanswered_stamp_is_retried_and_refuses_nothing() {
+    let mut r = Run::new(plan(), 0.0);
+    to_a_stamp(&mut r, 0.0);
+    // No answer is not "no stamp to be had": the Date is not refused for it, the probe is
+    // retried after a backoff.
+    expect_sleep(r.step(Event::Stamped(Err(unavailable())), 0.0));
+    assert!(!r.m.date_refused());
+    // No stamp to be had at all (the store gives none): the Date is refused.
+    let mut r = Run::new(plan(), 0.0);
+    to_a_stamp(&mut r, 0.0);
+    r.step(Event::Stamped(Ok(None)), 0.0);
+    assert!(r.m.date_refused());
+}
