@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::client::{local_wake, Client};
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::lease::Lease;
 use crate::options::Timing;
 use crate::protocol::acquire::{Acquirer, Event, Plan, Step};
@@ -41,6 +41,7 @@ pub(crate) async fn run(
     let mut acquirer = Acquirer::new(plan, memo.epoch, memo.released, clock.now());
     let wake = local_wake(client.store().url(), key);
     let mut event = Event::Start;
+    let mut warned_date = false;
     let result = loop {
         let notified = wake.notified();
         tokio::pin!(notified);
@@ -48,7 +49,12 @@ pub(crate) async fn run(
         if cancel.is_cancelled() && matches!(event, Event::Start | Event::Slept) {
             event = Event::Cancelled;
         }
-        match acquirer.step(event, clock.now(), clock.wall(), rng) {
+        let step = acquirer.step(event, clock.now(), clock.wall(), rng);
+        if !warned_date && acquirer.date_refused() {
+            warned_date = true;
+            client.warn_date_refused(key, None);
+        }
+        match step {
             Step::Read { if_none_match } => {
                 let read = client
                     .read_record(key, if_none_match.as_ref(), &timing)
@@ -78,6 +84,18 @@ pub(crate) async fn run(
             }
             Step::Put { bytes, cond } => {
                 event = Event::Put(client.put_raw(key, bytes, cond, &timing).await);
+            }
+            Step::Stamp => {
+                let stamp = client.stamp(key, &timing).await;
+                match &stamp {
+                    Err(e) if e.kind() != ErrorKind::Unavailable => {
+                        warned_date = true;
+                        client.warn_date_refused(key, Some(e));
+                    }
+                    Err(e) => warn!(lease = %url, "reading the store's clock failed: {e}"),
+                    Ok(_) => {}
+                }
+                event = Event::Stamped(stamp);
             }
             Step::Sleep {
                 until,

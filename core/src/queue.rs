@@ -74,6 +74,7 @@ pub(crate) async fn acquire(
     // kernel when the record changes; else at the next poll.
     let wake = grant_wake(client.store().url(), key, &me.id);
     let mut watch = client.store().watch(key);
+    let mut warned_date = false;
     let outcome = loop {
         let notified = wake.notified();
         tokio::pin!(notified);
@@ -86,7 +87,25 @@ pub(crate) async fn acquire(
             wall: clock.wall(),
             session_alive: session.as_ref().is_none_or(Lease::is_held),
         };
-        event = match waiter.step(event, ctx, rng) {
+        let step = waiter.step(event, ctx, rng);
+        if !warned_date && waiter.date_refused() {
+            warned_date = true;
+            client.warn_date_refused(key, None);
+        }
+        event = match step {
+            Step::Stamp { .. } => {
+                // Beside the lock, whichever record asked: one probe per lock.
+                let stamp = client.stamp(key, &timing).await;
+                match &stamp {
+                    Err(e) if e.kind() != ErrorKind::Unavailable => {
+                        warned_date = true;
+                        client.warn_date_refused(key, Some(e));
+                    }
+                    Err(e) => warn!(lease = %url, "reading the store's clock failed: {e}"),
+                    Ok(_) => {}
+                }
+                Event::Stamped(stamp)
+            }
             Step::ReadRecord { if_none_match } => {
                 let read = client
                     .read_record(key, if_none_match.as_ref(), &timing)

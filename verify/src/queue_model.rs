@@ -386,6 +386,7 @@ fn apply(m: &QueueModel, s: &mut State, by: Option<usize>, req: &Req) -> Answer 
         p.seen_gen = s.store.as_ref().map_or(0, |o| o.generation);
     }
     match req {
+        Req::Stamp => unreachable!("queued locks' participants ask for no stamp"),
         Req::Get { if_none_match } => Answer::Get(match &s.store {
             None => Get::NotFound { server_now: None },
             Some(o) if if_none_match.as_ref() == Some(&version(o.generation)) => {
@@ -749,6 +750,22 @@ impl QueueModel {
                 Step::ReadSession { key, if_none_match } => {
                     Event::Session(Ok(self.session_get(s, c, &key, if_none_match)))
                 }
+                // The store's own clock, stamped on the probe beside the lock: in the model the
+                // clock that answered the session's read (its `Date` is the store's clock here;
+                // a `Date` running ahead is the lease model's `TrustDate` control).
+                Step::Stamp { session } => {
+                    let now = u64::from(s.participants[c].clock);
+                    let stamp = match session {
+                        Some(key) => match self.session_get(s, c, &key, None) {
+                            Get::Found(o) => o.server_now,
+                            Get::NotFound { server_now } | Get::NotModified { server_now } => {
+                                server_now
+                            }
+                        },
+                        None => Some(store_time(now)),
+                    };
+                    Event::Stamped(Ok(stamp))
+                }
                 Step::EndSession { key, cond, .. } => {
                     Event::Ended(Ok(self.session_end(s, c, &key, &cond)))
                 }
@@ -898,6 +915,7 @@ impl QueueModel {
                 let event = match answer {
                     Answer::Get(g) => Event::Record(Ok(g)),
                     Answer::Put(p) => Event::Wrote(Ok(p)),
+                    Answer::Stamp(_) => unreachable!("the model's stamps are answered at once"),
                     Answer::Unavailable => match self.req_of(s, c) {
                         Some(Req::Get { .. }) => Event::Record(Err(err())),
                         _ => Event::Wrote(Err(err())),
@@ -909,6 +927,7 @@ impl QueueModel {
                 let event = match answer {
                     Answer::Get(g) => ChangeEvent::Read(Ok(g)),
                     Answer::Put(p) => ChangeEvent::Wrote(Ok(p)),
+                    Answer::Stamp(_) => unreachable!("a leaver asks for no stamp"),
                     Answer::Unavailable => match self.req_of(s, c) {
                         Some(Req::Get { .. }) => ChangeEvent::Read(Err(err())),
                         _ => ChangeEvent::Wrote(Err(err())),
@@ -920,6 +939,7 @@ impl QueueModel {
                 let event = match answer {
                     Answer::Get(g) => ConfirmEvent::Read(Ok(g)),
                     Answer::Put(p) => ConfirmEvent::Wrote(Ok(p)),
+                    Answer::Stamp(_) => unreachable!("a holder asks for no stamp"),
                     Answer::Unavailable => match self.req_of(s, c) {
                         Some(Req::Get { .. }) => ConfirmEvent::Read(Err(err())),
                         _ => ConfirmEvent::Wrote(Err(err())),

@@ -29,26 +29,29 @@ pub enum Mutant {
     /// Queued locks: only the waiters at the head of their line check anyone's session, so a
     /// dead head waiter behind a dead holder strands everyone behind it.
     QueueOnlyHeadsCheck = 7,
+    /// The store-clock rule trusts an answer's `Date` as the store's clock (issue 29): a
+    /// gateway whose clock runs ahead makes a live holder's record look expired.
+    TrustDate = 8,
     /// Queued locks: a join is checked only against its own size, not against the room every
     /// later settle needs, so a release that grants the waiters can overflow the record and
     /// strand the lock (issue 22 item 2).
-    QueueJoinIgnoresReserve = 8,
+    QueueJoinIgnoresReserve = 9,
     /// Queued locks: a record made where none is starts at the participant's known epoch + 1
     /// instead of above the store's clock, so a deleted record hands out tokens again.
-    QueueRecreateAtKnownEpoch = 9,
+    QueueRecreateAtKnownEpoch = 10,
     /// Queued locks: a holder never reads the lock's record again after its grant, so a record
     /// deleted and made again without it leaves it believing (issue 22 item 1).
-    QueueHolderSkipsConfirmation = 10,
+    QueueHolderSkipsConfirmation = 11,
     /// Queued locks: a record written by a newer version is taken over like a corrupt one
     /// (issue 22 item 3).
-    QueueNewerTakenAsCorrupt = 11,
+    QueueNewerTakenAsCorrupt = 12,
     /// Queued locks: a participant whose session lapsed still writes its join (it may have been
     /// granted, proven gone and removed while an earlier join's outcome was unknown).
-    QueueRejoinWhenLapsed = 12,
+    QueueRejoinWhenLapsed = 13,
     /// Queued locks: a waiter checks a blocker's session only when the takeover rule's own
     /// estimate says (which adds a whole resolution), so with a coarse store clock it can look
     /// just too early and then wait a whole interval more (issue 22 item 6).
-    QueueSessionCheckLate = 13,
+    QueueSessionCheckLate = 14,
 }
 
 #[cfg(feature = "negative-controls")]

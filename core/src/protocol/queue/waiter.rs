@@ -84,6 +84,9 @@ pub enum Event {
     Cancelled,
     /// Our own session was lost while we waited.
     SessionLost(LostReason),
+    /// The answer to [`Step::Stamp`]: the store's own stamp of a write of the probe object
+    /// beside the lock (`Ok(None)`: the store gave none).
+    Stamped(Result<Option<SystemTime>>),
 }
 
 /// What the driver knows at each step.
@@ -131,6 +134,13 @@ pub enum Step {
         key: String,
         record: Record,
         cond: Cond,
+    },
+    /// The takeover rule's `Date` says a record is old enough: read the store's own clock (a
+    /// write of the probe object beside the lock, read back, `store_clock.rs`), then answer
+    /// `Stamped` (issue 29: a gateway's `Date` running ahead must not fool a waiter).
+    /// `session`: the key of the session being judged (`None`: the lock's own lease record).
+    Stamp {
+        session: Option<String>,
     },
     /// Delete a session we released after its participant was removed (best effort).
     DeleteSession {
@@ -208,6 +218,10 @@ enum Phase {
     EndingSession {
         id: String,
     },
+    /// Waiting for the store's stamp, for the session of `id` (`None`: the lock's own record).
+    Stamping {
+        id: Option<String>,
+    },
     DeletingSession,
     Sleeping,
     BackingOff,
@@ -237,6 +251,9 @@ pub struct Waiter {
     last_answer: Instant,
     backoff: Backoff,
     cancelled: bool,
+    /// A `Date` was found ahead of the store's own stamps (or no stamp could be had): the
+    /// driver says so once.
+    date_refused: bool,
 }
 
 impl Waiter {
@@ -257,6 +274,7 @@ impl Waiter {
             start: now,
             last_answer: now,
             cancelled: false,
+            date_refused: false,
         }
     }
 
@@ -268,6 +286,11 @@ impl Waiter {
     /// Whether a join of ours may be in the record.
     pub fn maybe_listed(&self) -> bool {
         self.joined
+    }
+
+    /// Whether a `Date` was refused as the store's clock (the driver warns once).
+    pub fn date_refused(&self) -> bool {
+        self.date_refused
     }
 
     /// The ids of the participants whose sessions we watch (the model checker's wake-ups).
@@ -333,12 +356,58 @@ impl Waiter {
                 }
                 self.decide(ctx, entropy)
             }
+            (Phase::Stamping { id }, Event::Stamped(r)) => self.after_stamp(id, r, ctx, entropy),
             (Phase::DeletingSession, Event::Deleted) => self.decide(ctx, entropy),
             (Phase::Sleeping | Phase::BackingOff | Phase::Idle, Event::Slept) => self.read(now),
             (Phase::Sleeping | Phase::BackingOff | Phase::Idle, Event::Cancelled) => {
                 self.decide(ctx, entropy)
             }
             (phase, event) => unreachable!("{event:?} while {phase:?}"),
+        }
+    }
+
+    /// Take in the store's stamp asked for by the view of `id`'s session (`None`: the lock's
+    /// own record), and judge it again. A store that did not answer: look again after a poll.
+    fn after_stamp(
+        &mut self,
+        id: Option<String>,
+        r: Result<Option<SystemTime>>,
+        ctx: Ctx,
+        entropy: &dyn Entropy,
+    ) -> Step {
+        let now = ctx.now;
+        let timing = self.plan.timing;
+        let stamp = match r {
+            Ok(stamp) => Some(stamp),
+            Err(e) if e.kind() == ErrorKind::Unavailable => None,
+            // No stamp can be had: `Date` is refused, the rules go by what we see unchanged.
+            Err(_) => Some(None),
+        };
+        let Some(stamp) = stamp else {
+            return match id {
+                Some(id) => {
+                    self.check_later(&id, now);
+                    self.decide(ctx, entropy)
+                }
+                None => self.sleep(now + timing.poll),
+            };
+        };
+        let grace = timing.grace_for(timing.ttl);
+        let view = match &id {
+            Some(id) => self.watches.get_mut(id).map(|(_, w)| &mut w.view),
+            None => Some(&mut self.view),
+        };
+        if let Some(view) = view {
+            if view.absorb_stamp(stamp, now, timing.resolution, grace) {
+                self.date_refused = true;
+            }
+        }
+        match id {
+            Some(id) => match self.judge_session(&id, ctx, entropy) {
+                Some(step) => step,
+                None => self.decide(ctx, entropy),
+            },
+            None => self.on_lease(ctx, entropy),
         }
     }
 
@@ -636,6 +705,10 @@ impl Waiter {
                 self.write(next, Cond::Match(version), Why::Join, ctx)
             }
             Decision::Create { .. } => self.create(ctx),
+            Decision::Stamp => {
+                self.phase = Phase::Stamping { id: None };
+                Step::Stamp { session: None }
+            }
             Decision::Wait {
                 until,
                 holder,
@@ -842,6 +915,13 @@ impl Waiter {
                     Decision::Create { .. } => {
                         w.next_check = Some(now + timing.poll);
                         None
+                    }
+                    Decision::Stamp => {
+                        let session = Some(session_key(&self.plan.key, id));
+                        self.phase = Phase::Stamping {
+                            id: Some(id.to_string()),
+                        };
+                        return Some(Step::Stamp { session });
                     }
                 }
             }

@@ -94,6 +94,18 @@ impl Rig {
         }
     }
 
+    /// Answer a session read that the answer's `Date` shows old enough to take over: the waiter
+    /// asks for the store's own stamp (issue 29) and gets one that agrees with `Date`.
+    fn stale(&mut self, get: Get) -> Step {
+        match self.step(Event::Session(Ok(get))) {
+            Step::Stamp { session } => {
+                assert_eq!(session.as_deref(), Some("locks/job.q/a"));
+                self.step(Event::Stamped(Ok(Some(store_now()))))
+            }
+            other => panic!("no stamp asked for: {other:?}"),
+        }
+    }
+
     fn written(&mut self, n: u64) -> Step {
         self.step(Event::Wrote(Ok(Put::Written {
             version: version(n),
@@ -117,6 +129,11 @@ fn held_by_a() -> QueueRecord {
     )
 }
 
+/// The store's clock in the answers of [`session`].
+fn store_now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + secs(2_000_000_000.0)
+}
+
 /// A session record at `version` (`v`), held (or released), modified `age` seconds before the
 /// store's `now`.
 fn session(v: &str, state: RecordState, age: u64) -> Get {
@@ -137,7 +154,7 @@ fn session(v: &str, state: RecordState, age: u64) -> Get {
         write: Some("w".into()),
         broken: None,
     };
-    let store_now = SystemTime::UNIX_EPOCH + secs(2_000_000_000.0);
+    let store_now = store_now();
     let bytes = r.to_bytes();
     Get::Found(Object {
         size: bytes.len() as u64,
@@ -271,7 +288,7 @@ fn a_session_taken_over_by_the_rules_is_ended_then_its_participant_removed() {
         key,
         record: ended,
         cond,
-    } = r.step(Event::Session(Ok(session("s1", RecordState::Held, 20))))
+    } = r.stale(session("s1", RecordState::Held, 20))
     else {
         panic!("not ended")
     };
@@ -310,6 +327,45 @@ fn a_session_taken_over_by_the_rules_is_ended_then_its_participant_removed() {
     assert!(matches!(r.step(Event::Deleted), Step::Granted { .. }));
 }
 
+/// Issue 29 for queued locks: a session that the answer's `Date` shows long dead is taken over
+/// only once the store's own stamp agrees; a `Date` running ahead of it (a gateway's) is refused
+/// and the waiter waits; a stamp that cannot be had for now is asked again at the next check.
+#[test]
+fn a_sessions_date_running_ahead_is_confirmed_by_the_stores_stamp_never_trusted() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
+    r.join_write(step);
+    r.written(5);
+    // `Date` says 20 s since its last renewal (the session's ttl is 10 s): ask for a stamp.
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
+        Step::Stamp { session: Some(_) }
+    ));
+    // The store did not answer: no takeover; looked at again after a poll.
+    match r.step(Event::Stamped(Err(Error::unavailable("timed out")))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
+        other => panic!("{other:?}"),
+    }
+    assert!(!r.w.date_refused());
+    r.at(1.0);
+    r.step(Event::Slept);
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::ReadSession { .. }
+    ));
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
+        Step::Stamp { .. }
+    ));
+    // The store's own clock says it was renewed 1 s ago: `Date` is 19 s ahead, refused; wait.
+    let renewed = store_now() - secs(20.0);
+    match r.step(Event::Stamped(Ok(Some(renewed + secs(1.0))))) {
+        Step::Sleep { .. } => {}
+        other => panic!("taken over on a gateway's Date: {other:?}"),
+    }
+    assert!(r.w.date_refused(), "the driver warns once");
+}
+
 #[test]
 fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
     let mut r = Rig::new(plan(Mode::Exclusive));
@@ -317,7 +373,7 @@ fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
     r.join_write(step);
     r.written(5);
     assert!(matches!(
-        r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
+        r.stale(session("s1", RecordState::Held, 20)),
         Step::EndSession { .. }
     ));
     // Someone renewed it meanwhile: it lives; check again later.
@@ -348,7 +404,7 @@ fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
     let step = r.start_on(found(&held_by_a().to_bytes(), 4));
     r.join_write(step);
     r.written(5);
-    r.step(Event::Session(Ok(session("s1", RecordState::Held, 20))));
+    r.stale(session("s1", RecordState::Held, 20));
     assert!(matches!(
         r.step(Event::Ended(Ok(Written::Replaced {
             current: session("s5", RecordState::Released, 0)
@@ -412,7 +468,7 @@ fn a_session_read_that_fails_is_tried_again_after_a_poll() {
     ));
     // An end whose outcome stayed unknown: checked again after a poll.
     assert!(matches!(
-        r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
+        r.stale(session("s1", RecordState::Held, 20)),
         Step::EndSession { .. }
     ));
     match r.step(Event::Ended(Err(Error::unavailable("x")))) {
