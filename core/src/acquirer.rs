@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::client::{local_wake, Client};
-use crate::error::{ErrorKind, Result};
+use crate::error::Result;
 use crate::lease::Lease;
 use crate::options::Timing;
 use crate::protocol::acquire::{Acquirer, Event, Plan, Step};
@@ -85,18 +85,7 @@ pub(crate) async fn run(
             Step::Put { bytes, cond } => {
                 event = Event::Put(client.put_raw(key, bytes, cond, &timing).await);
             }
-            Step::Stamp => {
-                let stamp = client.stamp(key, &timing).await;
-                match &stamp {
-                    Err(e) if e.kind() != ErrorKind::Unavailable => {
-                        warned_date = true;
-                        client.warn_date_refused(key, Some(e));
-                    }
-                    Err(e) => warn!(lease = %url, "reading the store's clock failed: {e}"),
-                    Ok(_) => {}
-                }
-                event = Event::Stamped(stamp);
-            }
+            Step::Stamp => event = Event::Stamped(client.stamp_step(key, &timing).await),
             Step::Sleep {
                 until,
                 wake_on_release,

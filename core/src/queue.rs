@@ -93,19 +93,8 @@ pub(crate) async fn acquire(
             client.warn_date_refused(key, None);
         }
         event = match step {
-            Step::Stamp { .. } => {
-                // Beside the lock, whichever record asked: one probe per lock.
-                let stamp = client.stamp(key, &timing).await;
-                match &stamp {
-                    Err(e) if e.kind() != ErrorKind::Unavailable => {
-                        warned_date = true;
-                        client.warn_date_refused(key, Some(e));
-                    }
-                    Err(e) => warn!(lease = %url, "reading the store's clock failed: {e}"),
-                    Ok(_) => {}
-                }
-                Event::Stamped(stamp)
-            }
+            // Beside the lock, whichever record asked: one probe per lock.
+            Step::Stamp { .. } => Event::Stamped(client.stamp_step(key, &timing).await),
             Step::ReadRecord { if_none_match } => {
                 let read = client
                     .read_record(key, if_none_match.as_ref(), &timing)

@@ -64,6 +64,22 @@ impl Client {
         })
     }
 
+    /// Carry out a step machine's `Stamp` step for the lease or queued lock at `key`: the
+    /// stamp, its failure logged (a stamp that cannot be had refuses `Date`: warned once).
+    pub(crate) async fn stamp_step(
+        &self,
+        key: &str,
+        timing: &Timing,
+    ) -> Result<Option<SystemTime>> {
+        let stamp = self.stamp(key, timing).await;
+        match &stamp {
+            Err(e) if e.kind() != ErrorKind::Unavailable => self.warn_date_refused(key, Some(e)),
+            Err(e) => warn!(lease = %self.lease_url(key), "reading the store's clock failed: {e}"),
+            Ok(_) => {}
+        }
+        stamp
+    }
+
     /// Say once per store and process why its `Date` is not used: `why` is the stamp's error,
     /// or `None` when `Date` ran ahead of the store's stamp.
     pub(crate) fn warn_date_refused(&self, key: &str, why: Option<&Error>) {
