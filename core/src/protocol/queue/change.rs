@@ -43,6 +43,7 @@ pub enum ChangeStep {
 
 /// The outcome of a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // one per change, handed back once
 pub enum Changed {
     /// The change is in the record: written by us (`wrote`; `before` is what it replaced), or
     /// it was there already.

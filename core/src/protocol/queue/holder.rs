@@ -156,8 +156,10 @@ impl GrantHold {
             }
             Get::NotFound { server_now } => {
                 // Deleted: make it again as we last saw it, above every token handed out since.
-                let mut view = View::default();
-                view.server_now = server_now.map(|t| (t, now));
+                let view = View {
+                    server_now: server_now.map(|t| (t, now)),
+                    ..View::default()
+                };
                 let floor = (self.record.epoch + 1).max(view.time_epoch(wall));
                 let next = self.record.restored(floor);
                 let bytes = next.to_bytes();

@@ -843,7 +843,7 @@ impl Waiter {
         }
         // Nothing to do now: sleep until the next check, or a poll of the record. A waiter far
         // back in its line polls less often: it cannot be granted before those ahead of it.
-        let permits = r.permits.unwrap_or(1).max(1) as u32;
+        let permits = r.permits.unwrap_or(1).max(1);
         let depth = (competing as u32).saturating_div(permits);
         let poll = entropy.jitter(self.plan.timing.poll, 0.2);
         let poll = (poll * (1 + depth.min(1000))).min(self.plan.timing.renew.max(poll));
