@@ -1117,10 +1117,8 @@ impl Model for QueueModel {
                 Phase::Waiting {
                     io: Io::Sleep { retry, .. },
                     ..
-                } => {
-                    if *retry || p.idle_wakes > 0 || self.news(s, c) {
-                        actions.push(Action::Wake(c));
-                    }
+                } if *retry || p.idle_wakes > 0 || self.news(s, c) => {
+                    actions.push(Action::Wake(c));
                 }
                 Phase::Holding {
                     confirming: None, ..
