@@ -40,7 +40,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Lease;
 use crate::protocol::fence::{
     admission, user_bytes, verdict, Admission, Expect, FenceEvent, FenceOp, FenceStep, Known,
-    PinEvent, PinOp, PinStep, Stamp, MAX_ROUNDS, UNAVAILABLE_BUDGET,
+    PinOp, PinStep, Stamp, MAX_ROUNDS, UNAVAILABLE_BUDGET,
 };
 use crate::protocol::Backoff;
 use crate::store::url::object_key;
@@ -277,12 +277,12 @@ impl Lease {
         let rng = &client.inner.rng;
         let unique = client.store().capabilities().versions_are_unique;
         let mut op = PinOp::new(&key_url, self.token(), rng.nonce(), unique);
-        let mut event = PinEvent::Start;
+        let mut event = FenceEvent::Start;
         let outcome = loop {
             match op.step(event, client.clock().now(), rng) {
                 PinStep::Read => {
                     let get = client.store().get(key, GetOptions::default());
-                    event = PinEvent::Read(
+                    event = FenceEvent::Read(
                         match client.timed(REQUEST_TIMEOUT, "fenced read", get).await {
                             Ok(Get::Found(obj)) => Ok(Some(obj)),
                             Ok(_) => Ok(None),
@@ -292,11 +292,12 @@ impl Lease {
                 }
                 PinStep::Put { bytes, cond, meta } => {
                     let put = client.store().put(key, bytes, cond, &meta);
-                    event = PinEvent::Put(client.timed(REQUEST_TIMEOUT, "fenced read", put).await);
+                    event =
+                        FenceEvent::Put(client.timed(REQUEST_TIMEOUT, "fenced read", put).await);
                 }
                 PinStep::Sleep(d) => {
                     client.clock().sleep(d).await;
-                    event = PinEvent::Slept;
+                    event = FenceEvent::Slept;
                 }
                 PinStep::Done(outcome) => break outcome,
             }

@@ -34,7 +34,7 @@ use stateright::{Model, Property};
 
 use lease::clock::Instant;
 use lease::protocol::fence::{
-    user_bytes, Expect, FenceEntry, FenceEvent, FenceOp, FenceStep, PinEvent, PinOp, PinStep, Stamp,
+    user_bytes, Expect, FenceEntry, FenceEvent, FenceOp, FenceStep, PinOp, PinStep, Stamp,
 };
 use lease::protocol::Entropy;
 use lease::store::{Cond, Meta, Object, Put, Version};
@@ -435,10 +435,10 @@ impl FenceModel {
             }
             Phase::Pinning(op, flight) => {
                 let event = match (Self::req(&flight), answer) {
-                    (_, Answer::Object(o)) => PinEvent::Read(Ok(o)),
-                    (_, Answer::Put(p)) => PinEvent::Put(Ok(p)),
-                    (Req::Put { .. }, Answer::Unavailable) => PinEvent::Put(Err(unavailable())),
-                    (_, Answer::Unavailable) => PinEvent::Read(Err(unavailable())),
+                    (_, Answer::Object(o)) => FenceEvent::Read(Ok(o)),
+                    (_, Answer::Put(p)) => FenceEvent::Put(Ok(p)),
+                    (Req::Put { .. }, Answer::Unavailable) => FenceEvent::Put(Err(unavailable())),
+                    (_, Answer::Unavailable) => FenceEvent::Read(Err(unavailable())),
                 };
                 self.pin(s, w, op, event);
             }
@@ -447,7 +447,7 @@ impl FenceModel {
     }
 
     /// Run reader `w`'s fenced read to its next request, or to its end.
-    fn pin(&self, s: &mut State, w: usize, mut op: PinOp, mut event: PinEvent) {
+    fn pin(&self, s: &mut State, w: usize, mut op: PinOp, mut event: FenceEvent) {
         let nonces = Cell::new(s.writers[w].nonces);
         loop {
             match op.step(event, origin(), &Counter(&nonces, w)) {
@@ -460,7 +460,7 @@ impl FenceModel {
                     s.writers[w].phase = Phase::Pinning(op, Flight::Sent(req));
                     break;
                 }
-                PinStep::Sleep(_) => event = PinEvent::Slept,
+                PinStep::Sleep(_) => event = FenceEvent::Slept,
                 PinStep::Done(Ok(obj)) => {
                     let bytes = obj
                         .filter(|o| !Stamp::of(&o.meta).absent)
@@ -623,7 +623,7 @@ impl Model for FenceModel {
                         nonce,
                         self.writers_see_unique_versions,
                     );
-                    self.pin(&mut s, w, op, PinEvent::Start);
+                    self.pin(&mut s, w, op, FenceEvent::Start);
                 } else {
                     s.writers[w].phase = Phase::Reading(Flight::Sent(Req::Get));
                 }

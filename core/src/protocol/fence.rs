@@ -535,11 +535,28 @@ pub fn proves_not_landed(base: &Base, now: &Base, stamp: &Stamp) -> bool {
     }
 }
 
-/// What happened since the last step of a fenced write.
+/// A fenced operation gives up after [`MAX_ROUNDS`] lost races.
+fn kept_changing(key_url: &str, what: &str) -> Error {
+    Error::unavailable(format!(
+        "{key_url} kept changing under a {what}; gave up after {MAX_ROUNDS} rounds"
+    ))
+    .with_lease(key_url)
+}
+
+/// A fenced operation gives up on a store unavailable for [`UNAVAILABLE_BUDGET`].
+fn unavailable_too_long(e: Error, key_url: &str, what: &str) -> Error {
+    e.context(format!(
+        "{key_url}: the store was unavailable for {} during a {what}",
+        crate::duration::format_duration(UNAVAILABLE_BUDGET)
+    ))
+    .with_lease(key_url)
+}
+
+/// What happened since the last step of a fenced write (or a fenced read: [`PinOp`]).
 #[derive(Debug)]
 pub enum FenceEvent {
     Start,
-    /// The object's metadata was read (`None`: absent).
+    /// The object was read (`None`: absent): its metadata for a write, whole for a read.
     Read(Result<Option<Object>>),
     Put(Result<Put>),
     Slept,
@@ -692,11 +709,7 @@ impl FenceOp {
                 }
                 self.rounds += 1;
                 if self.rounds > MAX_ROUNDS {
-                    return FenceStep::Done(Err(Error::unavailable(format!(
-                        "{} kept changing under a fenced write; gave up after {MAX_ROUNDS} rounds",
-                        self.key_url
-                    ))
-                    .with_lease(&self.key_url)));
+                    return FenceStep::Done(Err(kept_changing(&self.key_url, "fenced write")));
                 }
                 FenceStep::ReadMeta
             }
@@ -705,13 +718,7 @@ impl FenceOp {
 
     fn unavailable(&mut self, e: Error, now: Instant, entropy: &dyn Entropy) -> FenceStep {
         if self.give_up_at.is_some_and(|g| now >= g) {
-            return FenceStep::Done(Err(e
-                .context(format!(
-                    "{}: the store was unavailable for {} during a fenced write",
-                    self.key_url,
-                    crate::duration::format_duration(UNAVAILABLE_BUDGET)
-                ))
-                .with_lease(&self.key_url)));
+            return FenceStep::Done(Err(unavailable_too_long(e, &self.key_url, "fenced write")));
         }
         FenceStep::Sleep(self.backoff.next(entropy))
     }
@@ -781,16 +788,6 @@ impl FenceOp {
     }
 }
 
-/// What happened since the last step of a fenced read.
-#[derive(Debug)]
-pub enum PinEvent {
-    Start,
-    /// The object was read whole (`None`: absent).
-    Read(Result<Option<Object>>),
-    Put(Result<Put>),
-    Slept,
-}
-
 /// What a fenced read does next.
 #[derive(Debug)]
 pub enum PinStep {
@@ -845,15 +842,15 @@ impl PinOp {
         }
     }
 
-    pub fn step(&mut self, event: PinEvent, now: Instant, entropy: &dyn Entropy) -> PinStep {
+    pub fn step(&mut self, event: FenceEvent, now: Instant, entropy: &dyn Entropy) -> PinStep {
         match event {
-            PinEvent::Start => {
+            FenceEvent::Start => {
                 self.give_up_at = Some(now + UNAVAILABLE_BUDGET);
                 PinStep::Read
             }
-            PinEvent::Slept => PinStep::Read,
-            PinEvent::Read(Ok(obj)) => self.after_read(obj),
-            PinEvent::Put(Ok(Put::Written {
+            FenceEvent::Slept => PinStep::Read,
+            FenceEvent::Read(Ok(obj)) => self.after_read(obj),
+            FenceEvent::Put(Ok(Put::Written {
                 version,
                 server_now,
             })) => {
@@ -868,33 +865,27 @@ impl PinOp {
                 })))
             }
             // Someone else wrote first: read, and decide again.
-            PinEvent::Put(Ok(Put::ConditionFailed)) => {
+            FenceEvent::Put(Ok(Put::ConditionFailed)) => {
                 self.rounds += 1;
                 if self.rounds > MAX_ROUNDS {
-                    return PinStep::Done(Err(Error::unavailable(format!(
-                        "{} kept changing under a fenced read; gave up after {MAX_ROUNDS} rounds",
-                        self.key_url
-                    ))
-                    .with_lease(&self.key_url)));
+                    return PinStep::Done(Err(kept_changing(&self.key_url, "fenced read")));
                 }
                 PinStep::Read
             }
             // An unknown outcome changes nothing: the next read tells whether it landed.
-            PinEvent::Read(Err(e)) | PinEvent::Put(Err(e))
+            FenceEvent::Read(Err(e)) | FenceEvent::Put(Err(e))
                 if e.kind() == ErrorKind::Unavailable =>
             {
                 if self.give_up_at.is_some_and(|g| now >= g) {
-                    return PinStep::Done(Err(e
-                        .context(format!(
-                            "{}: the store was unavailable for {} during a fenced read",
-                            self.key_url,
-                            crate::duration::format_duration(UNAVAILABLE_BUDGET)
-                        ))
-                        .with_lease(&self.key_url)));
+                    return PinStep::Done(Err(unavailable_too_long(
+                        e,
+                        &self.key_url,
+                        "fenced read",
+                    )));
                 }
                 PinStep::Sleep(self.backoff.next(entropy))
             }
-            PinEvent::Read(Err(e)) | PinEvent::Put(Err(e)) => {
+            FenceEvent::Read(Err(e)) | FenceEvent::Put(Err(e)) => {
                 PinStep::Done(Err(e.with_lease(&self.key_url)))
             }
         }

@@ -611,13 +611,13 @@ fn a_readers_marker_is_absent_to_writers() {
 fn pin(claim: &FenceEntry, unique: bool) -> PinOp {
     let mut op = PinOp::new("memory://x/data", tok(claim), "pin".into(), unique);
     assert!(matches!(
-        op.step(PinEvent::Start, Instant::now(), &Fixed),
+        op.step(FenceEvent::Start, Instant::now(), &Fixed),
         PinStep::Read
     ));
     op
 }
 
-fn after(op: &mut PinOp, event: PinEvent) -> PinStep {
+fn after(op: &mut PinOp, event: FenceEvent) -> PinStep {
     op.step(event, Instant::now(), &Fixed)
 }
 
@@ -628,7 +628,7 @@ fn a_fenced_read_writes_the_same_bytes_back_with_its_token() {
     let there = Stamp::meta(URL, &[x(5, "w", Scope::Whole)], Some("w1"), None);
     let step = after(
         &mut op,
-        PinEvent::Read(Ok(Some(object("data", "v1", there)))),
+        FenceEvent::Read(Ok(Some(object("data", "v1", there)))),
     );
     let PinStep::Put { bytes, cond, meta } = step else {
         panic!("{step:?}")
@@ -640,7 +640,7 @@ fn a_fenced_read_writes_the_same_bytes_back_with_its_token() {
     assert!(!meta.contains_key(META_ABSENT));
     let step = after(
         &mut op,
-        PinEvent::Put(Ok(Put::Written {
+        FenceEvent::Put(Ok(Put::Written {
             version: Version::etag("v2"),
             server_now: None,
         })),
@@ -658,7 +658,7 @@ fn where_versions_hash_the_bytes_the_rewrite_carries_a_trailer() {
     there.insert(META_TRAILER.into(), "3".into());
     let step = after(
         &mut op,
-        PinEvent::Read(Ok(Some(object("data\nw1", "v1", there)))),
+        FenceEvent::Read(Ok(Some(object("data\nw1", "v1", there)))),
     );
     let PinStep::Put { bytes, meta, .. } = step else {
         panic!("{step:?}")
@@ -676,7 +676,7 @@ fn a_fenced_read_already_covered_writes_nothing() {
     ] {
         let mut op = pin(&s(7, "r", r(0, 10)), true);
         let meta = Stamp::meta(URL, &there, Some("w1"), None);
-        let step = after(&mut op, PinEvent::Read(Ok(Some(object("d", "v1", meta)))));
+        let step = after(&mut op, FenceEvent::Read(Ok(Some(object("d", "v1", meta)))));
         assert!(
             matches!(step, PinStep::Done(Ok(Some(_)))),
             "{there:?}: {step:?}"
@@ -688,7 +688,7 @@ fn a_fenced_read_already_covered_writes_nothing() {
 fn a_stale_reader_is_fenced() {
     let mut op = pin(&s(7, "r", r(0, 10)), true);
     let meta = Stamp::meta(URL, &[x(8, "w", r(5, 6))], Some("w1"), None);
-    let step = after(&mut op, PinEvent::Read(Ok(Some(object("d", "v1", meta)))));
+    let step = after(&mut op, FenceEvent::Read(Ok(Some(object("d", "v1", meta)))));
     let PinStep::Done(Err(e)) = step else {
         panic!("{step:?}")
     };
@@ -698,7 +698,7 @@ fn a_stale_reader_is_fenced() {
 #[test]
 fn a_fenced_read_of_nothing_leaves_a_marker() {
     let mut op = pin(&s(7, "r", Scope::Whole), true);
-    let step = after(&mut op, PinEvent::Read(Ok(None)));
+    let step = after(&mut op, FenceEvent::Read(Ok(None)));
     let PinStep::Put { bytes, cond, meta } = step else {
         panic!("{step:?}")
     };
@@ -708,7 +708,7 @@ fn a_fenced_read_of_nothing_leaves_a_marker() {
     assert!(!meta.contains_key(META_PREV));
     // A marker found, not covered: rewritten as a marker.
     let mut op = pin(&s(8, "q", Scope::Whole), true);
-    let step = after(&mut op, PinEvent::Read(Ok(Some(object("", "v1", meta)))));
+    let step = after(&mut op, FenceEvent::Read(Ok(Some(object("", "v1", meta)))));
     let PinStep::Put { meta, .. } = step else {
         panic!("{step:?}")
     };
@@ -721,39 +721,39 @@ fn a_fenced_read_of_nothing_leaves_a_marker() {
 #[test]
 fn a_fenced_read_retries_from_a_read() {
     let mut op = pin(&s(7, "r", Scope::Whole), true);
-    after(&mut op, PinEvent::Read(Ok(None)));
+    after(&mut op, FenceEvent::Read(Ok(None)));
     // Lost a race: read again.
     assert!(matches!(
-        after(&mut op, PinEvent::Put(Ok(Put::ConditionFailed))),
+        after(&mut op, FenceEvent::Put(Ok(Put::ConditionFailed))),
         PinStep::Read
     ));
     // An unknown outcome or a failed read: back off, then read.
     let unavailable = || Error::unavailable("down");
     assert!(matches!(
-        after(&mut op, PinEvent::Put(Err(unavailable()))),
+        after(&mut op, FenceEvent::Put(Err(unavailable()))),
         PinStep::Sleep(_)
     ));
-    assert!(matches!(after(&mut op, PinEvent::Slept), PinStep::Read));
+    assert!(matches!(after(&mut op, FenceEvent::Slept), PinStep::Read));
     assert!(matches!(
-        after(&mut op, PinEvent::Read(Err(unavailable()))),
+        after(&mut op, FenceEvent::Read(Err(unavailable()))),
         PinStep::Sleep(_)
     ));
     // Other errors end it.
-    let step = after(&mut op, PinEvent::Read(Err(Error::store("denied"))));
+    let step = after(&mut op, FenceEvent::Read(Err(Error::store("denied"))));
     assert!(matches!(step, PinStep::Done(Err(ref e)) if e.kind() == ErrorKind::Store));
     // So do too many rounds, and an unavailable store past the budget.
     let mut op = pin(&s(7, "r", Scope::Whole), true);
     for _ in 0..MAX_ROUNDS {
         assert!(matches!(
-            after(&mut op, PinEvent::Put(Ok(Put::ConditionFailed))),
+            after(&mut op, FenceEvent::Put(Ok(Put::ConditionFailed))),
             PinStep::Read
         ));
     }
-    let step = after(&mut op, PinEvent::Put(Ok(Put::ConditionFailed)));
+    let step = after(&mut op, FenceEvent::Put(Ok(Put::ConditionFailed)));
     assert!(matches!(step, PinStep::Done(Err(ref e)) if e.kind() == ErrorKind::Unavailable));
     let mut op = pin(&s(7, "r", Scope::Whole), true);
     let later = Instant::now() + UNAVAILABLE_BUDGET + Duration::from_secs(1);
-    let step = op.step(PinEvent::Read(Err(unavailable())), later, &Fixed);
+    let step = op.step(FenceEvent::Read(Err(unavailable())), later, &Fixed);
     assert!(matches!(step, PinStep::Done(Err(ref e)) if e.kind() == ErrorKind::Unavailable));
 }
 
