@@ -13,6 +13,7 @@ from ._errors import LeaseError
 
 if TYPE_CHECKING:
     from ._lease import Lease, Pending
+    from ._types import FencedObject
 
 Done = Callable[[bool, Any], None]
 
@@ -76,6 +77,13 @@ async def fenced_put_async(
         lambda done: lease._fenced_put_start(key, data, done, if_version, if_absent)
     )
     return version
+
+
+async def fenced_read_async(lease: "Lease", key: str) -> Optional["FencedObject"]:
+    from ._types import FencedObject
+
+    d = await await_core(lambda done: lease._fenced_read_start(key, done))
+    return FencedObject._from_dict(d)
 
 
 async def fenced_delete_async(lease: "Lease", key: str) -> bool:
