@@ -36,6 +36,9 @@ pub enum Mutant {
     /// Fencing: a fenced read does not record the reader's token on the object (a stale
     /// writer's write lands under readers with later grants).
     ReadersDoNotPin = 21,
+    /// The store-clock rule trusts an answer's `Date` as the store's clock (issue 29): a
+    /// gateway whose clock runs ahead makes a live holder's record look expired.
+    TrustDate = 8,
 }
 
 #[cfg(feature = "negative-controls")]
