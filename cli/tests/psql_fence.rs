@@ -33,17 +33,13 @@ fn psql(psql: &Path, dsn: &str, schema: &str, args: &[&str]) -> Output {
         .expect("psql")
 }
 
-#[test]
-fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
-    let Some((dsn, psql_bin)) = server() else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let schema = format!("cli_{}", std::process::id());
+/// `lease_fence` and the table `runs` installed in a fresh `schema`, and the job's SQL as
+/// docs/postgres.md has it (the fence first, then the job's own SQL) written in `dir`.
+fn install(psql_bin: &Path, dsn: &str, schema: &str, dir: &Path) -> PathBuf {
     let sql = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../postgres/lease_fence.sql");
     let out = psql(
-        &psql_bin,
-        &dsn,
+        psql_bin,
+        dsn,
         "public",
         &[
             "-c",
@@ -52,9 +48,9 @@ fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
     );
     assert!(out.status.success(), "{out:?}");
     let out = psql(
-        &psql_bin,
-        &dsn,
-        &schema,
+        psql_bin,
+        dsn,
+        schema,
         &[
             "-1",
             "-f",
@@ -64,34 +60,67 @@ fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
         ],
     );
     assert!(out.status.success(), "{out:?}");
-
-    // The job, as docs/postgres.md has it: the fence first, then the job's own SQL.
-    let job = dir.path().join("job.sql");
+    let job = dir.join("job.sql");
     std::fs::write(
         &job,
         "SELECT lease_fence('nightly', :'token');\nINSERT INTO runs VALUES (split_part(:'token', '#', 2));\n",
     )
     .unwrap();
-    let lease_url = format!("file://{}/nightly", dir.path().display());
-    let run = |n: usize| {
-        // `sh -c` because psql reads variables from -v, not from the environment; the token is
-        // kept in a file to replay it later.
-        let script = format!(
-            "echo \"$LEASE_TOKEN\" > {dir}/token{n}; \
-             \"$PSQL\" -X -q -1 -v ON_ERROR_STOP=1 -v token=\"$LEASE_TOKEN\" -f {job} \"$DATABASE_URL\"",
-            dir = dir.path().display(),
-            job = job.display()
-        );
-        Command::new(LEASE)
-            .args(["run", "--ttl", "5s", &lease_url, "--", "sh", "-c", &script])
-            .env("PSQL", &psql_bin)
-            .env("DATABASE_URL", &dsn)
-            .env("PGOPTIONS", format!("-c search_path={schema}"))
-            .output()
-            .expect("lease run")
+    job
+}
+
+/// `lease run [flags] LEASE -- sh -c 'psql … -f job.sql'`, the recipe of docs/postgres.md.
+#[allow(clippy::too_many_arguments)]
+fn run_job(
+    psql_bin: &Path,
+    dsn: &str,
+    schema: &str,
+    dir: &Path,
+    job: &Path,
+    lease_url: &str,
+    flags: &[&str],
+    n: usize,
+) -> Output {
+    // `sh -c` because psql reads variables from -v, not from the environment; the token is
+    // kept in a file to replay it later.
+    let script = format!(
+        "echo \"$LEASE_TOKEN\" > {dir}/token{n}; \
+         \"$PSQL\" -X -q -1 -v ON_ERROR_STOP=1 -v token=\"$LEASE_TOKEN\" -f {job} \"$DATABASE_URL\"",
+        dir = dir.display(),
+        job = job.display()
+    );
+    Command::new(LEASE)
+        .args(["run", "--ttl", "5s"])
+        .args(flags)
+        .args([lease_url, "--", "sh", "-c", &script])
+        .env("PSQL", psql_bin)
+        .env("DATABASE_URL", dsn)
+        .env("PGOPTIONS", format!("-c search_path={schema}"))
+        .output()
+        .expect("lease run")
+}
+
+fn count_runs(psql_bin: &Path, dsn: &str, schema: &str) -> String {
+    let out = psql(
+        psql_bin,
+        dsn,
+        schema,
+        &["-A", "-t", "-c", "SELECT count(*) FROM runs"],
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
+    let Some((dsn, psql_bin)) = server() else {
+        return;
     };
+    let dir = tempfile::tempdir().unwrap();
+    let schema = format!("cli_{}", std::process::id());
+    let job = install(&psql_bin, &dsn, &schema, dir.path());
+    let lease_url = format!("file://{}/nightly", dir.path().display());
     for n in [1, 2] {
-        let out = run(n);
+        let out = run_job(&psql_bin, &dsn, &schema, dir.path(), &job, &lease_url, &[], n);
         assert!(out.status.success(), "lease run {n}: {out:?}");
     }
     // The first job's token again, after the second job committed: refused, nothing written.
@@ -118,13 +147,45 @@ fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
         stderr.contains("newer than this holder's epoch"),
         "{stderr}"
     );
-    let out = psql(
+    assert_eq!(count_runs(&psql_bin, &dsn, &schema), "2");
+    psql(
         &psql_bin,
         &dsn,
-        &schema,
-        &["-A", "-t", "-c", "SELECT count(*) FROM runs"],
+        "public",
+        &["-c", &format!("DROP SCHEMA {schema} CASCADE")],
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "{out:?}");
+}
+
+/// A queued lock's shared or scoped grant: `$LEASE_TOKEN` says so (`;shared`, `;path=P`,
+/// `;range=A..B`), and `lease_fence` refuses it with LF002 (psql's exit 3) saying what to do,
+/// rather than admit it as a whole-lock token; the job writes nothing. A whole-lock exclusive
+/// grant of the same queued lock is admitted.
+#[test]
+fn lease_fence_refuses_a_shared_or_scoped_grants_lease_token() {
+    let Some((dsn, psql_bin)) = server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let schema = format!("cli_scoped_{}", std::process::id());
+    let job = install(&psql_bin, &dsn, &schema, dir.path());
+    let lease_url = format!("file://{}/nightly", dir.path().display());
+    let grants: [&[&str]; 3] = [
+        &["--shared"],
+        &["--scope", "tables/users"],
+        &["--range", "0..4096"],
+    ];
+    for (n, flags) in grants.into_iter().enumerate() {
+        let out = run_job(&psql_bin, &dsn, &schema, dir.path(), &job, &lease_url, flags, n);
+        assert_eq!(out.status.code(), Some(3), "{flags:?} was not refused: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("shared or scoped grant"), "{flags:?}: {stderr}");
+        let token = std::fs::read_to_string(dir.path().join(format!("token{n}"))).unwrap();
+        assert!(token.contains(';'), "{flags:?}: {token}");
+    }
+    assert_eq!(count_runs(&psql_bin, &dsn, &schema), "0");
+    let out = run_job(&psql_bin, &dsn, &schema, dir.path(), &job, &lease_url, &["--queue"], 9);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(count_runs(&psql_bin, &dsn, &schema), "1");
     psql(
         &psql_bin,
         &dsn,
