@@ -120,7 +120,16 @@ fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
     let job = install(&psql_bin, &dsn, &schema, dir.path());
     let lease_url = format!("file://{}/nightly", dir.path().display());
     for n in [1, 2] {
-        let out = run_job(&psql_bin, &dsn, &schema, dir.path(), &job, &lease_url, &[], n);
+        let out = run_job(
+            &psql_bin,
+            &dsn,
+            &schema,
+            dir.path(),
+            &job,
+            &lease_url,
+            &[],
+            n,
+        );
         assert!(out.status.success(), "lease run {n}: {out:?}");
     }
     // The first job's token again, after the second job committed: refused, nothing written.
@@ -175,15 +184,40 @@ fn lease_fence_refuses_a_shared_or_scoped_grants_lease_token() {
         &["--range", "0..4096"],
     ];
     for (n, flags) in grants.into_iter().enumerate() {
-        let out = run_job(&psql_bin, &dsn, &schema, dir.path(), &job, &lease_url, flags, n);
-        assert_eq!(out.status.code(), Some(3), "{flags:?} was not refused: {out:?}");
+        let out = run_job(
+            &psql_bin,
+            &dsn,
+            &schema,
+            dir.path(),
+            &job,
+            &lease_url,
+            flags,
+            n,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{flags:?} was not refused: {out:?}"
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("shared or scoped grant"), "{flags:?}: {stderr}");
+        assert!(
+            stderr.contains("shared or scoped grant"),
+            "{flags:?}: {stderr}"
+        );
         let token = std::fs::read_to_string(dir.path().join(format!("token{n}"))).unwrap();
         assert!(token.contains(';'), "{flags:?}: {token}");
     }
     assert_eq!(count_runs(&psql_bin, &dsn, &schema), "0");
-    let out = run_job(&psql_bin, &dsn, &schema, dir.path(), &job, &lease_url, &["--queue"], 9);
+    let out = run_job(
+        &psql_bin,
+        &dsn,
+        &schema,
+        dir.path(),
+        &job,
+        &lease_url,
+        &["--queue"],
+        9,
+    );
     assert!(out.status.success(), "{out:?}");
     assert_eq!(count_runs(&psql_bin, &dsn, &schema), "1");
     psql(
