@@ -10,10 +10,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Type, Union
 
 from ._errors import LeaseError
+from ._types import FencedObject
 
 if TYPE_CHECKING:
     from ._lease import Lease, Pending
-    from ._types import FencedObject
 
 Done = Callable[[bool, Any], None]
 
@@ -79,9 +79,7 @@ async def fenced_put_async(
     return version
 
 
-async def fenced_read_async(lease: "Lease", key: str) -> Optional["FencedObject"]:
-    from ._types import FencedObject
-
+async def fenced_read_async(lease: "Lease", key: str) -> Optional[FencedObject]:
     d = await await_core(lambda done: lease._fenced_read_start(key, done))
     return FencedObject._from_dict(d)
 

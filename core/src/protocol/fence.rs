@@ -200,12 +200,12 @@ impl FenceEntry {
     }
 }
 
-/// Whether `outer` contains all of `inner`. A path and a range never contain each other
-/// (though they are taken to overlap): nothing is dropped on that account.
+/// Whether `outer` contains all of `inner`. Only the whole lock contains the whole lock, and a
+/// path and a range never contain each other (though they are taken to overlap): nothing is
+/// dropped on that account.
 pub fn scope_contains(outer: &Scope, inner: &Scope) -> bool {
     match (outer, inner) {
         (Scope::Whole, _) => true,
-        (_, Scope::Whole) => false,
         (Scope::Path(o), Scope::Path(i)) => {
             i == o || (i.starts_with(o.as_str()) && i.as_bytes()[o.len()] == b'/')
         }

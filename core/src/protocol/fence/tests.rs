@@ -189,6 +189,7 @@ fn an_entry_covers_what_refuses_no_more_than_it() {
 fn scopes_contain_and_join() {
     assert!(scope_contains(&Scope::Whole, &p("a")));
     assert!(!scope_contains(&p("a"), &Scope::Whole));
+    assert!(!scope_contains(&r(0, 10), &Scope::Whole));
     assert!(scope_contains(&p("a"), &p("a/b")));
     assert!(!scope_contains(&p("a"), &p("ab")));
     assert!(scope_contains(&r(0, 10), &r(0, 10)));
