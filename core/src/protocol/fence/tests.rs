@@ -639,6 +639,8 @@ fn a_fenced_read_writes_the_same_bytes_back_with_its_token() {
     assert_eq!(meta[META_FENCE], "s:7:r:*,x:5:w:*");
     assert_eq!((&meta[META_WRITE][..], &meta[META_PREV][..]), ("pin", "w1"));
     assert!(!meta.contains_key(META_ABSENT));
+    // Versions unique per write: the bytes go back as they are, with no trailer to strip.
+    assert!(!meta.contains_key(META_TRAILER));
     let step = after(
         &mut op,
         FenceEvent::Put(Ok(Put::Written {
@@ -763,4 +765,58 @@ fn a_nonce_from_the_rng_names_each_fenced_read() {
     // (The drivers pass the client's Rng: nonces differ per read.)
     let rng = Rng::seeded(1);
     assert_ne!(Entropy::nonce(&rng), Entropy::nonce(&rng));
+}
+
+#[test]
+fn a_claim_replaces_only_its_own_holders_entry() {
+    // The same token, mode and scope of another holder: both stay, each refusing the other.
+    let both = recorded(&[x(7, "a", r(0, 10))], &x(7, "b", r(0, 10)));
+    assert_eq!(both.len(), 2, "{both:?}");
+    assert!(both.contains(&x(7, "a", r(0, 10))) && both.contains(&x(7, "b", r(0, 10))));
+    // An entry of no known holder is replaced by the claim that names one.
+    let unnamed = FenceEntry {
+        holder: None,
+        ..x(7, "a", r(0, 10))
+    };
+    assert_eq!(
+        recorded(&[unnamed], &x(7, "b", r(0, 10))),
+        vec![x(7, "b", r(0, 10))]
+    );
+}
+
+#[test]
+fn a_fence_of_exactly_the_length_bound_is_kept_as_it_is() {
+    // `x:7:a:p` and the path: 7 bytes + the path's.
+    let at = |len: usize| x(7, "a", p(&"d".repeat(len - 7)));
+    let kept = recorded(&[], &at(MAX_FENCE_LEN));
+    assert_eq!(kept, vec![at(MAX_FENCE_LEN)]);
+    // One byte over: the entry becomes the whole lock.
+    let over = recorded(&[], &at(MAX_FENCE_LEN + 1));
+    assert_eq!(over, vec![x(7, "a", Scope::Whole)]);
+}
+
+#[test]
+fn a_fenced_write_gives_up_after_max_rounds_of_lost_races() {
+    let mut op = write_op(&x(7, "w", Scope::Whole), Expect::Any, None);
+    assert!(matches!(start(&mut op), FenceStep::ReadMeta));
+    let lost = |op: &mut FenceOp| {
+        op.step(
+            FenceEvent::Put(Ok(Put::ConditionFailed)),
+            Instant::now(),
+            &Fixed,
+        )
+    };
+    for round in 0..MAX_ROUNDS {
+        let step = lost(&mut op);
+        assert!(
+            matches!(step, FenceStep::ReadMeta),
+            "round {round}: {step:?}"
+        );
+    }
+    let step = lost(&mut op);
+    assert!(
+        matches!(step, FenceStep::Done(Err(ref e)) if e.kind() == ErrorKind::Unavailable
+            && e.to_string().contains("kept changing under a fenced write")),
+        "{step:?}"
+    );
 }
