@@ -340,11 +340,7 @@ fn the_fence_stays_within_its_bounds_and_refuses_no_less() {
         }
     }
     // One path too long for the metadata becomes the whole lock.
-    let long = x(
-        5,
-        "a",
-        p(&"d/".repeat(700).trim_end_matches('/').to_string()),
-    );
+    let long = x(5, "a", p("d/".repeat(700).trim_end_matches('/')));
     assert_eq!(recorded(&[], &long), vec![x(5, "a", Scope::Whole)]);
     // Merging two holders' equal tokens refuses both holders' token.
     let m = merge(&x(5, "a", r(0, 1)), &x(5, "b", r(2, 3)));
