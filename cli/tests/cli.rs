@@ -103,6 +103,52 @@ fn two_no_wait_runs_exactly_one_runs_its_child() {
     assert_eq!(env.status_json("job")["state"], "released");
 }
 
+/// What a shell job under a queued lock's shared or scoped grant hands on: `LEASE_TOKEN` says
+/// the grant's mode and scope, which decide what it fences (docs/protocol.md §7), and a gate
+/// admits such tokens by the same rules as fenced objects (issue 22).
+#[test]
+fn a_shared_or_scoped_grant_exports_its_mode_and_scope_in_the_token() {
+    use lease::{FencingGate, FencingToken, Mode, Scope};
+    let env = Env::new();
+    let token_of = |flags: &[&str]| -> FencingToken {
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend(["blob", "--", "sh", "-c", "printf %s \"$LEASE_TOKEN\""]);
+        let out = env.run(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap().parse().unwrap()
+    };
+    let a = token_of(&["--range", "0..100"]);
+    let b = token_of(&["--range", "100..200"]);
+    let r = token_of(&["--shared", "--range", "0..50"]);
+    assert!(a.to_string().ends_with(";range=0..100"), "{a}");
+    assert_eq!(
+        (r.mode(), r.scope()),
+        (Mode::Shared, &Scope::Range { start: 0, end: 50 })
+    );
+    assert!(r.to_string().ends_with(";shared;range=0..50"), "{r}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let gate = FencingGate::in_memory();
+        gate.admit("blob", &b).await.unwrap();
+        gate.admit("blob", &a)
+            .await
+            .expect("disjoint ranges do not fence each other");
+        gate.admit("blob", &r).await.unwrap();
+        let e = gate.admit("blob", &a).await.unwrap_err();
+        assert_eq!(
+            e.kind(),
+            lease::ErrorKind::Fenced,
+            "a reader's later token refuses it"
+        );
+        gate.admit("blob", &b)
+            .await
+            .expect("but not the writer of other bytes");
+    });
+}
+
 #[test]
 fn exports_the_lease_and_passes_the_exit_status_through() {
     let env = Env::new();

@@ -15,6 +15,13 @@
 //! | `Fenced` reported for writes that landed           | `an_unknown_outcome_taken_as_not_landed_…` |
 //! | fenced read-modify-write lost updates              | `fence_model.rs::plain_fenced_writes_lose_updates` |
 //!
+//! And for fencing per scope and for readers (issue 22, items 4 and 5):
+//!
+//! | Rule broken                                        | Control                                   |
+//! |----------------------------------------------------|-------------------------------------------|
+//! | one token per object (`FenceIgnoresScopes`)        | `one_token_per_object_refuses_a_live_…`   |
+//! | readers that do not fence (`ReadersDoNotPin`)      | `readers_that_do_not_fence_see_a_stale_…` |
+//!
 //! And for queued locks (issue 13), each rule the design relies on, broken:
 //!
 //! | Queued-lock rule broken                            | Control                                   |
@@ -198,6 +205,43 @@ fn an_unknown_outcome_taken_as_not_landed_reports_fenced_for_a_write_that_landed
             "fenced writes"
         ),
         Some(FENCE[0])
+    );
+}
+
+/// Fencing per scope (issue 22 item 4) reverted to one token per object: a live writer of a
+/// disjoint range is refused once a later grant wrote or a reader fenced the object.
+#[test]
+fn one_token_per_object_refuses_a_live_holder_of_a_disjoint_scope() {
+    let m = fence_model::scoped_model();
+    let all = &[fence_model::ORDER, fence_model::READER, fence_model::LIVE];
+    assert_eq!(
+        violated(m.clone(), all, None, "scoped fencing, fixed"),
+        None
+    );
+    assert_eq!(
+        violated(
+            m,
+            all,
+            Some(Mutant::FenceIgnoresScopes),
+            "scoped fencing, one token"
+        ),
+        Some(fence_model::LIVE)
+    );
+}
+
+/// Readers that do not fence what they read (issue 22 item 5): the zombie writer's write lands
+/// under the reader, whose data changes while it holds.
+#[test]
+fn readers_that_do_not_fence_see_a_stale_write_land_under_them() {
+    let m = fence_model::scoped_model();
+    assert_eq!(
+        violated(
+            m,
+            &[fence_model::READER, fence_model::ORDER, fence_model::LIVE],
+            Some(Mutant::ReadersDoNotPin),
+            "readers not fencing"
+        ),
+        Some(fence_model::READER)
     );
 }
 

@@ -29,6 +29,13 @@ pub enum Mutant {
     /// Queued locks: only the waiters at the head of their line check anyone's session, so a
     /// dead head waiter behind a dead holder strands everyone behind it.
     QueueOnlyHeadsCheck = 7,
+    /// Fencing: one token per object, as before scopes — every recorded token refuses every
+    /// lower one, whatever the scopes and modes, and a write records only its own token (a
+    /// live holder of a disjoint scope is refused once a later grant wrote).
+    FenceIgnoresScopes = 20,
+    /// Fencing: a fenced read does not record the reader's token on the object (a stale
+    /// writer's write lands under readers with later grants).
+    ReadersDoNotPin = 21,
     /// The store-clock rule trusts an answer's `Date` as the store's clock (issue 29): a
     /// gateway whose clock runs ahead makes a live holder's record look expired.
     TrustDate = 8,
