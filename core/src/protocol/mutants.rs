@@ -29,6 +29,14 @@ pub enum Mutant {
     /// Queued locks: only the waiters at the head of their line check anyone's session, so a
     /// dead head waiter behind a dead holder strands everyone behind it.
     QueueOnlyHeadsCheck = 7,
+    /// The file store: a sidecar lock counts without checking that its file is still the one
+    /// under its name, although lock files are removed by their holders (issue 28): a process
+    /// that locks a removed file writes beside one that locked the new one.
+    LockFileNotRechecked = 8,
+    /// A holder on this machine is taken for gone when its pids are absent (or other processes)
+    /// in the waiter's pid namespace, whatever namespace its own pids were in: a live holder in
+    /// a container sharing the directory is taken over.
+    DeadHolderAnyPidNamespace = 9,
 }
 
 #[cfg(feature = "negative-controls")]

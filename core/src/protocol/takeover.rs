@@ -7,6 +7,8 @@
 //! - the store-clock rule: `server_now - last_modified >= ttl + grace + resolution`, both
 //!   readings from the store's clock (truncated to its resolution, hence the `>=` and the
 //!   resolution: the measured age exceeds the true age by less than one resolution).
+//!
+//! or at once when its holder, on this machine, is provably gone ([`super::dead_holder`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -98,6 +100,9 @@ pub fn decide(
         epoch: next_epoch,
         rev: rev + 1,
     };
+    if super::dead_holder::proven(view) {
+        return take_over();
+    }
     let grace = timing.grace_for(record_ttl);
     let mut until: Option<Instant> = None;
     if timing.observation_rule {

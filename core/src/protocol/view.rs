@@ -3,6 +3,7 @@
 
 use std::time::SystemTime;
 
+use super::dead_holder::Probe;
 use crate::clock::Instant;
 use crate::record::{Parsed, Prev, Record};
 use crate::store::{Get, Version};
@@ -13,6 +14,9 @@ pub struct View {
     pub seen: Option<Seen>,
     /// The store's clock at the last answer, and when (on our clock) that answer came.
     pub server_now: Option<(SystemTime, Instant)>,
+    /// What this machine said of the record's holder's processes since the last answer
+    /// ([`dead_holder`](super::dead_holder)); `None` until probed again.
+    pub probe: Option<Probe>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -45,6 +49,7 @@ impl View {
                 first_seen: now,
             }),
             server_now: None,
+            probe: None,
         }
     }
 
@@ -83,6 +88,7 @@ impl View {
     /// Take in the answer to a read made with `if_none_match = self.version()`, received at
     /// `now`.
     pub fn absorb(&mut self, get: Get, now: Instant) {
+        self.probe = None;
         match get {
             Get::Found(obj) => {
                 let server_now = obj.server_now;

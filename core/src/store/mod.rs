@@ -226,6 +226,13 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         Duration::ZERO
     }
 
+    /// Whether a waiter takes over at once a lease whose holder, on this machine, is provably
+    /// gone (`protocol::dead_holder`; `LeaseOptions::dead_holder_rule` overrides): the local
+    /// file store's default, as flock(1) frees a dead holder's lock.
+    fn dead_holder_rule(&self) -> bool {
+        false
+    }
+
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get>;
 
     async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put>;
