@@ -170,6 +170,7 @@ impl Client {
         let mut event = Event::Start;
         let mut failed_read = None;
         let mut told = None;
+        let mut warned_date = false;
         let result = loop {
             let notified = wake.notified();
             tokio::pin!(notified);
@@ -183,6 +184,10 @@ impl Client {
             // One that ends the acquisition is not: the error returned is its report.
             if let (Some(e), Step::Sleep { .. }) = (failed_read.take(), &step) {
                 warn!(lease = %url, "read failed, retrying: {e}");
+            }
+            if !warned_date && acquirer.date_refused() {
+                warned_date = true;
+                self.warn_date_refused(key, None);
             }
             match step {
                 Step::Read { if_none_match } => {
@@ -205,6 +210,18 @@ impl Client {
                     event = Event::Put(self.put_raw(key, bytes, cond, &timing).await);
                 }
                 Step::Probe { pids } => event = Event::Probed(crate::process::probe(&pids)),
+                Step::Stamp => {
+                    let stamp = self.stamp(key, &timing).await;
+                    match &stamp {
+                        Err(e) if e.kind() != ErrorKind::Unavailable => {
+                            warned_date = true;
+                            self.warn_date_refused(key, Some(e));
+                        }
+                        Err(e) => warn!(lease = %url, "reading the store's clock failed: {e}"),
+                        Ok(_) => {}
+                    }
+                    event = Event::Stamped(stamp);
+                }
                 Step::Sleep {
                     until,
                     wake_on_release,

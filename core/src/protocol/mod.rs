@@ -30,6 +30,8 @@ pub mod hold;
 pub mod mutants;
 pub mod queue;
 pub mod takeover;
+#[cfg(test)]
+mod testing;
 pub mod view;
 pub mod write;
 
@@ -84,3 +86,6 @@ impl Backoff {
         d
     }
 }
+
+#[cfg(test)]
+mod tests;

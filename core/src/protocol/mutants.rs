@@ -29,14 +29,17 @@ pub enum Mutant {
     /// Queued locks: only the waiters at the head of their line check anyone's session, so a
     /// dead head waiter behind a dead holder strands everyone behind it.
     QueueOnlyHeadsCheck = 7,
+    /// The store-clock rule trusts an answer's `Date` as the store's clock (issue 29): a
+    /// gateway whose clock runs ahead makes a live holder's record look expired.
+    TrustDate = 8,
     /// The file store: a sidecar lock counts without checking that its file is still the one
     /// under its name, although lock files are removed by their holders (issue 28): a process
     /// that locks a removed file writes beside one that locked the new one.
-    LockFileNotRechecked = 8,
+    LockFileNotRechecked = 9,
     /// A holder on this machine is taken for gone when its pids are absent (or other processes)
     /// in the waiter's pid namespace, whatever namespace its own pids were in: a live holder in
     /// a container sharing the directory is taken over.
-    DeadHolderAnyPidNamespace = 9,
+    DeadHolderAnyPidNamespace = 10,
 }
 
 #[cfg(feature = "negative-controls")]
