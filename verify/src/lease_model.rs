@@ -245,6 +245,11 @@ pub struct LeaseModel {
     /// once a holder provably gone (`protocol::dead_holder`). `None`: records name no
     /// processes (as from another machine).
     pub pid_namespaces: Option<Vec<u8>>,
+    /// With `pid_namespaces`: client `c` runs on the machine boot `boots[c]` (empty: all on one
+    /// boot). Machines sharing a directory over a network file system: each one's init pid
+    /// namespace has the same name (`pid:[4026531836]` on every Linux host), so only the boot
+    /// id tells them apart.
+    pub boots: Vec<u8>,
     /// The answers' `Date` runs this many ticks ahead of the store's clock: every offset from
     /// 0 to this one is an initial state (0: the store's own `Date`).
     pub date_ahead: u32,
@@ -262,7 +267,7 @@ impl LeaseModel {
     fn plan(&self, c: usize) -> Plan {
         let process = self.pid_namespaces.as_ref().map(|ns| {
             Box::new(HolderProcess {
-                boot: "boot".into(),
+                boot: self.boot(c),
                 pid_ns: format!("pid:[{}]", ns[c]),
                 time_ns: "time".into(),
                 start: 1,
@@ -286,16 +291,23 @@ impl LeaseModel {
         }
     }
 
-    /// What client `w` finds of `pids` on the model's one machine: the process of a client in
-    /// its own pid namespace is there until it crashes; a pid of another namespace names no
-    /// process in `w`'s (what a waiter would see of a container's holder).
+    /// The boot id of client `c`'s machine.
+    fn boot(&self, c: usize) -> String {
+        format!("boot-{}", self.boots.get(c).copied().unwrap_or(0))
+    }
+
+    /// What client `w` finds of `pids` on its machine: the process of a client in its own pid
+    /// namespace on its own boot is there until it crashes; a pid of another namespace or
+    /// machine names no process in `w`'s (what a waiter would see of a container's holder, or
+    /// of another host's).
+
     fn probe(&self, s: &State, w: usize, pids: &[u32]) -> Probe {
         let ns = self
             .pid_namespaces
             .as_ref()
             .expect("probes only with processes");
         Probe {
-            boot: Some("boot".into()),
+            boot: Some(self.boot(w)),
             pid_ns: Some(format!("pid:[{}]", ns[w])),
             time_ns: Some("time".into()),
             procs: pids
@@ -303,7 +315,11 @@ impl LeaseModel {
                 .map(|&pid| {
                     let h = pid.checked_sub(100).map(|h| h as usize);
                     let state = match h {
-                        Some(h) if h < self.clients && ns[h] == ns[w] => {
+                        Some(h)
+                            if h < self.clients
+                                && ns[h] == ns[w]
+                                && self.boot(h) == self.boot(w) =>
+                        {
                             if matches!(s.clients[h].phase, Phase::Crashed) {
                                 Proc::Absent
                             } else {
@@ -843,7 +859,8 @@ impl Model for LeaseModel {
         let one_namespace = self
             .pid_namespaces
             .as_ref()
-            .is_some_and(|ns| ns.iter().all(|n| *n == ns[0]));
+            .is_some_and(|ns| ns.iter().all(|n| *n == ns[0]))
+            && self.boots.iter().all(|b| Some(b) == self.boots.first());
         if self.crashes && one_namespace {
             properties.push(Property::sometimes(
                 "a crashed holder is replaced within its ttl",
@@ -936,6 +953,7 @@ pub fn base() -> LeaseModel {
         faulty: None,
         only_delays: false,
         pid_namespaces: None,
+        boots: vec![],
         date_ahead: 0,
     }
 }

@@ -123,6 +123,20 @@ fn a_holder_in_another_pid_namespace_is_waited_out() {
     check(m, "holders in two pid namespaces");
 }
 
+/// Machines sharing a directory over a network file system (one pid namespace name, two
+/// boots): a holder on the other machine is never proven gone from here, crash or not.
+#[test]
+fn a_holder_on_another_machine_is_waited_out() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 0]),
+        boots: vec![0, 1],
+        ..base()
+    };
+    check(m, "holders on two machines");
+}
+
 #[test]
 fn a_crashed_holder_proven_gone_is_replaced_within_the_bound() {
     let m = LeaseModel {

@@ -389,3 +389,25 @@ fn a_lock_file_not_rechecked_after_removal_loses_updates() {
     eprintln!("lock files not rechecked: {lost} of 1200 increments lost");
     assert!(lost > 0, "the hammer did not show the race");
 }
+
+/// The proof also needs the holder's boot to be ours. Two machines sharing a directory over a
+/// network file system both name their init pid namespace `pid:[4026531836]`; without the boot
+/// check, a waiter finds no process with the other machine's live holder's pid here and takes
+/// the lease over: two holders.
+#[test]
+fn a_dead_holder_rule_without_the_boot_check_takes_over_another_machines_holder() {
+    let m = LeaseModel {
+        pid_namespaces: Some(vec![0, 0]),
+        boots: vec![0, 1],
+        ..base()
+    };
+    assert_eq!(
+        violated(
+            m,
+            LEASE,
+            Some(Mutant::DeadHolderAnyBoot),
+            "a holder on another machine"
+        ),
+        Some("at most one holder believes")
+    );
+}

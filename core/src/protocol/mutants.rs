@@ -40,6 +40,10 @@ pub enum Mutant {
     /// in the waiter's pid namespace, whatever namespace its own pids were in: a live holder in
     /// a container sharing the directory is taken over.
     DeadHolderAnyPidNamespace = 10,
+    /// A holder is taken for gone when its pids are absent here, whatever boot its record names:
+    /// a live holder on another machine sharing the directory over a network file system (whose
+    /// init pid namespace has the same name as ours, as on every Linux host) is taken over.
+    DeadHolderAnyBoot = 11,
 }
 
 #[cfg(feature = "negative-controls")]
