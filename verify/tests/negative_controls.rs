@@ -370,7 +370,8 @@ fn lost_increments(tasks: u32, rounds: u32) -> u32 {
 }
 
 /// The file store removes its sidecar lock files once done (issue 28), and a lock counts only
-/// once its file is still the one under its name. Without that check (`LockFileNotRechecked`)
+/// once its file is still the one under its name. Without that check (the store's own switch,
+/// `store::file::negative_control::set_lock_file_not_rechecked`, `LockFileNotRechecked`)
 /// a writer that locked a removed file and one that locked the new file write at once: the
 /// conditional writes of concurrent increments lose some. With it, none is lost (and
 /// `core/tests/store_file.rs` hammers it with real processes).
@@ -383,9 +384,9 @@ fn a_lock_file_not_rechecked_after_removal_loses_updates() {
         0,
         "the store's own scheme lost updates"
     );
-    mutants::set(Some(Mutant::LockFileNotRechecked));
+    lease::store::file::negative_control::set_lock_file_not_rechecked(true);
     let lost = lost_increments(8, 150);
-    mutants::set(None);
+    lease::store::file::negative_control::set_lock_file_not_rechecked(false);
     eprintln!("lock files not rechecked: {lost} of 1200 increments lost");
     assert!(lost > 0, "the hammer did not show the race");
 }

@@ -687,3 +687,39 @@ fn no_probe_without_the_rule_or_a_local_holder_that_holds() {
     let (taken, _) = expect_put(r.read(released, 0.5));
     assert_eq!(taken.epoch, 8);
 }
+
+/// The store-clock rule's stamp (issue 29), as the acquirer handles its outcome: an answer
+/// whose `Date` says the record is old enough asks for a stamp; a stamp that did not come
+/// (`Unavailable`) is tried again later and refuses no `Date`; a stamp that cannot be had
+/// (another error) refuses `Date` from then on (the driver warns once), and the observation
+/// rule decides.
+#[test]
+fn a_stamp_that_did_not_come_is_retried_and_one_that_cannot_be_had_refuses_date() {
+    let old_by_date = || {
+        let mut o = object(&record("other", 7, RecordState::Held).to_bytes(), 1);
+        o.last_modified = Some(wall(0.0));
+        o.server_now = Some(wall(100.0));
+        Get::Found(o)
+    };
+    let mut p = plan();
+    p.timing.store_clock_rule = true;
+    let asked = |p: &Plan| {
+        let mut r = Run::new(p.clone(), 0.0);
+        expect_read(r.step(Event::Start, 0.0));
+        assert!(
+            matches!(r.read(old_by_date(), 0.5), Step::Stamp),
+            "a stamp is asked for"
+        );
+        assert!(!r.m.date_refused());
+        r
+    };
+    let mut r = asked(&p);
+    expect_sleep(r.step(Event::Stamped(Err(unavailable())), 0.6));
+    assert!(!r.m.date_refused(), "no answer refuses nothing");
+    let mut r = asked(&p);
+    expect_sleep(r.step(
+        Event::Stamped(Err(Error::invalid("cannot write the probe"))),
+        0.6,
+    ));
+    assert!(r.m.date_refused(), "no stamp to be had: Date is refused");
+}

@@ -36,6 +36,7 @@
 
 mod attrs;
 mod sidecar;
+pub use sidecar::negative_control;
 #[cfg(test)]
 mod tests;
 mod watch;

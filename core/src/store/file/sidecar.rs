@@ -61,7 +61,7 @@ impl SidecarLock {
     /// holder removed it (and perhaps another process made a new one), when this lock guards
     /// nothing and the name must be opened again.
     pub(super) fn is_current(&self) -> Result<bool> {
-        if crate::protocol::mutants::on(crate::protocol::mutants::Mutant::LockFileNotRechecked) {
+        if negative_control::not_rechecked() {
             return Ok(true);
         }
         let ours = self
@@ -153,4 +153,32 @@ pub(super) fn sidecar(path: &Path, suffix: &str) -> PathBuf {
         .expect("object paths have a file name")
         .to_string_lossy();
     path.with_file_name(format!(".{name}{suffix}"))
+}
+
+/// The file store's negative control (verify/tests/negative_controls.rs), kept here rather than
+/// among the protocol's mutants: the lock file is the store's, not a protocol decision. With
+/// the `negative-controls` feature only; otherwise the check is a constant `false`.
+pub mod negative_control {
+    #[cfg(feature = "negative-controls")]
+    static NOT_RECHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    /// Count a sidecar lock without checking that its file is still the one under its name
+    /// (`LockFileNotRechecked`): a process that locked a removed file writes beside one that
+    /// locked the new one. Test processes only.
+    #[cfg(feature = "negative-controls")]
+    pub fn set_lock_file_not_rechecked(on: bool) {
+        NOT_RECHECKED.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[inline]
+    pub(super) fn not_rechecked() -> bool {
+        #[cfg(feature = "negative-controls")]
+        {
+            NOT_RECHECKED.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        #[cfg(not(feature = "negative-controls"))]
+        {
+            false
+        }
+    }
 }
