@@ -300,7 +300,6 @@ impl LeaseModel {
     /// namespace on its own boot is there until it crashes; a pid of another namespace or
     /// machine names no process in `w`'s (what a waiter would see of a container's holder, or
     /// of another host's).
-
     fn probe(&self, s: &State, w: usize, pids: &[u32]) -> Probe {
         let ns = self
             .pid_namespaces
