@@ -25,6 +25,7 @@ fn holder() -> impl Strategy<Value = Holder> {
             pid,
             user: None,
             client: Some("lease (proptest)".into()),
+            process: None,
         })
 }
 

@@ -39,6 +39,14 @@ pub enum Mutant {
     /// The store-clock rule trusts an answer's `Date` as the store's clock (issue 29): a
     /// gateway whose clock runs ahead makes a live holder's record look expired.
     TrustDate = 8,
+    /// A holder on this machine is taken for gone when its pids are absent (or other processes)
+    /// in the waiter's pid namespace, whatever namespace its own pids were in: a live holder in
+    /// a container sharing the directory is taken over.
+    DeadHolderAnyPidNamespace = 9,
+    /// A holder is taken for gone when its pids are absent here, whatever boot its record names:
+    /// a live holder on another machine sharing the directory over a network file system (whose
+    /// init pid namespace has the same name as ours, as on every Linux host) is taken over.
+    DeadHolderAnyBoot = 10,
 }
 
 #[cfg(feature = "negative-controls")]

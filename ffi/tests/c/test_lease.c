@@ -571,6 +571,21 @@ static void test_bad_input(void) {
           LEASE_INVALID);
     CHECK(strstr(msg, "UTF-8") != NULL);
   }
+  /* A mistyped URL is refused with the likely fix (issue 28). */
+  {
+    const char *typos[][2] = {{"s3:/my-bucket", "did you mean \"s3://my-bucket\""},
+                              {"file:/tmp/locks", "did you mean \"file:///tmp/locks\""}};
+    for (size_t i = 0; i < sizeof typos / sizeof typos[0]; i++) {
+      lease_error *e = NULL;
+      char msg[512];
+      CHECK(code_and_message(lease_store_open(rt, typos[i][0], &store, &e), &e, msg,
+                             sizeof msg) == LEASE_INVALID);
+      if (strstr(msg, typos[i][1]) == NULL) {
+        fprintf(stderr, "store_open(%s): %s\n", typos[i][0], msg);
+        exit(1);
+      }
+    }
+  }
   store = open_store(rt);
 
   char name[128];
