@@ -104,12 +104,15 @@ async fn acquire(
     }
     let plan = Plan {
         url: url.clone(),
-        holder: client.new_holder(opts.label.clone()),
+        holder: client.new_lease_holder(opts.label.clone(), &opts.companion_pids),
         timing,
         data: opts.data.clone(),
         try_once,
         wait_deadline,
         unavailable_timeout: Some(timing.unavailable_timeout),
+        probe_holders: opts
+            .dead_holder_rule
+            .unwrap_or_else(|| client.store().dead_holder_rule()),
     };
     match acquirer::run(client, key, plan, cancel).await? {
         Acquired::Lease(lease) => Ok(lease),

@@ -94,7 +94,9 @@ pub(crate) struct ClientInner {
     pub(crate) rng: Rng,
     client: String,
     host: Option<String>,
-    pid: u32,
+    /// The `pid` of records; `None`: this process's, read at each acquisition (a forked child
+    /// acquires as itself), and its processes are described for a waiter to prove them gone.
+    pid: Option<u32>,
     user: Option<String>,
     memo: Mutex<HashMap<String, Memo>>,
 }
@@ -155,16 +157,21 @@ impl ClientBuilder {
                 rng: self.rng.unwrap_or_else(Rng::from_entropy),
                 client: self.client.unwrap_or_else(client_name),
                 host: self.host.or_else(host_name),
-                pid: self.pid.unwrap_or_else(std::process::id),
-                user: user_name(|var| std::env::var(var).ok()),
+                pid: self.pid,
+                user: current_user(),
                 memo: Mutex::default(),
             }),
         }
     }
 }
 
-/// Who runs this process, for the holder record: `$USER` or `$LOGNAME`, else the name of the
-/// effective uid (cron, systemd units and containers often set neither), else its number.
+/// Who runs this process, as holder records name it: `$USER` or `$LOGNAME`, else the name of
+/// the effective uid (cron, systemd units and containers often set neither), else its number.
+pub fn current_user() -> Option<String> {
+    user_name(|var| std::env::var(var).ok())
+}
+
+/// [`current_user`] with the environment given.
 fn user_name(env: impl Fn(&str) -> Option<String>) -> Option<String> {
     if let Some(user) = ["USER", "LOGNAME"]
         .into_iter()
@@ -242,16 +249,33 @@ impl Client {
         }
     }
 
+    /// A holder record for a new write of this client's: a break, a queued lock's session.
+    /// It names no processes, so nobody takes its record over early when this process exits:
+    /// a break's record must be waited out for the broken holder's sake.
     pub(crate) fn new_holder(&self, label: Option<String>) -> Holder {
         let i = &self.inner;
         Holder {
             id: i.rng.hex_id(),
             label,
             host: i.host.clone(),
-            pid: Some(i.pid),
+            pid: Some(i.pid.unwrap_or_else(std::process::id)),
             user: i.user.clone(),
             client: Some(i.client.clone()),
+            process: None,
         }
+    }
+
+    /// The holder of a lease this process acquires for itself: with its processes (its own and
+    /// `companions`) described, so that a waiter on this machine can prove them gone once they
+    /// are (docs/protocol.md §4). Not when this client was given another identity.
+    pub(crate) fn new_lease_holder(&self, label: Option<String>, companions: &[u32]) -> Holder {
+        let mut holder = self.new_holder(label);
+        if self.inner.pid.is_none() {
+            let me = std::process::id();
+            holder.pid = Some(me);
+            holder.process = crate::process::describe(me, companions).map(Box::new);
+        }
+        holder
     }
 
     pub(crate) fn remember(&self, key: &str, f: impl FnOnce(&mut Memo)) {

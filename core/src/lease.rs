@@ -101,9 +101,9 @@ struct Shared {
     writes: tokio::sync::Mutex<()>,
     lost: CancellationToken,
     stop: CancellationToken,
-    /// The version (and write nonce) of each object this holder last wrote with a fenced
-    /// write, so the next fenced write to it needs one request.
-    fence_versions: Mutex<HashMap<String, (Version, String)>>,
+    /// Each object as this holder last wrote or fenced it (version, write nonce, fence), so
+    /// the next fenced write to it needs one request.
+    fence_versions: Mutex<HashMap<String, crate::protocol::fence::Known>>,
     /// Set when this lease is the session of a queued lock's participant that was granted:
     /// the lease's identity (key, URL, epoch) is then the grant's.
     grant: OnceLock<Grant>,
@@ -206,7 +206,7 @@ impl Lease {
         &self.handle.shared
     }
 
-    pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, (Version, String)>> {
+    pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, crate::protocol::fence::Known>> {
         &self.shared().fence_versions
     }
 
@@ -217,10 +217,15 @@ impl Lease {
         s.grant.get().map_or(s.epoch, |g| g.token)
     }
 
-    /// The lease's name, epoch and holder id, to hand to resources that check it.
+    /// The lease's name, epoch and holder id, to hand to resources that check it; for a
+    /// queued lock's grant, also its mode and scope, which decide what the token fences.
     pub fn token(&self) -> FencingToken {
-        FencingToken::new(self.url().to_string(), self.epoch())
-            .with_holder(self.shared().holder.id.clone())
+        let token = FencingToken::new(self.url().to_string(), self.epoch())
+            .with_holder(self.shared().holder.id.clone());
+        match self.grant() {
+            Some(g) => token.with_mode(g.mode).with_scope(g.scope.clone()),
+            None => token,
+        }
     }
 
     pub fn key(&self) -> &str {

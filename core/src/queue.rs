@@ -267,6 +267,10 @@ async fn begin_session(
         try_once: true,
         wait_deadline: Some(client.clock().now()),
         unavailable_timeout: Some(timing.unavailable_timeout),
+        // A fresh key: there is no holder to ask about. (A session's holder names no processes
+        // either, `Client::new_holder`: the dead-holder rule never ends a queued lock's session
+        // early; its waiters go by the session's ttl, docs/protocol.md §10.)
+        probe_holders: false,
     };
     let never = CancellationToken::new();
     match acquirer::run(client, &skey, plan, &never).await? {
