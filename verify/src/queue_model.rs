@@ -882,7 +882,13 @@ impl QueueModel {
     fn drive_confirm(&self, s: &mut State, c: usize, event: ConfirmEvent) {
         let now = at(s.participants[c].clock);
         let wall = self.wall(s);
-        let applied_at = s.participants[c].applied_at;
+        // What the confirmation rests on: the request that showed the grant, as of when the
+        // store applied it; or, confirmed without a request, the record as it is now (the
+        // machine claims to know it: a claim the properties then hold it to).
+        let rests_on = match event {
+            ConfirmEvent::Start => s.replacements,
+            _ => s.participants[c].applied_at,
+        };
         let Phase::Holding {
             hold, confirming, ..
         } = &mut s.participants[c].phase
@@ -898,7 +904,7 @@ impl QueueModel {
             }
             ConfirmStep::Confirmed => {
                 *confirming = None;
-                s.participants[c].confirmed_at = applied_at;
+                s.participants[c].confirmed_at = rests_on;
             }
             ConfirmStep::Retry => *confirming = None,
             // The grant is lost: its holder releases it (it leaves, not believing).
@@ -1002,6 +1008,29 @@ impl QueueModel {
             s.participants[c].phase,
             Phase::Idle | Phase::Done | Phase::Crashed
         )
+    }
+
+    /// Whether a write that makes the record where none is (`Create`) was sent and has not
+    /// landed yet, or may still land. Its tokens start above the clock when it was sent, so
+    /// one landing after a deletion of a record made after it was sent could repeat that
+    /// record's tokens: the deletion assumption (docs/model.md, queued locks, assumption 2)
+    /// is that a record is deleted only once such requests have landed or expired — requests
+    /// live at most a request timeout (S3 refuses one signed 15 minutes before it arrives),
+    /// records are deleted by hand or by a lifecycle rule long after they were made.
+    fn create_in_flight(&self, s: &State) -> bool {
+        let create = |r: &Req| {
+            matches!(
+                r,
+                Req::Put {
+                    cond: Cond::Create,
+                    ..
+                }
+            )
+        };
+        s.orphans.iter().any(create)
+            || (0..self.requests.len()).any(|c| {
+                matches!(self.flight(s, c), Some(Flight::Sent(r) | Flight::Delayed(r)) if create(&r))
+            })
     }
 
     /// Whether a sleeping waiter has something new to see: the record changed since it last
@@ -1167,7 +1196,10 @@ impl Model for QueueModel {
             actions.push(Action::DeliverOrphan(i));
             actions.push(Action::DropOrphan(i));
         }
-        if s.record_deletions < self.record_deletions && s.store.is_some() {
+        if s.record_deletions < self.record_deletions
+            && s.store.is_some()
+            && !self.create_in_flight(s)
+        {
             actions.push(Action::DeleteRecord);
         }
         if s.newer_writes < self.newer_writes && s.store.is_some() {
