@@ -511,19 +511,22 @@ impl Client {
         timing: &Timing,
     ) -> std::collections::HashMap<String, Status> {
         use futures::stream::StreamExt;
-        let ids: Vec<&str> = r
+        // Owned ids: a closure over borrowed ones is not `Send` for every lifetime, as the
+        // bindings' runtimes need (rustc's "FnOnce is not general enough").
+        let ids: Vec<String> = r
             .grants
             .iter()
             .chain(r.queue.iter().take(SESSIONS_READ))
-            .map(Entry::id)
+            .map(|e| e.id().to_string())
             .collect();
         futures::stream::iter(ids)
-            .map(|id| async move {
-                let skey = session_key(key, id);
+            .map(|id: String| async move {
+                let skey = session_key(key, &id);
                 let get = self.get(&skey, None, timing.request_timeout).await.ok()?;
                 let mut view = View::default();
                 view.absorb(get, self.clock().now());
-                Some((id.to_string(), Status::from_view(&skey, &view, timing)))
+                let status = Status::from_view(&skey, &view, timing);
+                Some((id, status))
             })
             .buffer_unordered(16)
             .filter_map(|x| async move { x })
