@@ -16,6 +16,8 @@ export declare const codes: {
   readonly STORE: 'LEASE_STORE'
   readonly CORRUPT: 'LEASE_CORRUPT'
   readonly INTERNAL: 'LEASE_INTERNAL'
+  readonly QUEUE_FULL: 'LEASE_QUEUE_FULL'
+  readonly UNSUPPORTED: 'LEASE_UNSUPPORTED'
 }
 
 /** The `code` of a lease error. */
@@ -144,8 +146,9 @@ export declare class Lease {
   /** This holder as written in the record. */
   get holder(): Holder
   /**
-   * `URL#EPOCH@HOLDER`: the token to hand to resources that check it (`parseToken` takes it
-   * apart).
+   * `URL#EPOCH@HOLDER` (for a queued lock's shared or scoped grant followed by `;shared`,
+   * `;path=P`, `;range=A..B`): the token to hand to resources that check it (`parseToken`
+   * takes it apart).
    */
   get token(): string
   /** Whether the lease is still held (false once released, lost, or past its deadline). */
@@ -182,6 +185,16 @@ export declare class Lease {
    * (see `fencedUpdate`).
    */
   fencedPut(key: string, data: string | Uint8Array | ArrayBuffer, options?: FencedPutOptions): Promise<string>
+  /**
+   * Read `key` (placed as `fencedPut` places it) and fence it with this lease's token: from
+   * then on no holder whose grant ended before this one began can change it, so a reader (a
+   * shared grant) sees its data stay while it holds, whatever a stale writer does. The first
+   * read of an object under a grant writes it back unchanged with this token in its
+   * metadata (1 GET + 1 PUT); reading it again costs 1 GET. Where nothing is, it leaves an
+   * empty marker that fenced reads see as `null`. Rejects with `LEASE_FENCED` when a later
+   * conflicting grant wrote or fenced it (this grant has ended).
+   */
+  fencedRead(key: string): Promise<FencedObject | null>
   /**
    * Delete `key` unless a holder with a higher epoch has written it (then `LEASE_FENCED`).
    * Resolves to false if there was nothing to delete. Needs a store with conditional
@@ -354,15 +367,25 @@ export interface ParsedToken {
   epoch: number
   /** The holder id (`Lease.holder.id`); `null` for a token without one (`URL#EPOCH`). */
   holder: string | null
+  /** A shared grant's token (a reader's, or a permit's): `;shared`. */
+  shared: boolean
+  /** The path the grant holds (`;path=P`), or `null` (the whole lock, or a byte range). */
+  scope: string | null
+  /** The bytes `[start, end]` the grant holds (`;range=A..B`, the end excluded), or `null`. */
+  range: [number, number] | null
 }
 
 /**
  * Parse a fencing token (`URL#EPOCH@HOLDER`, as `Lease.token` prints it and `lease run`
- * exports in `LEASE_TOKEN`, or `URL#EPOCH`); throws `LEASE_INVALID` if it is not one.
+ * exports in `LEASE_TOKEN`, or `URL#EPOCH`; a queued lock's shared or scoped grant adds
+ * `;shared`, `;path=P`, `;range=A..B`); throws `LEASE_INVALID` if it is not one.
  */
 export declare function parseToken(token: string): ParsedToken
 
-/** A holder or a waiter of a queued lock (`Status.holders`, `Status.waiting`). */
+/**
+ * A holder or a waiter of a queued lock (`Status.holders`, `Status.departing`,
+ * `Status.waiting`). Who it is, `since` and `data` come from its session.
+ */
 export interface Participant {
   holder: Holder
   mode: 'exclusive' | 'shared'
@@ -375,6 +398,8 @@ export interface Participant {
   /** When it joined the queue. */
   since: string | null
   data: string | null
+  /** What its session shows. */
+  session: 'live' | 'expired' | 'broken' | 'released' | 'gone' | 'unknown'
 }
 
 /** The lease at `url` as the store shows it now (needs only read permission). */
@@ -411,6 +436,11 @@ export interface Status {
   holders: Participant[] | null
   /** A queued lock's waiters, in arrival order (`null` for a lease). */
   waiting: Participant[] | null
+  /**
+   * A queued lock's grants still listed whose sessions show they hold no more (expired,
+   * broken, released, gone): the waiters remove them (`null` for a lease).
+   */
+  departing: Participant[] | null
 }
 
 /** Try once: the lease, or `null` when someone else holds it. */

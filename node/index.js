@@ -444,6 +444,11 @@ defineMethod(Lease.prototype, 'fencedUpdate', async function fencedUpdate(key, f
   }
 });
 
+const nativeFencedRead = Lease.prototype.fencedRead;
+defineMethod(Lease.prototype, 'fencedRead', async function fencedRead(key) {
+  return nativeFencedRead.call(this, checkString(key, 'key'));
+});
+
 const nativeFencedDelete = Lease.prototype.fencedDelete;
 defineMethod(Lease.prototype, 'fencedDelete', async function fencedDelete(key) {
   return nativeFencedDelete.call(this, checkString(key, 'key'));
@@ -556,6 +561,8 @@ const codes = Object.freeze({
   STORE: 'LEASE_STORE',
   CORRUPT: 'LEASE_CORRUPT',
   INTERNAL: 'LEASE_INTERNAL',
+  QUEUE_FULL: 'LEASE_QUEUE_FULL',
+  UNSUPPORTED: 'LEASE_UNSUPPORTED',
 });
 
 module.exports = {

@@ -3,12 +3,20 @@
 use std::time::Duration;
 
 use lease::clock::{Clock, SystemClock};
-use lease::{format_duration, BreakMode, Client, LeaseState, QueueStatus, Scope, Status};
+use lease::{format_duration, BreakMode, Client, LeaseState, QueueStatus, Status};
 
 use crate::exit::{self, Exit};
 
 fn human(s: &Status) -> String {
     let mut out = format!("lease:      {}\nstate:      {}\n", s.url, s.state);
+    if let Some(q) = &s.queue {
+        // Each holder with its own token, ttl and mode (`queue_lines`): a single `holder:` line
+        // beside the lock's latest token named one of several holders, with another's token.
+        if let Some(e) = s.epoch {
+            out += &format!("epoch:      {e} (the latest token handed out)\n");
+        }
+        return out + &queue_lines(q);
+    }
     if let Some(e) = s.epoch {
         out += &format!("epoch:      {e}\n");
     }
@@ -37,32 +45,57 @@ fn human(s: &Status) -> String {
     if let Some(d) = &s.detail {
         out += &format!("detail:     {d}\n");
     }
-    if let Some(q) = &s.queue {
-        out += &queue_lines(q);
+    if matches!(
+        s.state,
+        LeaseState::Held | LeaseState::Broken | LeaseState::Expired
+    ) {
+        // Waiters on a plain lease only read: nothing records them.
+        out += "waiters:    not recorded for a plain lease (a queued lock, `lease run --queue`, \
+                lists them in order)\n";
     }
     out
 }
 
-/// A queued lock's holders (with their tokens) and its waiters, in the order they will go.
+/// A queued lock's holders (with their tokens), the grants on their way out, and its waiters,
+/// in the order they will go.
 fn queue_lines(q: &QueueStatus) -> String {
     let mut out = String::new();
     if let Some(n) = q.permits {
-        out += &format!("permits:    {n} ({} in use)\n", q.holders.len());
+        out += &format!(
+            "permits:    {n} ({} in use)\n",
+            q.holders.len() + q.departing.len()
+        );
     }
-    let describe = |e: &lease::protocol::queue::Entry| {
-        let scope = match &e.scope {
-            Scope::Whole => String::new(),
-            scope => format!(", {scope}"),
-        };
-        format!("{} ({}{scope})", e.holder.describe(), e.mode.as_str())
-    };
     out += &format!("holders:    {}\n", q.holders.len());
     for g in &q.holders {
-        out += &format!("  token {}  {}\n", g.token.unwrap_or_default(), describe(g));
+        out += &format!(
+            "  token {}  {}\n",
+            g.token.unwrap_or_default(),
+            g.describe()
+        );
+    }
+    if !q.departing.is_empty() {
+        out += &format!(
+            "departing:  {} (their sessions ended; the waiters remove them)\n",
+            q.departing.len()
+        );
+        for g in &q.departing {
+            out += &format!(
+                "  token {}  {}, session {}\n",
+                g.token.unwrap_or_default(),
+                g.describe(),
+                g.session.as_str()
+            );
+        }
     }
     out += &format!("waiting:    {}\n", q.waiting.len());
     for (i, w) in q.waiting.iter().enumerate() {
-        out += &format!("  {}. {}\n", i + 1, describe(w));
+        let session = if w.session.is_live() {
+            String::new()
+        } else {
+            format!(", session {}", w.session.as_str())
+        };
+        out += &format!("  {}. {}{session}\n", i + 1, w.describe());
     }
     out
 }
@@ -131,17 +164,47 @@ pub async fn break_lease(url: &str, yes: bool, allow_two_holders: bool) -> Resul
         ));
     }
     let (client, key) = Client::for_url(url)?;
-    let who = format!(
-        "lease break by {}",
-        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
-    );
+    // The user as records name it ($USER, else the uid's name or number: not "unknown" where
+    // $USER is unset); the breaker's host and pid are in its holder record, which messages show.
+    let mut who = "lease break".to_string();
+    if let Some(user) = lease::current_user() {
+        who += &format!(" by {user}");
+    }
     let mode = if allow_two_holders {
         BreakMode::AllowTwoHolders
     } else {
         BreakMode::WaitOutHolder
     };
     let lease_url = client.lease_url(&key);
-    match client.break_lease(&key, Some(who), mode).await? {
+    let before = client.break_lease(&key, Some(who), mode).await?;
+    // What it looks like now: the epoch the break wrote, or the lock's grants on their way out.
+    let after = client.status(&key).await.ok();
+    let now_at = after
+        .as_ref()
+        .and_then(|s| s.epoch)
+        .map_or_else(|| "?".to_string(), |e| e.to_string());
+    match before {
+        Some(before) if before.queue.is_some() => {
+            let q = before.queue.as_ref().expect("a queued lock");
+            let broken: Vec<String> = q
+                .holders
+                .iter()
+                .chain(&q.departing)
+                .map(|g| format!("{} token {}", g.describe(), g.token.unwrap_or_default()))
+                .collect();
+            let next = if allow_two_holders {
+                "the waiters may go on at once (the broken holders may still believe they hold \
+                 for up to their ttl)"
+            } else {
+                "each stops at its next renewal, and the waiters go on once it lets go, or at \
+                 the latest when its ttl and grace have passed"
+            };
+            println!(
+                "broke the grants of {lease_url}: {}; {next}; the lock's tokens are at {now_at}: \
+                 the next grant gets a higher one",
+                broken.join(", ")
+            );
+        }
         Some(before) if before.state == LeaseState::Broken && !allow_two_holders => {
             println!(
                 "{lease_url} is already broken; it is free once its holder lets go or in {}",
@@ -159,18 +222,43 @@ pub async fn break_lease(url: &str, yes: bool, allow_two_holders: bool) -> Resul
             if allow_two_holders {
                 println!(
                     "broke {lease_url}: it was held by {by} at epoch {epoch}; it is now released \
-                     (the broken holder may still believe it holds for up to its ttl)"
+                     at epoch {now_at} (the broken holder may still believe it holds for up to \
+                     its ttl)"
                 );
             } else {
                 println!(
-                    "broke {lease_url}: it was held by {by} at epoch {epoch}; the next holder may \
-                     start when that holder lets go, or at the latest when its ttl and grace have \
-                     passed"
+                    "broke {lease_url}: it was held by {by} at epoch {epoch}; it is now at epoch \
+                     {now_at}, held for the break; the next holder may start when that holder \
+                     lets go, or at the latest when its ttl and grace have passed"
                 );
             }
         }
         None => println!("{lease_url} is not held; nothing to break"),
     }
+    Ok(Exit::ok())
+}
+
+/// `lease permits URL N|none`.
+pub async fn set_permits(url: &str, permits: &str) -> Result<Exit, Exit> {
+    let permits = match permits {
+        "none" => None,
+        n => Some(n.parse::<u32>().map_err(|_| {
+            Exit::fail(
+                exit::USAGE,
+                format!("permits {n:?} is not a number: give a number of permits, or `none`"),
+            )
+        })?),
+    };
+    let (client, key) = Client::for_url(url)?;
+    let before = client.set_permits(&key, permits).await?;
+    let show = |p: Option<u32>| p.map_or_else(|| "no limit".to_string(), |n| n.to_string());
+    println!(
+        "{}: permits {} (were {}); requests must now ask for {} or for no number",
+        client.lease_url(&key),
+        show(permits),
+        show(before),
+        show(permits)
+    );
     Ok(Exit::ok())
 }
 

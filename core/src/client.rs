@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -51,13 +50,32 @@ fn host_name() -> Option<String> {
 }
 
 /// Local wake-ups: a release by one client wakes the waiters of every client in this process at
-/// once, instead of at their next poll. Sharded by key; a spurious wake-up only costs a re-read.
-pub(crate) fn local_wake(store_url: &str, key: &str) -> &'static Notify {
-    static SLOTS: OnceLock<Vec<Notify>> = OnceLock::new();
-    let slots = SLOTS.get_or_init(|| (0..64).map(|_| Notify::new()).collect());
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (store_url, key).hash(&mut h);
-    &slots[(h.finish() % 64) as usize]
+/// once, instead of at their next poll. One `Notify` per store and key, alive while someone
+/// waits on it: a wake-up never reaches the waiters of another store or key (with shared slots
+/// it did, so simulations in parallel tests woke each other at moments that depended on thread
+/// scheduling, and a seeded run was no longer the same run twice).
+pub(crate) fn local_wake(store_url: &str, key: &str) -> Arc<Notify> {
+    static WAKES: OnceLock<Mutex<Wakes>> = OnceLock::new();
+    let mut wakes = WAKES.get_or_init(Mutex::default).lock().unwrap();
+    let id = (store_url.to_string(), key.to_string());
+    if let Some(live) = wakes.map.get(&id).and_then(std::sync::Weak::upgrade) {
+        return live;
+    }
+    // Forget the keys nobody waits on any more, now and then (amortized: the map at most
+    // doubles between sweeps).
+    if wakes.map.len() >= wakes.sweep_at {
+        wakes.map.retain(|_, w| w.strong_count() > 0);
+        wakes.sweep_at = (wakes.map.len() * 2).max(64);
+    }
+    let notify = Arc::new(Notify::new());
+    wakes.map.insert(id, Arc::downgrade(&notify));
+    notify
+}
+
+#[derive(Default)]
+struct Wakes {
+    map: HashMap<(String, String), std::sync::Weak<Notify>>,
+    sweep_at: usize,
 }
 
 /// What this client remembers about a key between acquisitions.
@@ -76,7 +94,9 @@ pub(crate) struct ClientInner {
     pub(crate) rng: Rng,
     client: String,
     host: Option<String>,
-    pid: u32,
+    /// The `pid` of records; `None`: this process's, read at each acquisition (a forked child
+    /// acquires as itself), and its processes are described for a waiter to prove them gone.
+    pid: Option<u32>,
     user: Option<String>,
     memo: Mutex<HashMap<String, Memo>>,
 }
@@ -137,16 +157,21 @@ impl ClientBuilder {
                 rng: self.rng.unwrap_or_else(Rng::from_entropy),
                 client: self.client.unwrap_or_else(client_name),
                 host: self.host.or_else(host_name),
-                pid: self.pid.unwrap_or_else(std::process::id),
-                user: user_name(|var| std::env::var(var).ok()),
+                pid: self.pid,
+                user: current_user(),
                 memo: Mutex::default(),
             }),
         }
     }
 }
 
-/// Who runs this process, for the holder record: `$USER` or `$LOGNAME`, else the name of the
-/// effective uid (cron, systemd units and containers often set neither), else its number.
+/// Who runs this process, as holder records name it: `$USER` or `$LOGNAME`, else the name of
+/// the effective uid (cron, systemd units and containers often set neither), else its number.
+pub fn current_user() -> Option<String> {
+    user_name(|var| std::env::var(var).ok())
+}
+
+/// [`current_user`] with the environment given.
 fn user_name(env: impl Fn(&str) -> Option<String>) -> Option<String> {
     if let Some(user) = ["USER", "LOGNAME"]
         .into_iter()
@@ -224,16 +249,33 @@ impl Client {
         }
     }
 
+    /// A holder record for a new write of this client's: a break, a queued lock's session.
+    /// It names no processes, so nobody takes its record over early when this process exits:
+    /// a break's record must be waited out for the broken holder's sake.
     pub(crate) fn new_holder(&self, label: Option<String>) -> Holder {
         let i = &self.inner;
         Holder {
             id: i.rng.hex_id(),
             label,
             host: i.host.clone(),
-            pid: Some(i.pid),
+            pid: Some(i.pid.unwrap_or_else(std::process::id)),
             user: i.user.clone(),
             client: Some(i.client.clone()),
+            process: None,
         }
+    }
+
+    /// The holder of a lease this process acquires for itself: with its processes (its own and
+    /// `companions`) described, so that a waiter on this machine can prove them gone once they
+    /// are (docs/protocol.md §4). Not when this client was given another identity.
+    pub(crate) fn new_lease_holder(&self, label: Option<String>, companions: &[u32]) -> Holder {
+        let mut holder = self.new_holder(label);
+        if self.inner.pid.is_none() {
+            let me = std::process::id();
+            holder.pid = Some(me);
+            holder.process = crate::process::describe(me, companions).map(Box::new);
+        }
+        holder
     }
 
     pub(crate) fn remember(&self, key: &str, f: impl FnOnce(&mut Memo)) {
@@ -296,9 +338,11 @@ impl Client {
         if_none_match: Option<&Version>,
         timeout: Duration,
     ) -> Result<Get> {
+        // A queued lock's record may be larger than a lease's (whose parser judges the size).
+        let max_len = (crate::protocol::queue::MAX_QUEUE_RECORD_LEN as u64).max(MAX_RECORD_LEN);
         let opts = GetOptions {
             if_none_match,
-            max_len: Some(MAX_RECORD_LEN),
+            max_len: Some(max_len),
         };
         self.timed(timeout, "read", self.inner.store.get(key, opts))
             .await

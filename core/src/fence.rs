@@ -39,8 +39,8 @@ use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Lease;
 use crate::protocol::fence::{
-    admission, user_bytes, verdict, Admission, Expect, FenceEvent, FenceOp, FenceStep, Stamp,
-    MAX_ROUNDS, UNAVAILABLE_BUDGET,
+    admission, user_bytes, verdict, Admission, Expect, FenceEvent, FenceOp, FenceStep, Known,
+    PinOp, PinStep, Stamp, MAX_ROUNDS, UNAVAILABLE_BUDGET,
 };
 use crate::protocol::Backoff;
 use crate::store::url::object_key;
@@ -213,6 +213,7 @@ impl Lease {
     async fn fenced_write(&self, key: &str, bytes: Bytes, expect: Expect) -> Result<Version> {
         let client = self.client();
         let key = &self.fenced_key(key)?;
+        self.writes_allowed()?;
         let key_url = client.lease_url(key);
         let rng = &client.inner.rng;
         let cached = self.fence_cache().lock().unwrap().get(key).cloned();
@@ -246,13 +247,82 @@ impl Lease {
         let mut cache = self.fence_cache().lock().unwrap();
         match &outcome {
             Ok(v) if *v != Version::default() => {
-                cache.insert(key.to_string(), (v.clone(), op.nonce().to_string()));
+                cache.insert(key.to_string(), op.known(v.clone()));
             }
             _ => {
                 cache.remove(key);
             }
         }
         outcome
+    }
+
+    /// Read the object `key` names for this lease (placed as [`Lease::object_key`] says) and
+    /// fence it with this lease's token: from the moment this returns, no request whose token
+    /// this one's refuses can change it — for a shared grant (a reader), no writer whose grant
+    /// ended before this one began (docs/protocol.md §7, "What each token fences"). A stale
+    /// writer's write, conditional on an older version or not, then fails `Fenced`, so the
+    /// data read does not change under this holder while it holds, except by writers of
+    /// disjoint scopes (which promise not to touch this one's part).
+    ///
+    /// Costs 1 GET, plus 1 conditional PUT of the same bytes with this token added to the
+    /// object's metadata the first time a grant reads the object (none when the object's fence
+    /// already refuses all this token would: read again under the same grant, or after a later
+    /// reader). Where nothing is, it leaves an empty marker that every fenced read sees as
+    /// absent (`None`), so a stale writer cannot create the object under the readers either.
+    /// Returns the object as read, or `None`.
+    pub async fn fenced_read(&self, key: &str) -> Result<Option<FencedObject>> {
+        let client = self.client();
+        let key = &self.fenced_key(key)?;
+        let key_url = client.lease_url(key);
+        let rng = &client.inner.rng;
+        let unique = client.store().capabilities().versions_are_unique;
+        let mut op = PinOp::new(&key_url, self.token(), rng.nonce(), unique);
+        let mut event = FenceEvent::Start;
+        let outcome = loop {
+            match op.step(event, client.clock().now(), rng) {
+                PinStep::Read => {
+                    let get = client.store().get(key, GetOptions::default());
+                    event = FenceEvent::Read(
+                        match client.timed(REQUEST_TIMEOUT, "fenced read", get).await {
+                            Ok(Get::Found(obj)) => Ok(Some(obj)),
+                            Ok(_) => Ok(None),
+                            Err(e) => Err(e),
+                        },
+                    );
+                }
+                PinStep::Put { bytes, cond, meta } => {
+                    let put = client.store().put(key, bytes, cond, &meta);
+                    event =
+                        FenceEvent::Put(client.timed(REQUEST_TIMEOUT, "fenced read", put).await);
+                }
+                PinStep::Sleep(d) => {
+                    client.clock().sleep(d).await;
+                    event = FenceEvent::Slept;
+                }
+                PinStep::Done(outcome) => break outcome,
+            }
+        };
+        let obj = outcome?;
+        let mut cache = self.fence_cache().lock().unwrap();
+        match obj {
+            Some(obj) => {
+                let stamp = Stamp::of(&obj.meta);
+                // The object as it stands: a write by this holder next needs no read.
+                match &stamp.write {
+                    Some(w) => cache.insert(
+                        key.to_string(),
+                        Known {
+                            version: obj.version.clone(),
+                            write: w.clone(),
+                            fence: stamp.fence.clone(),
+                        },
+                    ),
+                    None => cache.remove(key),
+                };
+                Ok(fenced_object(obj, stamp))
+            }
+            None => Ok(None),
+        }
     }
 
     /// Delete `key` unless a holder with a higher epoch has written it (then `Fenced`).
@@ -270,6 +340,7 @@ impl Lease {
                 client.store().url()
             )));
         }
+        self.writes_allowed()?;
         let token = self.token();
         let mut retries = Retries::new(client, &key_url, "fenced delete");
         // A delete was sent whose outcome is unknown: an object found gone is then our doing.
@@ -284,7 +355,12 @@ impl Lease {
                 }
                 Err(e) => return Err(e.with_lease(&key_url)),
             };
-            verdict(&key_url, &token, &Stamp::of(&obj.meta))?;
+            let stamp = Stamp::of(&obj.meta);
+            verdict(&key_url, &token, &stamp)?;
+            if stamp.absent {
+                // A fenced read's marker: absent to its readers, and it keeps them fenced.
+                return Ok(sent);
+            }
             let delete = client.store().delete(key, &obj.version);
             match client.timed(REQUEST_TIMEOUT, "fenced delete", delete).await {
                 Ok(Delete::Deleted) => {
@@ -319,21 +395,28 @@ impl Lease {
                 ))
                 .with_lease(self.url()));
             }
-            // Shared holders hold distinct tokens at once; a fenced write admits one writer
-            // per token order, so it would turn readers away from each other's objects.
-            if grant.mode == crate::protocol::queue::Mode::Shared {
-                return Err(Error::invalid(format!(
+        }
+        Ok(placed)
+    }
+
+    /// Fenced writes and deletes need an exclusive grant. Shared holders (readers, permits)
+    /// hold at once with overlapping scopes, so no order of their tokens says which of them
+    /// may write; they fence what they read instead ([`Lease::fenced_read`]).
+    fn writes_allowed(&self) -> Result<()> {
+        match self.grant() {
+            Some(grant) if grant.mode == crate::protocol::queue::Mode::Shared => {
+                Err(Error::invalid(format!(
                     "fenced writes need an exclusive grant; {} holds {} shared (token {}): \
-                     its token orders it after every writer before it, but it shares it with \
-                     other readers",
+                     shared holders hold at once, so their tokens cannot order their writes; \
+                     a reader fences what it reads with fenced_read",
                     self.holder().describe(),
                     grant.url,
                     grant.token
                 ))
-                .with_lease(self.url()));
+                .with_lease(self.url()))
             }
+            _ => Ok(()),
         }
-        Ok(placed)
     }
 }
 
@@ -358,17 +441,25 @@ impl Client {
         {
             Get::Found(obj) => {
                 let stamp = Stamp::of(&obj.meta);
-                Ok(Some(FencedObject {
-                    bytes: user_bytes(obj.bytes.unwrap_or_default(), &obj.meta),
-                    epoch: stamp.epoch,
-                    lease: stamp.lease,
-                    holder: stamp.holder,
-                    version: obj.version,
-                }))
+                Ok(fenced_object(obj, stamp))
             }
             _ => Ok(None),
         }
     }
+}
+
+/// An object as fenced reads return it; `None` for a fenced read's marker of absence.
+fn fenced_object(obj: Object, stamp: Stamp) -> Option<FencedObject> {
+    if stamp.absent {
+        return None;
+    }
+    Some(FencedObject {
+        bytes: user_bytes(obj.bytes.unwrap_or_default(), &obj.meta),
+        epoch: stamp.epoch,
+        lease: stamp.lease,
+        holder: stamp.holder,
+        version: obj.version,
+    })
 }
 
 /// Admit or reject fencing tokens by the highest epoch seen per resource, for resources outside
@@ -431,8 +522,9 @@ impl FencingGate {
         match &self.backend {
             GateBackend::Memory(seen) => {
                 let mut seen = seen.lock().unwrap();
-                if admission(resource, token, seen.get(resource))? == Admission::Record {
-                    seen.insert(resource.to_string(), Stamp::of_token(token));
+                if let Admission::Record(fence) = admission(resource, token, seen.get(resource))? {
+                    let meta = Stamp::meta(token.lease(), &fence, None, None);
+                    seen.insert(resource.to_string(), Stamp::of(&meta));
                 }
                 Ok(())
             }
@@ -440,16 +532,18 @@ impl FencingGate {
                 let key = format!("{prefix}/{resource}");
                 validate_key(&key)?;
                 let key_url = client.lease_url(&key);
-                let meta = Stamp::meta_for(token, None, None);
                 let mut retries = Retries::new(client, &key_url, "gate admission");
                 loop {
-                    let cond = match read_meta(client, &key).await {
-                        Ok(None) => Cond::Create,
+                    let (cond, fence) = match read_meta(client, &key).await {
+                        Ok(None) => match admission(&key_url, token, None)? {
+                            Admission::Record(fence) => (Cond::Create, fence),
+                            Admission::AlreadyRecorded => return Ok(()),
+                        },
                         Ok(Some(obj)) => {
                             let stamp = Stamp::of(&obj.meta);
                             match admission(&key_url, token, Some(&stamp))? {
                                 Admission::AlreadyRecorded => return Ok(()),
-                                Admission::Record => Cond::Match(obj.version),
+                                Admission::Record(fence) => (Cond::Match(obj.version), fence),
                             }
                         }
                         Err(e) if e.kind() == ErrorKind::Unavailable => {
@@ -461,6 +555,7 @@ impl FencingGate {
                     // The body names the admission: on S3 a version is the MD5 of the bytes, and
                     // gate objects with equal bodies would all share one version.
                     let body = Bytes::from(format!("{token} {}\n", client.inner.rng.nonce()));
+                    let meta = Stamp::meta(token.lease(), &fence, None, None);
                     let put = client.store().put(&key, body, cond, &meta);
                     match client.timed(REQUEST_TIMEOUT, "gate write", put).await {
                         Ok(Put::Written { .. }) => return Ok(()),

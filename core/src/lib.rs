@@ -20,6 +20,8 @@
 //! See `docs/protocol.md` for the protocol and the reasoning behind it.
 
 mod acquire;
+mod acquirer;
+mod breaking;
 mod client;
 pub mod clock;
 mod duration;
@@ -27,7 +29,9 @@ mod election;
 pub mod error;
 mod fence;
 mod lease;
+mod lock_change;
 pub mod options;
+mod process;
 pub mod protocol;
 mod queue;
 pub mod record;
@@ -35,10 +39,12 @@ mod registry;
 pub mod scope;
 mod status;
 pub mod store;
+mod store_clock;
 mod token;
 
-pub use client::{set_client_name, Client, ClientBuilder};
-pub use duration::{format_duration, parse_duration};
+pub use acquirer::WAITING_TARGET;
+pub use client::{current_user, set_client_name, Client, ClientBuilder};
+pub use duration::{format_duration, parse_duration, parse_duration_in};
 pub use election::{Election, Leader, LeaderWatch};
 pub use error::{Error, ErrorKind, Result};
 pub use fence::{FencedObject, FencingGate};
@@ -47,7 +53,9 @@ pub use options::LeaseOptions;
 pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use scope::{Mode, Scope};
-pub use status::{unix_ms, HolderJson, LeaseState, QueueStatus, Status, Watcher};
+pub use status::{
+    unix_ms, HolderJson, LeaseState, Participant, QueueStatus, SessionState, Status, Watcher,
+};
 pub use store::doctor;
 pub use store::url::{object_key, LeaseUrl, StoreUrl};
 pub use token::FencingToken;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::duration::format_duration;
 use crate::error::{Error, Result};
 use crate::record::{MAX_DATA_LEN, MAX_LABEL_LEN};
-use crate::scope::{Mode, Scope, MAX_PARTICIPANTS};
+use crate::scope::{Mode, Scope, MAX_PERMITS};
 use crate::store::Capabilities;
 
 /// Shortest ttl accepted.
@@ -54,6 +54,14 @@ pub struct LeaseOptions {
     /// Take over a record whose age by the store's own clock exceeds `ttl + grace +
     /// resolution`. `None` follows the store's default.
     pub store_clock_rule: Option<bool>,
+    /// Take over at once a record whose holder, on this machine, is provably gone: same boot,
+    /// same pid namespace, its processes absent or replaced (docs/protocol.md §4). `None`
+    /// follows the store's default: on for the local file store, off elsewhere.
+    pub dead_holder_rule: Option<bool>,
+    /// Other processes of this machine that act under the lease while it is held (`lease
+    /// run`'s watchdog): the holder record names them, and a waiter takes over early only once
+    /// they are gone too.
+    pub companion_pids: Vec<u32>,
     /// Exclusive (the default) or shared with other shared holders (docs/protocol.md §10).
     /// Shared makes the lock a queued lock.
     pub mode: Mode,
@@ -89,6 +97,8 @@ impl LeaseOptions {
             request_timeout: None,
             observation_rule: true,
             store_clock_rule: None,
+            dead_holder_rule: None,
+            companion_pids: Vec::new(),
             mode: Mode::Exclusive,
             permits: None,
             scope: Scope::Whole,
@@ -134,9 +144,9 @@ impl LeaseOptions {
     /// Check the queued-lock options.
     pub fn check_queue(&self) -> Result<()> {
         if let Some(n) = self.permits {
-            if n == 0 || n as usize > MAX_PARTICIPANTS {
+            if n == 0 || n > MAX_PERMITS {
                 return Err(Error::invalid(format!(
-                    "permits {n} is out of range: use 1 to {MAX_PARTICIPANTS}"
+                    "permits {n} is out of range: use 1 to {MAX_PERMITS}"
                 )));
             }
             if self.mode == Mode::Exclusive {
@@ -204,6 +214,11 @@ impl LeaseOptions {
 
     pub fn store_clock_rule(mut self, on: bool) -> Self {
         self.store_clock_rule = Some(on);
+        self
+    }
+
+    pub fn dead_holder_rule(mut self, on: bool) -> Self {
+        self.dead_holder_rule = Some(on);
         self
     }
 

@@ -22,6 +22,8 @@ const CODES = {
   store: 'LEASE_STORE',
   corrupt: 'LEASE_CORRUPT',
   internal: 'LEASE_INTERNAL',
+  queue_full: 'LEASE_QUEUE_FULL',
+  unsupported: 'LEASE_UNSUPPORTED',
 };
 
 describe('each kind maps to its code', () => {
@@ -35,7 +37,7 @@ describe('each kind maps to its code', () => {
       assert.equal(e.url, 'memory://x/y');
       assert.equal(e.epoch, 7);
       assert.equal(e.holder.id, 'abcd');
-      assert.equal(e.retryable, ['held', 'timeout', 'unavailable'].includes(kind));
+      assert.equal(e.retryable, ['held', 'timeout', 'unavailable', 'queue_full'].includes(kind));
       assert.equal(e.name, kind === 'cancelled' ? 'AbortError' : 'Error');
       assert.ok(Object.values(lease.codes).includes(code));
     });
@@ -137,6 +139,35 @@ it('invalid for a bad url', async () => {
     assert.match(e.message, /unsupported scheme/);
     return true;
   });
+});
+
+it('a mistyped url is refused with the fix, not made a local lock (issue 28)', async () => {
+  for (const [typo, fix] of [
+    ['s3:/bucket/x', 's3://bucket/x'],
+    ['gs:/b/x', 'gs://b/x'],
+    ['file:/tmp/x', 'file:///tmp/x'],
+  ]) {
+    await assert.rejects(lease.acquire(typo, { wait: 0 }), (e) => {
+      assert.equal(e.code, 'LEASE_INVALID');
+      assert.ok(e.message.includes(`did you mean "${fix}"`), e.message);
+      return true;
+    });
+  }
+});
+
+it('a holder without a label is named by its process (issue 28)', async () => {
+  const url = makeUrl('file', 'nolabel');
+  const l = await lease.acquire(url);
+  try {
+    await assert.rejects(lease.acquire(url, { wait: 0 }), (e) => {
+      assert.equal(e.code, 'LEASE_HELD');
+      assert.ok(e.message.includes('a node process (id '), e.message);
+      assert.ok(e.message.includes(`pid ${process.pid}`), e.message);
+      return true;
+    });
+  } finally {
+    await l.release();
+  }
 });
 
 it('fenced for real is in fencing.test.js; corrupt for a corrupt record', async () => {

@@ -60,7 +60,10 @@ class Grant(NamedTuple):
 
 
 class Participant(NamedTuple):
-    """A holder or a waiter of a queued lock (``Status.holders``, ``Status.waiting``)."""
+    """A holder or a waiter of a queued lock (``Status.holders``, ``Status.departing``,
+    ``Status.waiting``). Who it is (``holder``'s label, host, pid), ``since`` and ``data`` come
+    from its session; ``session`` says what that shows: ``"live"``, ``"expired"``, ``"broken"``,
+    ``"released"``, ``"gone"`` or ``"unknown"`` (not read)."""
 
     holder: Holder
     mode: Mode
@@ -72,6 +75,7 @@ class Participant(NamedTuple):
     """The ttl of its session, in seconds."""
     since: Optional[str]
     data: Optional[str]
+    session: str = "unknown"
 
     @classmethod
     def _from_json(cls, d: Dict[str, Any]) -> "Participant":
@@ -85,6 +89,7 @@ class Participant(NamedTuple):
             ttl=d["ttl_ms"] / 1000.0,
             since=d.get("since"),
             data=d.get("data"),
+            session=d.get("session", "unknown"),
         )
 
 
@@ -110,8 +115,10 @@ class Status:
     ``lease status --json`` (``ttl_ms``, ``expires_in_ms``).
 
     For a queued lock (shared, permits, scopes: docs/protocol.md §10) ``holders`` lists the
-    grants in the order granted, ``waiting`` the waiters in arrival order, and ``permits`` the
-    semaphore's size; all three are ``None`` for a plain lease.
+    grants in the order granted (those whose sessions are live), ``departing`` the grants still
+    listed whose sessions show they hold no more (expired, broken, released: the waiters remove
+    them), ``waiting`` the waiters in arrival order, and ``permits`` the semaphore's size; all
+    four are ``None`` for a plain lease.
     """
 
     url: str
@@ -128,6 +135,7 @@ class Status:
     holders: Optional[List[Participant]]
     waiting: Optional[List[Participant]]
     json: Dict[str, Any] = field(repr=False, compare=False)
+    departing: Optional[List[Participant]] = None
 
     @classmethod
     def _from_json(cls, d: Dict[str, Any]) -> "Status":
@@ -147,6 +155,7 @@ class Status:
             holders=_participants(d.get("holders")),
             waiting=_participants(d.get("waiting")),
             json=d,
+            departing=_participants(d.get("departing")),
         )
 
     @property
@@ -212,12 +221,63 @@ class FencedObject:
         return self.data.decode("utf-8")
 
 
-class Token(NamedTuple):
-    """A fencing token taken apart (:func:`lease.parse_token`): ``URL#EPOCH@HOLDER``."""
-
+class _TokenParts(NamedTuple):
     lease: str
     """The lease's URL."""
     epoch: int
     """The holder's epoch."""
     holder: Optional[str]
     """The holder id (``Lease.holder.id``); ``None`` for a token without one (``URL#EPOCH``)."""
+
+
+class Token(_TokenParts):
+    """A fencing token taken apart (:func:`lease.parse_token`): ``URL#EPOCH@HOLDER``, and for
+    a queued lock's shared or scoped grant ``;shared``, ``;path=P`` or ``;range=A..B`` after
+    it (what the token fences depends on them: docs/protocol.md §7).
+
+    Still the tuple ``(lease, epoch, holder)`` it always was (it unpacks and compares as
+    before); ``shared``, ``scope`` and ``range`` are attributes beside it."""
+
+    shared: bool
+    """A shared grant's token (a reader's, or a permit's)."""
+    scope: Optional[str]
+    """The path the grant holds, or ``None`` (the whole lock, or a byte range)."""
+    range: Optional[Tuple[int, int]]
+    """The bytes ``(start, end)`` the grant holds (the end excluded), or ``None``."""
+
+    def __new__(
+        cls,
+        lease: str,
+        epoch: int,
+        holder: Optional[str],
+        shared: bool = False,
+        scope: Optional[str] = None,
+        range: Optional[Tuple[int, int]] = None,  # noqa: A002 - the name `acquire` takes
+    ) -> "Token":
+        self = super().__new__(cls, lease, epoch, holder)
+        self.shared = shared
+        self.scope = scope
+        self.range = range
+        return self
+
+    def _grant(self) -> Tuple[bool, Optional[str], Optional[Tuple[int, int]]]:
+        return (self.shared, self.scope, self.range)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Token) and self._grant() != other._grant():
+            return False
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self._grant()))
+
+    def __repr__(self) -> str:
+        more = "".join(
+            f", {k}={v!r}"
+            for k, v in (("shared", self.shared), ("scope", self.scope), ("range", self.range))
+            if v
+        )
+        return f"Token(lease={self.lease!r}, epoch={self.epoch!r}, holder={self.holder!r}{more})"

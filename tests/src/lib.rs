@@ -1,6 +1,8 @@
-//! Helpers shared by the system tests and their binaries: the S3 fault-injection proxy, the
-//! history checker of the multi-process tests, the shared clock and the test servers.
+//! Helpers shared by the system tests and their binaries: the fault-injection proxy, the
+//! stand-ins for the clouds' token endpoints (`cloud_identity`), the history checker of the
+//! multi-process tests, the shared clock and the test servers.
 
+pub mod cloud_identity;
 pub mod history;
 pub mod proxy;
 

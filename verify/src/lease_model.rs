@@ -27,11 +27,12 @@ use lease::clock::Instant;
 use lease::options::{LeaseOptions, Timing};
 use lease::protocol::acquire::{Acquirer, Event, Plan, Step};
 use lease::protocol::breaking::{self, BreakMode, BreakPlan};
+use lease::protocol::dead_holder::{Probe, Proc};
 use lease::protocol::hold::{Hold, LostReason};
 use lease::protocol::view::View;
 use lease::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
 use lease::protocol::Entropy;
-use lease::record::{Holder, Record, RecordState};
+use lease::record::{Holder, HolderProcess, Record, RecordState};
 use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
 use lease::Error;
 
@@ -100,8 +101,16 @@ pub struct Stored {
 /// A request on its way, or its answer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Req {
-    Get { if_none_match: Option<Version> },
-    Put { bytes: Bytes, cond: Cond },
+    Get {
+        if_none_match: Option<Version>,
+    },
+    Put {
+        bytes: Bytes,
+        cond: Cond,
+    },
+    /// Write the probe object and read its stamp back: the store's own clock (an acquirer's
+    /// [`Step::Stamp`]). It never touches the lease record.
+    Stamp,
 }
 
 /// Where a request is. Without faults a request is applied and answered within the tick it
@@ -124,6 +133,8 @@ pub enum Flight {
 pub enum Answer {
     Get(Get),
     Put(Put),
+    /// The store's stamp of the probe write.
+    Stamp(SystemTime),
     Unavailable,
 }
 
@@ -158,6 +169,9 @@ pub struct ClientState {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     t: u32,
+    /// How far the `Date` of every answer runs ahead of the store's clock (a gateway in front
+    /// of the store that sets its own: issue 29); `last_modified` and stamps are the store's.
+    date_ahead: u32,
     store: Option<Stored>,
     generations: u64,
     clients: Vec<ClientState>,
@@ -174,6 +188,8 @@ pub struct State {
     /// When a holder crashed (fault-free liveness variant), and whether someone acquired since.
     crashed_holding_at: Option<u32>,
     acquired_after_crash: bool,
+    /// Someone acquired within the ttl of a crashed holder's crash (the dead-holder rule).
+    replaced_early: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -224,6 +240,19 @@ pub struct LeaseModel {
     pub faulty: Option<usize>,
     /// The only fault is a request held up (no lost or failed answers): a narrower search.
     pub only_delays: bool,
+    /// Clients are processes of one machine, client `c` in pid namespace `pid_namespaces[c]`
+    /// with pid `100 + c`: records name their processes and waiters probe them, taking over at
+    /// once a holder provably gone (`protocol::dead_holder`). `None`: records name no
+    /// processes (as from another machine).
+    pub pid_namespaces: Option<Vec<u8>>,
+    /// With `pid_namespaces`: client `c` runs on the machine boot `boots[c]` (empty: all on one
+    /// boot). Machines sharing a directory over a network file system: each one's init pid
+    /// namespace has the same name (`pid:[4026531836]` on every Linux host), so only the boot
+    /// id tells them apart.
+    pub boots: Vec<u8>,
+    /// The answers' `Date` runs this many ticks ahead of the store's clock: every offset from
+    /// 0 to this one is an initial state (0: the store's own `Date`).
+    pub date_ahead: u32,
 }
 
 impl LeaseModel {
@@ -236,10 +265,21 @@ impl LeaseModel {
     }
 
     fn plan(&self, c: usize) -> Plan {
+        let process = self.pid_namespaces.as_ref().map(|ns| {
+            Box::new(HolderProcess {
+                boot: self.boot(c),
+                pid_ns: format!("pid:[{}]", ns[c]),
+                time_ns: "time".into(),
+                start: 1,
+                also: vec![],
+            })
+        });
         Plan {
             url: "model://lease".into(),
             holder: Holder {
                 id: format!("client-{c}"),
+                pid: Some(100 + c as u32),
+                process,
                 ..Holder::default()
             },
             timing: self.timing(),
@@ -247,6 +287,49 @@ impl LeaseModel {
             try_once: false,
             wait_deadline: None,
             unavailable_timeout: None,
+            probe_holders: self.pid_namespaces.is_some(),
+        }
+    }
+
+    /// The boot id of client `c`'s machine.
+    fn boot(&self, c: usize) -> String {
+        format!("boot-{}", self.boots.get(c).copied().unwrap_or(0))
+    }
+
+    /// What client `w` finds of `pids` on its machine: the process of a client in its own pid
+    /// namespace on its own boot is there until it crashes; a pid of another namespace or
+    /// machine names no process in `w`'s (what a waiter would see of a container's holder, or
+    /// of another host's).
+    fn probe(&self, s: &State, w: usize, pids: &[u32]) -> Probe {
+        let ns = self
+            .pid_namespaces
+            .as_ref()
+            .expect("probes only with processes");
+        Probe {
+            boot: Some(self.boot(w)),
+            pid_ns: Some(format!("pid:[{}]", ns[w])),
+            time_ns: Some("time".into()),
+            procs: pids
+                .iter()
+                .map(|&pid| {
+                    let h = pid.checked_sub(100).map(|h| h as usize);
+                    let state = match h {
+                        Some(h)
+                            if h < self.clients
+                                && ns[h] == ns[w]
+                                && self.boot(h) == self.boot(w) =>
+                        {
+                            if matches!(s.clients[h].phase, Phase::Crashed) {
+                                Proc::Absent
+                            } else {
+                                Proc::Started(1)
+                            }
+                        }
+                        _ => Proc::Absent,
+                    };
+                    (pid, state)
+                })
+                .collect(),
         }
     }
 }
@@ -256,14 +339,15 @@ impl LeaseModel {
 
 pub(crate) fn apply(s: &mut State, req: &Req) -> Answer {
     match req {
+        Req::Stamp => Answer::Stamp(store_time(s.t)),
         Req::Get { if_none_match } => {
-            let server_now = Some(store_time(s.t));
+            let server_now = Some(store_time(s.t + s.date_ahead));
             Answer::Get(match &s.store {
                 None => Get::NotFound { server_now },
                 Some(o) if if_none_match.as_ref() == Some(&version(o)) => {
                     Get::NotModified { server_now }
                 }
-                Some(o) => Get::Found(object(o, s.t)),
+                Some(o) => Get::Found(object(o, s.t + s.date_ahead)),
             })
         }
         Req::Put { bytes, cond } => {
@@ -337,7 +421,13 @@ impl LeaseModel {
             Step::Put { bytes, cond } => {
                 Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Put { bytes, cond })))
             }
+            Step::Stamp => Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Stamp))),
             Step::Sleep { until, .. } => Phase::Acquiring(m, Io::Sleep(until)),
+            // The driver answers at once, from what the machine shows.
+            Step::Probe { pids } => {
+                let probe = self.probe(s, c, &pids);
+                return self.acquirer_step(s, c, m, Event::Probed(probe));
+            }
             Step::Acquired {
                 record,
                 version,
@@ -349,8 +439,12 @@ impl LeaseModel {
                 if s.granted > 0 {
                     s.acquired_twice = true;
                 }
-                if s.crashed_holding_at.is_some() {
+                if let Some(crash) = s.crashed_holding_at {
                     s.acquired_after_crash = true;
+                    // Before the dead holder's ttl was out: only a proof of its death allows it.
+                    if s.t < crash + self.timing().ttl.as_secs() as u32 {
+                        s.replaced_early = true;
+                    }
                 }
                 s.granted = s.granted.max(record.epoch);
                 Phase::Holding(
@@ -426,8 +520,10 @@ impl LeaseModel {
                 let event = match answer {
                     Answer::Get(g) => Event::Read(Ok(g)),
                     Answer::Put(p) => Event::Put(Ok(p)),
+                    Answer::Stamp(t) => Event::Stamped(Ok(Some(t))),
                     Answer::Unavailable => match self.req_of(s, c) {
                         Some(Req::Get { .. }) => Event::Read(Err(unavailable())),
+                        Some(Req::Stamp) => Event::Stamped(Err(unavailable())),
                         _ => Event::Put(Err(unavailable())),
                     },
                 };
@@ -437,6 +533,7 @@ impl LeaseModel {
                 let event = match answer {
                     Answer::Get(g) => WriteEvent::Read(Ok(g)),
                     Answer::Put(p) => WriteEvent::Put(Ok(p)),
+                    Answer::Stamp(_) => unreachable!("a holder asks for no stamp"),
                     Answer::Unavailable => match self.req_of(s, c) {
                         Some(Req::Get { .. }) => WriteEvent::Read(Err(unavailable())),
                         _ => WriteEvent::Put(Err(unavailable())),
@@ -496,30 +593,34 @@ impl Model for LeaseModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        vec![State {
-            t: 0,
-            store: None,
-            generations: 0,
-            clients: vec![
-                ClientState {
-                    phase: Phase::Idle,
-                    nonces: 0,
-                    acquisitions: 0,
-                    since: 0,
-                    lag: 0,
-                };
-                self.clients
-            ],
-            orphans: vec![],
-            faults: 0,
-            breaks: 0,
-            deletes: 0,
-            granted: 0,
-            bad: None,
-            acquired_twice: false,
-            crashed_holding_at: None,
-            acquired_after_crash: false,
-        }]
+        (0..=self.date_ahead)
+            .map(|date_ahead| State {
+                t: 0,
+                date_ahead,
+                store: None,
+                generations: 0,
+                clients: vec![
+                    ClientState {
+                        phase: Phase::Idle,
+                        nonces: 0,
+                        acquisitions: 0,
+                        since: 0,
+                        lag: 0,
+                    };
+                    self.clients
+                ],
+                orphans: vec![],
+                faults: 0,
+                breaks: 0,
+                deletes: 0,
+                granted: 0,
+                bad: None,
+                acquired_twice: false,
+                crashed_holding_at: None,
+                acquired_after_crash: false,
+                replaced_early: false,
+            })
+            .collect()
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
@@ -741,7 +842,7 @@ impl Model for LeaseModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(
                 "at most one holder believes",
                 |m: &LeaseModel, s: &State| {
@@ -752,7 +853,20 @@ impl Model for LeaseModel {
             Property::sometimes("a second holder gets the lease", |_, s: &State| {
                 s.acquired_twice
             }),
-        ]
+        ];
+        // Where a crash can be proven, the proof is used (the check is not vacuous).
+        let one_namespace = self
+            .pid_namespaces
+            .as_ref()
+            .is_some_and(|ns| ns.iter().all(|n| *n == ns[0]))
+            && self.boots.iter().all(|b| Some(b) == self.boots.first());
+        if self.crashes && one_namespace {
+            properties.push(Property::sometimes(
+                "a crashed holder is replaced within its ttl",
+                |_, s: &State| s.replaced_early,
+            ));
+        }
+        properties
     }
 }
 
@@ -837,6 +951,9 @@ pub fn base() -> LeaseModel {
         crashes: false,
         faulty: None,
         only_delays: false,
+        pid_namespaces: None,
+        boots: vec![],
+        date_ahead: 0,
     }
 }
 
@@ -877,7 +994,7 @@ impl Net for LeaseModel {
         LeaseModel::set_flight(self, s, c, f)
     }
 
-    fn apply(s: &mut State, req: &Req) -> Answer {
+    fn apply(&self, s: &mut State, _c: usize, req: &Req) -> Answer {
         apply(s, req)
     }
 

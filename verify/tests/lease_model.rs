@@ -48,6 +48,20 @@ fn mutual_exclusion_across_an_operators_break() {
 }
 
 #[test]
+fn mutual_exclusion_with_a_date_ahead_of_the_store() {
+    // Every answer's Date runs 0..=7 ticks ahead of the store's clock (ttl 4, grace 1,
+    // resolution 1: from 6 ahead a just-written record looks old enough by its Date). Takeovers
+    // by the store's clock go by the store's own stamps; a stamp request may fail or land late.
+    let m = LeaseModel {
+        date_ahead: 7,
+        max_faults: if deep() { 1 } else { 0 },
+        crashes: deep(),
+        ..base()
+    };
+    check(m, "a Date ahead of the store");
+}
+
+#[test]
 fn epochs_increase_over_releases_and_takeovers() {
     let m = LeaseModel {
         acquisitions: 2,
@@ -78,6 +92,61 @@ fn a_crashed_holder_is_replaced_within_the_bound() {
         ..base()
     };
     check(Liveness(m), "liveness");
+}
+
+/// Both clients are processes of one machine in one pid namespace, so records name their
+/// processes and a waiter takes a crashed holder's lease over at once (issue 28): never a live
+/// holder's, under a fault or a crash, and a crashed holder is indeed replaced within its ttl
+/// (a `sometimes` property).
+#[test]
+fn mutual_exclusion_when_dead_holders_are_taken_over_at_once() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 0]),
+        ..base()
+    };
+    check(m, "dead holders proven gone");
+}
+
+/// A holder in another pid namespace (a container sharing the directory) cannot be proven gone
+/// from ours: it is waited out like a remote one (its pid names nothing, or another process,
+/// in ours), crash or not.
+#[test]
+fn a_holder_in_another_pid_namespace_is_waited_out() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 1]),
+        ..base()
+    };
+    check(m, "holders in two pid namespaces");
+}
+
+/// Machines sharing a directory over a network file system (one pid namespace name, two
+/// boots): a holder on the other machine is never proven gone from here, crash or not.
+#[test]
+fn a_holder_on_another_machine_is_waited_out() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 0]),
+        boots: vec![0, 1],
+        ..base()
+    };
+    check(m, "holders on two machines");
+}
+
+#[test]
+fn a_crashed_holder_proven_gone_is_replaced_within_the_bound() {
+    let m = LeaseModel {
+        max_faults: 1, // the crash
+        crashes: true,
+        max_time: 12,
+        pid_namespaces: Some(vec![0, 0]),
+        ..base()
+    };
+    check(Liveness(m), "liveness, dead holders proven gone");
 }
 
 #[test]

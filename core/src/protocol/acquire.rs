@@ -3,6 +3,8 @@
 //!
 //! - Read the record (with `if_none_match` once a version is known), then [`decide`]: create,
 //!   take over, or wait until a rule could fire (or the poll interval, or the wait deadline).
+//! - A takeover by the store's clock that only the answer's `Date` supports first asks for the
+//!   store's own stamp ([`Step::Stamp`]): a gateway's `Date` is not the store's clock.
 //! - Write with [`WriteOp`]; a failed condition's read-back feeds the next decision without
 //!   another read.
 //! - A write whose outcome stayed unknown when it gave up may land later. Its nonce and send
@@ -16,6 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
+use super::dead_holder::{self, Probe};
 use super::takeover::{decide, Decision};
 use super::view::View;
 use super::write::{WriteEvent, WriteOp, WriteStep, Written};
@@ -45,6 +48,9 @@ pub struct Plan {
     /// Give up with `Unavailable` once every call to the store has failed `Unavailable` for
     /// this long in a row (`None`: never; the model checker's acquirers retry forever).
     pub unavailable_timeout: Option<Duration>,
+    /// Ask whether a holder on this machine is gone (`Step::Probe`), to take over at once
+    /// ([`dead_holder`]).
+    pub probe_holders: bool,
 }
 
 /// What happened since the last step.
@@ -53,9 +59,13 @@ pub enum Event {
     Start,
     Read(Result<Get>),
     Put(Result<Put>),
+    /// The store's stamp of the probe write ([`Step::Stamp`]); `Ok(None)`: the store gave none.
+    Stamped(Result<Option<SystemTime>>),
     Slept,
     /// The caller cancelled (delivered instead of `Slept` when a sleep was cut short).
     Cancelled,
+    /// What this machine says of the holder's processes, as `Step::Probe` asked.
+    Probed(Probe),
 }
 
 /// What to do next.
@@ -71,10 +81,18 @@ pub enum Step {
         bytes: Bytes,
         cond: Cond,
     },
+    /// Learn the store's clock from a stamp of its own: write the probe object and read its
+    /// `last_modified` back (answer with [`Event::Stamped`]).
+    Stamp,
     /// Sleep until `until`; a release in this process may wake it early when `wake_on_release`.
     Sleep {
         until: Instant,
         wake_on_release: bool,
+    },
+    /// Say what these pids are on this machine, with its boot id and namespaces
+    /// (`Event::Probed`): the record's holder may be a process of this machine that is gone.
+    Probe {
+        pids: Vec<u32>,
     },
     /// The lease is ours: `record` at `version`, written by a write sent at `t_send`.
     Acquired {
@@ -89,6 +107,8 @@ pub enum Step {
 enum Phase {
     Idle,
     Reading,
+    Probing,
+    Stamping,
     Waiting,
     BackingOff,
     /// Writing our record (an acquisition attempt).
@@ -125,6 +145,10 @@ pub struct Acquirer {
     /// When the store last answered (at the start: the start): the unavailable timeout runs
     /// from here, so a call that hangs counts from when it was sent, not when it gave up.
     last_answer: Instant,
+    /// Who holds the lease while this acquisition waits for it (the holder, `None` for a
+    /// corrupt record, and its epoch), for the driver to tell a waiting user; `None` when not
+    /// waiting for a holder.
+    waiting_for: Option<(Option<Holder>, Option<u64>)>,
 }
 
 impl Acquirer {
@@ -147,12 +171,25 @@ impl Acquirer {
             phase: Phase::Idle,
             start: now,
             last_answer: now,
+            waiting_for: None,
         }
+    }
+
+    /// Who holds the lease, and at which epoch, when the last step was a wait for a holder
+    /// (`Some((None, _))`: a corrupt record); `None` otherwise.
+    pub fn waiting_for(&self) -> Option<(Option<&Holder>, Option<u64>)> {
+        self.waiting_for.as_ref().map(|(h, e)| (h.as_ref(), *e))
     }
 
     /// The highest epoch seen for the key.
     pub fn known_epoch(&self) -> u64 {
         self.known
+    }
+
+    /// Whether the store's answers' `Date` was refused: found ahead of the store's own stamp,
+    /// or no stamp could be had (the driver warns once).
+    pub fn date_refused(&self) -> bool {
+        self.view.date_refused
     }
 
     /// The next step, given what happened, at `now` (monotonic) and `wall` (our wall clock).
@@ -166,6 +203,7 @@ impl Acquirer {
         if matches!(event, Event::Cancelled) {
             self.cancelled = true;
         }
+        self.waiting_for = None;
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Writing { op, record } => self.writing(op, record, event, now, wall, entropy),
             Phase::LettingGo { op, record } => {
@@ -174,6 +212,17 @@ impl Acquirer {
             Phase::Reading => match event {
                 Event::Read(result) => self.after_read(result, now, wall, entropy),
                 other => unreachable!("a read answers with Read, not {other:?}"),
+            },
+            Phase::Probing => match event {
+                Event::Probed(probe) => {
+                    self.view.probe = Some(probe);
+                    self.decide_and_act(now, wall, entropy)
+                }
+                other => unreachable!("a probe answers with Probed, not {other:?}"),
+            },
+            Phase::Stamping => match event {
+                Event::Stamped(result) => self.after_stamp(result, now, wall, entropy),
+                other => unreachable!("a stamp answers with Stamped, not {other:?}"),
             },
             Phase::Idle | Phase::Waiting | Phase::BackingOff => self.next(now, wall, entropy),
             Phase::Done => unreachable!("the acquisition is over"),
@@ -275,6 +324,29 @@ impl Acquirer {
         self.decide_and_act(now, wall, entropy)
     }
 
+    fn after_stamp(
+        &mut self,
+        result: Result<Option<SystemTime>>,
+        now: Instant,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> Step {
+        let stamp = match result {
+            Ok(stamp) => stamp,
+            Err(e) if e.kind() == ErrorKind::Unavailable => {
+                return self.retry_later(e, now, entropy)
+            }
+            // No stamp to be had (the probe may not be written, say): the store-clock rule
+            // cannot be confirmed, and the observation rule decides.
+            Err(_) => None,
+        };
+        self.last_answer = now;
+        let timing = &self.plan.timing;
+        let grace = timing.grace_for(timing.ttl);
+        self.view.absorb_stamp(stamp, now, timing.resolution, grace);
+        self.decide_and_act(now, wall, entropy)
+    }
+
     fn decide_and_act(&mut self, now: Instant, wall: SystemTime, entropy: &dyn Entropy) -> Step {
         if let Some(r) = self.view.record() {
             self.known = self.known.max(r.epoch);
@@ -286,6 +358,10 @@ impl Acquirer {
         }
         if self.cancelled {
             return self.cancelled_error();
+        }
+        if let Some(pids) = self.to_probe() {
+            self.phase = Phase::Probing;
+            return Step::Probe { pids };
         }
         let (cond, epoch, rev) = match decide(&self.view, &self.plan.timing, self.known, now, wall)
         {
@@ -300,6 +376,10 @@ impl Acquirer {
                 holder,
                 epoch,
             } => return self.wait(until, holder, epoch, now, entropy),
+            Decision::Stamp => {
+                self.phase = Phase::Stamping;
+                return Step::Stamp;
+            }
         };
         let now_wall = timestamp(wall);
         let record = Record {
@@ -373,10 +453,22 @@ impl Acquirer {
         }
         self.fresh = false;
         self.phase = Phase::Waiting;
+        self.waiting_for = Some((holder, epoch));
         Step::Sleep {
             until: wake_at,
             wake_on_release: true,
         }
+    }
+
+    /// The pids to ask about before deciding: those of a held record's holder, once per answer
+    /// of the store (a dead process stays dead: an answer that it is gone stays true).
+    fn to_probe(&self) -> Option<Vec<u32>> {
+        if !self.plan.probe_holders || self.view.probe.is_some() {
+            return None;
+        }
+        let record = self.view.record()?;
+        let pids = dead_holder::pids(&record.holder);
+        (record.state == RecordState::Held && !pids.is_empty()).then_some(pids)
     }
 
     /// A record of ours in the view whose write's outcome stayed unknown.
@@ -505,8 +597,10 @@ fn write_event(event: Event) -> WriteEvent {
         Event::Start => WriteEvent::Start,
         Event::Read(r) => WriteEvent::Read(r),
         Event::Put(r) => WriteEvent::Put(r),
+        Event::Stamped(_) => unreachable!("no stamp is asked for while writing"),
         // A write in flight resolves its outcome even when cancelled.
         Event::Slept | Event::Cancelled => WriteEvent::Slept,
+        Event::Probed(_) => unreachable!("probes are asked for between writes"),
     }
 }
 
@@ -528,3 +622,6 @@ fn io_step(step: WriteStep, now: Instant) -> Step {
 pub fn waited(start: Instant, now: Instant) -> Duration {
     now.saturating_duration_since(start)
 }
+
+#[cfg(test)]
+mod tests;
