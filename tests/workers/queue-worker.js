@@ -9,9 +9,8 @@
 // written as a string, since nanoseconds outgrow a double's exact integers).
 //
 // The package is LEASE_NODE_PACKAGE, else the repository's node/ (built: node/lease.node).
-// Readers read with `fencedGet(url, { key })`; with LEASE_HISTORY_READER_FENCING=1 (the
-// test's `reader-fencing` feature) through the grant's `Lease.fencedRead`, which fences what it
-// read (issue 22 item 5).
+// Readers read through the grant's `Lease.fencedRead`, which fences what it read (issue 22
+// item 5).
 'use strict';
 
 const fs = require('node:fs');
@@ -43,7 +42,6 @@ async function main() {
   if (spec.scope.startsWith('range:')) options.range = spec.scope.slice('range:'.length).split('..').map(Number);
   const request = {};
   for (const k of ['lock', 'mode', 'scope', 'permits', 'ttl_ms', 'poll_ms']) request[k] = spec[k] ?? null;
-  const mustFenceReads = process.env.LEASE_HISTORY_READER_FENCING === '1';
   const actPause = spec.hold_ms / Math.max(spec.acts, 1);
   const ttlNs = BigInt(spec.ttl_ms) * 1_000_000n;
 
@@ -66,7 +64,7 @@ async function main() {
 
   const read = async (held, key) => {
     try {
-      const o = mustFenceReads ? await held.fencedRead(key) : await lease.fencedGet(spec.url, { key });
+      const o = await held.fencedRead(key);
       return { value: o === null ? null : o.data.toString() };
     } catch (e) {
       return { error: e.message };

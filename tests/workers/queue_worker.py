@@ -7,9 +7,8 @@ the SPEC's fields), with the Python package: acquire, act (a belief check each t
 write the data, release, SPEC.iterations times, appending each event to LOG as a JSON line on
 CLOCK_MONOTONIC (time.monotonic_ns, which every process of the machine shares).
 
-Readers read with ``lease.fenced_get(url, key=…)``; with LEASE_HISTORY_READER_FENCING=1
-(the test's `reader-fencing` feature) through the grant's ``Lease.fenced_read``, which fences
-what it read (issue 22 item 5).
+Readers read through the grant's ``Lease.fenced_read``, which fences what it read (issue 22
+item 5).
 """
 
 import json
@@ -49,7 +48,6 @@ def main() -> None:
         a, b = scope[len("range:"):].split("..")
         kwargs["range"] = (int(a), int(b))
     request = {k: spec.get(k) for k in ("lock", "mode", "scope", "permits", "ttl_ms", "poll_ms")}
-    must_fence_reads = os.environ.get("LEASE_HISTORY_READER_FENCING") == "1"
     act_pause = spec["hold_ms"] / max(spec["acts"], 1) / 1000
 
     current = {"lease": None}
@@ -75,7 +73,7 @@ def main() -> None:
 
     def read(held, key):
         try:
-            o = held.fenced_read(key) if must_fence_reads else lease.fenced_get(spec["url"], key=key)
+            o = held.fenced_read(key)
         except lease.LeaseError as e:
             return {"error": str(e)}
         return {"value": None if o is None else bytes(o.data).decode()}

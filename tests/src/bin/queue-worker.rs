@@ -14,8 +14,8 @@
 //! (queue an exclusive request; else a plain lease), `ttl_ms`, `poll_ms`, `wait_ms`,
 //! `iterations`, `hold_ms` (per grant, spread over `acts` acts), `pause_ms` (between
 //! grants), `data` (the key of the data object), `role` (`reader`: reads it at each act;
-//! `writer`: writes it with a fenced write at each act; `none`; with the `reader-fencing`
-//! feature a reader reads with `Lease::fenced_read`, which fences what it read), `gate` (a writer: at its
+//! `writer`: writes it with a fenced write at each act; `none`; a reader reads with
+//! `Lease::fenced_read`, which fences what it read: issue 22 item 5), `gate` (a writer: at its
 //! first act it writes, reads the version, prints `gate` and waits for a line on stdin, then
 //! writes conditionally on that version without checking its belief again: the zombie of
 //! issue 22 item 5), `rogue` (the negative control: it acts as if it held, without acquiring).
@@ -291,12 +291,9 @@ async fn hold(spec: &Spec, log: &Log, held: &Lease, iteration: u32) {
         if let Some(data) = &spec.data {
             match spec.role.as_str() {
                 "reader" => {
-                    // Readers fence what they read where the library offers it (issue 22
-                    // item 5: `Lease::fenced_read`, the `reader-fencing` feature).
-                    #[cfg(feature = "reader-fencing")]
+                    // Readers fence what they read (issue 22 item 5): a stale writer's
+                    // write cannot land under them.
                     let read = held.fenced_read(data).await;
-                    #[cfg(not(feature = "reader-fencing"))]
-                    let read = held.fenced_get(data).await;
                     log.now("read", read_fields(data, read));
                 }
                 "writer" if spec.gate && iteration == 0 && a == 0 => zombie(log, held, data).await,

@@ -366,9 +366,6 @@ impl Run {
             }
         };
         cmd.arg(&log).arg(&spec_text);
-        if cfg!(feature = "reader-fencing") {
-            cmd.env("LEASE_HISTORY_READER_FENCING", "1");
-        }
         let step_file = wallstep.then(|| {
             let f = self
                 .dir
