@@ -581,17 +581,25 @@ impl Run {
         Err(format!("{key} kept changing"))
     }
 
-    /// Delete the session of the participant labelled `label` (holder or waiter).
+    /// Delete the session of the participant labelled `label` (holder or waiter). The lock's
+    /// record lists only ids (format 2); who each participant is, its label too, is in its
+    /// session (`LOCK.q/ID`).
     pub fn delete_session(&self, lock: &str, label: &str) -> Result<(), String> {
         let (record, _) = self
             .record(lock)
             .ok_or_else(|| format!("{lock} has no queued lock's record"))?;
-        let id = ["grants", "queue"]
+        let ids: Vec<String> = ["grants", "queue"]
             .iter()
             .flat_map(|k| record[k].as_array().cloned().unwrap_or_default())
-            .find(|e| e["holder"]["label"] == label)
-            .and_then(|e| e["holder"]["id"].as_str().map(str::to_string))
-            .ok_or_else(|| format!("{label} is not in {lock}'s record: {record}"))?;
+            .filter_map(|e| e["id"].as_str().map(str::to_string))
+            .collect();
+        let id = ids
+            .into_iter()
+            .find(|id| {
+                self.record(&format!("{lock}.q/{id}"))
+                    .is_some_and(|(session, _)| session["holder"]["label"] == label)
+            })
+            .ok_or_else(|| format!("no session of {lock}'s record {record} is {label}'s"))?;
         self.delete_object(&format!("{lock}.q/{id}"))?;
         self.inject(
             "delete-session",
@@ -611,8 +619,8 @@ impl Run {
             if entry.is_null() {
                 return Err(format!("{lock} has no holder: {record}"));
             }
-            entry["holder"]["id"] = json!(format!("{:032x}", monotonic_ns()));
-            entry["holder"]["label"] = json!("a-newer-version");
+            // A participant of its own (a fresh id), in a mode this version does not know.
+            entry["id"] = json!(format!("{:032x}", monotonic_ns()));
             entry["mode"] = json!("intent-exclusive");
             entry.as_object_mut().unwrap().remove("token");
             record["queue"].as_array_mut().unwrap().push(entry);

@@ -165,7 +165,7 @@ fn run_store(make_store: impl Fn(&std::path::Path) -> Store) {
         );
         for n in &notes {
             println!("  fault skipped: {n}");
-            failed |= n.starts_with(HARNESS_FAILED);
+            failed |= n.starts_with(HARNESS_FAILED) || n.starts_with(scenarios::NOT_INJECTED);
         }
         for (lock, report) in &reports {
             print!("--- {name} {lock}: {report}");

@@ -34,6 +34,10 @@ impl Params {
 /// report, since a fault not injected is coverage lost.
 pub type Notes = Vec<String>;
 
+/// A note that a fault the scenario exists for could not be injected (the record or session
+/// to delete not found, say): it fails the round, since the checks then prove nothing of it.
+pub const NOT_INJECTED: &str = "the scenario's fault could not be injected";
+
 /// A worker's SPEC (tests/src/bin/queue-worker.rs): `name` is `LOCK/WHO`.
 fn spec(lock: &str, who: &str, mode: &str, iterations: u32, p: &Params) -> Value {
     json!({
@@ -250,7 +254,7 @@ fn holder_and_waiters(
         }
         sleep_ms(1000); // they have joined the queue
         if let Err(why) = inject(run) {
-            notes.push(format!("{lock}: {why}"));
+            notes.push(format!("{NOT_INJECTED}: {lock}: {why}"));
         }
     }
     run.finish(&names, p.deadline);
