@@ -36,6 +36,7 @@ use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
 use lease::Error;
 
 use crate::network::{inject, Fault, Net};
+pub use crate::network::{Answer, Flight, Req};
 
 // ---------------------------------------------------------------------------------------------
 // Time and randomness of the model.
@@ -95,36 +96,6 @@ pub struct Stored {
     generation: u64,
     bytes: Bytes,
     modified: u32,
-}
-
-/// A request on its way, or its answer.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Req {
-    Get { if_none_match: Option<Version> },
-    Put { bytes: Bytes, cond: Cond },
-}
-
-/// Where a request is. Without faults a request is applied and answered within the tick it
-/// is sent in; faults hold it up across ticks.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Flight {
-    /// Sent; it will be applied and answered at once, unless a fault intervenes.
-    Sent(Req),
-    /// Held up in the network: applied (and answered) at a later tick, or never.
-    Delayed(Req),
-    /// Applied; the answer is held up.
-    Answered(Req, Answer),
-    /// Applied; the answer was lost (the client will time out).
-    Lost(Req),
-}
-
-/// A store's answer (errors are only `Unavailable`: the model's network fails, the store does
-/// not).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Answer {
-    Get(Get),
-    Put(Put),
-    Unavailable,
 }
 
 /// What a client is waiting for.
