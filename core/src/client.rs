@@ -17,8 +17,10 @@ use crate::clock::{Clock, Instant, Rng, SystemClock};
 use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::Timing;
+use crate::per_process::PerProcess;
 use crate::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
 use crate::record::{Holder, Record, MAX_RECORD_LEN};
+use crate::store::url::{LeaseUrl, StoreUrl};
 use crate::store::{Cond, DynStore, Get, GetOptions, Meta, Version};
 
 /// The `client` field written into records: `lease 0.1.0 (rust)` unless a binding says otherwise.
@@ -196,6 +198,25 @@ impl Client {
         Client::builder(store).build()
     }
 
+    /// The shared client for the store of a lease URL, and the lease's key. Every call for the
+    /// same store returns the same client, so what it learns about keys is shared.
+    pub fn for_url(url: &str) -> Result<(Client, String)> {
+        let lease = LeaseUrl::parse(url)?;
+        let client = Client::for_store(&lease.store).map_err(|e| e.with_lease(url))?;
+        Ok((client, lease.key))
+    }
+
+    /// The client of the store at `url`, shared by everything in this process that names the
+    /// same store, whichever entry point or binding asks (`Client::for_url`, the C ABI,
+    /// Python, Node): one client per store shares its connections and what it has learned
+    /// about keys (the versions it wrote, the highest epochs seen), which the protocol relies
+    /// on when two handles in one process use the same lease. A forked child starts afresh
+    /// (`per_process.rs`). Opening does not contact the store.
+    pub fn for_store(url: &StoreUrl) -> Result<Client> {
+        static CLIENTS: PerProcess<StoreUrl, Client> = PerProcess::new();
+        CLIENTS.get_or_open(url, || Ok(Client::new(url.open()?)))
+    }
+
     pub fn builder(store: DynStore) -> ClientBuilder {
         ClientBuilder {
             store,
@@ -219,8 +240,8 @@ impl Client {
     pub fn lease_url(&self, key: &str) -> String {
         let base = self.inner.store.url();
         match base.split_once('?') {
-            Some((b, q)) => format!("{}?{q}", crate::store::url::join_key(b, key)),
-            None => crate::store::url::join_key(base, key),
+            Some((b, q)) => format!("{}?{q}", crate::store::join_key(b, key)),
+            None => crate::store::join_key(base, key),
         }
     }
 
