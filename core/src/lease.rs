@@ -16,12 +16,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::client::{local_wake, Client};
 use crate::clock::Instant;
 use crate::error::Result;
+use crate::fence::{FencedObject, Fencer, GrantRef};
 use crate::options::Timing;
 use crate::protocol::hold::{Hold, Phase};
 use crate::protocol::queue::{Mode, Scope};
@@ -281,6 +283,92 @@ impl Lease {
     /// be released: whatever was done under it may have overlapped with another holder.
     pub async fn release(&self) -> Result<()> {
         self.shared().release().await
+    }
+}
+
+/// Fenced writes and reads of the objects a lease guards, carried out by `fence.rs` (which says
+/// how the store enforces them).
+impl Lease {
+    fn fencer(&self) -> Fencer<'_> {
+        Fencer {
+            io: &self.client().inner,
+            key: self.key(),
+            url: self.url(),
+            token: self.token(),
+            holder: self.holder(),
+            grant: self.grant().map(|g| GrantRef {
+                key: &g.key,
+                url: &g.url,
+                token: g.token,
+                mode: g.mode,
+            }),
+            cache: self.fence_cache(),
+        }
+    }
+
+    /// The key in the store of the object `key` names for this lease: `key` read like a
+    /// relative path from the lease's directory (`x`, `./x`: beside the lease; `jobs/x`: below
+    /// it; `../x`: one level up, never above the store's root; `/x`: at the store's root). Every
+    /// fenced operation of this lease places its key so ([`object_key`](crate::object_key)).
+    pub fn object_key(&self, key: &str) -> Result<String> {
+        self.fencer().object_key(key)
+    }
+
+    /// The URL of the object `key` names for this lease (see [`Lease::object_key`]).
+    pub fn object_url(&self, key: &str) -> Result<String> {
+        self.fencer().object_url(key)
+    }
+
+    /// Read the object `key` names for this lease (placed as [`Lease::object_key`] says), with
+    /// the epoch, lease and holder of the fenced write that wrote it.
+    pub async fn fenced_get(&self, key: &str) -> Result<Option<FencedObject>> {
+        self.fencer().fenced_get(key).await
+    }
+
+    /// Write `bytes` at `key` (placed as [`Lease::object_key`] says) unless a holder with a higher epoch of
+    /// this lease has written it; then fail with [`ErrorKind::Fenced`]. Returns the new version
+    /// (empty when the write landed but a newer writer replaced it before this call learned its
+    /// version: it happened, and nothing can be conditioned on it any more).
+    ///
+    /// Not a read-modify-write: another writer of this epoch or a lower one may have written
+    /// between a [`Client::fenced_get`](crate::Client::fenced_get) and this write. Use [`Lease::fenced_put_if`] or
+    /// [`Lease::fenced_update`] for that.
+    pub async fn fenced_put(&self, key: &str, bytes: impl Into<Bytes>) -> Result<Version> {
+        self.fencer().fenced_put(key, bytes.into()).await
+    }
+
+    /// Write `bytes` at `key` only if the object is still at `expected` (as returned by
+    /// [`Client::fenced_get`](crate::Client::fenced_get) or an earlier fenced write; its etag alone will do), or still
+    /// absent when `expected` is `None`. A change by a holder with a higher epoch is [`ErrorKind::Fenced`]; any other
+    /// change since is [`ErrorKind::Conflict`] (read again and decide again).
+    pub async fn fenced_put_if(
+        &self,
+        key: &str,
+        bytes: impl Into<Bytes>,
+        expected: Option<&Version>,
+    ) -> Result<Version> {
+        self.fencer()
+            .fenced_put_if(key, bytes.into(), expected)
+            .await
+    }
+
+    /// Read-modify-write `key`: `f` gets the current object (or `None`) and returns the new
+    /// contents, written with [`Lease::fenced_put_if`]; on a [`ErrorKind::Conflict`] it reads
+    /// and calls `f` again. No update is lost, and none applied twice.
+    pub async fn fenced_update<F>(&self, key: &str, f: F) -> Result<Version>
+    where
+        F: FnMut(Option<&FencedObject>) -> Bytes,
+    {
+        self.fencer().fenced_update(key, f).await
+    }
+
+    /// Delete `key` unless a holder with a higher epoch has written it (then `Fenced`).
+    /// Returns false if there was nothing to delete. Needs a store with conditional deletes.
+    ///
+    /// A deleted key carries no fence any more: a zombie could create it again. Where that
+    /// matters, write an empty value with [`Lease::fenced_put`] instead of deleting.
+    pub async fn fenced_delete(&self, key: &str) -> Result<bool> {
+        self.fencer().fenced_delete(key).await
     }
 }
 
