@@ -54,6 +54,8 @@ struct Shared {
     writes: tokio::sync::Mutex<()>,
     lost: CancellationToken,
     stop: CancellationToken,
+    /// Wakes the renewal task when the holder changed its ttl: its schedule moved.
+    rescheduled: tokio::sync::Notify,
     /// The version (and write nonce) of each object this holder last wrote with a fenced
     /// write, so the next fenced write to it needs one request.
     fence_versions: Mutex<HashMap<String, (Version, String)>>,
@@ -142,6 +144,7 @@ impl Lease {
             writes: tokio::sync::Mutex::new(()),
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
+            rescheduled: tokio::sync::Notify::new(),
             fence_versions: Mutex::default(),
             grant: OnceLock::new(),
         });
@@ -208,8 +211,10 @@ impl Lease {
         &self.shared().holder
     }
 
+    /// The ttl this holder goes by: the one it acquired with, or the last one
+    /// [`Lease::set_ttl`] wrote.
     pub fn ttl(&self) -> Duration {
-        self.shared().timing.ttl
+        self.shared().state.lock().unwrap().hold.timing.ttl
     }
 
     pub fn client(&self) -> &Client {
@@ -276,6 +281,79 @@ impl Lease {
     pub async fn renew(&self) -> Result<Duration> {
         self.shared().renew_once().await;
         self.ensure_held(Duration::ZERO)
+    }
+
+    /// Change the lease's ttl (redis-py's `extend`, with the new ttl whole): a renewal made at
+    /// once writes it, and every renewal after it (at the same fraction of the new ttl as
+    /// before: ttl/3 by default). Waiters go by the ttl of the record they see; this holder's
+    /// deadline follows the ttl of its last write that landed, and while a write with a shorter
+    /// ttl may land it believes no longer than that write's send + the shorter ttl. Returns the
+    /// time left. Fails with [`crate::ErrorKind::Invalid`] for a ttl out of range (or, on a
+    /// store such as GCS, renewals it cannot sustain), and for a queued lock's grant (it keeps
+    /// the ttl it queued with); [`crate::ErrorKind::Lost`] if the lease is lost.
+    pub async fn set_ttl(&self, ttl: Duration) -> Result<Duration> {
+        let s = self.shared();
+        let timing = {
+            let st = s.state.lock().unwrap();
+            st.hold.timing.with_ttl(ttl)
+        };
+        let timing = timing.map_err(|e| e.with_lease(self.url()))?;
+        let min_write = s.client.store().min_write_interval();
+        if timing.renew < min_write {
+            return Err(crate::Error::invalid(format!(
+                "a ttl of {} renews every {}, more often than the {} this store needs between \
+                 writes of one object: use a ttl of at least {}",
+                crate::format_duration(ttl),
+                crate::format_duration(timing.renew),
+                crate::format_duration(min_write),
+                crate::format_duration(
+                    ttl.mul_f64(min_write.as_secs_f64() / timing.renew.as_secs_f64())
+                ),
+            ))
+            .with_lease(self.url()));
+        }
+        self.change(|hold| hold.want_ttl(ttl)).await
+    }
+
+    /// Change the data stored in the lease's record while holding it (etcd's `Proclaim`;
+    /// `None` removes it): a renewal made at once writes it. Returns the time left. Fails with
+    /// [`crate::ErrorKind::Invalid`] for data over 16 KiB, and for a queued lock's grant;
+    /// [`crate::ErrorKind::Lost`] if the lease is lost.
+    pub async fn set_data(&self, data: Option<&str>) -> Result<Duration> {
+        if let Some(d) = data {
+            if d.len() > crate::record::MAX_DATA_LEN {
+                return Err(crate::Error::invalid(format!(
+                    "data is {} bytes; at most {} bytes fit in a lease",
+                    d.len(),
+                    crate::record::MAX_DATA_LEN
+                ))
+                .with_lease(self.url()));
+            }
+        }
+        let data = data.map(str::to_string);
+        self.change(move |hold| hold.want_data(data)).await
+    }
+
+    /// Ask for a change of the record, then renew at once to write it.
+    async fn change(&self, f: impl FnOnce(&mut Hold)) -> Result<Duration> {
+        if let Some(grant) = self.grant() {
+            return Err(crate::Error::invalid(format!(
+                "{} is a queued lock's grant: it keeps the ttl and data it queued with (the \
+                 lock's record lists them); set_ttl and set_data are for leases",
+                grant.url
+            ))
+            .with_lease(&grant.url));
+        }
+        let s = self.shared();
+        {
+            let mut st = s.state.lock().unwrap();
+            if st.hold.phase == Phase::Held {
+                f(&mut st.hold);
+            }
+        }
+        let renewed = self.renew().await;
+        s.rescheduled.notify_one();
+        renewed
     }
 
     /// Release the lease: write `released` (same epoch) so a waiter can take it at once.
@@ -412,6 +490,7 @@ impl Shared {
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return,
+                _ = self.rescheduled.notified() => continue,
                 _ = clock.sleep_until(next) => {}
             }
             tokio::select! {
@@ -437,17 +516,20 @@ impl Shared {
         loop {
             // A fresh nonce per attempt: an attempt that gave up may still land, and must not be
             // taken for a later one.
-            let (write, deadline) = {
-                let st = self.state.lock().unwrap();
+            let (write, deadline, timing) = {
+                let mut st = self.state.lock().unwrap();
                 let write = st.hold.next_write(RecordState::Held, clock.wall(), rng);
-                (write, st.hold.deadline())
+                if let Some((record, _)) = &write {
+                    st.hold.sending(record, clock.now());
+                }
+                (write, st.hold.deadline(), st.hold.timing)
             };
             let Some((record, cond)) = write else {
                 return false;
             };
             match self
                 .client
-                .write(&self.key, &record, cond, deadline, &self.timing)
+                .write(&self.key, &record, cond, deadline, &timing)
                 .await
             {
                 Ok(Written::Landed { version, t_send }) => {

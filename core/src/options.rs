@@ -318,6 +318,32 @@ impl Timing {
     pub fn grace_for(&self, record_ttl: Duration) -> Duration {
         self.grace.unwrap_or_else(|| default_grace(record_ttl))
     }
+
+    /// These timings for a holder whose ttl becomes `ttl` ([`crate::Lease::set_ttl`]): the renew
+    /// interval and the request timeout stay the same fractions of the ttl (ttl/3 and ttl/6 by
+    /// default), so whatever held for the old ttl holds for the new one. `Invalid` for a ttl
+    /// out of range.
+    pub fn with_ttl(&self, ttl: Duration) -> Result<Timing> {
+        if !(MIN_TTL..=MAX_TTL).contains(&ttl) {
+            return Err(Error::invalid(format!(
+                "ttl {} is out of range: use {} to {}",
+                format_duration(ttl),
+                format_duration(MIN_TTL),
+                format_duration(MAX_TTL)
+            )));
+        }
+        let scale = |d: Duration| {
+            let nanos = d.as_nanos() * ttl.as_nanos() / self.ttl.as_nanos().max(1);
+            Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+                .max(Duration::from_millis(1))
+        };
+        Ok(Timing {
+            ttl,
+            renew: scale(self.renew),
+            request_timeout: scale(self.request_timeout),
+            ..*self
+        })
+    }
 }
 
 /// Longest unavailable timeout accepted: a store down for a week is not coming back for a

@@ -29,6 +29,10 @@ pub enum Mutant {
     /// Queued locks: only the waiters at the head of their line check anyone's session, so a
     /// dead head waiter behind a dead holder strands everyone behind it.
     QueueOnlyHeadsCheck = 7,
+    /// A holder that shortens its ttl goes on believing by the longer one until the shorter
+    /// one's write is known to have landed, although waiters go by the shorter one from when it
+    /// lands.
+    NoCapOnShorterTtl = 8,
 }
 
 #[cfg(feature = "negative-controls")]
