@@ -11,7 +11,8 @@
 //! operator may break the lease. Checked: at most one client believes it holds the lease at any
 //! instant (by its own clock, given the grace covers the drift); epochs strictly increase; a
 //! takeover does happen (so the check is not vacuous); and, in a fault-free variant, a crashed
-//! holder is replaced within the documented bound.
+//! holder is replaced within the documented bound. A holder may also change its ttl while it
+//! holds (`ttl_change`), to a shorter or a longer one.
 //!
 //! `cargo test --release -p lease-verify` runs the bounded checks; `LEASE_MODEL=deep` explores
 //! a larger bound (docs/verification.md has the figures).
@@ -124,6 +125,8 @@ pub struct ClientState {
     since: u32,
     /// Ticks this client's clock is behind true time (0 or 1: bounded drift).
     lag: u32,
+    /// Whether this client changed its ttl already (at most once).
+    ttl_changed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -167,6 +170,8 @@ pub enum Action {
     Timeout(usize),
     Wake(usize),
     Renew(usize),
+    /// The holder changes its ttl to the model's `ttl_change` and renews at once.
+    SetTtl(usize),
     Release(usize),
     Crash(usize),
     Drift(usize),
@@ -195,6 +200,8 @@ pub struct LeaseModel {
     pub faulty: Option<usize>,
     /// The only fault is a request held up (no lost or failed answers): a narrower search.
     pub only_delays: bool,
+    /// A holder may change its ttl to this, once, while it holds (`Lease::set_ttl`).
+    pub ttl_change: Option<Duration>,
 }
 
 impl LeaseModel {
@@ -478,6 +485,7 @@ impl Model for LeaseModel {
                     acquisitions: 0,
                     since: 0,
                     lag: 0,
+                    ttl_changed: false,
                 };
                 self.clients
             ],
@@ -515,6 +523,9 @@ impl Model for LeaseModel {
                     if now >= h.renew_at() && now < h.deadline() {
                         actions.push(Action::Renew(c));
                         due = true;
+                    }
+                    if self.ttl_change.is_some() && !client.ttl_changed && now < h.deadline() {
+                        actions.push(Action::SetTtl(c));
                     }
                     actions.push(Action::Release(c));
                 }
@@ -616,17 +627,21 @@ impl Model for LeaseModel {
                 }
                 _ => return None,
             },
-            Action::Renew(c) | Action::Release(c) => {
+            Action::Renew(c) | Action::SetTtl(c) | Action::Release(c) => {
                 let Phase::Holding(mut h, None) = s.clients[c].phase.clone() else {
                     return None;
                 };
                 if matches!(action, Action::Release(_)) {
                     h.start_release();
                 }
-                let state = if matches!(action, Action::Renew(_)) {
-                    RecordState::Held
-                } else {
+                if let (Action::SetTtl(_), Some(ttl)) = (&action, self.ttl_change) {
+                    s.clients[c].ttl_changed = true;
+                    h.want_ttl(ttl);
+                }
+                let state = if matches!(action, Action::Release(_)) {
                     RecordState::Released
+                } else {
+                    RecordState::Held
                 };
                 let now = at(self.local(&s, c));
                 let nonces = Cell::new(s.clients[c].nonces);
@@ -636,12 +651,14 @@ impl Model for LeaseModel {
                     s.clients[c].phase = Phase::Idle;
                     return Some(s);
                 };
+                // What the driver does before a write: a shorter ttl caps the belief from now.
+                h.sending(&record, now);
                 let op = WriteOp::new(
                     "model://lease",
                     &record,
                     cond,
                     h.deadline().max(now),
-                    &self.timing(),
+                    &h.timing,
                 );
                 self.hold_step(&mut s, c, h, op, record, WriteEvent::Start);
             }
@@ -808,6 +825,7 @@ pub fn base() -> LeaseModel {
         crashes: false,
         faulty: None,
         only_delays: false,
+        ttl_change: None,
     }
 }
 

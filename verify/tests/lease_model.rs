@@ -48,6 +48,28 @@ fn mutual_exclusion_across_an_operators_break() {
 }
 
 #[test]
+fn mutual_exclusion_when_a_holder_changes_its_ttl() {
+    // A holder shortens its ttl (4 s to 1 s) or lengthens it (to 8 s) while it holds
+    // (`Lease::set_ttl`), under one fault or a crash: waiters go by the ttl of the record they
+    // see, the holder by its last landed write's, and no longer than a shorter write's send +
+    // its ttl while that write may land. The faults are the changing holder's (its write
+    // held up, landing late, its answer lost); `LEASE_MODEL=deep` faults anyone's and adds
+    // crashes and drift.
+    for (ttl, what) in [(1, "ttl shortened"), (8, "ttl lengthened")] {
+        let m = LeaseModel {
+            ttl_change: Some(Duration::from_secs(ttl)),
+            max_faults: 1,
+            faulty: if deep() { None } else { Some(0) },
+            max_time: if deep() { 10 } else { 7 },
+            crashes: deep(),
+            drift: deep(),
+            ..base()
+        };
+        check(m, what);
+    }
+}
+
+#[test]
 fn epochs_increase_over_releases_and_takeovers() {
     let m = LeaseModel {
         acquisitions: 2,

@@ -26,6 +26,12 @@
 //! | a lapsed participant joins again (driver rule)     | `queue_model.rs::a_lapsed_participant_that_joins_again_is_listed_twice` |
 //! | only heads check sessions (`QueueOnlyHeadsCheck`)  | `a_queue_where_only_heads_check_strands_…` |
 //!
+//! And for a holder that changes its ttl (issue 28):
+//!
+//! | Rule broken                                        | Control                                   |
+//! |----------------------------------------------------|-------------------------------------------|
+//! | believing by the longer ttl while a shorter one's write may land (`NoCapOnShorterTtl`) | `a_holder_that_shortens_its_ttl_without_a_cap_…` |
+//!
 
 #![allow(clippy::disallowed_methods)] // times the checker with the wall clock
 
@@ -269,5 +275,28 @@ fn a_queue_where_only_heads_check_strands_the_waiters_behind_a_dead_head() {
             "conserve, two deaths"
         ),
         Some(queue_model::SERVED)
+    );
+}
+
+#[test]
+fn a_holder_that_shortens_its_ttl_without_a_cap_is_found_with_a_second_holder() {
+    // 4 s to 1 s: the shorter record lands and its answer is held up; a waiter that sees it
+    // takes over after 1 s + grace, while the holder, uncapped, believes by the 4 s.
+    let m = LeaseModel {
+        ttl_change: Some(std::time::Duration::from_secs(1)),
+        max_faults: 1,
+        faulty: Some(0),
+        max_time: 7,
+        ..base()
+    };
+    assert_eq!(violated(m.clone(), LEASE, None, "ttl shortened"), None);
+    assert_eq!(
+        violated(
+            m,
+            LEASE,
+            Some(Mutant::NoCapOnShorterTtl),
+            "ttl shortened, no cap"
+        ),
+        Some("at most one holder believes")
     );
 }
