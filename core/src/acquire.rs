@@ -67,7 +67,19 @@ impl Client {
         try_once: bool,
         cancel: Option<&CancellationToken>,
     ) -> Result<Lease> {
-        self.acquire_lease(key, opts, try_once, cancel, None).await
+        // An owner that holds the lease already would wait for itself: fail at once.
+        let owner = crate::owner::owner_of(opts);
+        let me = std::sync::Arc::as_ptr(&self.inner) as usize;
+        if let Some(owner) = &owner {
+            crate::owner::check(me, key, &self.lease_url(key), owner, opts)?;
+        }
+        let lease = self
+            .acquire_lease(key, opts, try_once, cancel, None)
+            .await?;
+        if let Some(owner) = owner {
+            crate::owner::register(me, key, owner, &lease);
+        }
+        Ok(lease)
     }
 
     async fn acquire_lease(

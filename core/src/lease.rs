@@ -90,6 +90,16 @@ struct DropGuard {
     runtime: Option<tokio::runtime::Handle>,
 }
 
+/// A lease that does not keep it held ([`Lease::downgrade`]): what `owner.rs` remembers.
+pub(crate) struct WeakLease(std::sync::Weak<DropGuard>);
+
+impl WeakLease {
+    /// The lease, while a handle of it is alive.
+    pub(crate) fn upgrade(&self) -> Option<Lease> {
+        self.0.upgrade().map(|handle| Lease { handle })
+    }
+}
+
 impl Drop for DropGuard {
     fn drop(&mut self) {
         // Held: release. Lost: release too, which tidies up after the loss (releases our
@@ -159,6 +169,10 @@ impl Lease {
 
     fn shared(&self) -> &Arc<Shared> {
         &self.handle.shared
+    }
+
+    pub(crate) fn downgrade(&self) -> WeakLease {
+        WeakLease(Arc::downgrade(&self.handle))
     }
 
     pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, (Version, String)>> {

@@ -30,6 +30,7 @@ mod gate;
 mod io;
 mod lease;
 pub mod options;
+mod owner;
 mod per_process;
 pub mod protocol;
 mod queue;

@@ -67,6 +67,12 @@ pub struct LeaseOptions {
     /// exclusive over the whole lock. Shared, permits and scopes always queue; so does every
     /// request on a lock that is already a queued lock.
     pub queue: bool,
+    /// Who in this process asks: an acquisition that would wait for a lease (or a conflicting
+    /// grant) the same owner holds in this process fails at once with
+    /// [`Held`](crate::ErrorKind::Held), since it would wait for itself. `None` (the default):
+    /// the tokio task that acquires, if any; the bindings name the thread (Python, C) or the
+    /// asyncio task; an empty string: nobody (no check). Leases are not re-entrant.
+    pub owner: Option<String>,
 }
 
 impl Default for LeaseOptions {
@@ -93,6 +99,7 @@ impl LeaseOptions {
             permits: None,
             scope: Scope::Whole,
             queue: false,
+            owner: None,
         }
     }
 
@@ -146,6 +153,18 @@ impl LeaseOptions {
             }
         }
         Ok(())
+    }
+
+    /// Who in this process asks (see the `owner` field; `""`: nobody).
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// The calling thread asks (see the `owner` field): what blocking bindings use, whose calls
+    /// run in tasks of their own.
+    pub fn owned_by_this_thread(self) -> Self {
+        self.owner(this_thread())
     }
 
     /// Wait at most `wait` for the lease (`Duration::ZERO`: try once).
@@ -295,6 +314,16 @@ impl LeaseOptions {
             observation_rule: self.observation_rule,
             store_clock_rule: self.store_clock_rule.unwrap_or(caps.store_clock_rule),
         })
+    }
+}
+
+/// The calling thread as an owner ([`LeaseOptions::owner`]); thread ids are never reused within
+/// a process.
+pub(crate) fn this_thread() -> String {
+    let thread = std::thread::current();
+    match thread.name() {
+        Some(name) => format!("thread {name:?} ({:?})", thread.id()),
+        None => format!("thread {:?}", thread.id()),
     }
 }
 

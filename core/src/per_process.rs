@@ -16,28 +16,37 @@ pub(crate) struct PerProcess<K, V> {
     slot: Mutex<Option<(u32, HashMap<K, V>)>>,
 }
 
-impl<K: Eq + Hash + Clone, V: Clone> PerProcess<K, V> {
+impl<K: Eq + Hash + Clone, V> PerProcess<K, V> {
     pub(crate) const fn new() -> Self {
         PerProcess {
             slot: Mutex::new(None),
         }
     }
 
-    /// The value of `key` in this process, opened by `open` on first use (under the map's lock,
-    /// so two threads never open two values for one key).
-    pub(crate) fn get_or_open(&self, key: &K, open: impl FnOnce() -> Result<V>) -> Result<V> {
+    /// Call `f` with this process's map (under its lock).
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut HashMap<K, V>) -> R) -> R {
         let me = std::process::id();
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         if slot.as_ref().is_none_or(|(pid, _)| *pid != me) {
             std::mem::forget(slot.take());
             *slot = Some((me, HashMap::new()));
         }
-        let (_, values) = slot.as_mut().expect("set above");
-        if let Some(value) = values.get(key) {
-            return Ok(value.clone());
-        }
-        let value = open()?;
-        values.insert(key.clone(), value.clone());
-        Ok(value)
+        f(&mut slot.as_mut().expect("set above").1)
+    }
+
+    /// The value of `key` in this process, opened by `open` on first use (under the map's lock,
+    /// so two threads never open two values for one key).
+    pub(crate) fn get_or_open(&self, key: &K, open: impl FnOnce() -> Result<V>) -> Result<V>
+    where
+        V: Clone,
+    {
+        self.with(|values| {
+            if let Some(value) = values.get(key) {
+                return Ok(value.clone());
+            }
+            let value = open()?;
+            values.insert(key.clone(), value.clone());
+            Ok(value)
+        })
     }
 }
