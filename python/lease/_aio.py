@@ -17,6 +17,16 @@ if TYPE_CHECKING:
 Done = Callable[[bool, Any], None]
 
 
+def task_owner() -> str:
+    """The asyncio task that awaits an acquisition, as its owner: acquiring what the same task
+    holds fails at once (``LeaseHeld``) instead of waiting for itself. Its name and address
+    (``Task-N`` names count up, so a later task at the same address is another owner)."""
+    task = asyncio.current_task()
+    if task is None:
+        return ""
+    return f"asyncio task {task.get_name()} ({id(task):#x})"
+
+
 def _discard(value: Any) -> None:
     """A result nobody will receive: release it if it is a lease."""
     release = getattr(value, "_release_background", None)

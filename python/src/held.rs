@@ -401,6 +401,32 @@ impl PyLease {
             .py()
     }
 
+    /// Change the lease's ttl (seconds, a timedelta or a str with a unit, as `acquire`'s
+    /// `ttl=`): a renewal made at once writes it, and the renewals after it follow it. Returns
+    /// the seconds left. Raises `InvalidArgument` (out of range, a queued lock's grant) or
+    /// `LeaseLost`.
+    fn set_ttl(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<f64> {
+        let ttl = options::ttl_seconds(ttl)?;
+        let lease = self.owned()?.clone();
+        block(py, async move { lease.set_ttl(ttl).await }, None)?
+            .map(|d| d.as_secs_f64())
+            .py()
+    }
+
+    /// Change the data stored in the lease's record (`None` removes it): a renewal made at
+    /// once writes it. Returns the seconds left. Raises `InvalidArgument` or `LeaseLost`.
+    fn set_data(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<f64> {
+        let data = options::opt_text("data", Some(data))?;
+        let lease = self.owned()?.clone();
+        block(
+            py,
+            async move { lease.set_data(data.as_deref()).await },
+            None,
+        )?
+        .map(|d| d.as_secs_f64())
+        .py()
+    }
+
     /// Write `data` (bytes, bytearray or str) at `key` in this lease's store, stamped with
     /// this lease, epoch and holder, unless a newer holder (or another lease) wrote it: then
     /// raise `Fenced` (its `epoch` is the newer one). With `if_version` (a version read with
