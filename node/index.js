@@ -368,6 +368,22 @@ defineMethod(Lease.prototype, 'renew', async function renew() {
   return nativeRenew.call(this);
 });
 
+const nativeSetTtl = Lease.prototype.setTtl;
+defineMethod(Lease.prototype, 'setTtl', async function setTtl(ttl) {
+  if (!((typeof ttl === 'number' && !Number.isNaN(ttl)) || typeof ttl === 'string')) {
+    throw typeError(`The "ttl" argument must be a number of milliseconds or a string with its unit ('30s'), not ${describe(ttl)}`);
+  }
+  return nativeSetTtl.call(this, ttl);
+});
+
+const nativeSetData = Lease.prototype.setData;
+defineMethod(Lease.prototype, 'setData', async function setData(data) {
+  if (!(typeof data === 'string' || data === null || data === undefined)) {
+    throw typeError(`The "data" argument must be a string or null, not ${describe(data)}`);
+  }
+  return nativeSetData.call(this, data ?? null);
+});
+
 function dataBytes(data) {
   if (typeof data === 'string') return Buffer.from(data, 'utf8');
   if (Buffer.isBuffer(data)) return data;
