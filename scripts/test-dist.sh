@@ -186,6 +186,10 @@ EOF
   grep -q 'sys.argv\[1\], ttl' "$app/example.py" ||
     { echo "README.md's Python example no longer names s3://my-bucket/locks/gc" >&2; return 1; }
   (cd "$app" && as_user "$app/venv/bin/python" example.py "$file_url/py-gc")
+  # lease.pg (fencing at PostgreSQL) ships with its SQL.
+  (cd "$app" && as_user "$app/venv/bin/python" -c 'import lease.pg
+assert "CREATE OR REPLACE FUNCTION lease_fence" in lease.pg.SCHEMA
+print("python: lease.pg with its SQL,", len(lease.pg.SCHEMA), "bytes")')
   if [ -n "$s3" ]; then
     local s3_gc=${s3/\?//py-gc?}
     (cd "$app" && as_user "$app/venv/bin/python" example.py "$s3_gc")
@@ -233,6 +237,14 @@ try {
 console.log('node (esm):', url.split('?')[0], l.epoch);
 EOF
   (cd "$app" && as_user node example.js "$file_url/node-gc" && as_user node example.mjs "$file_url/node-gc")
+  # bucket-lease/pg (fencing at PostgreSQL) ships with its SQL, for require and import.
+  (cd "$app" && as_user node -e '
+    const pg = require("bucket-lease/pg");
+    if (!pg.SCHEMA.includes("CREATE OR REPLACE FUNCTION lease_fence")) throw new Error("no SQL in bucket-lease/pg");
+    import("bucket-lease/pg").then((m) => {
+      if (typeof m.fence !== "function") throw new Error("no fence in the ESM bucket-lease/pg");
+      console.log("node: bucket-lease/pg with its SQL,", pg.SCHEMA.length, "bytes");
+    });')
   if [ -n "$s3" ]; then
     local s3_gc=${s3/\?//node-gc?}
     (cd "$app" && as_user node example.js "$s3_gc" && as_user node example.mjs "$s3_gc")

@@ -17,6 +17,7 @@
 #   LEASE_BIN            the `lease` CLI (default: built here with cargo build -p lease-cli)
 #   LEASE_CYCLE_BENCH    the Rust cycle benchmark (default: built here)
 #   LEASE_TEST_S3_MOTO   S3 store URL of a moto server (default: started here)
+#   LEASE_TEST_PG        a PostgreSQL server for pgfence's tests (default: started here)
 #   CI=true              a missing S3 server fails instead of skipping the S3 runs
 set -euo pipefail
 
@@ -84,10 +85,11 @@ step "install into .cache/ffi/prefix" install_lib
 # S3 (moto), unless the caller gave them.
 step "lease CLI and lease-cycle-bench" need_cli_and_bench "$HOST_TARGET"
 step "S3 test servers" need_s3 "$ROOT/.cache/ffi-s3.env"
+step "PostgreSQL server" need_postgres "$ROOT/.cache/ffi-pg.env"
 tmp=$(mktemp -d)
 # File stores need their directory.
 mkdir -p "$tmp/c-tests" "$tmp/example-c" "$tmp/example-go" "$tmp/cross" "$tmp/docs"
-trap 'rm -rf "$tmp"; stop_own_s3' EXIT
+trap 'rm -rf "$tmp"; stop_own_s3; stop_own_postgres' EXIT
 s3=${LEASE_TEST_S3_MOTO:-}
 if [ -z "$s3" ]; then
   if in_ci; then
@@ -129,6 +131,16 @@ go_tests() {
     LEASE_EXPECTED_VERSION=$(pkg-config --modversion liblease) go test -race -count=1 ./...)
 }
 step "go vet + go test -race ./... (bindings/go)" go_tests
+
+# --- pgfence (fencing at PostgreSQL): its tests are a module of their own, so that pgx is a
+# dependency of the tests only. The histories run the Go worker (docs/postgres.md).
+pgfence_tests() {
+  check_sql_copy bindings/go/pgfence/lease_fence.sql
+  (export PKG_CONFIG_PATH=$PC_PATH; cd bindings/go/pgfence/test && go vet ./... &&
+    go build -o "$BUILD/pg_worker_go" ./worker &&
+    LEASE_PG_GO_WORKER=$BUILD/pg_worker_go go test -count=1 ./...)
+}
+step "pgfence: go test (bindings/go/pgfence/test, real PostgreSQL)" pgfence_tests
 
 # --- The examples, once each: two workers on one lease (one leads, one waits and takes over).
 examples() {

@@ -18,6 +18,8 @@
 #   LEASE_CYCLE_BENCH    the Rust cycle benchmark (default: built here)
 #   LEASE_TEST_S3_MOTO   S3 store URL of a moto server (default: started here with
 #                        scripts/s3-servers.sh)
+#   LEASE_TEST_PG        a PostgreSQL server for bucket-lease/pg's tests (default: started
+#                        here with scripts/postgres.sh)
 #   CI=true              a missing S3 server fails the S3 tests instead of skipping them
 set -euo pipefail
 
@@ -42,6 +44,7 @@ check_version "node/package-lock.json (run npm install in node/)" \
   "$(node -p 'require("./node/package-lock.json").version')"
 check_version node/npm/linux-x64-gnu/package.json "$(node -p 'require("./node/npm/linux-x64-gnu/package.json").version')"
 echo "workspace, node/package.json, node/package-lock.json: $ws_version (node $(node --version))"
+check_sql_copy node/lease_fence.sql
 
 # --- The CLI (for `lease break`) and the Rust baseline of the benchmark, with the same
 # --target as the addon.
@@ -64,11 +67,13 @@ say "tsc --strict on node/test-support/types-check.ts (index.d.ts as TypeScript 
 (cd node && node_modules/.bin/tsc --noEmit --strict --target es2022 --module nodenext \
   --moduleResolution nodenext --lib es2022,esnext.disposable,esnext.asynciterable --types node \
   test-support/types-check.ts)
+(cd node && node_modules/.bin/tsc --noEmit --strict --target es2022 --module nodenext \
+  --moduleResolution nodenext --types node pg.d.ts)
 
 # --- What users run: install the package by path into a project of their own.
 say "npm install $ROOT/node (into a fresh project)"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; stop_own_s3' EXIT
+trap 'rm -rf "$tmp"; stop_own_s3; stop_own_postgres' EXIT
 mkdir -p "$tmp/app"
 # The install script must build the addon: start without one.
 rm -f node/lease.node
@@ -87,6 +92,7 @@ rm -f node/lease.node
 # --- S3 servers, unless the caller started them.
 say "S3 test servers"
 need_s3 "$ROOT/.cache/node-s3.env"
+need_postgres "$ROOT/.cache/node-pg.env"
 
 # --- The tests.
 say "node --test node/test/"

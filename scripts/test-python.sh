@@ -14,6 +14,8 @@
 #   LEASE_CYCLE_BENCH    the Rust cycle benchmark (default: built here)
 #   LEASE_TEST_S3_MOTO   S3 store URL of a moto server (default: started here with
 #                        scripts/s3-servers.sh); LEASE_TEST_S3_MINIO likewise, when set
+#   LEASE_TEST_PG        a PostgreSQL server for lease.pg's tests (default: started here with
+#                        scripts/postgres.sh)
 #   CI=true              missing S3 servers fail the S3 tests instead of skipping them
 #   PYTHON               the interpreter for the venv (default python3; needs >= 3.9)
 set -euo pipefail
@@ -33,6 +35,7 @@ ws_version=$(workspace_version)
 check_version python/pyproject.toml "$(sed -n 's/^version *= *"\(.*\)"/\1/p' python/pyproject.toml | head -n1)"
 check_crate_version python/Cargo.toml
 echo "workspace and python/pyproject.toml: $ws_version"
+check_sql_copy python/lease/lease_fence.sql
 
 # --- The venv with pinned test tools.
 say "venv $VENV"
@@ -41,7 +44,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "pip>=23" "pytest==8.3.5" "mypy==1.15.0" "filelock==3.18.0"
+  "pip>=23" "pytest==8.3.5" "mypy==1.15.0" "filelock==3.18.0" \
+  "psycopg[binary]==3.3.9" "asyncpg==0.32.0"
 
 # --- The CLI (for `lease break`) and the Rust baseline of the benchmark, with the same
 # --target as the extension.
@@ -61,7 +65,8 @@ EOF
 # --- S3 servers, unless the caller started them.
 say "S3 test servers"
 need_s3 "$ROOT/.cache/python-s3.env"
-trap stop_own_s3 EXIT
+need_postgres "$ROOT/.cache/python-pg.env"
+trap 'stop_own_s3; stop_own_postgres' EXIT
 
 # --- The tests.
 say "pytest"
@@ -70,7 +75,8 @@ say "pytest"
 "$VENV/bin/pytest" -p no:cacheprovider python/tests
 
 say "mypy --strict (package and examples)"
-"$VENV/bin/python" -m mypy --strict --no-incremental python/lease examples/python examples/zombie/python
+"$VENV/bin/python" -m mypy --strict --no-incremental python/lease examples/python examples/zombie/python \
+  python/tests/pg_worker.py
 
 # The stub of the compiled module (lease/_lease.pyi) against the module itself: every name,
 # argument and default as it is at run time. From outside the repository, so the installed
@@ -80,7 +86,7 @@ say "mypy.stubtest (lease/_lease.pyi against the compiled module)"
 
 say "examples"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; stop_own_s3' EXIT
+trap 'rm -rf "$tmp"; stop_own_s3; stop_own_postgres' EXIT
 # Two workers on one election: one leads and works, the other waits, then takes over.
 "$VENV/bin/python" examples/python/leader_worker.py "file://$tmp/leader" --name a --steps 5 &
 worker_a=$!

@@ -38,6 +38,7 @@ pub mod record;
 pub mod scope;
 mod status;
 pub mod store;
+mod store_clock;
 mod token;
 
 pub use client::{set_client_name, Client, ClientBuilder};

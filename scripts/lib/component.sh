@@ -66,3 +66,35 @@ stop_own_s3() {
     scripts/stores.sh stop --env-file "$OWN_S3_ENV" >/dev/null 2>&1 || true
   fi
 }
+
+# need_postgres ENV_FILE: a PostgreSQL server for the database fencing tests (docs/postgres.md),
+# unless the caller gave LEASE_TEST_PG: started with scripts/postgres.sh, its details in
+# ENV_FILE (sourced here). stop_own_postgres, for an EXIT trap, stops only what it started.
+OWN_PG_ENV=""
+need_postgres() {
+  [ -z "${LEASE_TEST_PG:-}" ] || return 0
+  echo "starting a PostgreSQL server (scripts/postgres.sh)"
+  if scripts/postgres.sh start --env-file "$1"; then
+    OWN_PG_ENV=$1
+    set -a
+    # shellcheck disable=SC1090
+    . "$1"
+    set +a
+  else
+    echo "!!! could not start PostgreSQL: the database fencing tests will fail (CI) or skip" >&2
+  fi
+}
+stop_own_postgres() {
+  if [ -n "$OWN_PG_ENV" ]; then
+    scripts/postgres.sh stop --env-file "$OWN_PG_ENV" >/dev/null 2>&1 || true
+  fi
+}
+
+# check_sql_copy COPY: a package's copy of postgres/lease_fence.sql (packages cannot read
+# outside their folder) is the canonical file, byte for byte.
+check_sql_copy() {
+  cmp -s postgres/lease_fence.sql "$1" || {
+    echo "$1 differs from postgres/lease_fence.sql: cp postgres/lease_fence.sql $1" >&2
+    exit 1
+  }
+}

@@ -132,6 +132,9 @@ pub struct ClientState {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     t: u32,
+    /// How far the `Date` of every answer runs ahead of the store's clock (a gateway in front
+    /// of the store that sets its own: issue 29); `last_modified` and stamps are the store's.
+    date_ahead: u32,
     store: Option<Stored>,
     generations: u64,
     clients: Vec<ClientState>,
@@ -202,6 +205,9 @@ pub struct LeaseModel {
     pub only_delays: bool,
     /// A holder may change its ttl to this, once, while it holds (`Lease::set_ttl`).
     pub ttl_change: Option<Duration>,
+    /// The answers' `Date` runs this many ticks ahead of the store's clock: every offset from
+    /// 0 to this one is an initial state (0: the store's own `Date`).
+    pub date_ahead: u32,
 }
 
 impl LeaseModel {
@@ -234,14 +240,15 @@ impl LeaseModel {
 
 pub(crate) fn apply(s: &mut State, req: &Req) -> Answer {
     match req {
+        Req::Stamp => Answer::Stamp(store_time(s.t)),
         Req::Get { if_none_match } => {
-            let server_now = Some(store_time(s.t));
+            let server_now = Some(store_time(s.t + s.date_ahead));
             Answer::Get(match &s.store {
                 None => Get::NotFound { server_now },
                 Some(o) if if_none_match.as_ref() == Some(&version(o)) => {
                     Get::NotModified { server_now }
                 }
-                Some(o) => Get::Found(object(o, s.t)),
+                Some(o) => Get::Found(object(o, s.t + s.date_ahead)),
             })
         }
         Req::Put { bytes, cond } => {
@@ -315,6 +322,7 @@ impl LeaseModel {
             Step::Put { bytes, cond } => {
                 Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Put { bytes, cond })))
             }
+            Step::Stamp => Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Stamp))),
             Step::Sleep { until, .. } => Phase::Acquiring(m, Io::Sleep(until)),
             Step::Acquired {
                 record,
@@ -404,8 +412,10 @@ impl LeaseModel {
                 let event = match answer {
                     Answer::Get(g) => Event::Read(Ok(g)),
                     Answer::Put(p) => Event::Put(Ok(p)),
+                    Answer::Stamp(t) => Event::Stamped(Ok(Some(t))),
                     Answer::Unavailable => match self.req_of(s, c) {
                         Some(Req::Get { .. }) => Event::Read(Err(unavailable())),
+                        Some(Req::Stamp) => Event::Stamped(Err(unavailable())),
                         _ => Event::Put(Err(unavailable())),
                     },
                 };
@@ -415,6 +425,7 @@ impl LeaseModel {
                 let event = match answer {
                     Answer::Get(g) => WriteEvent::Read(Ok(g)),
                     Answer::Put(p) => WriteEvent::Put(Ok(p)),
+                    Answer::Stamp(_) => unreachable!("a holder asks for no stamp"),
                     Answer::Unavailable => match self.req_of(s, c) {
                         Some(Req::Get { .. }) => WriteEvent::Read(Err(unavailable())),
                         _ => WriteEvent::Put(Err(unavailable())),
@@ -474,31 +485,34 @@ impl Model for LeaseModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        vec![State {
-            t: 0,
-            store: None,
-            generations: 0,
-            clients: vec![
-                ClientState {
-                    phase: Phase::Idle,
-                    nonces: 0,
-                    acquisitions: 0,
-                    since: 0,
-                    lag: 0,
-                    ttl_changed: false,
-                };
-                self.clients
-            ],
-            orphans: vec![],
-            faults: 0,
-            breaks: 0,
-            deletes: 0,
-            granted: 0,
-            bad: None,
-            acquired_twice: false,
-            crashed_holding_at: None,
-            acquired_after_crash: false,
-        }]
+        (0..=self.date_ahead)
+            .map(|date_ahead| State {
+                t: 0,
+                date_ahead,
+                store: None,
+                generations: 0,
+                clients: vec![
+                    ClientState {
+                        phase: Phase::Idle,
+                        nonces: 0,
+                        acquisitions: 0,
+                        since: 0,
+                        lag: 0,
+                        ttl_changed: false,
+                    };
+                    self.clients
+                ],
+                orphans: vec![],
+                faults: 0,
+                breaks: 0,
+                deletes: 0,
+                granted: 0,
+                bad: None,
+                acquired_twice: false,
+                crashed_holding_at: None,
+                acquired_after_crash: false,
+            })
+            .collect()
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
@@ -826,6 +840,7 @@ pub fn base() -> LeaseModel {
         faulty: None,
         only_delays: false,
         ttl_change: None,
+        date_ahead: 0,
     }
 }
 

@@ -4,6 +4,8 @@
 //! fault itself is the same everywhere ([`inject`]). The requests, where they are, and the
 //! answers are the same for every model too ([`Req`], [`Flight`], [`Answer`]).
 
+use std::time::SystemTime;
+
 use bytes::Bytes;
 use lease::store::{Cond, Get, Put, Version};
 
@@ -12,6 +14,9 @@ use lease::store::{Cond, Get, Put, Version};
 pub enum Req {
     Get { if_none_match: Option<Version> },
     Put { bytes: Bytes, cond: Cond },
+    /// Write the probe object and read its stamp back: the store's own clock (an acquirer's
+    /// `Step::Stamp`). It never touches the lease record.
+    Stamp,
 }
 
 /// Where a request is. Without faults a request is applied and answered within the tick it
@@ -34,6 +39,8 @@ pub enum Flight {
 pub enum Answer {
     Get(Get),
     Put(Put),
+    /// The store's stamp of the probe write.
+    Stamp(SystemTime),
     Unavailable,
 }
 
