@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{
-    PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyList, PyString, PyTuple,
+    PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyDict, PyFloat, PyInt, PyList, PyString,
+    PyTuple,
 };
 
 use crate::error::{invalid, type_error, IntoPyResult};
@@ -252,26 +253,35 @@ pub struct Options {
 
 #[pymethods]
 impl Options {
+    /// Keyword arguments only, each checked once; an unknown one is a `TypeError` naming it.
+    /// They come as one mapping (the names are listed once, in `KEYWORDS`), so no function
+    /// takes a dozen positional arguments.
     #[new]
-    #[pyo3(signature = (
-        *, ttl, wait=None, label=None, data=None, on_lost=None, unavailable_timeout=None,
-        shared=None, permits=None, scope=None, range=None, queue=None, poll=None
-    ))]
-    #[allow(clippy::too_many_arguments)] // keyword-only: the one place they are all named
-    fn new(
-        ttl: &Bound<'_, PyAny>,
-        wait: Option<&Bound<'_, PyAny>>,
-        label: Option<&Bound<'_, PyAny>>,
-        data: Option<&Bound<'_, PyAny>>,
-        on_lost: Option<&Bound<'_, PyAny>>,
-        unavailable_timeout: Option<&Bound<'_, PyAny>>,
-        shared: Option<&Bound<'_, PyAny>>,
-        permits: Option<&Bound<'_, PyAny>>,
-        scope: Option<&Bound<'_, PyAny>>,
-        range: Option<&Bound<'_, PyAny>>,
-        queue: Option<&Bound<'_, PyAny>>,
-        poll: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
+    #[pyo3(
+        signature = (**kwargs),
+        text_signature = "(*, ttl, wait=None, label=None, data=None, on_lost=None, \
+                          unavailable_timeout=None, shared=None, permits=None, scope=None, \
+                          range=None, queue=None, poll=None)"
+    )]
+    fn new(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let kw = Keywords::of(kwargs)?;
+        let ttl = kw
+            .get("ttl")
+            .ok_or_else(|| type_error("Options() missing required keyword argument: 'ttl'"))?;
+        let (wait, label, data, on_lost) = (
+            kw.get("wait"),
+            kw.get("label"),
+            kw.get("data"),
+            kw.get("on_lost"),
+        );
+        let unavailable_timeout = kw.get("unavailable_timeout");
+        let (shared, permits, scope, range) = (
+            kw.get("shared"),
+            kw.get("permits"),
+            kw.get("scope"),
+            kw.get("range"),
+        );
+        let (queue, poll) = (kw.get("queue"), kw.get("poll"));
         let mut core = LeaseOptions::new(ttl_seconds(ttl)?);
         core.wait = opt_seconds("wait", wait)?;
         core.label = opt_text("label", label)?;
@@ -334,6 +344,49 @@ impl Options {
             core,
             on_lost: on_lost.map(|f| f.clone().unbind()),
         })
+    }
+}
+
+/// The keyword arguments `Options` takes.
+const KEYWORDS: [&str; 12] = [
+    "ttl",
+    "wait",
+    "label",
+    "data",
+    "on_lost",
+    "unavailable_timeout",
+    "shared",
+    "permits",
+    "scope",
+    "range",
+    "queue",
+    "poll",
+];
+
+/// `Options`' keyword arguments by their place in `KEYWORDS`; `None` when absent or `None`.
+struct Keywords<'py>([Option<Bound<'py, PyAny>>; KEYWORDS.len()]);
+
+impl<'py> Keywords<'py> {
+    fn of(kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Self> {
+        let mut values: [Option<Bound<'py, PyAny>>; KEYWORDS.len()] = Default::default();
+        for (key, value) in kwargs.into_iter().flatten() {
+            let name = key.extract::<String>()?;
+            let Some(i) = KEYWORDS.iter().position(|k| *k == name) else {
+                return Err(type_error(format!(
+                    "Options() got an unexpected keyword argument '{name}'"
+                )));
+            };
+            values[i] = Some(value).filter(|v| !v.is_none());
+        }
+        Ok(Keywords(values))
+    }
+
+    fn get(&self, name: &str) -> Option<&Bound<'py, PyAny>> {
+        let i = KEYWORDS
+            .iter()
+            .position(|k| *k == name)
+            .expect("a known keyword");
+        self.0[i].as_ref()
     }
 }
 

@@ -12,8 +12,13 @@ use lease::store::{Cond, Get, Put, Version};
 /// A request on its way, or its answer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Req {
-    Get { if_none_match: Option<Version> },
-    Put { bytes: Bytes, cond: Cond },
+    Get {
+        if_none_match: Option<Version>,
+    },
+    Put {
+        bytes: Bytes,
+        cond: Cond,
+    },
     /// Write the probe object and read its stamp back: the store's own clock (an acquirer's
     /// `Step::Stamp`). It never touches the lease record.
     Stamp,
