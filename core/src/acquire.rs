@@ -19,6 +19,7 @@ use crate::protocol::Backoff;
 use crate::record::{Holder, RecordState};
 use crate::status::Status;
 use crate::store::validate_key;
+use crate::store_clock;
 
 impl Client {
     /// Acquire the lease at `key`, waiting as `opts.wait` says.
@@ -160,7 +161,7 @@ impl Client {
             let step = acquirer.step(event, clock.now(), clock.wall(), rng);
             if !warned_date && acquirer.date_refused() {
                 warned_date = true;
-                self.warn_date_refused(key, None);
+                store_clock::warn_date_refused(self, key, None);
             }
             match step {
                 Step::Read { if_none_match } => {
@@ -182,11 +183,11 @@ impl Client {
                     event = Event::Put(self.put_raw(key, bytes, cond, &timing).await);
                 }
                 Step::Stamp => {
-                    let stamp = self.stamp(key, &timing).await;
+                    let stamp = store_clock::stamp(self, key, &timing).await;
                     match &stamp {
                         Err(e) if e.kind() != ErrorKind::Unavailable => {
                             warned_date = true;
-                            self.warn_date_refused(key, Some(e));
+                            store_clock::warn_date_refused(self, key, Some(e));
                         }
                         Err(e) => warn!(lease = %url, "reading the store's clock failed: {e}"),
                         Ok(_) => {}
