@@ -266,14 +266,14 @@ func TestChangesAndOwners(t *testing.T) {
 		_, err = l.SetTTL(ctx, 10*time.Millisecond)
 		expectErr(t, err, ErrInvalid)
 
-		// The same Owner fails at once; no Owner waits (here until the deadline).
-		start := time.Now()
+		// The same Owner fails at once with ErrHeld (a wait would end with ErrTimeout at the
+		// deadline); no Owner waits (here until the deadline).
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err = s.Acquire(dctx, name, &Options{Owner: "job 7"})
 		cancel()
 		e := expectErr(t, err, ErrHeld)
-		if time.Since(start) > 2500*time.Millisecond || !strings.Contains(e.Message, "would wait for itself") {
-			t.Fatalf("after %v: %v", time.Since(start), e)
+		if !strings.Contains(e.Message, "would wait for itself") {
+			t.Fatalf("not told why: %v", e)
 		}
 		dctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
 		_, err = s.Acquire(dctx, name, nil)

@@ -12,6 +12,13 @@ use lease::{ErrorKind, LeaseOptions, Scope};
 mod sim;
 use sim::*;
 
+/// Every acquisition here is bounded (a minute of simulated time): one that waits for itself,
+/// the bug this file pins, ends with `Timeout` and fails its assertion instead of hanging the
+/// test run (an unbounded one once did, for 35 minutes). Shadows `sim::opts`.
+fn opts() -> LeaseOptions {
+    sim::opts().wait(secs(60.0))
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_same_task_fails_at_once_and_another_task_waits() {
     let w = World::new();
