@@ -141,6 +141,22 @@ eachStore('lease', (store, url) => {
     await assert.rejects(l.setTtl(30_000), (e) => e.code === 'LEASE_LOST');
   });
 
+  it('an owner does not wait for what it holds (issue 28)', async () => {
+    const u = url('owner');
+    const l = await lease.acquire(u, { ttl: 30_000, owner: 'job 7' });
+    try {
+      // The same owner rejects at once (a wait would end in LEASE_TIMEOUT); no owner waits.
+      await assert.rejects(
+        lease.acquire(u, { owner: 'job 7', wait: 5_000 }),
+        (e) => e.code === 'LEASE_HELD' && /would wait for itself/.test(e.message),
+      );
+      await assert.rejects(lease.acquire(u, { wait: 300 }), { code: 'LEASE_TIMEOUT' });
+      await assert.rejects(lease.acquire(u, { owner: 7 }), TypeError);
+    } finally {
+      await l.release();
+    }
+  });
+
   it('renewals go on while the event loop is blocked', async () => {
     const u = url('blocked');
     // ttl 3 s, not less: status() judges expiry from the store's clock, whose timestamps have
