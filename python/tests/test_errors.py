@@ -342,3 +342,18 @@ def test_dir_lists_the_api_only() -> None:
     import types
 
     assert not [n for n in names if isinstance(getattr(lease, n), types.ModuleType)]
+
+
+def test_options_are_one_object_of_known_keywords() -> None:
+    # What every acquiring call builds from its keywords (issue 27): keyword arguments only,
+    # each name checked.
+    options = lease._lease.Options(ttl=30, wait=0, label="x", queue=True, poll="100ms")
+    assert isinstance(options, lease._lease.Options)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tll'"):
+        lease._lease.Options(ttl=30, tll=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="missing required keyword argument: 'ttl'"):
+        lease._lease.Options(wait=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        lease._lease.Options(30)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="permits"):
+        lease._lease.Options(ttl=30, permits="2")  # type: ignore[arg-type]
