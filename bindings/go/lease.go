@@ -225,6 +225,19 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 			C.free(p)
 		}
 	}()
+	// text sets *dst to a C copy of s (freed on return); "" leaves it NULL.
+	text := func(s, what string, dst **C.char) error {
+		if s == "" {
+			return nil
+		}
+		p, err := cString(s, what)
+		if err != nil {
+			return err
+		}
+		frees = append(frees, unsafe.Pointer(p))
+		*dst = p
+		return nil
+	}
 	cname, err := cString(name, "name")
 	if err != nil {
 		return nil, err
@@ -240,33 +253,18 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 		if opts.PollInterval > 0 {
 			copts.poll_interval_ms = C.uint64_t(opts.PollInterval.Milliseconds())
 		}
-		if opts.Label != "" {
-			p, err := cString(opts.Label, "label")
-			if err != nil {
-				return nil, err
-			}
-			frees = append(frees, unsafe.Pointer(p))
-			copts.label = p
+		if err := text(opts.Label, "label", &copts.label); err != nil {
+			return nil, err
 		}
-		if opts.Data != "" {
-			p, err := cString(opts.Data, "data")
-			if err != nil {
-				return nil, err
-			}
-			frees = append(frees, unsafe.Pointer(p))
-			copts.data = p
+		if err := text(opts.Data, "data", &copts.data); err != nil {
+			return nil, err
 		}
 		if opts.Shared {
 			copts.shared = 1
 		}
 		copts.permits = C.uint32_t(opts.Permits)
-		if opts.Scope != "" {
-			p, err := cString(opts.Scope, "scope")
-			if err != nil {
-				return nil, err
-			}
-			frees = append(frees, unsafe.Pointer(p))
-			copts.scope = p
+		if err := text(opts.Scope, "scope", &copts.scope); err != nil {
+			return nil, err
 		}
 		if r := opts.Range; r != nil {
 			if r.End <= r.Start {
@@ -279,13 +277,8 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 		if opts.Queue {
 			copts.queue = 1
 		}
-		if opts.Owner != "" {
-			p, err := cString(opts.Owner, "owner")
-			if err != nil {
-				return nil, err
-			}
-			frees = append(frees, unsafe.Pointer(p))
-			copts.owner = p
+		if err := text(opts.Owner, "owner", &copts.owner); err != nil {
+			return nil, err
 		}
 	}
 	if copts.owner == nil {
