@@ -75,6 +75,16 @@ async def release_async(lease: "Lease") -> None:
     await await_core(lease._release_start)
 
 
+async def set_ttl_async(lease: "Lease", ttl: Any) -> float:
+    left: float = await await_core(lambda done: lease._set_ttl_start(ttl, done))
+    return left
+
+
+async def set_data_async(lease: "Lease", data: Optional[str]) -> float:
+    left: float = await await_core(lambda done: lease._set_data_start(data, done))
+    return left
+
+
 async def fenced_put_async(
     lease: "Lease",
     key: str,
