@@ -72,7 +72,26 @@ impl Client {
         let owner = crate::owner::owner_of(opts);
         let me = std::sync::Arc::as_ptr(&self.inner) as usize;
         if let Some(owner) = &owner {
-            crate::owner::check(me, key, &self.lease_url(key), owner, opts)?;
+            let mine = crate::owner::holding(me, key, owner, opts);
+            // A grant: the queue record shows grants by their sessions, which stay ours while
+            // the grant believes. A plain lease: only if the store still shows it (one read),
+            // not a lease broken or taken over whose holder has not noticed yet.
+            let ours = match mine.iter().find(|l| l.grant().is_some()) {
+                Some(grant) => Some(grant),
+                None if mine.is_empty() => None,
+                // On an error the acquisition goes on: it reads again and reports what fails.
+                None => match opts.timing(&self.store().capabilities()) {
+                    Ok(t) => match self.get(key, None, t.request_timeout).await {
+                        Ok(get) => mine.iter().find(|l| crate::owner::still_held_by(l, &get)),
+                        Err(_) => None,
+                    },
+                    Err(_) => None,
+                },
+            };
+            if let Some(lease) = ours {
+                let url = self.lease_url(key);
+                return Err(crate::owner::waits_for_itself(&url, owner, lease));
+            }
         }
         let lease = self
             .acquire_lease(key, opts, try_once, cancel, None)

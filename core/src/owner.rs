@@ -5,11 +5,13 @@
 //! code), unlike Redisson and Curator (re-entrant per thread) or py-filelock (per lock object).
 //! Other owners of this process wait as usual: threads of one process may share a lock.
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind};
 use crate::lease::{Lease, WeakLease};
 use crate::options::{this_thread, LeaseOptions};
 use crate::per_process::PerProcess;
+use crate::record::{Parsed, Record, RecordState};
 use crate::scope::{Mode, Scope};
+use crate::store::Get;
 
 /// A lease or a grant some owner of this process acquired.
 struct Held {
@@ -38,27 +40,40 @@ pub(crate) fn owner_of(opts: &LeaseOptions) -> Option<String> {
     }
 }
 
-/// Fail with `Held` when `owner` holds, in this process, a lease or grant at `key` that the
-/// request `opts` would wait for.
-pub(crate) fn check(
-    client: usize,
-    key: &str,
-    url: &str,
-    owner: &str,
-    opts: &LeaseOptions,
-) -> Result<()> {
-    let mine = HELD.with(|held| {
-        let entries = held.get_mut(&(client, key.to_string()))?;
+/// The leases and grants at `key` that `owner` holds (believes it holds) in this process and
+/// that the request `opts` would wait for.
+pub(crate) fn holding(client: usize, key: &str, owner: &str, opts: &LeaseOptions) -> Vec<Lease> {
+    HELD.with(|held| {
+        let Some(entries) = held.get_mut(&(client, key.to_string())) else {
+            return vec![];
+        };
         entries.retain(|h| h.lease.upgrade().is_some_and(|l| l.is_held()));
         entries
             .iter()
             .filter(|h| h.owner == owner && waits_for(h, opts))
-            .find_map(|h| h.lease.upgrade())
-    });
-    let Some(lease) = mine else {
-        return Ok(());
-    };
-    Err(Error::new(
+            .filter_map(|h| h.lease.upgrade())
+            .collect()
+    })
+}
+
+/// Whether the record `get` read at `lease`'s key is still `lease`'s own, held: then waiting
+/// for it would wait for its own holder. A holder that has not yet noticed that its lease was
+/// broken or taken over (a zombie) is waited out as any other, since it can no longer renew.
+pub(crate) fn still_held_by(lease: &Lease, get: &Get) -> bool {
+    match get {
+        Get::Found(o) => matches!(
+            Record::parse(o.bytes.as_deref(), o.size),
+            Parsed::Valid(r) if r.state == RecordState::Held
+                && r.epoch == lease.epoch()
+                && r.holder.id == lease.holder().id
+        ),
+        _ => false,
+    }
+}
+
+/// The error of an acquisition that would wait for `lease`, which its own `owner` holds.
+pub(crate) fn waits_for_itself(url: &str, owner: &str, lease: &Lease) -> Error {
+    Error::new(
         ErrorKind::Held,
         format!(
             "{url} is held by this {owner} already (epoch {}, {}): waiting for it would wait \
@@ -70,7 +85,7 @@ pub(crate) fn check(
     )
     .with_lease(url)
     .with_epoch(lease.epoch())
-    .with_holder(lease.holder().clone()))
+    .with_holder(lease.holder().clone())
 }
 
 /// Remember that `owner` holds `lease`, acquired at `key`.

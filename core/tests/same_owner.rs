@@ -123,3 +123,24 @@ async fn an_owner_can_be_named_or_none() {
     );
     held.release().await.unwrap();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_broken_lease_whose_holder_has_not_noticed_is_waited_out_not_refused() {
+    // The holder (a zombie: it still believes) is this very task, but an operator broke its
+    // lease: the store no longer shows it held by this owner, so acquiring waits out the broken
+    // holder as any waiter would (it can no longer renew) instead of failing with Held. Python's
+    // test_a_zombie_write_after_break_and_takeover_raises_fenced plays this in one thread.
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let zombie = a.acquire("job", &opts()).await.unwrap();
+    a.break_lease("job", None, lease::BreakMode::default())
+        .await
+        .unwrap();
+    assert!(zombie.is_held(), "the zombie has not noticed yet");
+    let newer = a.acquire("job", &opts()).await.unwrap();
+    assert!(newer.epoch() > zombie.epoch());
+    // The zombie, still believing, does not hide the lease this task now holds.
+    let e = a.acquire("job", &opts()).await.unwrap_err();
+    assert_eq!((e.kind(), e.epoch()), (ErrorKind::Held, Some(newer.epoch())));
+    newer.release().await.unwrap();
+}

@@ -265,8 +265,9 @@ impl Options {
     )]
     fn new(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let kw = Keywords::of(kwargs)?;
+        // `ttl=None` is given, and told what a ttl is; only a missing one is missing.
         let ttl = kw
-            .get("ttl")
+            .given("ttl")
             .ok_or_else(|| type_error("Options() missing required keyword argument: 'ttl'"))?;
         let (wait, label, data, on_lost) = (
             kw.get("wait"),
@@ -363,7 +364,7 @@ const KEYWORDS: [&str; 12] = [
     "poll",
 ];
 
-/// `Options`' keyword arguments by their place in `KEYWORDS`; `None` when absent or `None`.
+/// `Options`' keyword arguments by their place in `KEYWORDS`, as given (`None` included).
 struct Keywords<'py>([Option<Bound<'py, PyAny>>; KEYWORDS.len()]);
 
 impl<'py> Keywords<'py> {
@@ -376,17 +377,23 @@ impl<'py> Keywords<'py> {
                     "Options() got an unexpected keyword argument '{name}'"
                 )));
             };
-            values[i] = Some(value).filter(|v| !v.is_none());
+            values[i] = Some(value);
         }
         Ok(Keywords(values))
     }
 
-    fn get(&self, name: &str) -> Option<&Bound<'py, PyAny>> {
+    /// The argument `name` as given, `None` included.
+    fn given(&self, name: &str) -> Option<&Bound<'py, PyAny>> {
         let i = KEYWORDS
             .iter()
             .position(|k| *k == name)
             .expect("a known keyword");
         self.0[i].as_ref()
+    }
+
+    /// The argument `name`; `None` when absent or given as `None`.
+    fn get(&self, name: &str) -> Option<&Bound<'py, PyAny>> {
+        self.given(name).filter(|v| !v.is_none())
     }
 }
 
