@@ -344,6 +344,13 @@ export interface LeaseOptions {
    * plain lease. Shared, permits, a scope or a range always queue.
    */
   queue?: boolean
+  /**
+   * Who in this process asks, named by the caller (as Go's `Owner`): acquiring a lease (or a
+   * conflicting grant) that the same owner holds rejects at once with `LEASE_HELD` instead of
+   * waiting for itself. Unset: nobody in particular, it waits like any other (one thread runs
+   * every async function, and any of them may release the lease).
+   */
+  owner?: string
 }
 
 /** A fencing token taken apart. */
