@@ -141,6 +141,9 @@ async fn a_broken_lease_whose_holder_has_not_noticed_is_waited_out_not_refused()
     assert!(newer.epoch() > zombie.epoch());
     // The zombie, still believing, does not hide the lease this task now holds.
     let e = a.acquire("job", &opts()).await.unwrap_err();
-    assert_eq!((e.kind(), e.epoch()), (ErrorKind::Held, Some(newer.epoch())));
+    assert_eq!(
+        (e.kind(), e.epoch()),
+        (ErrorKind::Held, Some(newer.epoch()))
+    );
     newer.release().await.unwrap();
 }

@@ -242,11 +242,7 @@ impl Lease {
     /// Change the data stored in the lease's record (etcd's `Proclaim`; `null` removes it): a
     /// renewal made at once writes it. Resolves to the milliseconds left.
     #[napi(ts_return_type = "Promise<number>")]
-    pub fn set_data<'e>(
-        &self,
-        env: &'e Env,
-        #[napi(ts_arg_type = "string | null")] data: Option<String>,
-    ) -> Result<Unknown<'e>> {
+    pub fn set_data<'e>(&self, env: &'e Env, data: Option<String>) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
         runtime::call(
             env,
