@@ -71,7 +71,9 @@ impl Client {
         // An owner that holds the lease already would wait for itself: fail at once.
         let owner = crate::owner::owner_of(opts);
         let me = std::sync::Arc::as_ptr(&self.inner) as usize;
-        if let Some(owner) = &owner {
+        // A cancelled acquisition ends as cancelled, whoever holds the lease.
+        let cancelled = cancel.is_some_and(|c| c.is_cancelled());
+        if let Some(owner) = owner.as_ref().filter(|_| !cancelled) {
             let mine = crate::owner::holding(me, key, owner, opts);
             // A grant: the queue record shows grants by their sessions, which stay ours while
             // the grant believes. A plain lease: only if the store still shows it (one read),
