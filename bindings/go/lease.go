@@ -461,17 +461,9 @@ func (l *Lease) SetTTL(ctx context.Context, ttl time.Duration) (time.Duration, e
 	if ttl < 0 {
 		return 0, newError(CodeInvalid, "the TTL must not be negative")
 	}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return 0, newError(CodeLost, "the lease is closed")
-	}
-	var left C.uint64_t
-	var cerr *C.lease_error
-	if err := takeError(C.lease_set_ttl(l.ptr, C.uint64_t(ttl.Milliseconds()), &left, &cerr), cerr); err != nil {
-		return 0, err
-	}
-	return time.Duration(left) * time.Millisecond, nil
+	return l.change(func(p *C.lease, left *C.uint64_t, cerr **C.lease_error) C.enum_lease_code {
+		return C.lease_set_ttl(p, C.uint64_t(ttl.Milliseconds()), left, cerr)
+	})
 }
 
 // SetData changes the data stored in the lease's record (etcd's Proclaim; "" removes it, as
@@ -489,6 +481,13 @@ func (l *Lease) SetData(ctx context.Context, data string) (time.Duration, error)
 		defer C.free(unsafe.Pointer(p))
 		cdata = p
 	}
+	return l.change(func(p *C.lease, left *C.uint64_t, cerr **C.lease_error) C.enum_lease_code {
+		return C.lease_set_data(p, cdata, left, cerr)
+	})
+}
+
+// change runs a liblease call that changes the held lease and writes the time left.
+func (l *Lease) change(call func(*C.lease, *C.uint64_t, **C.lease_error) C.enum_lease_code) (time.Duration, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.ptr == nil {
@@ -496,7 +495,7 @@ func (l *Lease) SetData(ctx context.Context, data string) (time.Duration, error)
 	}
 	var left C.uint64_t
 	var cerr *C.lease_error
-	if err := takeError(C.lease_set_data(l.ptr, cdata, &left, &cerr), cerr); err != nil {
+	if err := takeError(call(l.ptr, &left, &cerr), cerr); err != nil {
 		return 0, err
 	}
 	return time.Duration(left) * time.Millisecond, nil
