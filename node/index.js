@@ -460,6 +460,11 @@ defineMethod(Lease.prototype, 'fencedUpdate', async function fencedUpdate(key, f
   }
 });
 
+const nativeFencedRead = Lease.prototype.fencedRead;
+defineMethod(Lease.prototype, 'fencedRead', async function fencedRead(key) {
+  return nativeFencedRead.call(this, checkString(key, 'key'));
+});
+
 const nativeFencedDelete = Lease.prototype.fencedDelete;
 defineMethod(Lease.prototype, 'fencedDelete', async function fencedDelete(key) {
   return nativeFencedDelete.call(this, checkString(key, 'key'));

@@ -631,6 +631,12 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("Open(%q): %v", u, err)
 		}
 	}
+	// A mistyped URL is refused with the likely fix (issue 28).
+	for u, fix := range map[string]string{"s3:/my-bucket": "s3://my-bucket", "file:/tmp/locks": "file:///tmp/locks"} {
+		if _, err := Open(u); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `did you mean "`+fix+`"`) {
+			t.Errorf("Open(%q): %v", u, err)
+		}
+	}
 	s := open(t, "file://"+t.TempDir())
 	ctx := context.Background()
 	for _, name := range []string{"", "\xff", "a//b", "../x", "nul\x00byte"} {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::client::{local_wake, Client};
 use crate::duration::format_duration;
@@ -20,6 +20,33 @@ use crate::record::{Holder, RecordState};
 use crate::status::Status;
 use crate::store::validate_key;
 use crate::store_clock;
+
+/// The `tracing` target of the event that says an acquisition waits for a holder: once, then
+/// at each change of holder (`waiting for URL, held by "job" (id …, host h, pid 7) at epoch
+/// N`), at info. `lease run` prints it on a terminal.
+pub const WAITING_TARGET: &str = "lease::waiting";
+
+/// Tell (at info, target [`WAITING_TARGET`]) who holds the lease when that changed since `told`.
+fn say_who_holds(
+    url: &str,
+    waiting_for: Option<(Option<&Holder>, Option<u64>)>,
+    told: &mut Option<(Option<String>, Option<u64>)>,
+) {
+    let Some((holder, epoch)) = waiting_for else {
+        return;
+    };
+    let seen = (holder.map(|h| h.id.clone()), epoch);
+    if told.as_ref() == Some(&seen) {
+        return;
+    }
+    let by = holder.map_or_else(
+        || "an unknown holder (the record is corrupt)".to_string(),
+        Holder::describe,
+    );
+    let at = epoch.map_or_else(String::new, |e| format!(" at epoch {e}"));
+    info!(target: WAITING_TARGET, lease = %url, "waiting for {url}, held by {by}{at}");
+    *told = Some(seen);
+}
 
 impl Client {
     /// Acquire the lease at `key`, waiting as `opts.wait` says.
@@ -158,12 +185,16 @@ impl Client {
         }
         let plan = Plan {
             url: url.clone(),
-            holder: holder.unwrap_or_else(|| self.new_holder(opts.label.clone())),
+            holder: holder
+                .unwrap_or_else(|| self.new_lease_holder(opts.label.clone(), &opts.companion_pids)),
             timing,
             data: opts.data.clone(),
             try_once,
             wait_deadline,
             unavailable_timeout: Some(timing.unavailable_timeout),
+            probe_holders: opts
+                .dead_holder_rule
+                .unwrap_or_else(|| self.store().dead_holder_rule()),
         };
         let memo = self.memo(key);
         // The remembered release is used once: whatever happens, the view moves on.
@@ -171,6 +202,8 @@ impl Client {
         let mut acquirer = Acquirer::new(plan, memo.epoch, memo.released, start);
         let wake = local_wake(self.store().url(), key);
         let mut event = Event::Start;
+        let mut failed_read = None;
+        let mut told = None;
         let mut warned_date = false;
         let result = loop {
             let notified = wake.notified();
@@ -180,6 +213,12 @@ impl Client {
                 event = Event::Cancelled;
             }
             let step = acquirer.step(event, clock.now(), clock.wall(), rng);
+            say_who_holds(&url, acquirer.waiting_for(), &mut told);
+            // A failed read that is retried is logged: nothing else says why the wait goes on.
+            // One that ends the acquisition is not: the error returned is its report.
+            if let (Some(e), Step::Sleep { .. }) = (failed_read.take(), &step) {
+                warn!(lease = %url, "read failed, retrying: {e}");
+            }
             if !warned_date && acquirer.date_refused() {
                 warned_date = true;
                 store_clock::warn_date_refused(self, key, None);
@@ -188,7 +227,8 @@ impl Client {
                 Step::Read { if_none_match } => {
                     let read = self.read_record(key, if_none_match.as_ref(), &timing).await;
                     if let Err(e) = &read {
-                        warn!(lease = %url, "read failed: {e}");
+                        debug!(lease = %url, "read failed: {e}");
+                        failed_read = Some(e.to_string());
                     }
                     // A queued lock: every request on it queues (docs/protocol.md §10). Seen
                     // before the lease's rules could take it for a corrupt lease record.
@@ -203,6 +243,7 @@ impl Client {
                 Step::Put { bytes, cond } => {
                     event = Event::Put(self.put_raw(key, bytes, cond, &timing).await);
                 }
+                Step::Probe { pids } => event = Event::Probed(crate::process::probe(&pids)),
                 Step::Stamp => {
                     let stamp = store_clock::stamp(self, key, &timing).await;
                     match &stamp {

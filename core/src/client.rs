@@ -115,16 +115,21 @@ impl ClientBuilder {
                 rng: self.rng.unwrap_or_else(Rng::from_entropy),
                 client: self.client.unwrap_or_else(client_name),
                 host: self.host.or_else(host_name),
-                pid: self.pid.unwrap_or_else(std::process::id),
-                user: user_name(|var| std::env::var(var).ok()),
+                pid: self.pid,
+                user: current_user(),
                 memo: Mutex::default(),
             }),
         }
     }
 }
 
-/// Who runs this process, for the holder record: `$USER` or `$LOGNAME`, else the name of the
-/// effective uid (cron, systemd units and containers often set neither), else its number.
+/// Who runs this process, as holder records name it: `$USER` or `$LOGNAME`, else the name of
+/// the effective uid (cron, systemd units and containers often set neither), else its number.
+pub fn current_user() -> Option<String> {
+    user_name(|var| std::env::var(var).ok())
+}
+
+/// [`current_user`] with the environment given.
 fn user_name(env: impl Fn(&str) -> Option<String>) -> Option<String> {
     if let Some(user) = ["USER", "LOGNAME"]
         .into_iter()

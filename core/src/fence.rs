@@ -41,8 +41,8 @@ use bytes::Bytes;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::Io;
 use crate::protocol::fence::{
-    user_bytes, verdict, Expect, FenceEvent, FenceOp, FenceStep, Stamp, MAX_ROUNDS,
-    UNAVAILABLE_BUDGET,
+    user_bytes, verdict, Expect, FenceEvent, FenceOp, FenceStep, Known, PinOp, PinStep, Stamp,
+    MAX_ROUNDS, UNAVAILABLE_BUDGET,
 };
 use crate::protocol::queue::Mode;
 use crate::protocol::Backoff;
@@ -146,8 +146,8 @@ pub(crate) struct Fencer<'a> {
     pub(crate) token: FencingToken,
     pub(crate) holder: &'a Holder,
     pub(crate) grant: Option<GrantRef<'a>>,
-    /// The version (and write nonce) of each object this holder last wrote.
-    pub(crate) cache: &'a Mutex<HashMap<String, (Version, String)>>,
+    /// Each object as this holder last wrote or fenced it (version, write nonce, fence).
+    pub(crate) cache: &'a Mutex<HashMap<String, Known>>,
 }
 
 /// A queued lock's grant, as fenced writes see it.
@@ -184,7 +184,7 @@ impl Fencer<'_> {
         self.grant.as_ref()
     }
 
-    fn fence_cache(&self) -> &Mutex<HashMap<String, (Version, String)>> {
+    fn fence_cache(&self) -> &Mutex<HashMap<String, Known>> {
         self.cache
     }
 }
@@ -248,6 +248,7 @@ impl Fencer<'_> {
     async fn fenced_write(&self, key: &str, bytes: Bytes, expect: Expect) -> Result<Version> {
         let client = self.client();
         let key = &self.fenced_key(key)?;
+        self.writes_allowed()?;
         let key_url = client.lease_url(key);
         let rng = &client.rng;
         let cached = self.fence_cache().lock().unwrap().get(key).cloned();
@@ -281,13 +282,69 @@ impl Fencer<'_> {
         let mut cache = self.fence_cache().lock().unwrap();
         match &outcome {
             Ok(v) if *v != Version::default() => {
-                cache.insert(key.to_string(), (v.clone(), op.nonce().to_string()));
+                cache.insert(key.to_string(), op.known(v.clone()));
             }
             _ => {
                 cache.remove(key);
             }
         }
         outcome
+    }
+
+    /// Carry out a [`PinOp`]'s steps ([`Lease::fenced_read`](crate::Lease::fenced_read)).
+    pub(crate) async fn fenced_read(&self, key: &str) -> Result<Option<FencedObject>> {
+        let client = self.client();
+        let key = &self.fenced_key(key)?;
+        let key_url = client.lease_url(key);
+        let rng = &client.rng;
+        let unique = client.store().capabilities().versions_are_unique;
+        let mut op = PinOp::new(&key_url, self.token(), rng.nonce(), unique);
+        let mut event = FenceEvent::Start;
+        let outcome = loop {
+            match op.step(event, client.clock().now(), rng) {
+                PinStep::Read => {
+                    let get = client.store().get(key, GetOptions::default());
+                    event = FenceEvent::Read(
+                        match client.timed(REQUEST_TIMEOUT, "fenced read", get).await {
+                            Ok(Get::Found(obj)) => Ok(Some(obj)),
+                            Ok(_) => Ok(None),
+                            Err(e) => Err(e),
+                        },
+                    );
+                }
+                PinStep::Put { bytes, cond, meta } => {
+                    let put = client.store().put(key, bytes, cond, &meta);
+                    event =
+                        FenceEvent::Put(client.timed(REQUEST_TIMEOUT, "fenced read", put).await);
+                }
+                PinStep::Sleep(d) => {
+                    client.clock().sleep(d).await;
+                    event = FenceEvent::Slept;
+                }
+                PinStep::Done(outcome) => break outcome,
+            }
+        };
+        let obj = outcome?;
+        let mut cache = self.fence_cache().lock().unwrap();
+        match obj {
+            Some(obj) => {
+                let stamp = Stamp::of(&obj.meta);
+                // The object as it stands: a write by this holder next needs no read.
+                match &stamp.write {
+                    Some(w) => cache.insert(
+                        key.to_string(),
+                        Known {
+                            version: obj.version.clone(),
+                            write: w.clone(),
+                            fence: stamp.fence.clone(),
+                        },
+                    ),
+                    None => cache.remove(key),
+                };
+                Ok(fenced_object(obj, stamp))
+            }
+            None => Ok(None),
+        }
     }
 
     pub(crate) async fn fenced_delete(&self, key: &str) -> Result<bool> {
@@ -300,6 +357,7 @@ impl Fencer<'_> {
                 client.store().url()
             )));
         }
+        self.writes_allowed()?;
         let token = self.token();
         let mut retries = Retries::new(client, &key_url, "fenced delete");
         // A delete was sent whose outcome is unknown: an object found gone is then our doing.
@@ -314,7 +372,12 @@ impl Fencer<'_> {
                 }
                 Err(e) => return Err(e.with_lease(&key_url)),
             };
-            verdict(&key_url, &token, &Stamp::of(&obj.meta))?;
+            let stamp = Stamp::of(&obj.meta);
+            verdict(&key_url, &token, &stamp)?;
+            if stamp.absent {
+                // A fenced read's marker: absent to its readers, and it keeps them fenced.
+                return Ok(sent);
+            }
             let delete = client.store().delete(key, &obj.version);
             match client.timed(REQUEST_TIMEOUT, "fenced delete", delete).await {
                 Ok(Delete::Deleted) => {
@@ -349,21 +412,26 @@ impl Fencer<'_> {
                 ))
                 .with_lease(self.url()));
             }
-            // Shared holders hold distinct tokens at once; a fenced write admits one writer
-            // per token order, so it would turn readers away from each other's objects.
-            if grant.mode == Mode::Shared {
-                return Err(Error::invalid(format!(
-                    "fenced writes need an exclusive grant; {} holds {} shared (token {}): \
-                     its token orders it after every writer before it, but it shares it with \
-                     other readers",
-                    self.holder().describe(),
-                    grant.url,
-                    grant.token
-                ))
-                .with_lease(self.url()));
-            }
         }
         Ok(placed)
+    }
+
+    /// Fenced writes and deletes need an exclusive grant. Shared holders (readers, permits)
+    /// hold at once with overlapping scopes, so no order of their tokens says which of them
+    /// may write; they fence what they read instead ([`Lease::fenced_read`](crate::Lease::fenced_read)).
+    fn writes_allowed(&self) -> Result<()> {
+        match self.grant() {
+            Some(grant) if grant.mode == Mode::Shared => Err(Error::invalid(format!(
+                "fenced writes need an exclusive grant; {} holds {} shared (token {}): \
+                 shared holders hold at once, so their tokens cannot order their writes; \
+                 a reader fences what it reads with fenced_read",
+                self.holder().describe(),
+                grant.url,
+                grant.token
+            ))
+            .with_lease(self.url())),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -383,14 +451,22 @@ pub(crate) async fn read(io: &Io, key: &str) -> Result<Option<FencedObject>> {
     {
         Get::Found(obj) => {
             let stamp = Stamp::of(&obj.meta);
-            Ok(Some(FencedObject {
-                bytes: user_bytes(obj.bytes.unwrap_or_default(), &obj.meta),
-                epoch: stamp.epoch,
-                lease: stamp.lease,
-                holder: stamp.holder,
-                version: obj.version,
-            }))
+            Ok(fenced_object(obj, stamp))
         }
         _ => Ok(None),
     }
+}
+
+/// An object as fenced reads return it; `None` for a fenced read's marker of absence.
+fn fenced_object(obj: Object, stamp: Stamp) -> Option<FencedObject> {
+    if stamp.absent {
+        return None;
+    }
+    Some(FencedObject {
+        bytes: user_bytes(obj.bytes.unwrap_or_default(), &obj.meta),
+        epoch: stamp.epoch,
+        lease: stamp.lease,
+        holder: stamp.holder,
+        version: obj.version,
+    })
 }

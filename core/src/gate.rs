@@ -75,8 +75,9 @@ impl FencingGate {
         match &self.backend {
             GateBackend::Memory(seen) => {
                 let mut seen = seen.lock().unwrap();
-                if admission(resource, token, seen.get(resource))? == Admission::Record {
-                    seen.insert(resource.to_string(), Stamp::of_token(token));
+                if let Admission::Record(fence) = admission(resource, token, seen.get(resource))? {
+                    let meta = Stamp::meta(token.lease(), &fence, None, None);
+                    seen.insert(resource.to_string(), Stamp::of(&meta));
                 }
                 Ok(())
             }
@@ -84,16 +85,18 @@ impl FencingGate {
                 let key = format!("{prefix}/{resource}");
                 validate_key(&key)?;
                 let key_url = client.lease_url(&key);
-                let meta = Stamp::meta_for(token, None, None);
                 let mut retries = Retries::new(client, &key_url, "gate admission");
                 loop {
-                    let cond = match read_meta(client, &key).await {
-                        Ok(None) => Cond::Create,
+                    let (cond, fence) = match read_meta(client, &key).await {
+                        Ok(None) => match admission(&key_url, token, None)? {
+                            Admission::Record(fence) => (Cond::Create, fence),
+                            Admission::AlreadyRecorded => return Ok(()),
+                        },
                         Ok(Some(obj)) => {
                             let stamp = Stamp::of(&obj.meta);
                             match admission(&key_url, token, Some(&stamp))? {
                                 Admission::AlreadyRecorded => return Ok(()),
-                                Admission::Record => Cond::Match(obj.version),
+                                Admission::Record(fence) => (Cond::Match(obj.version), fence),
                             }
                         }
                         Err(e) if e.kind() == ErrorKind::Unavailable => {
@@ -105,6 +108,7 @@ impl FencingGate {
                     // The body names the admission: on S3 a version is the MD5 of the bytes, and
                     // gate objects with equal bodies would all share one version.
                     let body = Bytes::from(format!("{token} {}\n", client.rng.nonce()));
+                    let meta = Stamp::meta(token.lease(), &fence, None, None);
                     let put = client.store().put(&key, body, cond, &meta);
                     match client.timed(REQUEST_TIMEOUT, "gate write", put).await {
                         Ok(Put::Written { .. }) => return Ok(()),

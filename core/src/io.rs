@@ -69,7 +69,9 @@ pub struct Io {
     pub(crate) rng: Rng,
     pub(crate) client: String,
     pub(crate) host: Option<String>,
-    pub(crate) pid: u32,
+    /// The `pid` of records; `None`: this process's, read at each acquisition (a forked child
+    /// acquires as itself), and its processes are described for a waiter to prove them gone.
+    pub(crate) pid: Option<u32>,
     pub(crate) user: Option<String>,
     pub(crate) memo: Mutex<HashMap<String, Memo>>,
 }
@@ -92,16 +94,32 @@ impl Io {
         }
     }
 
+    /// A holder record for a new write of this client's: a break, a queued lock's session.
+    /// It names no processes, so nobody takes its record over early when this process exits:
+    /// a break's record must be waited out for the broken holder's sake.
     pub(crate) fn new_holder(&self, label: Option<String>) -> Holder {
-        let i = self;
         Holder {
-            id: i.rng.hex_id(),
+            id: self.rng.hex_id(),
             label,
-            host: i.host.clone(),
-            pid: Some(i.pid),
-            user: i.user.clone(),
-            client: Some(i.client.clone()),
+            host: self.host.clone(),
+            pid: Some(self.pid.unwrap_or_else(std::process::id)),
+            user: self.user.clone(),
+            client: Some(self.client.clone()),
+            process: None,
         }
+    }
+
+    /// The holder of a lease this process acquires for itself: with its processes (its own and
+    /// `companions`) described, so that a waiter on this machine can prove them gone once they
+    /// are (docs/protocol.md §4). Not when this client was given another identity.
+    pub(crate) fn new_lease_holder(&self, label: Option<String>, companions: &[u32]) -> Holder {
+        let mut holder = self.new_holder(label);
+        if self.pid.is_none() {
+            let me = std::process::id();
+            holder.pid = Some(me);
+            holder.process = crate::process::describe(me, companions).map(Box::new);
+        }
+        holder
     }
 
     pub(crate) fn remember(&self, key: &str, f: impl FnOnce(&mut Memo)) {

@@ -56,9 +56,9 @@ struct Shared {
     stop: CancellationToken,
     /// Wakes the renewal task when the holder changed its ttl: its schedule moved.
     rescheduled: tokio::sync::Notify,
-    /// The version (and write nonce) of each object this holder last wrote with a fenced
-    /// write, so the next fenced write to it needs one request.
-    fence_versions: Mutex<HashMap<String, (Version, String)>>,
+    /// Each object as this holder last wrote or fenced it (version, write nonce, fence), so
+    /// the next fenced write to it needs one request.
+    fence_versions: Mutex<HashMap<String, crate::protocol::fence::Known>>,
     /// Set when this lease is the session of a queued lock's participant that was granted:
     /// the lease's identity (key, URL, epoch) is then the grant's.
     grant: OnceLock<Grant>,
@@ -175,7 +175,7 @@ impl Lease {
         WeakLease(Arc::downgrade(&self.handle))
     }
 
-    pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, (Version, String)>> {
+    pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, crate::protocol::fence::Known>> {
         &self.shared().fence_versions
     }
 
@@ -186,10 +186,15 @@ impl Lease {
         s.grant.get().map_or(s.epoch, |g| g.token)
     }
 
-    /// The lease's name, epoch and holder id, to hand to resources that check it.
+    /// The lease's name, epoch and holder id, to hand to resources that check it; for a
+    /// queued lock's grant, also its mode and scope, which decide what the token fences.
     pub fn token(&self) -> FencingToken {
-        FencingToken::new(self.url().to_string(), self.epoch())
-            .with_holder(self.shared().holder.id.clone())
+        let token = FencingToken::new(self.url().to_string(), self.epoch())
+            .with_holder(self.shared().holder.id.clone());
+        match self.grant() {
+            Some(g) => token.with_mode(g.mode).with_scope(g.scope.clone()),
+            None => token,
+        }
     }
 
     pub fn key(&self) -> &str {
@@ -419,6 +424,24 @@ impl Lease {
     /// the epoch, lease and holder of the fenced write that wrote it.
     pub async fn fenced_get(&self, key: &str) -> Result<Option<FencedObject>> {
         self.fencer().fenced_get(key).await
+    }
+
+    /// Read the object `key` names for this lease (placed as [`Lease::object_key`] says) and
+    /// fence it with this lease's token: from the moment this returns, no request whose token
+    /// this one's refuses can change it — for a shared grant (a reader), no writer whose grant
+    /// ended before this one began (docs/protocol.md §7, "What each token fences"). A stale
+    /// writer's write, conditional on an older version or not, then fails `Fenced`, so the
+    /// data read does not change under this holder while it holds, except by writers of
+    /// disjoint scopes (which promise not to touch this one's part).
+    ///
+    /// Costs 1 GET, plus 1 conditional PUT of the same bytes with this token added to the
+    /// object's metadata the first time a grant reads the object (none when the object's fence
+    /// already refuses all this token would: read again under the same grant, or after a later
+    /// reader). Where nothing is, it leaves an empty marker that every fenced read sees as
+    /// absent (`None`), so a stale writer cannot create the object under the readers either.
+    /// Returns the object as read, or `None`.
+    pub async fn fenced_read(&self, key: &str) -> Result<Option<FencedObject>> {
+        self.fencer().fenced_read(key).await
     }
 
     /// Write `bytes` at `key` (placed as [`Lease::object_key`] says) unless a holder with a higher epoch of

@@ -54,6 +54,14 @@ pub struct LeaseOptions {
     /// Take over a record whose age by the store's own clock exceeds `ttl + grace +
     /// resolution`. `None` follows the store's default.
     pub store_clock_rule: Option<bool>,
+    /// Take over at once a record whose holder, on this machine, is provably gone: same boot,
+    /// same pid namespace, its processes absent or replaced (docs/protocol.md §4). `None`
+    /// follows the store's default: on for the local file store, off elsewhere.
+    pub dead_holder_rule: Option<bool>,
+    /// Other processes of this machine that act under the lease while it is held (`lease
+    /// run`'s watchdog): the holder record names them, and a waiter takes over early only once
+    /// they are gone too.
+    pub companion_pids: Vec<u32>,
     /// Exclusive (the default) or shared with other shared holders (docs/protocol.md §10).
     /// Shared makes the lock a queued lock.
     pub mode: Mode,
@@ -95,6 +103,8 @@ impl LeaseOptions {
             request_timeout: None,
             observation_rule: true,
             store_clock_rule: None,
+            dead_holder_rule: None,
+            companion_pids: Vec::new(),
             mode: Mode::Exclusive,
             permits: None,
             scope: Scope::Whole,
@@ -223,6 +233,11 @@ impl LeaseOptions {
 
     pub fn store_clock_rule(mut self, on: bool) -> Self {
         self.store_clock_rule = Some(on);
+        self
+    }
+
+    pub fn dead_holder_rule(mut self, on: bool) -> Self {
+        self.dead_holder_rule = Some(on);
         self
     }
 

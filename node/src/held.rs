@@ -175,8 +175,9 @@ impl Lease {
         error::holder_value(env, self.inner.holder())
     }
 
-    /// `URL#EPOCH@HOLDER`: the token to hand to resources that check it (`parseToken` takes it
-    /// apart).
+    /// `URL#EPOCH@HOLDER` (for a queued lock's shared or scoped grant followed by `;shared`,
+    /// `;path=P`, `;range=A..B`): the token to hand to resources that check it (`parseToken`
+    /// takes it apart).
     #[napi(getter)]
     pub fn token(&self) -> String {
         self.inner.token().to_string()
@@ -323,6 +324,26 @@ impl Lease {
             async move {
                 let url = inner.object_url(&key)?;
                 Ok((url, inner.fenced_get(&key).await?))
+            },
+            |_, (url, obj)| Ok(obj.map(|o| crate::fence::object_of(url, o))),
+        )
+    }
+
+    /// Read `key` (placed as `fencedPut` places it) and fence it with this lease's token: from
+    /// then on no holder whose grant ended before this one began can change it, so a reader (a
+    /// shared grant) sees its data stay while it holds, whatever a stale writer does. The first
+    /// read of an object under a grant writes it back unchanged with this token in its
+    /// metadata (1 GET + 1 PUT); reading it again costs 1 GET. Where nothing is, it leaves an
+    /// empty marker that fenced reads see as `null`. Rejects with `LEASE_FENCED` when a later
+    /// conflicting grant wrote or fenced it (this grant has ended).
+    #[napi(ts_return_type = "Promise<FencedObject | null>")]
+    pub fn fenced_read<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
+        let inner = self.inner.clone();
+        runtime::call(
+            env,
+            async move {
+                let url = inner.object_url(&key)?;
+                Ok((url, inner.fenced_read(&key).await?))
             },
             |_, (url, obj)| Ok(obj.map(|o| crate::fence::object_of(url, o))),
         )

@@ -187,7 +187,7 @@ eachStore('lease', (store, url) => {
       assert.ok(l.ensureHeld(1_000) > 1_000);
       assert.throws(() => l.ensureHeld(20_000), { code: 'LEASE_LOST' });
       assert.equal(l.token, `${l.url}#${l.epoch}@${l.holder.id}`);
-      assert.deepEqual(lease.parseToken(l.token), { lease: l.url, epoch: l.epoch, holder: l.holder.id });
+      assert.deepEqual(lease.parseToken(l.token), { lease: l.url, epoch: l.epoch, holder: l.holder.id, shared: false, scope: null, range: null });
     } finally {
       await l.release();
     }

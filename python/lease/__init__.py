@@ -306,10 +306,13 @@ async def fenced_get_async(url: URL, *, key: Optional[str] = None) -> Optional[F
 
 def parse_token(token: str) -> Token:
     """Take a fencing token apart: ``URL#EPOCH@HOLDER`` (what :attr:`Lease.token` is and
-    ``lease run`` exports as ``LEASE_TOKEN``), or ``URL#EPOCH`` (then ``holder`` is ``None``).
-    Raises :class:`InvalidArgument` if it is not one."""
-    lease_url, epoch, holder = _lease._parse_token(token)
-    return Token(lease=lease_url, epoch=epoch, holder=holder)
+    ``lease run`` exports as ``LEASE_TOKEN``), or ``URL#EPOCH`` (then ``holder`` is ``None``),
+    with ``;shared`` and ``;path=P`` or ``;range=A..B`` after it for a queued lock's shared or
+    scoped grant. Raises :class:`InvalidArgument` if it is not one."""
+    lease_url, epoch, holder, shared, scope, rng = _lease._parse_token(token)
+    return Token(
+        lease=lease_url, epoch=epoch, holder=holder, shared=shared, scope=scope, range=rng
+    )
 
 
 class FencingGate:

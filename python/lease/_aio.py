@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Type, Union
 
 from ._errors import LeaseError
+from ._types import FencedObject
 
 if TYPE_CHECKING:
     from ._lease import Lease, Pending
@@ -96,6 +97,11 @@ async def fenced_put_async(
         lambda done: lease._fenced_put_start(key, data, done, if_version, if_absent)
     )
     return version
+
+
+async def fenced_read_async(lease: "Lease", key: str) -> Optional[FencedObject]:
+    d = await await_core(lambda done: lease._fenced_read_start(key, done))
+    return FencedObject._from_dict(d)
 
 
 async def fenced_delete_async(lease: "Lease", key: str) -> bool:

@@ -52,7 +52,8 @@ class Lease:
     def url(self) -> str: ...
     @property
     def token(self) -> str:
-        """``URL#EPOCH@HOLDER``, to hand to resources that check it
+        """``URL#EPOCH@HOLDER`` (for a queued lock's shared or scoped grant followed by
+        ``;shared``, ``;path=P``, ``;range=A..B``), to hand to resources that check it
         (:func:`lease.parse_token` takes it apart)."""
     @property
     def grant(self) -> Optional[Grant]:
@@ -111,6 +112,17 @@ class Lease:
         f: Callable[[Optional[FencedObject]], Union[_Data, Awaitable[_Data]]],
     ) -> str:
         """:meth:`fenced_update` for asyncio; ``f`` may be a plain or an async function."""
+    def fenced_read(self, key: str) -> Optional[FencedObject]:
+        """Read ``key`` (placed as :meth:`fenced_put` places it) and fence it with this
+        lease's token: from then on no holder whose grant ended before this one began can
+        change it, so a reader (a shared grant) sees its data stay while it holds, whatever a
+        stale writer does. The first read of an object under a grant writes it back unchanged
+        with this token in its metadata (1 GET + 1 PUT); reading it again costs 1 GET. Where
+        nothing is, it leaves an empty marker that fenced reads see as ``None``. Raises
+        :class:`Fenced` when a later conflicting grant wrote or fenced it (this grant has
+        ended)."""
+    async def fenced_read_async(self, key: str) -> Optional[FencedObject]: ...
+    def _fenced_read_start(self, key: str, done: _Done) -> Pending: ...
     def fenced_delete(self, key: str) -> bool:
         """Delete ``key`` unless a newer holder wrote it (:class:`Fenced`); ``False`` when
         there was nothing to delete. :class:`StoreError` on stores without conditional
@@ -211,7 +223,9 @@ def _error_for_kind(
     holder_id: Optional[str] = None,
 ) -> LeaseError: ...
 def _error_kinds() -> List[str]: ...
-def _parse_token(token: str) -> Tuple[str, int, Optional[str]]: ...
+def _parse_token(
+    token: str,
+) -> Tuple[str, int, Optional[str], bool, Optional[str], Optional[Tuple[int, int]]]: ...
 def _shutdown() -> None: ...
 def _refresh_log_level() -> None: ...
 def _log_through_tracing(level: str, message: str) -> None: ...

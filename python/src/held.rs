@@ -525,7 +525,7 @@ impl PyLease {
 
     /// Read `key` in this lease's store (a dict for `lease.FencedObject`, or None).
     fn _fenced_get(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        crate::fence::get_in(py, self.owned()?, key)
+        crate::fence::get_in(py, self.owned()?, key, crate::fence::Read::Plain)
     }
 
     fn _fenced_get_start(
@@ -534,7 +534,42 @@ impl PyLease {
         key: &Bound<'_, PyAny>,
         done: Py<PyAny>,
     ) -> PyResult<Pending> {
-        crate::fence::get_in_start(py, self.owned()?, key, done)
+        crate::fence::get_in_start(py, self.owned()?, key, crate::fence::Read::Plain, done)
+    }
+
+    /// Read `key` and fence it with this lease's token (a `lease.FencedObject`, or None): from
+    /// then on no holder whose grant ended before this one began (for a reader: no stale
+    /// writer) can change it. The first read of an object under a grant writes it back
+    /// unchanged with this token (1 GET + 1 PUT); later ones only read.
+    fn fenced_read<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static OBJECT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let d = crate::fence::get_in(py, self.owned()?, key, crate::fence::Read::Fenced)?;
+        import_attr(py, &OBJECT, "lease._types", "FencedObject")?
+            .getattr("_from_dict")?
+            .call1((d,))
+    }
+
+    /// `fenced_read()` for asyncio.
+    fn fenced_read_async<'py>(
+        slf: Bound<'py, Self>,
+        key: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static READ: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &READ, "lease._aio", "fenced_read_async")?.call1((slf, key))
+    }
+
+    fn _fenced_read_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        crate::fence::get_in_start(py, self.owned()?, key, crate::fence::Read::Fenced, done)
     }
 
     /// Delete `key` unless a newer holder wrote it (`Fenced`); false if it did not exist.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import pickle
@@ -131,6 +132,43 @@ def test_unavailable_for_an_unreachable_s3_endpoint(monkeypatch: pytest.MonkeyPa
     with pytest.raises(lease.StoreUnavailable) as info:
         lease.status(url)
     assert info.value.retryable and info.value.url is not None
+
+
+@pytest.mark.parametrize(
+    "typo,fix",
+    [("s3:/bucket/x", "s3://bucket/x"), ("gs:/b/x", "gs://b/x"), ("file:/tmp/x", "file:///tmp/x")],
+)
+def test_a_mistyped_url_is_refused_with_the_fix(
+    typo: str, fix: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """It used to become a bare name: a lock on this machine only (issue 28)."""
+    monkeypatch.setenv("LEASE_HOME", str(tmp_path))
+    with pytest.raises(lease.InvalidArgument, match=f'did you mean "{fix}"'):
+        lease.acquire(typo, wait=0)
+    assert list(tmp_path.iterdir()) == []
+    # Names with a colon that cannot be a scheme are still bare names.
+    with lease.acquire("db:migrate", wait=0) as l:
+        assert l.url.endswith("/db:migrate")
+
+
+def test_a_raised_error_is_not_also_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The error is the report: it was also logged as `read failed` (issue 28)."""
+    caplog.set_level(logging.INFO, logger="lease")
+    with pytest.raises(lease.InvalidArgument, match="is a directory"):
+        lease.acquire(f"file://{tmp_path}/", wait=0)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_holder_without_a_label_is_named_by_its_process(tmp_path: Path) -> None:
+    """Not "held by holder (id …)" (issue 28)."""
+    url = make_url("file", tmp_path, "nolabel")
+    with lease.acquire(url):
+        with pytest.raises(lease.LeaseHeld) as info:
+            lease.acquire(url, wait=0)
+    message = str(info.value)
+    assert "a python process (id " in message and f"pid {os.getpid()}" in message, message
 
 
 def test_invalid_for_a_bad_url() -> None:

@@ -28,11 +28,12 @@ use lease::clock::Instant;
 use lease::options::{LeaseOptions, Timing};
 use lease::protocol::acquire::{Acquirer, Event, Plan, Step};
 use lease::protocol::breaking::{self, BreakMode, BreakPlan};
+use lease::protocol::dead_holder::{Probe, Proc};
 use lease::protocol::hold::{Hold, LostReason};
 use lease::protocol::view::View;
 use lease::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
 use lease::protocol::Entropy;
-use lease::record::{Holder, Record, RecordState};
+use lease::record::{Holder, HolderProcess, Record, RecordState};
 use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
 use lease::Error;
 
@@ -151,6 +152,8 @@ pub struct State {
     /// When a holder crashed (fault-free liveness variant), and whether someone acquired since.
     crashed_holding_at: Option<u32>,
     acquired_after_crash: bool,
+    /// Someone acquired within the ttl of a crashed holder's crash (the dead-holder rule).
+    replaced_early: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -205,6 +208,16 @@ pub struct LeaseModel {
     pub only_delays: bool,
     /// A holder may change its ttl to this, once, while it holds (`Lease::set_ttl`).
     pub ttl_change: Option<Duration>,
+    /// Clients are processes of one machine, client `c` in pid namespace `pid_namespaces[c]`
+    /// with pid `100 + c`: records name their processes and waiters probe them, taking over at
+    /// once a holder provably gone (`protocol::dead_holder`). `None`: records name no
+    /// processes (as from another machine).
+    pub pid_namespaces: Option<Vec<u8>>,
+    /// With `pid_namespaces`: client `c` runs on the machine boot `boots[c]` (empty: all on one
+    /// boot). Machines sharing a directory over a network file system: each one's init pid
+    /// namespace has the same name (`pid:[4026531836]` on every Linux host), so only the boot
+    /// id tells them apart.
+    pub boots: Vec<u8>,
     /// The answers' `Date` runs this many ticks ahead of the store's clock: every offset from
     /// 0 to this one is an initial state (0: the store's own `Date`).
     pub date_ahead: u32,
@@ -220,10 +233,21 @@ impl LeaseModel {
     }
 
     fn plan(&self, c: usize) -> Plan {
+        let process = self.pid_namespaces.as_ref().map(|ns| {
+            Box::new(HolderProcess {
+                boot: self.boot(c),
+                pid_ns: format!("pid:[{}]", ns[c]),
+                time_ns: "time".into(),
+                start: 1,
+                also: vec![],
+            })
+        });
         Plan {
             url: "model://lease".into(),
             holder: Holder {
                 id: format!("client-{c}"),
+                pid: Some(100 + c as u32),
+                process,
                 ..Holder::default()
             },
             timing: self.timing(),
@@ -231,6 +255,49 @@ impl LeaseModel {
             try_once: false,
             wait_deadline: None,
             unavailable_timeout: None,
+            probe_holders: self.pid_namespaces.is_some(),
+        }
+    }
+
+    /// The boot id of client `c`'s machine.
+    fn boot(&self, c: usize) -> String {
+        format!("boot-{}", self.boots.get(c).copied().unwrap_or(0))
+    }
+
+    /// What client `w` finds of `pids` on its machine: the process of a client in its own pid
+    /// namespace on its own boot is there until it crashes; a pid of another namespace or
+    /// machine names no process in `w`'s (what a waiter would see of a container's holder, or
+    /// of another host's).
+    fn probe(&self, s: &State, w: usize, pids: &[u32]) -> Probe {
+        let ns = self
+            .pid_namespaces
+            .as_ref()
+            .expect("probes only with processes");
+        Probe {
+            boot: Some(self.boot(w)),
+            pid_ns: Some(format!("pid:[{}]", ns[w])),
+            time_ns: Some("time".into()),
+            procs: pids
+                .iter()
+                .map(|&pid| {
+                    let h = pid.checked_sub(100).map(|h| h as usize);
+                    let state = match h {
+                        Some(h)
+                            if h < self.clients
+                                && ns[h] == ns[w]
+                                && self.boot(h) == self.boot(w) =>
+                        {
+                            if matches!(s.clients[h].phase, Phase::Crashed) {
+                                Proc::Absent
+                            } else {
+                                Proc::Started(1)
+                            }
+                        }
+                        _ => Proc::Absent,
+                    };
+                    (pid, state)
+                })
+                .collect(),
         }
     }
 }
@@ -324,6 +391,11 @@ impl LeaseModel {
             }
             Step::Stamp => Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Stamp))),
             Step::Sleep { until, .. } => Phase::Acquiring(m, Io::Sleep(until)),
+            // The driver answers at once, from what the machine shows.
+            Step::Probe { pids } => {
+                let probe = self.probe(s, c, &pids);
+                return self.acquirer_step(s, c, m, Event::Probed(probe));
+            }
             Step::Acquired {
                 record,
                 version,
@@ -335,8 +407,12 @@ impl LeaseModel {
                 if s.granted > 0 {
                     s.acquired_twice = true;
                 }
-                if s.crashed_holding_at.is_some() {
+                if let Some(crash) = s.crashed_holding_at {
                     s.acquired_after_crash = true;
+                    // Before the dead holder's ttl was out: only a proof of its death allows it.
+                    if s.t < crash + self.timing().ttl.as_secs() as u32 {
+                        s.replaced_early = true;
+                    }
                 }
                 s.granted = s.granted.max(record.epoch);
                 Phase::Holding(
@@ -511,6 +587,7 @@ impl Model for LeaseModel {
                 acquired_twice: false,
                 crashed_holding_at: None,
                 acquired_after_crash: false,
+                replaced_early: false,
             })
             .collect()
     }
@@ -743,7 +820,7 @@ impl Model for LeaseModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(
                 "at most one holder believes",
                 |m: &LeaseModel, s: &State| {
@@ -754,7 +831,20 @@ impl Model for LeaseModel {
             Property::sometimes("a second holder gets the lease", |_, s: &State| {
                 s.acquired_twice
             }),
-        ]
+        ];
+        // Where a crash can be proven, the proof is used (the check is not vacuous).
+        let one_namespace = self
+            .pid_namespaces
+            .as_ref()
+            .is_some_and(|ns| ns.iter().all(|n| *n == ns[0]))
+            && self.boots.iter().all(|b| Some(b) == self.boots.first());
+        if self.crashes && one_namespace {
+            properties.push(Property::sometimes(
+                "a crashed holder is replaced within its ttl",
+                |_, s: &State| s.replaced_early,
+            ));
+        }
+        properties
     }
 }
 
@@ -840,6 +930,8 @@ pub fn base() -> LeaseModel {
         faulty: None,
         only_delays: false,
         ttl_change: None,
+        pid_namespaces: None,
+        boots: vec![],
         date_ahead: 0,
     }
 }

@@ -116,6 +116,61 @@ fn a_crashed_holder_is_replaced_within_the_bound() {
     check(Liveness(m), "liveness");
 }
 
+/// Both clients are processes of one machine in one pid namespace, so records name their
+/// processes and a waiter takes a crashed holder's lease over at once (issue 28): never a live
+/// holder's, under a fault or a crash, and a crashed holder is indeed replaced within its ttl
+/// (a `sometimes` property).
+#[test]
+fn mutual_exclusion_when_dead_holders_are_taken_over_at_once() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 0]),
+        ..base()
+    };
+    check(m, "dead holders proven gone");
+}
+
+/// A holder in another pid namespace (a container sharing the directory) cannot be proven gone
+/// from ours: it is waited out like a remote one (its pid names nothing, or another process,
+/// in ours), crash or not.
+#[test]
+fn a_holder_in_another_pid_namespace_is_waited_out() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 1]),
+        ..base()
+    };
+    check(m, "holders in two pid namespaces");
+}
+
+/// Machines sharing a directory over a network file system (one pid namespace name, two
+/// boots): a holder on the other machine is never proven gone from here, crash or not.
+#[test]
+fn a_holder_on_another_machine_is_waited_out() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 0]),
+        boots: vec![0, 1],
+        ..base()
+    };
+    check(m, "holders on two machines");
+}
+
+#[test]
+fn a_crashed_holder_proven_gone_is_replaced_within_the_bound() {
+    let m = LeaseModel {
+        max_faults: 1, // the crash
+        crashes: true,
+        max_time: 12,
+        pid_namespaces: Some(vec![0, 0]),
+        ..base()
+    };
+    check(Liveness(m), "liveness, dead holders proven gone");
+}
+
 #[test]
 fn the_model_finds_drift_beyond_the_grace() {
     // Negative control: without grace, a holder whose clock runs one tick slow believes past

@@ -14,6 +14,8 @@
 //! in front of the store sets its own (nginx does by default), so `Date` only says *when* to
 //! look: when it says the record is old enough, the decision is [`Decision::Stamp`], and the
 //! takeover waits for a stamp that agrees (issue 29).
+//!
+//! or at once when its holder, on this machine, is provably gone ([`super::dead_holder`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -110,6 +112,9 @@ pub fn decide(
         epoch: next_epoch,
         rev: rev + 1,
     };
+    if super::dead_holder::proven(view) {
+        return take_over();
+    }
     let grace = timing.grace_for(record_ttl);
     let mut until: Option<Instant> = None;
     if timing.observation_rule {
@@ -227,6 +232,7 @@ mod tests {
                 first_seen: origin(),
             }),
             server_now: Some((modified() + date_age, origin())),
+            probe: None,
             stamp: None,
             date_refused: false,
         }

@@ -227,6 +227,13 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         Duration::ZERO
     }
 
+    /// Whether a waiter takes over at once a lease whose holder, on this machine, is provably
+    /// gone (`protocol::dead_holder`; `LeaseOptions::dead_holder_rule` overrides): the local
+    /// file store's default, as flock(1) frees a dead holder's lock.
+    fn dead_holder_rule(&self) -> bool {
+        false
+    }
+
     /// Whether an answer's `server_now` is read from the same clock that stamps
     /// `last_modified`, with nothing that can stand between (memory, file). Remote stores'
     /// answers carry a `Date` that a gateway in front of the store may set from its own clock

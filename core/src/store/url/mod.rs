@@ -281,6 +281,9 @@ impl LeaseUrl {
             return split_path(s, &path);
         }
         let Some((scheme, rest)) = s.split_once("://") else {
+            if let Some(why) = typo::mistyped_url(s) {
+                return Err(Error::invalid(format!("invalid lease name {s:?}: {why}")));
+            }
             validate_key(s)?;
             return Ok(LeaseUrl {
                 store: StoreUrl::DefaultFile,
@@ -426,6 +429,9 @@ impl StoreUrl {
             None => (s.trim_end_matches('/'), None),
         };
         if !base.contains("://") {
+            if let Some(why) = typo::mistyped_url(base) {
+                return Err(Error::invalid(format!("invalid store URL {s:?}: {why}")));
+            }
             return Err(Error::invalid(format!(
                 "invalid store URL {s:?}: expected s3://BUCKET, gs://BUCKET, \
                  az://ACCOUNT/CONTAINER, file:///DIR or memory://NAMESPACE"
@@ -520,3 +526,4 @@ impl fmt::Display for LeaseUrl {
 
 #[cfg(test)]
 mod tests;
+mod typo;
