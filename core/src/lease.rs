@@ -445,7 +445,7 @@ impl Lease {
     }
 
     /// Write `bytes` at `key` (placed as [`Lease::object_key`] says) unless a holder with a higher epoch of
-    /// this lease has written it; then fail with [`ErrorKind::Fenced`]. Returns the new version
+    /// this lease has written it; then fail with [`ErrorKind::Fenced`](crate::ErrorKind::Fenced). Returns the new version
     /// (empty when the write landed but a newer writer replaced it before this call learned its
     /// version: it happened, and nothing can be conditioned on it any more).
     ///
@@ -458,8 +458,8 @@ impl Lease {
 
     /// Write `bytes` at `key` only if the object is still at `expected` (as returned by
     /// [`Client::fenced_get`](crate::Client::fenced_get) or an earlier fenced write; its etag alone will do), or still
-    /// absent when `expected` is `None`. A change by a holder with a higher epoch is [`ErrorKind::Fenced`]; any other
-    /// change since is [`ErrorKind::Conflict`] (read again and decide again).
+    /// absent when `expected` is `None`. A change by a holder with a higher epoch is [`ErrorKind::Fenced`](crate::ErrorKind::Fenced); any other
+    /// change since is [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) (read again and decide again).
     pub async fn fenced_put_if(
         &self,
         key: &str,
@@ -472,7 +472,7 @@ impl Lease {
     }
 
     /// Read-modify-write `key`: `f` gets the current object (or `None`) and returns the new
-    /// contents, written with [`Lease::fenced_put_if`]; on a [`ErrorKind::Conflict`] it reads
+    /// contents, written with [`Lease::fenced_put_if`]; on a [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) it reads
     /// and calls `f` again. No update is lost, and none applied twice.
     pub async fn fenced_update<F>(&self, key: &str, f: F) -> Result<Version>
     where

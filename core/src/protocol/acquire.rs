@@ -49,7 +49,7 @@ pub struct Plan {
     /// this long in a row (`None`: never; the model checker's acquirers retry forever).
     pub unavailable_timeout: Option<Duration>,
     /// Ask whether a holder on this machine is gone (`Step::Probe`), to take over at once
-    /// ([`dead_holder`](super::dead_holder)).
+    /// ([`dead_holder`]).
     pub probe_holders: bool,
 }
 
