@@ -54,8 +54,50 @@ impl Client {
     }
 }
 
-/// The acquisition of `key`: a lease, or a grant of a queued lock.
+/// The acquisition of `key` by its owner ([`LeaseOptions::owner`]): an owner that holds the
+/// lease already would wait for itself, so it fails at once (docs/protocol.md, "Same owner").
 async fn acquire(
+    client: &Client,
+    key: &str,
+    opts: &LeaseOptions,
+    try_once: bool,
+    cancel: Option<&CancellationToken>,
+) -> Result<Lease> {
+    let owner = crate::owner::owner_of(opts);
+    let me = std::sync::Arc::as_ptr(&client.inner) as usize;
+    // A cancelled acquisition ends as cancelled, whoever holds the lease.
+    let cancelled = cancel.is_some_and(|c| c.is_cancelled());
+    if let Some(owner) = owner.as_ref().filter(|_| !cancelled) {
+        let mine = crate::owner::holding(me, key, owner, opts);
+        // A grant: the queue record shows grants by their sessions, which stay ours while
+        // the grant believes. A plain lease: only if the store still shows it (one read),
+        // not a lease broken or taken over whose holder has not noticed yet.
+        let ours = match mine.iter().find(|l| l.grant().is_some()) {
+            Some(grant) => Some(grant),
+            None if mine.is_empty() => None,
+            // On an error the acquisition goes on: it reads again and reports what fails.
+            None => match opts.timing(&client.store().capabilities()) {
+                Ok(t) => match client.get(key, None, t.request_timeout).await {
+                    Ok(get) => mine.iter().find(|l| crate::owner::still_held_by(l, &get)),
+                    Err(_) => None,
+                },
+                Err(_) => None,
+            },
+        };
+        if let Some(lease) = ours {
+            let url = client.lease_url(key);
+            return Err(crate::owner::waits_for_itself(&url, owner, lease));
+        }
+    }
+    let lease = acquire_any(client, key, opts, try_once, cancel).await?;
+    if let Some(owner) = owner {
+        crate::owner::register(me, key, owner, &lease);
+    }
+    Ok(lease)
+}
+
+/// The acquisition of `key`: a lease, or a grant of a queued lock.
+async fn acquire_any(
     client: &Client,
     key: &str,
     opts: &LeaseOptions,

@@ -12,8 +12,9 @@
 
 use tracing::info;
 
-use crate::client::{local_wake, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::io::local_wake;
 use crate::options::{LeaseOptions, Timing};
 use crate::protocol::breaking::{self, BreakMode, BreakPlan};
 use crate::protocol::queue::{
@@ -69,7 +70,7 @@ async fn break_queue(
     if r.grants.is_empty() {
         return Ok(None);
     }
-    let sessions = client.sessions_of(key, &r, timing).await;
+    let sessions = crate::status::sessions_of(client, key, &r, timing).await;
     let before = Status::from_queue(url, &r, version, &sessions);
     for g in &r.grants {
         let state = Participant::new(g, sessions.get(g.id())).session;

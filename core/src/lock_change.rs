@@ -12,8 +12,9 @@ use std::sync::OnceLock;
 use tokio::sync::Notify;
 use tracing::debug;
 
-use crate::client::{local_wake, Client};
+use crate::client::Client;
 use crate::error::Result;
+use crate::io::local_wake;
 use crate::options::Timing;
 use crate::protocol::queue::change::{ChangeEvent, ChangeOp, ChangeStep, Changed};
 use crate::protocol::queue::{Change, QueueRecord, MAX_QUEUE_RECORD_LEN};

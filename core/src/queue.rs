@@ -22,6 +22,7 @@ use crate::protocol::queue::waiter::{held_error, Ctx, Event, Step, WaitPlan, Wai
 use crate::protocol::queue::{session_key, Change, Entry, MAX_QUEUE_RECORD_LEN};
 use crate::record::{Holder, Parsed, Record};
 use crate::store::Get;
+use crate::store_clock;
 
 /// Everything one queued acquisition needs.
 pub(crate) struct Request<'a> {
@@ -90,11 +91,13 @@ pub(crate) async fn acquire(
         let step = waiter.step(event, ctx, rng);
         if !warned_date && waiter.date_refused() {
             warned_date = true;
-            client.warn_date_refused(key, None);
+            store_clock::warn_date_refused(client, key, None);
         }
         event = match step {
             // Beside the lock, whichever record asked: one probe per lock.
-            Step::Stamp { .. } => Event::Stamped(client.stamp_step(key, &timing).await),
+            Step::Stamp { .. } => {
+                Event::Stamped(store_clock::stamp_step(client, key, &timing).await)
+            }
             Step::ReadRecord { if_none_match } => {
                 let read = client
                     .read_record(key, if_none_match.as_ref(), &timing)
