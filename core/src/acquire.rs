@@ -10,61 +10,32 @@
 //! queued lock's [`Waiter`](crate::protocol::queue::waiter::Waiter) (which begins its session
 //! with `acquirer`); neither calls back here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::acquirer::{self, Acquired};
-use crate::client::Client;
 use crate::duration::format_duration;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
+use crate::io::Io;
 use crate::lease::Lease;
 use crate::options::LeaseOptions;
 use crate::protocol::acquire::Plan;
 use crate::queue;
 use crate::store::validate_key;
 
-impl Client {
-    /// Acquire the lease at `key`, waiting as `opts.wait` says.
-    pub async fn acquire(&self, key: &str, opts: &LeaseOptions) -> Result<Lease> {
-        acquire(self, key, opts, false, None).await
-    }
-
-    /// Acquire, giving up with [`ErrorKind::Cancelled`] when `cancel` fires.
-    ///
-    /// Prefer this to dropping the future: once a write has been sent, a cancelled acquire still
-    /// learns whether it landed and releases the lease if it did, so no phantom holder is left
-    /// for others to wait out.
-    pub async fn acquire_with_cancel(
-        &self,
-        key: &str,
-        opts: &LeaseOptions,
-        cancel: &CancellationToken,
-    ) -> Result<Lease> {
-        acquire(self, key, opts, false, Some(cancel)).await
-    }
-
-    /// Try once: the lease, or `None` when someone else holds it.
-    pub async fn try_acquire(&self, key: &str, opts: &LeaseOptions) -> Result<Option<Lease>> {
-        match acquire(self, key, opts, true, None).await {
-            Ok(lease) => Ok(Some(lease)),
-            Err(e) if e.kind() == ErrorKind::Held => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-}
-
 /// The acquisition of `key` by its owner ([`LeaseOptions::owner`]): an owner that holds the
 /// lease already would wait for itself, so it fails at once (docs/protocol.md, "Same owner").
-async fn acquire(
-    client: &Client,
+pub(crate) async fn acquire(
+    client: &Arc<Io>,
     key: &str,
     opts: &LeaseOptions,
     try_once: bool,
     cancel: Option<&CancellationToken>,
 ) -> Result<Lease> {
     let owner = crate::owner::owner_of(opts);
-    let me = std::sync::Arc::as_ptr(&client.inner) as usize;
+    let me = std::sync::Arc::as_ptr(client) as usize;
     // A cancelled acquisition ends as cancelled, whoever holds the lease.
     let cancelled = cancel.is_some_and(|c| c.is_cancelled());
     if let Some(owner) = owner.as_ref().filter(|_| !cancelled) {
@@ -98,7 +69,7 @@ async fn acquire(
 
 /// The acquisition of `key`: a lease, or a grant of a queued lock.
 async fn acquire_any(
-    client: &Client,
+    client: &Arc<Io>,
     key: &str,
     opts: &LeaseOptions,
     try_once: bool,

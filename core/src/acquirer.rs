@@ -7,12 +7,14 @@
 //!
 //! Used by `acquire.rs` for leases and by `queue.rs` for participants' sessions.
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::client::Client;
 use crate::error::Result;
 use crate::io::local_wake;
+use crate::io::Io;
 use crate::lease::Lease;
 use crate::options::Timing;
 use crate::protocol::acquire::{Acquirer, Event, Plan, Step};
@@ -57,13 +59,13 @@ pub(crate) enum Acquired {
 
 /// Acquire the lease at `key` as `plan` says.
 pub(crate) async fn run(
-    client: &Client,
+    client: &Arc<Io>,
     key: &str,
     plan: Plan,
     cancel: &CancellationToken,
 ) -> Result<Acquired> {
     let clock = client.clock().clone();
-    let rng = &client.inner.rng;
+    let rng = &client.rng;
     let url = plan.url.clone();
     let timing: Timing = plan.timing;
     let memo = client.memo(key);

@@ -20,12 +20,11 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::client::Client;
 use crate::clock::Instant;
 use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::{FencedObject, Fencer, GrantRef};
-use crate::io::local_wake;
+use crate::io::{local_wake, Io};
 use crate::options::Timing;
 use crate::protocol::hold::{Hold, Phase};
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
@@ -93,7 +92,7 @@ impl State {
 }
 
 struct Shared {
-    client: Client,
+    client: Arc<Io>,
     key: String,
     url: String,
     epoch: u64,
@@ -182,7 +181,7 @@ impl fmt::Debug for Lease {
 
 impl Lease {
     pub(crate) fn start(
-        client: Client,
+        client: Arc<Io>,
         key: String,
         url: String,
         record: Record,
@@ -296,10 +295,6 @@ impl Lease {
     /// [`Lease::set_ttl`] wrote.
     pub fn ttl(&self) -> Duration {
         self.shared().state.lock().unwrap().hold.timing.ttl
-    }
-
-    pub fn client(&self) -> &Client {
-        &self.shared().client
     }
 
     /// How long this holder may still rely on the lease (zero once lost or released).
@@ -456,7 +451,7 @@ impl Lease {
 impl Lease {
     fn fencer(&self) -> Fencer<'_> {
         Fencer {
-            io: &self.client().inner,
+            io: &self.shared().client,
             key: self.key(),
             url: self.url(),
             token: self.token(),
@@ -631,7 +626,7 @@ impl Shared {
             return false;
         }
         let clock = self.client.clock();
-        let rng = &self.client.inner.rng;
+        let rng = &self.client.rng;
         let mut backoff = Backoff::for_timing(&self.timing);
         loop {
             // A fresh nonce per attempt: an attempt that gave up may still land, and must not be
@@ -684,7 +679,7 @@ impl Shared {
             return true;
         };
         let clock = self.client.clock();
-        let rng = &self.client.inner.rng;
+        let rng = &self.client.rng;
         let mut backoff = Backoff::for_timing(&self.timing);
         let mut event = ConfirmEvent::Start;
         loop {
@@ -803,9 +798,9 @@ impl Shared {
             if st.hold.believes(clock.now()) {
                 st.hold.start_release();
             }
-            let write =
-                st.hold
-                    .next_write(RecordState::Released, clock.wall(), &self.client.inner.rng);
+            let write = st
+                .hold
+                .next_write(RecordState::Released, clock.wall(), &self.client.rng);
             (write, deadline, phase)
         };
         match phase {
@@ -875,12 +870,12 @@ impl Shared {
             },
         };
         let clock = self.client.clock();
-        let plan =
-            self.state
-                .lock()
-                .unwrap()
-                .hold
-                .tidy(&current, clock.wall(), &self.client.inner.rng);
+        let plan = self
+            .state
+            .lock()
+            .unwrap()
+            .hold
+            .tidy(&current, clock.wall(), &self.client.rng);
         let Some((record, cond)) = plan else {
             return;
         };

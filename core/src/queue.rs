@@ -8,12 +8,14 @@
 //! handle ([`Lease::set_grant`]), which confirms the lock's record at each renewal
 //! ([`GrantHold`](crate::protocol::queue::holder::GrantHold)).
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::acquirer::{self, Acquired};
-use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
+use crate::io::Io;
 use crate::lease::{Grant, Lease};
 use crate::lock_change::{self, grant_wake};
 use crate::options::{LeaseOptions, Timing};
@@ -38,14 +40,14 @@ pub(crate) struct Request<'a> {
 /// Acquire a grant of the queued lock at `req.key`; `first`: a read of the key already made
 /// (by a lease acquisition that found a queued lock).
 pub(crate) async fn acquire(
-    client: &Client,
+    client: &Arc<Io>,
     req: Request<'_>,
     first: Option<Get>,
 ) -> Result<Lease> {
     req.opts.check_queue().map_err(|e| e.with_lease(req.url))?;
     let (key, url, timing) = (req.key, req.url, req.timing);
     let clock = client.clock().clone();
-    let rng = &client.inner.rng;
+    let rng = &client.rng;
     let me = client.new_holder(req.opts.label.clone());
     let plan = WaitPlan {
         key: key.to_string(),
@@ -255,7 +257,7 @@ pub(crate) async fn acquire(
 /// Begin a participant's session: an ordinary lease on a fresh key, holding who it is (label,
 /// host, pid, data): the lock's record lists only what deciding needs.
 async fn begin_session(
-    client: &Client,
+    client: &Arc<Io>,
     key: &str,
     me: &Holder,
     opts: &LeaseOptions,
