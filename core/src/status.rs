@@ -95,7 +95,7 @@ pub struct QueueStatus {
 }
 
 /// What a participant's session shows (read by `status`, which reads the sessions of every
-/// grant and of the first [`SESSIONS_READ`] waiters).
+/// grant and of the first 32 (`SESSIONS_READ`) waiters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionState {
     /// Held, and by the store's clock within its ttl.
