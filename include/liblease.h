@@ -137,6 +137,12 @@ typedef struct lease_options {
   // Non-zero: queue an exclusive request in arrival order (a queued lock) rather than race
   // for a plain lease. Shared, permits, a scope or a range always queue.
   int32_t queue;
+  // Who in this process asks: acquiring a lease (or a conflicting grant) its own owner
+  // holds fails at once with `LEASE_HELD` instead of waiting for itself (leases are not
+  // re-entrant). NULL: the calling thread (the default); an empty string: nobody, no check
+  // (the Go binding's choice: goroutines move between threads); any other string names an
+  // owner.
+  const char *owner;
 } lease_options;
 
 // Called once when a lease is lost: `user_data` as given to `lease_on_lost`, and a one-line
@@ -354,6 +360,36 @@ enum lease_code lease_ensure_held(const struct lease *l,
 // with `user_data`, which must stay valid until the callback has run or `lease_free(l)` has
 // returned.
 enum lease_code lease_on_lost(const struct lease *l, lease_lost_callback callback, void *user_data);
+
+// Change the lease's ttl to `ttl_ms` (100 ms to 24 h): a renewal made at once writes it, and
+// the renewals after it follow it (at the same fraction of the ttl: ttl/3). Waiters go by the
+// record's ttl; while a shorter ttl's write may land, this holder believes no longer than its
+// send + the shorter ttl. On success writes the milliseconds left to `*remaining_ms` (when not
+// NULL). `LEASE_INVALID` (out of range; a queued lock's grant keeps its ttl), `LEASE_LOST`.
+// Blocks.
+//
+// # Safety
+// `l` is NULL or a live lease; `remaining_ms` is NULL or points to writable storage for a
+// `uint64_t`; `err` is NULL or points to writable storage for a pointer. Must not be called
+// from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+enum lease_code lease_set_ttl(const struct lease *l,
+                              uint64_t ttl_ms,
+                              uint64_t *remaining_ms,
+                              struct lease_error **err);
+
+// Change the data stored in the lease's record to `data` (at most 16 KiB; NULL removes it): a
+// renewal made at once writes it. On success writes the milliseconds left to `*remaining_ms`
+// (when not NULL). `LEASE_INVALID`, `LEASE_LOST`. Blocks.
+//
+// # Safety
+// `l` is NULL or a live lease; `data` is NULL or a NUL-terminated string; `remaining_ms` is
+// NULL or points to writable storage for a `uint64_t`; `err` is NULL or points to writable
+// storage for a pointer. Must not be called from a runtime thread (a lost callback): that
+// returns `LEASE_INVALID`.
+enum lease_code lease_set_data(const struct lease *l,
+                               const char *data,
+                               uint64_t *remaining_ms,
+                               struct lease_error **err);
 
 // Release the lease so a waiter can take it at once (it writes `released`, same epoch).
 // Idempotent: releasing a released lease returns `LEASE_OK`. Returns `LEASE_LOST` if the lease

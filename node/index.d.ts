@@ -169,6 +169,19 @@ export declare class Lease {
    */
   renew(): Promise<number>
   /**
+   * Change the lease's ttl (milliseconds, or a string with its unit such as `'1m'`, as
+   * `acquire`'s `ttl`): a renewal made at once writes it, and the renewals after it follow
+   * it (redis-py's `extend`, with the new ttl whole). Resolves to the milliseconds left;
+   * rejects with `LEASE_INVALID` (out of range; a queued lock's grant keeps its ttl) or
+   * `LEASE_LOST`.
+   */
+  setTtl(ttl: number | string): Promise<number>
+  /**
+   * Change the data stored in the lease's record (etcd's `Proclaim`; `null` removes it): a
+   * renewal made at once writes it. Resolves to the milliseconds left.
+   */
+  setData(data?: string | undefined | null): Promise<number>
+  /**
    * Release the lease so a waiter can take it at once. Idempotent. Rejects with `LEASE_LOST`
    * if the lease had been lost before it could be released.
    */
@@ -357,6 +370,13 @@ export interface LeaseOptions {
    * plain lease. Shared, permits, a scope or a range always queue.
    */
   queue?: boolean
+  /**
+   * Who in this process asks, named by the caller (as Go's `Owner`): acquiring a lease (or a
+   * conflicting grant) that the same owner holds rejects at once with `LEASE_HELD` instead of
+   * waiting for itself. Unset: nobody in particular, it waits like any other (one thread runs
+   * every async function, and any of them may release the lease).
+   */
+  owner?: string
 }
 
 /** A fencing token taken apart. */

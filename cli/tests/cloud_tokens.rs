@@ -22,20 +22,8 @@ use lease_systests::cloud_identity::{
     azure_requires_bearer, azure_shared_key, gcs_requires_bearer, Blip, Flavor, TokenServer,
 };
 use lease_systests::proxy::{endpoint_addr, FaultProxy};
+use lease_systests::server;
 use tokio::process::Command;
-
-fn server(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but {var} is not set: run through scripts/test")
-        }
-        _ => {
-            eprintln!("\n!!! SKIPPED: {var} unset (scripts/stores.sh) !!!\n");
-            None
-        }
-    }
-}
 
 fn lease_url(store_url: &str, key: &str) -> String {
     let (base, query) = store_url.split_once('?').unwrap_or((store_url, ""));

@@ -10,53 +10,66 @@
 //! queued lock's [`Waiter`](crate::protocol::queue::waiter::Waiter) (which begins its session
 //! with `acquirer`); neither calls back here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::acquirer::{self, Acquired};
-use crate::client::Client;
 use crate::duration::format_duration;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
+use crate::io::Io;
 use crate::lease::Lease;
 use crate::options::LeaseOptions;
 use crate::protocol::acquire::Plan;
 use crate::queue;
 use crate::store::validate_key;
 
-impl Client {
-    /// Acquire the lease at `key`, waiting as `opts.wait` says.
-    pub async fn acquire(&self, key: &str, opts: &LeaseOptions) -> Result<Lease> {
-        acquire(self, key, opts, false, None).await
-    }
-
-    /// Acquire, giving up with [`ErrorKind::Cancelled`] when `cancel` fires.
-    ///
-    /// Prefer this to dropping the future: once a write has been sent, a cancelled acquire still
-    /// learns whether it landed and releases the lease if it did, so no phantom holder is left
-    /// for others to wait out.
-    pub async fn acquire_with_cancel(
-        &self,
-        key: &str,
-        opts: &LeaseOptions,
-        cancel: &CancellationToken,
-    ) -> Result<Lease> {
-        acquire(self, key, opts, false, Some(cancel)).await
-    }
-
-    /// Try once: the lease, or `None` when someone else holds it.
-    pub async fn try_acquire(&self, key: &str, opts: &LeaseOptions) -> Result<Option<Lease>> {
-        match acquire(self, key, opts, true, None).await {
-            Ok(lease) => Ok(Some(lease)),
-            Err(e) if e.kind() == ErrorKind::Held => Ok(None),
-            Err(e) => Err(e),
+/// The acquisition of `key` by its owner ([`LeaseOptions::owner`]): an owner that holds the
+/// lease already would wait for itself, so it fails at once (docs/protocol.md, "Same owner").
+pub(crate) async fn acquire(
+    client: &Arc<Io>,
+    key: &str,
+    opts: &LeaseOptions,
+    try_once: bool,
+    cancel: Option<&CancellationToken>,
+) -> Result<Lease> {
+    let owner = crate::owner::owner_of(opts);
+    let me = std::sync::Arc::as_ptr(client) as usize;
+    // A cancelled acquisition ends as cancelled, whoever holds the lease.
+    let cancelled = cancel.is_some_and(|c| c.is_cancelled());
+    if let Some(owner) = owner.as_ref().filter(|_| !cancelled) {
+        let mine = crate::owner::holding(me, key, owner, opts);
+        // A grant: the queue record shows grants by their sessions, which stay ours while
+        // the grant believes. A plain lease: only if the store still shows it (one read),
+        // not a lease broken or taken over whose holder has not noticed yet.
+        let ours = match mine.iter().find(|l| l.grant().is_some()) {
+            Some(grant) => Some(grant),
+            None if mine.is_empty() => None,
+            // On an error the acquisition goes on: it reads again and reports what fails.
+            None => match opts.timing(&client.store().capabilities()) {
+                Ok(t) => match client.get(key, None, t.request_timeout).await {
+                    Ok(get) => mine.iter().find(|l| crate::owner::still_held_by(l, &get)),
+                    Err(_) => None,
+                },
+                Err(_) => None,
+            },
+        };
+        if let Some(lease) = ours {
+            let url = client.lease_url(key);
+            return Err(crate::owner::waits_for_itself(&url, owner, lease));
         }
     }
+    let lease = acquire_any(client, key, opts, try_once, cancel).await?;
+    if let Some(owner) = owner {
+        crate::owner::register(me, key, owner, &lease);
+    }
+    Ok(lease)
 }
 
 /// The acquisition of `key`: a lease, or a grant of a queued lock.
-async fn acquire(
-    client: &Client,
+async fn acquire_any(
+    client: &Arc<Io>,
     key: &str,
     opts: &LeaseOptions,
     try_once: bool,

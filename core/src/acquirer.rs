@@ -7,17 +7,21 @@
 //!
 //! Used by `acquire.rs` for leases and by `queue.rs` for participants' sessions.
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::client::{local_wake, Client};
 use crate::error::Result;
+use crate::io::local_wake;
+use crate::io::Io;
 use crate::lease::Lease;
 use crate::options::Timing;
 use crate::protocol::acquire::{Acquirer, Event, Plan, Step};
 use crate::protocol::queue::{classify_get, newer_error, Classified};
 use crate::record::Holder;
 use crate::store::Get;
+use crate::store_clock;
 
 /// The `tracing` target of the event that says an acquisition waits for a holder: once, then
 /// at each change of holder (`waiting for URL, held by "job" (id …, host h, pid 7) at epoch
@@ -55,13 +59,13 @@ pub(crate) enum Acquired {
 
 /// Acquire the lease at `key` as `plan` says.
 pub(crate) async fn run(
-    client: &Client,
+    client: &Arc<Io>,
     key: &str,
     plan: Plan,
     cancel: &CancellationToken,
 ) -> Result<Acquired> {
     let clock = client.clock().clone();
-    let rng = &client.inner.rng;
+    let rng = &client.rng;
     let url = plan.url.clone();
     let timing: Timing = plan.timing;
     let memo = client.memo(key);
@@ -89,7 +93,7 @@ pub(crate) async fn run(
         }
         if !warned_date && acquirer.date_refused() {
             warned_date = true;
-            client.warn_date_refused(key, None);
+            store_clock::warn_date_refused(client, key, None);
         }
         match step {
             Step::Read { if_none_match } => {
@@ -124,7 +128,9 @@ pub(crate) async fn run(
                 event = Event::Put(client.put_raw(key, bytes, cond, &timing).await);
             }
             Step::Probe { pids } => event = Event::Probed(crate::process::probe(&pids)),
-            Step::Stamp => event = Event::Stamped(client.stamp_step(key, &timing).await),
+            Step::Stamp => {
+                event = Event::Stamped(store_clock::stamp_step(client, key, &timing).await)
+            }
             Step::Sleep {
                 until,
                 wake_on_release,

@@ -10,10 +10,13 @@
 //!   only ever changed by leaves (which always fit): never written over with a lease record.
 //! - A record written by a newer version is left alone: `Unsupported`.
 
+use std::sync::Arc;
+
 use tracing::info;
 
-use crate::client::{local_wake, Client};
 use crate::error::{Error, Result};
+use crate::io::local_wake;
+use crate::io::Io;
 use crate::options::{LeaseOptions, Timing};
 use crate::protocol::breaking::{self, BreakMode, BreakPlan};
 use crate::protocol::queue::{
@@ -26,38 +29,36 @@ use crate::record::{timestamp, Broken, Record, RecordState, FORMAT};
 use crate::status::{Participant, SessionState, Status};
 use crate::store::{validate_key, Cond, Get, Version};
 
-impl Client {
-    /// An operator's forced takeover; see [`BreakMode`]. Returns the lease's status before the
-    /// break, or `None` when there was nothing held to break.
-    pub async fn break_lease(
-        &self,
-        key: &str,
-        label: Option<String>,
-        mode: BreakMode,
-    ) -> Result<Option<Status>> {
-        let url = self.lease_url(key);
-        validate_key(key).map_err(|e| e.with_lease(&url))?;
-        let timing = LeaseOptions::default().timing(&self.store().capabilities())?;
-        let read = self
-            .read_record(key, None, &timing)
-            .await
-            .map_err(|e| e.with_lease(&url))?;
-        match (classify_get(&read), &read) {
-            (Some(Classified::Newer(what)), _) => return Err(newer_error(&url, &what)),
-            (Some(Classified::Queue(r)), Get::Found(obj)) => {
-                let version = obj.version.clone();
-                return break_queue(self, key, &url, r, version, label, mode, &timing).await;
-            }
-            _ => {}
+/// An operator's forced takeover of the lease or queued lock at `key`
+/// ([`Client::break_lease`](crate::Client::break_lease)).
+pub(crate) async fn break_lease(
+    client: &Arc<Io>,
+    key: &str,
+    label: Option<String>,
+    mode: BreakMode,
+) -> Result<Option<Status>> {
+    let url = client.lease_url(key);
+    validate_key(key).map_err(|e| e.with_lease(&url))?;
+    let timing = LeaseOptions::default().timing(&client.store().capabilities())?;
+    let read = client
+        .read_record(key, None, &timing)
+        .await
+        .map_err(|e| e.with_lease(&url))?;
+    match (classify_get(&read), &read) {
+        (Some(Classified::Newer(what)), _) => return Err(newer_error(&url, &what)),
+        (Some(Classified::Queue(r)), Get::Found(obj)) => {
+            let version = obj.version.clone();
+            return break_queue(client, key, &url, r, version, label, mode, &timing).await;
         }
-        break_record(self, key, Some(read), None, label, mode, &timing).await
+        _ => {}
     }
+    break_record(client, key, Some(read), None, label, mode, &timing).await
 }
 
 /// Break a queued lock's grants (see the module's documentation).
 #[allow(clippy::too_many_arguments)]
 async fn break_queue(
-    client: &Client,
+    client: &Arc<Io>,
     key: &str,
     url: &str,
     r: QueueRecord,
@@ -69,7 +70,7 @@ async fn break_queue(
     if r.grants.is_empty() {
         return Ok(None);
     }
-    let sessions = client.sessions_of(key, &r, timing).await;
+    let sessions = crate::status::sessions_of(client, key, &r, timing).await;
     let before = Status::from_queue(url, &r, version, &sessions);
     for g in &r.grants {
         let state = Participant::new(g, sessions.get(g.id())).session;
@@ -100,7 +101,7 @@ async fn break_queue(
 /// queued lock); `first`: a read of it already made. Returns its status before the break, or
 /// `None` when there was nothing held to break.
 async fn break_record(
-    client: &Client,
+    client: &Arc<Io>,
     key: &str,
     mut first: Option<Get>,
     session_of: Option<&Entry>,
@@ -110,7 +111,7 @@ async fn break_record(
 ) -> Result<Option<Status>> {
     let url = client.lease_url(key);
     let clock = client.clock().clone();
-    let rng = &client.inner.rng;
+    let rng = &client.rng;
     let mut backoff = Backoff::for_timing(timing);
     for _ in 0..20 {
         let read = match first.take() {
@@ -197,35 +198,33 @@ async fn break_record(
     )
 }
 
-/// Changing a lock's permits while it is in use (`lease permits`).
-impl Client {
-    /// Set the permits of the queued lock at `key` (`None`: no limit), in one conditional write
-    /// that also grants whoever may go under the new limit. Grants already made stay: with
-    /// fewer permits, no new grant is made until fewer than that many hold. Participants asking
-    /// for the old number are refused from then on (ask for none, or the new one). Returns the
-    /// permits before.
-    pub async fn set_permits(&self, key: &str, permits: Option<u32>) -> Result<Option<u32>> {
-        let url = self.lease_url(key);
-        validate_key(key).map_err(|e| e.with_lease(&url))?;
-        if let Some(n) = permits {
-            LeaseOptions::default()
-                .permits(n)
-                .check_queue()
-                .map_err(|e| e.with_lease(&url))?;
-        }
-        let timing = LeaseOptions::default().timing(&self.store().capabilities())?;
-        let change = Change::SetPermits(permits);
-        match crate::lock_change::run(self, key, change, None, &timing).await? {
-            crate::protocol::queue::change::Changed::Applied {
-                before: Some(before),
-                ..
-            } => Ok(before.permits),
-            crate::protocol::queue::change::Changed::Applied { .. } => Ok(permits),
-            crate::protocol::queue::change::Changed::NoLock => Err(Error::invalid(format!(
-                "{url} is not a queued lock (no queued lock's record there): permits are set by \
-                 the first request that asks for them"
-            ))
-            .with_lease(url)),
-        }
+/// Set the permits of the queued lock at `key` (`lease permits`;
+/// [`Client::set_permits`](crate::Client::set_permits)).
+pub(crate) async fn set_permits(
+    client: &Arc<Io>,
+    key: &str,
+    permits: Option<u32>,
+) -> Result<Option<u32>> {
+    let url = client.lease_url(key);
+    validate_key(key).map_err(|e| e.with_lease(&url))?;
+    if let Some(n) = permits {
+        LeaseOptions::default()
+            .permits(n)
+            .check_queue()
+            .map_err(|e| e.with_lease(&url))?;
+    }
+    let timing = LeaseOptions::default().timing(&client.store().capabilities())?;
+    let change = Change::SetPermits(permits);
+    match crate::lock_change::run(client, key, change, None, &timing).await? {
+        crate::protocol::queue::change::Changed::Applied {
+            before: Some(before),
+            ..
+        } => Ok(before.permits),
+        crate::protocol::queue::change::Changed::Applied { .. } => Ok(permits),
+        crate::protocol::queue::change::Changed::NoLock => Err(Error::invalid(format!(
+            "{url} is not a queued lock (no queued lock's record there): permits are set by \
+             the first request that asks for them"
+        ))
+        .with_lease(url)),
     }
 }

@@ -7,13 +7,14 @@
 //! process that watches the key is woken too ([`local_wake`]).
 
 use std::hash::{Hash, Hasher};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::Notify;
 use tracing::debug;
 
-use crate::client::{local_wake, Client};
 use crate::error::Result;
+use crate::io::local_wake;
+use crate::io::Io;
 use crate::options::Timing;
 use crate::protocol::queue::change::{ChangeEvent, ChangeOp, ChangeStep, Changed};
 use crate::protocol::queue::{Change, QueueRecord, MAX_QUEUE_RECORD_LEN};
@@ -31,7 +32,7 @@ pub(crate) fn grant_wake(store_url: &str, key: &str, id: &str) -> &'static Notif
 
 /// Wake, in this process, the participants `after` grants that `before` did not, and the key's
 /// other watchers.
-pub(crate) fn wake_granted(client: &Client, key: &str, before: &QueueRecord, after: &QueueRecord) {
+pub(crate) fn wake_granted(client: &Arc<Io>, key: &str, before: &QueueRecord, after: &QueueRecord) {
     let url = client.store().url();
     for g in &after.grants {
         if !before.grants.iter().any(|b| b.id() == g.id()) {
@@ -45,7 +46,7 @@ pub(crate) fn wake_granted(client: &Client, key: &str, before: &QueueRecord, aft
 /// unavailable timeout while the store does not answer. `known`: the record and its version,
 /// when known without reading.
 pub(crate) async fn run(
-    client: &Client,
+    client: &Arc<Io>,
     key: &str,
     change: Change,
     known: Option<(QueueRecord, Version)>,
@@ -60,7 +61,7 @@ pub(crate) async fn run(
     }
     let mut event = ChangeEvent::Start;
     loop {
-        match op.step(event, clock.now(), &client.inner.rng) {
+        match op.step(event, clock.now(), &client.rng) {
             ChangeStep::Read => {
                 event = ChangeEvent::Read(client.read_record(key, None, timing).await);
             }

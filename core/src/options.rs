@@ -75,6 +75,12 @@ pub struct LeaseOptions {
     /// exclusive over the whole lock. Shared, permits and scopes always queue; so does every
     /// request on a lock that is already a queued lock.
     pub queue: bool,
+    /// Who in this process asks: an acquisition that would wait for a lease (or a conflicting
+    /// grant) the same owner holds in this process fails at once with
+    /// [`Held`](crate::ErrorKind::Held), since it would wait for itself. `None` (the default):
+    /// the tokio task that acquires, if any; the bindings name the thread (Python, C) or the
+    /// asyncio task; an empty string: nobody (no check). Leases are not re-entrant.
+    pub owner: Option<String>,
 }
 
 impl Default for LeaseOptions {
@@ -103,6 +109,7 @@ impl LeaseOptions {
             permits: None,
             scope: Scope::Whole,
             queue: false,
+            owner: None,
         }
     }
 
@@ -156,6 +163,18 @@ impl LeaseOptions {
             }
         }
         Ok(())
+    }
+
+    /// Who in this process asks (see the `owner` field; `""`: nobody).
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// The calling thread asks (see the `owner` field): what blocking bindings use, whose calls
+    /// run in tasks of their own.
+    pub fn owned_by_this_thread(self) -> Self {
+        self.owner(this_thread())
     }
 
     /// Wait at most `wait` for the lease (`Duration::ZERO`: try once).
@@ -313,6 +332,16 @@ impl LeaseOptions {
     }
 }
 
+/// The calling thread as an owner ([`LeaseOptions::owner`]); thread ids are never reused within
+/// a process.
+pub(crate) fn this_thread() -> String {
+    let thread = std::thread::current();
+    match thread.name() {
+        Some(name) => format!("thread {name:?} ({:?})", thread.id()),
+        None => format!("thread {:?}", thread.id()),
+    }
+}
+
 /// Timings derived from [`LeaseOptions`], checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Timing {
@@ -332,6 +361,32 @@ impl Timing {
     /// The grace a waiter allows a record with the given ttl.
     pub fn grace_for(&self, record_ttl: Duration) -> Duration {
         self.grace.unwrap_or_else(|| default_grace(record_ttl))
+    }
+
+    /// These timings for a holder whose ttl becomes `ttl` ([`crate::Lease::set_ttl`]): the renew
+    /// interval and the request timeout stay the same fractions of the ttl (ttl/3 and ttl/6 by
+    /// default), so whatever held for the old ttl holds for the new one. `Invalid` for a ttl
+    /// out of range.
+    pub fn with_ttl(&self, ttl: Duration) -> Result<Timing> {
+        if !(MIN_TTL..=MAX_TTL).contains(&ttl) {
+            return Err(Error::invalid(format!(
+                "ttl {} is out of range: use {} to {}",
+                format_duration(ttl),
+                format_duration(MIN_TTL),
+                format_duration(MAX_TTL)
+            )));
+        }
+        let scale = |d: Duration| {
+            let nanos = d.as_nanos() * ttl.as_nanos() / self.ttl.as_nanos().max(1);
+            Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+                .max(Duration::from_millis(1))
+        };
+        Ok(Timing {
+            ttl,
+            renew: scale(self.renew),
+            request_timeout: scale(self.request_timeout),
+            ..*self
+        })
     }
 }
 

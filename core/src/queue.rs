@@ -8,12 +8,14 @@
 //! handle ([`Lease::set_grant`]), which confirms the lock's record at each renewal
 //! ([`GrantHold`](crate::protocol::queue::holder::GrantHold)).
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::acquirer::{self, Acquired};
-use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
+use crate::io::Io;
 use crate::lease::{Grant, Lease};
 use crate::lock_change::{self, grant_wake};
 use crate::options::{LeaseOptions, Timing};
@@ -22,6 +24,7 @@ use crate::protocol::queue::waiter::{held_error, Ctx, Event, Step, WaitPlan, Wai
 use crate::protocol::queue::{session_key, Change, Entry, MAX_QUEUE_RECORD_LEN};
 use crate::record::{Holder, Parsed, Record};
 use crate::store::Get;
+use crate::store_clock;
 
 /// Everything one queued acquisition needs.
 pub(crate) struct Request<'a> {
@@ -37,14 +40,14 @@ pub(crate) struct Request<'a> {
 /// Acquire a grant of the queued lock at `req.key`; `first`: a read of the key already made
 /// (by a lease acquisition that found a queued lock).
 pub(crate) async fn acquire(
-    client: &Client,
+    client: &Arc<Io>,
     req: Request<'_>,
     first: Option<Get>,
 ) -> Result<Lease> {
     req.opts.check_queue().map_err(|e| e.with_lease(req.url))?;
     let (key, url, timing) = (req.key, req.url, req.timing);
     let clock = client.clock().clone();
-    let rng = &client.inner.rng;
+    let rng = &client.rng;
     let me = client.new_holder(req.opts.label.clone());
     let plan = WaitPlan {
         key: key.to_string(),
@@ -90,11 +93,13 @@ pub(crate) async fn acquire(
         let step = waiter.step(event, ctx, rng);
         if !warned_date && waiter.date_refused() {
             warned_date = true;
-            client.warn_date_refused(key, None);
+            store_clock::warn_date_refused(client, key, None);
         }
         event = match step {
             // Beside the lock, whichever record asked: one probe per lock.
-            Step::Stamp { .. } => Event::Stamped(client.stamp_step(key, &timing).await),
+            Step::Stamp { .. } => {
+                Event::Stamped(store_clock::stamp_step(client, key, &timing).await)
+            }
             Step::ReadRecord { if_none_match } => {
                 let read = client
                     .read_record(key, if_none_match.as_ref(), &timing)
@@ -257,7 +262,7 @@ pub(crate) async fn acquire(
 /// way): one 503 or one lost reply to the session's create does not fail a request that may
 /// wait minutes. A lost create that landed is found on the next read as our own record.
 async fn begin_session(
-    client: &Client,
+    client: &Arc<Io>,
     key: &str,
     me: &Holder,
     req: &Request<'_>,

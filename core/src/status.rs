@@ -1,22 +1,24 @@
-//! Reading a lease without writing: `status` and `watch`.
+//! Reading a lease without writing: the drivers of [`Client::status`](crate::Client::status)
+//! (`read`) and [`Client::watch`](crate::Client::watch) (`Watcher`).
 //!
 //! Readers need only read permission. `watch` polls with `if-none-match`, so an unchanged
 //! record costs a 304 and no body.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::Stream;
 use serde::Serialize;
 use tracing::warn;
 
-use crate::client::{local_wake, Client};
 use crate::error::{ErrorKind, Result};
+use crate::io::{local_wake, Io};
 use crate::options::{LeaseOptions, Timing, MAX_TTL};
 use crate::protocol::queue::{session_key, Classified, Entry, Mode, QueueRecord, Scope};
 use crate::protocol::view::{Seen, View};
 use crate::protocol::Backoff;
 use crate::record::{Holder, Parsed, RecordState};
-use crate::store::{validate_key, Version};
+use crate::store::{validate_key, Get, Version};
 
 /// What a lease looks like from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,7 +95,7 @@ pub struct QueueStatus {
 }
 
 /// What a participant's session shows (read by `status`, which reads the sessions of every
-/// grant and of the first [`SESSIONS_READ`] waiters).
+/// grant and of the first 32 (`SESSIONS_READ`) waiters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionState {
     /// Held, and by the store's clock within its ttl.
@@ -473,92 +475,68 @@ impl HolderJson<'_> {
     }
 }
 
-/// Read-only calls of the client.
-impl Client {
-    /// The lease at `key` as the store shows it now. Needs only read permission.
-    pub async fn status(&self, key: &str) -> Result<Status> {
-        let url = self.lease_url(key);
-        validate_key(key).map_err(|e| e.with_lease(&url))?;
-        let timing = LeaseOptions::default().timing(&self.store().capabilities())?;
-        let mut backoff = Backoff::for_timing(&timing);
-        let mut attempts = 0;
-        loop {
-            match self.get(key, None, timing.request_timeout).await {
-                Ok(get) => {
-                    if let Some((r, version)) = queue_read(&get) {
-                        let sessions = self.sessions_of(key, &r, &timing).await;
-                        return Ok(Status::from_queue(&url, &r, version, &sessions));
-                    }
-                    let mut view = View::default();
-                    view.absorb(get, self.clock().now());
-                    return Ok(Status::from_view(&url, &view, &timing));
+/// The lease at `key` as the store shows it now ([`Client::status`](crate::Client::status)).
+pub(crate) async fn read(io: &Io, key: &str) -> Result<Status> {
+    let url = io.lease_url(key);
+    validate_key(key).map_err(|e| e.with_lease(&url))?;
+    let timing = LeaseOptions::default().timing(&io.store().capabilities())?;
+    let mut backoff = Backoff::for_timing(&timing);
+    let mut attempts = 0;
+    loop {
+        match io.get(key, None, timing.request_timeout).await {
+            Ok(get) => {
+                if let Some((r, version)) = queue_read(&get) {
+                    let sessions = sessions_of(io, key, &r, &timing).await;
+                    return Ok(Status::from_queue(&url, &r, version, &sessions));
                 }
-                Err(e) if e.kind() == ErrorKind::Unavailable && attempts < 3 => {
-                    attempts += 1;
-                    self.clock().sleep(backoff.next(&self.inner.rng)).await;
-                }
-                Err(e) => return Err(e.with_lease(&url)),
-            }
-        }
-    }
-
-    /// The statuses of the sessions of a queued lock's grants and first [`SESSIONS_READ`]
-    /// waiters, by participant id (a session that could not be read is left out).
-    pub(crate) async fn sessions_of(
-        &self,
-        key: &str,
-        r: &QueueRecord,
-        timing: &Timing,
-    ) -> std::collections::HashMap<String, Status> {
-        use futures::stream::StreamExt;
-        // Owned ids: a closure over borrowed ones is not `Send` for every lifetime, as the
-        // bindings' runtimes need (rustc's "FnOnce is not general enough").
-        let ids: Vec<String> = r
-            .grants
-            .iter()
-            .chain(r.queue.iter().take(SESSIONS_READ))
-            .map(|e| e.id().to_string())
-            .collect();
-        futures::stream::iter(ids)
-            .map(|id: String| async move {
-                let skey = session_key(key, &id);
-                let get = self.get(&skey, None, timing.request_timeout).await.ok()?;
                 let mut view = View::default();
-                view.absorb(get, self.clock().now());
-                let status = Status::from_view(&skey, &view, timing);
-                Some((id, status))
-            })
-            .buffer_unordered(16)
-            .filter_map(|x| async move { x })
-            .collect()
-            .await
-    }
-
-    /// Watch the lease at `key`: the first `next()` returns its status now, each later one
-    /// returns when holder, epoch, state or data change. Polls every `poll`.
-    pub fn watch(&self, key: &str, poll: Duration) -> Result<Watcher> {
-        let url = self.lease_url(key);
-        validate_key(key).map_err(|e| e.with_lease(&url))?;
-        let timing = LeaseOptions::default()
-            .poll_interval(poll)
-            .timing(&self.store().capabilities())
-            .map_err(|e| e.with_lease(&url))?;
-        Ok(Watcher {
-            client: self.clone(),
-            key: key.to_string(),
-            url,
-            poll: timing.poll,
-            view: View::default(),
-            queue: None,
-            last: None,
-            timing,
-        })
+                view.absorb(get, io.clock().now());
+                return Ok(Status::from_view(&url, &view, &timing));
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable && attempts < 3 => {
+                attempts += 1;
+                io.clock().sleep(backoff.next(&io.rng)).await;
+            }
+            Err(e) => return Err(e.with_lease(&url)),
+        }
     }
 }
 
-/// A stream of lease changes; see [`Client::watch`].
+/// The statuses of the sessions of a queued lock's grants and first [`SESSIONS_READ`]
+/// waiters, by participant id (a session that could not be read is left out).
+pub(crate) async fn sessions_of(
+    io: &Io,
+    key: &str,
+    r: &QueueRecord,
+    timing: &Timing,
+) -> std::collections::HashMap<String, Status> {
+    use futures::stream::StreamExt;
+    // Owned ids: a closure over borrowed ones is not `Send` for every lifetime, as the
+    // bindings' runtimes need (rustc's "FnOnce is not general enough").
+    let ids: Vec<String> = r
+        .grants
+        .iter()
+        .chain(r.queue.iter().take(SESSIONS_READ))
+        .map(|e| e.id().to_string())
+        .collect();
+    futures::stream::iter(ids)
+        .map(|id: String| async move {
+            let skey = session_key(key, &id);
+            let get = io.get(&skey, None, timing.request_timeout).await.ok()?;
+            let mut view = View::default();
+            view.absorb(get, io.clock().now());
+            let status = Status::from_view(&skey, &view, timing);
+            Some((id, status))
+        })
+        .buffer_unordered(16)
+        .filter_map(|x| async move { x })
+        .collect()
+        .await
+}
+
+/// A stream of lease changes; see [`Client::watch`](crate::Client::watch).
 pub struct Watcher {
-    client: Client,
+    io: Arc<Io>,
     key: String,
     url: String,
     poll: Duration,
@@ -570,33 +548,53 @@ pub struct Watcher {
 }
 
 impl Watcher {
+    /// Watch the lease at `key` ([`Client::watch`](crate::Client::watch)).
+    pub(crate) fn new(io: Arc<Io>, key: &str, poll: Duration) -> Result<Watcher> {
+        let url = io.lease_url(key);
+        validate_key(key).map_err(|e| e.with_lease(&url))?;
+        let timing = LeaseOptions::default()
+            .poll_interval(poll)
+            .timing(&io.store().capabilities())
+            .map_err(|e| e.with_lease(&url))?;
+        Ok(Watcher {
+            io,
+            key: key.to_string(),
+            url,
+            poll: timing.poll,
+            view: View::default(),
+            queue: None,
+            last: None,
+            timing,
+        })
+    }
+
     /// The next change (the current status on the first call).
     pub async fn next(&mut self) -> Result<Status> {
-        let clock = self.client.clock().clone();
+        let clock = self.io.clock().clone();
         let mut backoff = Backoff::for_timing(&self.timing);
         loop {
             if self.last.is_some() {
-                let wake = local_wake(self.client.store().url(), &self.key);
-                let poll = self.client.inner.rng.jitter(self.poll, 0.1);
+                let wake = local_wake(self.io.store().url(), &self.key);
+                let poll = self.io.rng.jitter(self.poll, 0.1);
                 tokio::select! {
                     _ = clock.sleep(poll) => {}
                     _ = wake.notified() => {}
                 }
             }
             match self
-                .client
+                .io
                 .get(&self.key, self.view.version(), self.timing.request_timeout)
                 .await
             {
                 Ok(get) => {
-                    if !matches!(get, crate::store::Get::NotModified { .. }) {
+                    if !matches!(get, Get::NotModified { .. }) {
                         self.queue = queue_read(&get);
                     }
                     self.view.absorb(get, clock.now())
                 }
                 Err(e) if e.kind() == ErrorKind::Unavailable => {
                     warn!(lease = %self.url, "watch: read failed, retrying: {e}");
-                    clock.sleep(backoff.next(&self.client.inner.rng)).await;
+                    clock.sleep(backoff.next(&self.io.rng)).await;
                     continue;
                 }
                 Err(e) => return Err(e.with_lease(&self.url)),

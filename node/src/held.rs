@@ -17,7 +17,7 @@ use napi::{Env, Result};
 use napi_derive::napi;
 
 use crate::error;
-use crate::options::{millis, ms};
+use crate::options::{millis, ms, time, Time};
 use crate::runtime;
 
 struct Entry {
@@ -220,6 +220,36 @@ impl Lease {
     pub fn renew<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
         runtime::call(env, async move { inner.renew().await }, |_, d| Ok(ms(d)))
+    }
+
+    /// Change the lease's ttl (milliseconds, or a string with its unit such as `'1m'`, as
+    /// `acquire`'s `ttl`): a renewal made at once writes it, and the renewals after it follow
+    /// it (redis-py's `extend`, with the new ttl whole). Resolves to the milliseconds left;
+    /// rejects with `LEASE_INVALID` (out of range; a queued lock's grant keeps its ttl) or
+    /// `LEASE_LOST`.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn set_ttl<'e>(
+        &self,
+        env: &'e Env,
+        #[napi(ts_arg_type = "number | string")] ttl: Time,
+    ) -> Result<Unknown<'e>> {
+        let ttl = time("ttl", &ttl).map_err(|e| error::to_napi(env, &e))?;
+        let inner = self.inner.clone();
+        runtime::call(env, async move { inner.set_ttl(ttl).await }, |_, d| {
+            Ok(ms(d))
+        })
+    }
+
+    /// Change the data stored in the lease's record (etcd's `Proclaim`; `null` removes it): a
+    /// renewal made at once writes it. Resolves to the milliseconds left.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn set_data<'e>(&self, env: &'e Env, data: Option<String>) -> Result<Unknown<'e>> {
+        let inner = self.inner.clone();
+        runtime::call(
+            env,
+            async move { inner.set_data(data.as_deref()).await },
+            |_, d| Ok(ms(d)),
+        )
     }
 
     /// Release the lease so a waiter can take it at once. Idempotent. Rejects with `LEASE_LOST`

@@ -18,6 +18,16 @@ if TYPE_CHECKING:
 Done = Callable[[bool, Any], None]
 
 
+def task_owner() -> str:
+    """The asyncio task that awaits an acquisition, as its owner: acquiring what the same task
+    holds fails at once (``LeaseHeld``) instead of waiting for itself. Its name and address
+    (``Task-N`` names count up, so a later task at the same address is another owner)."""
+    task = asyncio.current_task()
+    if task is None:
+        return ""
+    return f"asyncio task {task.get_name()} ({id(task):#x})"
+
+
 def _discard(value: Any) -> None:
     """A result nobody will receive: release it if it is a lease."""
     release = getattr(value, "_release_background", None)
@@ -64,6 +74,16 @@ async def await_core(start: Callable[[Done], "Pending"]) -> Any:
 
 async def release_async(lease: "Lease") -> None:
     await await_core(lease._release_start)
+
+
+async def set_ttl_async(lease: "Lease", ttl: Any) -> float:
+    left: float = await await_core(lambda done: lease._set_ttl_start(ttl, done))
+    return left
+
+
+async def set_data_async(lease: "Lease", data: Optional[str]) -> float:
+    left: float = await await_core(lambda done: lease._set_data_start(data, done))
+    return left
 
 
 async def fenced_put_async(

@@ -16,6 +16,27 @@ _OnLost = Optional[Callable[[LeaseLost], object]]
 _Data = Union[bytes, bytearray, str]
 
 @final
+class Options:
+    """The options of an acquisition, checked once (``lease.acquire``'s keywords)."""
+
+    def __init__(
+        self,
+        *,
+        ttl: _Seconds,
+        wait: Optional[_Seconds] = None,
+        label: Optional[str] = None,
+        data: Optional[str] = None,
+        on_lost: _OnLost = None,
+        unavailable_timeout: Optional[_Seconds] = None,
+        shared: Optional[bool] = None,
+        permits: Optional[int] = None,
+        scope: Optional[str] = None,
+        range: Optional[Tuple[int, int]] = None,
+        queue: Optional[bool] = None,
+        poll: Optional[_Seconds] = None,
+    ) -> None: ...
+
+@final
 class Pending:
     def cancel(self) -> None: ...
 
@@ -127,6 +148,20 @@ class Lease:
     def _fenced_get(self, key: str) -> Optional[Dict[str, Any]]: ...
     def _fenced_get_start(self, key: str, done: _Done) -> Pending: ...
     def renew(self) -> float: ...
+    def set_ttl(self, ttl: _Seconds) -> float:
+        """Change the lease's ttl (redis-py's ``extend``, with the new ttl whole): a renewal made
+        at once writes it, and the renewals after it follow it. Returns the seconds left.
+        Raises :class:`InvalidArgument` (out of range; a queued lock's grant keeps its ttl) or
+        :class:`LeaseLost`."""
+    def set_data(self, data: Optional[str]) -> float:
+        """Change the data stored in the lease's record (etcd's ``Proclaim``; ``None`` removes
+        it): a renewal made at once writes it. Returns the seconds left."""
+    async def set_ttl_async(self, ttl: _Seconds) -> float:
+        """:meth:`set_ttl` for asyncio."""
+    async def set_data_async(self, data: Optional[str]) -> float:
+        """:meth:`set_data` for asyncio."""
+    def _set_ttl_start(self, ttl: _Seconds, done: _Done) -> Pending: ...
+    def _set_data_start(self, data: Optional[str], done: _Done) -> Pending: ...
     def release(self) -> None: ...
     async def release_async(self) -> None: ...
     def _release_start(self, done: _Done) -> Pending: ...
@@ -152,15 +187,7 @@ class LeaderStream:
 
 @final
 class ElectionCore:
-    def __init__(
-        self,
-        url: _URL,
-        ttl: _Seconds,
-        wait: Optional[_Seconds],
-        label: Optional[str],
-        data: Optional[str],
-        on_lost: _OnLost,
-    ) -> None: ...
+    def __init__(self, url: _URL, options: Options) -> None: ...
     @property
     def url(self) -> str: ...
     def campaign(self) -> Lease: ...
@@ -182,50 +209,9 @@ class GateCore:
 
 def _fenced_get(url: _URL, key: Optional[str] = None) -> Optional[Dict[str, Any]]: ...
 def _fenced_get_start(url: _URL, key: Optional[str], done: _Done) -> Pending: ...
-def _acquire(
-    url: _URL,
-    ttl: _Seconds,
-    wait: Optional[_Seconds],
-    label: Optional[str],
-    data: Optional[str],
-    on_lost: _OnLost,
-    unavailable_timeout: Optional[_Seconds],
-    shared: Optional[bool],
-    permits: Optional[int],
-    scope: Optional[str],
-    range: Optional[Tuple[int, int]],
-    queue: Optional[bool],
-    poll: Optional[_Seconds],
-) -> Lease: ...
-def _try_acquire(
-    url: _URL,
-    ttl: _Seconds,
-    label: Optional[str],
-    data: Optional[str],
-    on_lost: _OnLost,
-    shared: Optional[bool],
-    permits: Optional[int],
-    scope: Optional[str],
-    range: Optional[Tuple[int, int]],
-    queue: Optional[bool],
-    poll: Optional[_Seconds],
-) -> Optional[Lease]: ...
-def _acquire_start(
-    url: _URL,
-    ttl: _Seconds,
-    wait: Optional[_Seconds],
-    label: Optional[str],
-    data: Optional[str],
-    on_lost: _OnLost,
-    unavailable_timeout: Optional[_Seconds],
-    shared: Optional[bool],
-    permits: Optional[int],
-    scope: Optional[str],
-    range: Optional[Tuple[int, int]],
-    queue: Optional[bool],
-    poll: Optional[_Seconds],
-    done: _Done,
-) -> Pending: ...
+def _acquire(url: _URL, options: Options) -> Lease: ...
+def _try_acquire(url: _URL, options: Options) -> Optional[Lease]: ...
+def _acquire_start(url: _URL, options: Options, done: _Done, owner: str) -> Pending: ...
 def _seconds(name: str, value: object) -> float: ...
 def _status(url: _URL) -> Dict[str, Any]: ...
 def _status_start(url: _URL, done: _Done) -> Pending: ...

@@ -54,6 +54,7 @@ fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<election::ElectionCore>()?;
     m.add_class::<election::LeaderStream>()?;
     m.add_class::<fence::GateCore>()?;
+    m.add_class::<options::Options>()?;
     m.add_function(wrap_pyfunction!(acquire::_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(acquire::_try_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(acquire::_acquire_start, m)?)?;

@@ -15,7 +15,7 @@ import pytest
 
 import lease
 
-from conftest import make_url
+from conftest import in_another_thread, make_url
 
 CLASSES: Dict[str, Type[lease.LeaseError]] = {
     "held": lease.LeaseHeld,
@@ -82,7 +82,7 @@ def test_timeout_for_real(tmp_path: Path) -> None:
     url = make_url("file", tmp_path, "timeout")
     with lease.acquire(url):
         with pytest.raises(lease.LeaseTimeout):
-            lease.acquire(url, wait=0.1)
+            in_another_thread(lambda: lease.acquire(url, wait=0.1))
 
 
 def test_lost_for_real(tmp_path: Path) -> None:
@@ -346,3 +346,54 @@ def test_cli_reads_what_python_wrote(tmp_path: Path, lease_bin: str) -> None:
     with lease.acquire(url):
         out = subprocess.run([lease_bin, "run", "-n", url, "--", "true"], timeout=60)
         assert out.returncode == 75  # held by someone else
+
+
+# Peers' keywords (py-filelock, redis-py): a TypeError that says what to write here.
+
+ACQUIRERS: Any = [lease.acquire, lease.acquire_async, lease.try_acquire]
+
+
+@pytest.mark.parametrize("call", ACQUIRERS, ids=lambda c: c.__name__)
+def test_peers_keywords_say_what_to_use(tmp_path: Path, call: Any) -> None:
+    url = make_url("file", tmp_path, "peers")
+    cases = [
+        ({"timeout": 5}, ["wait=", "try_acquire"] if call is lease.try_acquire else ["wait=", "ttl="]),
+        ({"blocking": False}, ["try_acquire"]),
+        ({"blocking_timeout": 5}, ["wait="]),
+        ({"tll": 30}, ["did you mean ttl="]),
+    ]
+    for kwargs, says in cases:
+        with pytest.raises(TypeError) as info:
+            call(url, **kwargs)
+        assert not isinstance(info.value, lease.LeaseError)
+        message = str(info.value)
+        assert f"unexpected keyword argument {next(iter(kwargs))!r}" in message, message
+        for s in says:
+            assert s in message, message
+    # Nothing was acquired on the way.
+    assert lease.status(url).state == "free"
+
+
+def test_dir_lists_the_api_only() -> None:
+    names = dir(lease)
+    assert names == sorted(lease.__all__), set(names) ^ set(lease.__all__)
+    for name in ("os", "atexit", "weakref", "datetime", "Optional", "Union", "Callable"):
+        assert name not in names and not hasattr(lease, name), name
+    import types
+
+    assert not [n for n in names if isinstance(getattr(lease, n), types.ModuleType)]
+
+
+def test_options_are_one_object_of_known_keywords() -> None:
+    # What every acquiring call builds from its keywords (issue 27): keyword arguments only,
+    # each name checked.
+    options = lease._lease.Options(ttl=30, wait=0, label="x", queue=True, poll="100ms")
+    assert isinstance(options, lease._lease.Options)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tll'"):
+        lease._lease.Options(ttl=30, tll=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="missing required keyword argument: 'ttl'"):
+        lease._lease.Options(wait=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        lease._lease.Options(30)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="permits"):
+        lease._lease.Options(ttl=30, permits="2")  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
 //! Helpers shared by the system tests and their binaries: the fault-injection proxy, the
 //! stand-ins for the clouds' token endpoints (`cloud_identity`), the history checker of the
-//! multi-process tests, the shared clock and the test servers.
+//! multi-process tests (`history`), the clock the histories share and the lookup of the store
+//! test servers (`server`).
 
 pub mod cloud_identity;
 pub mod history;
@@ -18,10 +19,10 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The store URL of a test server of scripts/stores.sh in `var` (`LEASE_TEST_S3_MOTO`, …), or
-/// `None` with a loud line saying why (its `…_SKIPPED` reason when stores.sh gave one). Under
-/// CI=true a missing server is a failure.
-pub fn test_server(var: &str) -> Option<String> {
+/// The URL of a store test server from `var` (set by scripts/stores.sh), or `None` with a loud
+/// skip message (its `…_SKIPPED` reason when stores.sh gave one); under `CI=true` a missing
+/// server is a failure, never a skip.
+pub fn server(var: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
@@ -29,7 +30,7 @@ pub fn test_server(var: &str) -> Option<String> {
                 .unwrap_or_else(|_| format!("{var} is unset (scripts/stores.sh sets it)"));
             assert!(
                 !std::env::var("CI").is_ok_and(|v| v == "true"),
-                "CI=true but {var} is not set: {why}"
+                "CI=true but {var} is not set: {why}; run through scripts/test"
             );
             eprintln!("\n!!! SKIPPED {var}: {why} !!!\n");
             None

@@ -18,7 +18,7 @@ fn servers() -> Vec<(&'static str, String)> {
         ("minio", "LEASE_TEST_S3_MINIO"),
     ]
     .into_iter()
-    .filter_map(|(name, var)| lease_systests::test_server(var).map(|url| (name, url)))
+    .filter_map(|(name, var)| lease_systests::server(var).map(|url| (name, url)))
     .collect()
 }
 

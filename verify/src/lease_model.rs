@@ -11,7 +11,8 @@
 //! operator may break the lease. Checked: at most one client believes it holds the lease at any
 //! instant (by its own clock, given the grace covers the drift); epochs strictly increase; a
 //! takeover does happen (so the check is not vacuous); and, in a fault-free variant, a crashed
-//! holder is replaced within the documented bound.
+//! holder is replaced within the documented bound. A holder may also change its ttl while it
+//! holds (`ttl_change`), to a shorter or a longer one.
 //!
 //! `cargo test --release -p lease-verify` runs the bounded checks; `LEASE_MODEL=deep` explores
 //! a larger bound (docs/verification.md has the figures).
@@ -37,6 +38,7 @@ use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
 use lease::Error;
 
 use crate::network::{inject, Fault, Net};
+pub use crate::network::{Answer, Flight, Req};
 
 // ---------------------------------------------------------------------------------------------
 // Time and randomness of the model.
@@ -98,46 +100,6 @@ pub struct Stored {
     modified: u32,
 }
 
-/// A request on its way, or its answer.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Req {
-    Get {
-        if_none_match: Option<Version>,
-    },
-    Put {
-        bytes: Bytes,
-        cond: Cond,
-    },
-    /// Write the probe object and read its stamp back: the store's own clock (an acquirer's
-    /// [`Step::Stamp`]). It never touches the lease record.
-    Stamp,
-}
-
-/// Where a request is. Without faults a request is applied and answered within the tick it
-/// is sent in; faults hold it up across ticks.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Flight {
-    /// Sent; it will be applied and answered at once, unless a fault intervenes.
-    Sent(Req),
-    /// Held up in the network: applied (and answered) at a later tick, or never.
-    Delayed(Req),
-    /// Applied; the answer is held up.
-    Answered(Req, Answer),
-    /// Applied; the answer was lost (the client will time out).
-    Lost(Req),
-}
-
-/// A store's answer (errors are only `Unavailable`: the model's network fails, the store does
-/// not).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Answer {
-    Get(Get),
-    Put(Put),
-    /// The store's stamp of the probe write.
-    Stamp(SystemTime),
-    Unavailable,
-}
-
 /// What a client is waiting for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Io {
@@ -164,6 +126,8 @@ pub struct ClientState {
     since: u32,
     /// Ticks this client's clock is behind true time (0 or 1: bounded drift).
     lag: u32,
+    /// Whether this client changed its ttl already (at most once).
+    ttl_changed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -212,6 +176,8 @@ pub enum Action {
     Timeout(usize),
     Wake(usize),
     Renew(usize),
+    /// The holder changes its ttl to the model's `ttl_change` and renews at once.
+    SetTtl(usize),
     Release(usize),
     Crash(usize),
     Drift(usize),
@@ -240,6 +206,8 @@ pub struct LeaseModel {
     pub faulty: Option<usize>,
     /// The only fault is a request held up (no lost or failed answers): a narrower search.
     pub only_delays: bool,
+    /// A holder may change its ttl to this, once, while it holds (`Lease::set_ttl`).
+    pub ttl_change: Option<Duration>,
     /// Clients are processes of one machine, client `c` in pid namespace `pid_namespaces[c]`
     /// with pid `100 + c`: records name their processes and waiters probe them, taking over at
     /// once a holder provably gone (`protocol::dead_holder`). `None`: records name no
@@ -606,6 +574,7 @@ impl Model for LeaseModel {
                         acquisitions: 0,
                         since: 0,
                         lag: 0,
+                        ttl_changed: false,
                     };
                     self.clients
                 ],
@@ -645,6 +614,9 @@ impl Model for LeaseModel {
                     if now >= h.renew_at() && now < h.deadline() {
                         actions.push(Action::Renew(c));
                         due = true;
+                    }
+                    if self.ttl_change.is_some() && !client.ttl_changed && now < h.deadline() {
+                        actions.push(Action::SetTtl(c));
                     }
                     actions.push(Action::Release(c));
                 }
@@ -746,17 +718,21 @@ impl Model for LeaseModel {
                 }
                 _ => return None,
             },
-            Action::Renew(c) | Action::Release(c) => {
+            Action::Renew(c) | Action::SetTtl(c) | Action::Release(c) => {
                 let Phase::Holding(mut h, None) = s.clients[c].phase.clone() else {
                     return None;
                 };
                 if matches!(action, Action::Release(_)) {
                     h.start_release();
                 }
-                let state = if matches!(action, Action::Renew(_)) {
-                    RecordState::Held
-                } else {
+                if let (Action::SetTtl(_), Some(ttl)) = (&action, self.ttl_change) {
+                    s.clients[c].ttl_changed = true;
+                    h.want_ttl(ttl);
+                }
+                let state = if matches!(action, Action::Release(_)) {
                     RecordState::Released
+                } else {
+                    RecordState::Held
                 };
                 let now = at(self.local(&s, c));
                 let nonces = Cell::new(s.clients[c].nonces);
@@ -766,12 +742,14 @@ impl Model for LeaseModel {
                     s.clients[c].phase = Phase::Idle;
                     return Some(s);
                 };
+                // What the driver does before a write: a shorter ttl caps the belief from now.
+                h.sending(&record, now);
                 let op = WriteOp::new(
                     "model://lease",
                     &record,
                     cond,
                     h.deadline().max(now),
-                    &self.timing(),
+                    &h.timing,
                 );
                 self.hold_step(&mut s, c, h, op, record, WriteEvent::Start);
             }
@@ -951,6 +929,7 @@ pub fn base() -> LeaseModel {
         crashes: false,
         faulty: None,
         only_delays: false,
+        ttl_change: None,
         pid_namespaces: None,
         boots: vec![],
         date_ahead: 0,

@@ -48,9 +48,9 @@ use lease::record::{Holder, Record, RecordState, FORMAT};
 use lease::store::{Cond, Get, Object, Put, Version};
 use lease::ErrorKind;
 
-use crate::lease_model::{at, timing, Answer, Flight, Req};
+use crate::lease_model::{at, timing};
 pub use crate::lease_model::{check, deep};
-use crate::network::{inject, Fault, Net};
+use crate::network::{inject, Answer, Fault, Flight, Net, Req};
 
 // ---------------------------------------------------------------------------------------------
 // Time and randomness.

@@ -48,6 +48,28 @@ fn mutual_exclusion_across_an_operators_break() {
 }
 
 #[test]
+fn mutual_exclusion_when_a_holder_changes_its_ttl() {
+    // A holder shortens its ttl (4 s to 1 s) or lengthens it (to 8 s) while it holds
+    // (`Lease::set_ttl`), under one fault or a crash: waiters go by the ttl of the record they
+    // see, the holder by its last landed write's, and no longer than a shorter write's send +
+    // its ttl while that write may land. The faults are the changing holder's (its write
+    // held up, landing late, its answer lost); `LEASE_MODEL=deep` faults anyone's and adds
+    // crashes and drift.
+    for (ttl, what) in [(1, "ttl shortened"), (8, "ttl lengthened")] {
+        let m = LeaseModel {
+            ttl_change: Some(Duration::from_secs(ttl)),
+            max_faults: 1,
+            faulty: if deep() { None } else { Some(0) },
+            max_time: if deep() { 10 } else { 7 },
+            crashes: deep(),
+            drift: deep(),
+            ..base()
+        };
+        check(m, what);
+    }
+}
+
+#[test]
 fn mutual_exclusion_with_a_date_ahead_of_the_store() {
     // Every answer's Date runs 0..=7 ticks ahead of the store's clock (ttl 4, grace 1,
     // resolution 1: from 6 ahead a just-written record looks old enough by its Date). Takeovers

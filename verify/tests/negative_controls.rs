@@ -50,6 +50,12 @@
 //! | a dead holder's pids read in any pid namespace (`DeadHolderAnyPidNamespace`) | `a_dead_holder_rule_without_…` |
 //! | a file-store lock not rechecked after its file was removed (`LockFileNotRechecked`) | `a_lock_file_not_rechecked_…` |
 //!
+//! And for a holder that changes its ttl (issue 28 item 7):
+//!
+//! | Rule broken                                        | Control                                   |
+//! |----------------------------------------------------|-------------------------------------------|
+//! | believing by the longer ttl while a shorter one's write may land (`NoCapOnShorterTtl`) | `a_holder_that_shortens_its_ttl_without_a_cap_…` |
+//!
 
 #![allow(clippy::disallowed_methods)] // times the checker with the wall clock
 
@@ -639,6 +645,31 @@ fn a_dead_holder_rule_without_the_boot_check_takes_over_another_machines_holder(
             LEASE,
             Some(Mutant::DeadHolderAnyBoot),
             "a holder on another machine"
+        ),
+        Some("at most one holder believes")
+    );
+}
+
+/// A holder that changes its ttl (issue 28 item 7): while a write with a shorter ttl may land,
+/// it believes no longer than that write's send + the shorter ttl.
+#[test]
+fn a_holder_that_shortens_its_ttl_without_a_cap_is_found_with_a_second_holder() {
+    // 4 s to 1 s: the shorter record lands and its answer is held up; a waiter that sees it
+    // takes over after 1 s + grace, while the holder, uncapped, believes by the 4 s.
+    let m = LeaseModel {
+        ttl_change: Some(std::time::Duration::from_secs(1)),
+        max_faults: 1,
+        faulty: Some(0),
+        max_time: 7,
+        ..base()
+    };
+    assert_eq!(violated(m.clone(), LEASE, None, "ttl shortened"), None);
+    assert_eq!(
+        violated(
+            m,
+            LEASE,
+            Some(Mutant::NoCapOnShorterTtl),
+            "ttl shortened, no cap"
         ),
         Some("at most one holder believes")
     );

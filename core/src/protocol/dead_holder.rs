@@ -17,8 +17,7 @@
 //! nothing and does nothing, so taking over its lease cannot give two holders.
 
 use super::mutants::{self, Mutant};
-use super::view::View;
-use crate::record::{Holder, RecordState};
+use crate::record::Holder;
 
 /// What this machine says of itself and of the processes a holder record names: gathered by the
 /// driver (from `/proc` and `kill(pid, 0)`) when the acquisition asks (`Step::Probe`).
@@ -53,15 +52,6 @@ pub fn pids(holder: &Holder) -> Vec<u32> {
             .chain(p.also.iter().map(|(pid, _)| *pid))
             .collect(),
         _ => Vec::new(),
-    }
-}
-
-/// Whether the view holds a record held by a holder that its probe proves gone: the hook of
-/// [`decide`](super::takeover::decide).
-pub fn proven(view: &View) -> bool {
-    match (view.record(), &view.probe) {
-        (Some(r), Some(probe)) => r.state == RecordState::Held && proven_gone(&r.holder, probe),
-        _ => false,
     }
 }
 

@@ -47,6 +47,10 @@ pub enum Mutant {
     /// a live holder on another machine sharing the directory over a network file system (whose
     /// init pid namespace has the same name as ours, as on every Linux host) is taken over.
     DeadHolderAnyBoot = 10,
+    /// A holder that shortens its ttl goes on believing by the longer one until the shorter
+    /// one's write is known to have landed, although waiters go by the shorter one from when it
+    /// lands.
+    NoCapOnShorterTtl = 11,
     /// Queued locks: a join is checked only against its own size, not against the room every
     /// later settle needs, so a release that grants the waiters can overflow the record and
     /// strand the lock (issue 22 item 2).

@@ -537,13 +537,10 @@ mod tests {
         assert_eq!(token.expires, Some(now + Duration::from_secs(60)));
     }
 
-    /// A metadata server that blips while the cached token is still valid: the cached token
-    /// is used (issue 29); once it has expired, the failure is the caller's.
-    #[tokio::test]
-    async fn a_failed_refresh_uses_the_token_until_it_expires() {
-        let now = SystemClock.now();
-        // A token of an hour with a minute left: due for a refresh (five minutes before).
-        let cache = TokenCache {
+    /// A cache holding an hour's token "old" with a minute left: due for a refresh (five
+    /// minutes before it expires) but still valid.
+    fn due_for_refresh(now: Instant) -> TokenCache {
+        TokenCache {
             cached: tokio::sync::Mutex::new(Some((
                 Token {
                     value: "old".into(),
@@ -551,7 +548,15 @@ mod tests {
                 },
                 Duration::from_secs(3600),
             ))),
-        };
+        }
+    }
+
+    /// A metadata server that blips while the cached token is still valid: the cached token
+    /// is used (issue 29); once it has expired, the failure is the caller's.
+    #[tokio::test]
+    async fn a_failed_refresh_uses_the_token_until_it_expires() {
+        let now = SystemClock.now();
+        let cache = due_for_refresh(now);
         let blip = || async { Err(Error::unavailable("HTTP 503 from the metadata server")) };
         assert_eq!(cache.get(blip).await.unwrap(), "old");
         let expired = TokenCache::default();
@@ -574,15 +579,7 @@ mod tests {
     #[tokio::test]
     async fn a_slow_refresh_does_not_hold_up_a_request_while_the_token_works() {
         let now = SystemClock.now();
-        let cache = TokenCache {
-            cached: tokio::sync::Mutex::new(Some((
-                Token {
-                    value: "old".into(),
-                    expires: Some(now + Duration::from_secs(60)),
-                },
-                Duration::from_secs(3600),
-            ))),
-        };
+        let cache = due_for_refresh(now);
         let hung = || std::future::pending::<Result<Token>>();
         assert_eq!(cache.get(hung).await.unwrap(), "old");
     }

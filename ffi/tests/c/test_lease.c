@@ -176,8 +176,10 @@ static void test_life_cycle(void) {
   CHECK(status_has(store, name, "\"data\":\"10.0.0.7:8080\""));
   CHECK(status_has(store, name, "(c)\""));
 
-  /* Someone else: try once -> held; a bounded wait -> timeout. */
+  /* Someone else (another owner of this process: this thread would wait for itself, see
+   * test_owner_and_changes): try once -> held; a bounded wait -> timeout. */
   lease_options other = lease_options_default();
+  other.owner = "someone else";
   other.wait_ms = 0;
   lease *l2 = (lease *)0x1; /* outputs are written only on success */
   CHECK_CODE(LEASE_HELD, lease_acquire(store, name, &other, &l2, &err));
@@ -1582,8 +1584,53 @@ struct test {
   void (*run)(void);
 };
 
+/* Issue 28: this thread does not wait for a lease it holds (LEASE_HELD at once; another owner
+ * waits as usual); a held lease's ttl and data change with lease_set_ttl / lease_set_data. */
+static void test_owner_and_changes(void) {
+  char name[128];
+  name_of(name, sizeof name, "owner");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options opts = lease_options_default();
+  opts.data = "10.0.0.1:80";
+  lease *l = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &opts, &l, &err));
+
+  lease_options again = lease_options_default();
+  again.wait_ms = 5000;
+  lease *l2 = (lease *)0x1;
+  char msg[512];
+  lease_error *e = NULL;
+  double t0 = now_ms();
+  CHECK(code_and_message(lease_acquire(store, name, &again, &l2, &e), &e, msg, sizeof msg) ==
+        LEASE_HELD);
+  CHECK(now_ms() - t0 < 2500);
+  CHECK(strstr(msg, "would wait for itself") != NULL);
+  CHECK(l2 == (lease *)0x1);
+  again.owner = ""; /* nobody in particular: it waits (here until its wait runs out) */
+  again.wait_ms = 300;
+  CHECK_CODE(LEASE_TIMEOUT, lease_acquire(store, name, &again, &l2, &err));
+
+  uint64_t left = 0;
+  CHECK_CODE(LEASE_OK, lease_set_ttl(l, 60000, &left, &err));
+  CHECK(left > 59000 && left <= 60000);
+  CHECK(status_has(store, name, "\"ttl_ms\":60000"));
+  CHECK_CODE(LEASE_OK, lease_set_data(l, "10.0.0.2:80", NULL, &err));
+  CHECK(status_has(store, name, "\"data\":\"10.0.0.2:80\""));
+  CHECK_CODE(LEASE_OK, lease_set_data(l, NULL, &left, &err));
+  CHECK(status_has(store, name, "\"data\":null"));
+  CHECK_CODE(LEASE_INVALID, lease_set_ttl(l, 10, &left, &err));
+  CHECK_CODE(LEASE_INVALID, lease_set_ttl(NULL, 1000, &left, &err));
+  CHECK_CODE(LEASE_OK, lease_release(l, &err));
+  CHECK_CODE(LEASE_LOST, lease_set_ttl(l, 60000, NULL, &err));
+  lease_free(l);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 static const struct test tests[] = {
     {"life_cycle", test_life_cycle},
+    {"owner_and_changes", test_owner_and_changes},
     {"contention", test_contention},
     {"shared_handle", test_shared_handle},
     {"cancel", test_cancel},

@@ -54,7 +54,13 @@ fn options(ttl_ms: Option<&String>) -> LeaseOptions {
     let ttl = ttl_ms.map_or(5_000, |t| {
         t.parse().unwrap_or_else(|_| fail("TTL_MS is a number"))
     });
-    LeaseOptions::new(Duration::from_millis(ttl)).wait(Duration::from_secs(600))
+    let opts = LeaseOptions::new(Duration::from_millis(ttl)).wait(Duration::from_secs(600));
+    // A test of the takeover rules' timing turns off the file store's dead-holder rule, which
+    // takes over a killed holder on this machine at once (docs/protocol.md §4).
+    match std::env::var("LEASE_CONTENDER_DEAD_HOLDER_RULE").as_deref() {
+        Ok("off") => opts.dead_holder_rule(false),
+        _ => opts,
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

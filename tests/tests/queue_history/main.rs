@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use harness::{Run, Store, Tools};
 use lease_systests::history::{check, read_logs, Config, Event, Report};
-use lease_systests::test_server;
+use lease_systests::server;
 use scenarios::{Notes, Params};
 
 /// One store at a time: the runs are timed, and each already keeps the machine busy.
@@ -284,14 +284,14 @@ fn file_store() {
 
 #[test]
 fn moto() {
-    if let Some(url) = test_server("LEASE_TEST_S3_MOTO") {
+    if let Some(url) = server("LEASE_TEST_S3_MOTO") {
         run_store(|_| Store::s3("moto", &url));
     }
 }
 
 #[test]
 fn minio() {
-    if let Some(url) = test_server("LEASE_TEST_S3_MINIO") {
+    if let Some(url) = server("LEASE_TEST_S3_MINIO") {
         run_store(|_| Store::s3("minio", &url));
     }
 }

@@ -156,7 +156,7 @@ impl FileStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_error(e, "cannot access file store directory", &root)),
         }
-        let url = format!("file://{}", super::url::file_root_in_url(&root));
+        let url = format!("file://{}", super::file_root_in_url(&root));
         Ok(FileStore {
             inner: Arc::new(Inner {
                 root,
