@@ -18,7 +18,9 @@
 //! `Lease::fenced_read`, which fences what it read: issue 22 item 5), `gate` (a writer: at its
 //! first act it writes, reads the version, prints `gate` and waits for a line on stdin, then
 //! writes conditionally on that version without checking its belief again: the zombie of
-//! issue 22 item 5), `rogue` (the negative control: it acts as if it held, without acquiring).
+//! issue 22 item 5), `rogue` (the negative control: it acts as if it held, without acquiring),
+//! `mutant` (a negative control: the name of a `Mutant` brought back in this process; needs
+//! the `languages` feature, which turns on the core's `negative-controls`).
 
 #![allow(clippy::disallowed_methods)] // a test worker in real time
 
@@ -59,6 +61,8 @@ struct Spec {
     /// The negative control: act as if granted (token 1) without acquiring anything.
     #[serde(default)]
     rogue: bool,
+    /// A negative control: the bug of `core/src/protocol/mutants.rs` this process brings back.
+    mutant: Option<String>,
     lease_bin: Option<String>,
 }
 
@@ -223,7 +227,27 @@ fn watch_renewals(current: Arc<Mutex<Option<Lease>>>, log: Log, ttl: Duration) {
     });
 }
 
+/// Bring back the bug `name` of `core/src/protocol/mutants.rs` in this process.
+fn bring_back(name: &str) {
+    #[cfg(feature = "languages")]
+    {
+        use lease::protocol::mutants::{set, Mutant};
+        let mutant = match name {
+            "QueueHolderSkipsConfirmation" => Mutant::QueueHolderSkipsConfirmation,
+            _ => fail(format!("mutant {name}: not one this worker knows")),
+        };
+        set(Some(mutant));
+    }
+    #[cfg(not(feature = "languages"))]
+    fail(format!(
+        "mutant {name}: built without the languages feature (no negative-controls)"
+    ));
+}
+
 async fn run(spec: &Spec, log: &Log) {
+    if let Some(m) = &spec.mutant {
+        bring_back(m);
+    }
     log.now(
         "start",
         json!({ "pid": std::process::id(), "lang": "rust", "gated": true }),

@@ -7,7 +7,13 @@
 //!    The one excuse: an older holder whose acts are not checked against its belief (a
 //!    `lease run` command) that was stopped together with its supervisor, or killed, before
 //!    the newer grant began: its overlap is reported with its length, as docs/README say
-//!    it may happen.
+//!    it may happen. And the bound docs/protocol.md §10 states for a deleted record: a holder
+//!    of a queued lock whose record was deleted while it held believes at most `ttl/3 +
+//!    ttl/6` (one renewal and one request timeout: half the ttl) past the deletion beside a
+//!    newer grant (a newcomer that never saw the record makes it again and is granted at
+//!    once), or its ttl when a reply about the lock was lost or late meanwhile; its overlap
+//!    is reported with its length, and a belief past that bound (plus `slack`) is a
+//!    violation.
 //! 2. *Tokens.* Unique per lock, and increasing in grant order across conflicting grants.
 //! 3. *Liveness.* Every request is served or fails for a reason the scenario expects; none is
 //!    left waiting. Where no fault but deaths and pauses of other participants touched a wait,
@@ -166,7 +172,7 @@ pub fn check(mut events: Vec<Event>, cfg: &Config) -> Report {
     r.workers = h.workers.len();
     r.requests = h.requests.len();
     r.grants = h.grants.len();
-    exclusion(&h, &mut r);
+    exclusion(&h, cfg, &mut r);
     tokens(&h, &mut r);
     liveness(&h, cfg, &mut r);
     readers(&h, &mut r);
@@ -180,8 +186,54 @@ fn overlap(a: &Grant, b: &Grant) -> Option<u64> {
     (from < to).then(|| to - from)
 }
 
+/// What excuses an overlap of `older` with `newer`, if anything: a freeze of `older`'s
+/// worker, or the deletion of the lock's record within the bound.
+fn excuse(h: &History, cfg: &Config, older: &Grant, newer: &Grant) -> Option<String> {
+    deletion(h, cfg, older, newer).or_else(|| frozen(h, older, newer))
+}
+
+/// The record of `older`'s queued lock deleted while it held, before `newer` began, and
+/// `older`'s last belief within `ttl/2` (+ slack) of the deletion (docs/protocol.md §10,
+/// "Whatever is deleted").
+fn deletion(h: &History, cfg: &Config, older: &Grant, newer: &Grant) -> Option<String> {
+    if !older.queued {
+        return None;
+    }
+    let at = h.injected.iter().find_map(|e| match &e.kind {
+        Kind::DeleteRecord { lock } if *lock == older.lock => {
+            (older.begin <= e.t && e.t <= newer.begin).then_some(e.t)
+        }
+        _ => None,
+    })?;
+    // A lost or late reply about the lock meanwhile (its confirmation's read, say) lets the
+    // holder believe on until its last confirmation's send + ttl: the lease's own bound.
+    let faulted = h
+        .injected
+        .iter()
+        .any(|e| matches!(e.kind, Kind::Net { .. }) && at <= e.t && e.t <= older.last_belief);
+    let (bound, which) = if faulted {
+        (
+            older.ttl_ms * 1_000_000,
+            "ttl, a reply about the lock lost or late meanwhile",
+        )
+    } else {
+        (older.ttl_ms * 1_000_000 / 2, "ttl/2")
+    };
+    let past = older.last_belief.saturating_sub(at);
+    (past <= bound + cfg.slack_ms * 1_000_000).then(|| {
+        format!(
+            "the record was deleted at {:.0} ms; {} believed {:.0} ms past it, bound {which} = \
+             {:.0} ms",
+            ms(at),
+            older.worker,
+            ms(past),
+            ms(bound)
+        )
+    })
+}
+
 /// The freeze of `older`'s worker that excuses an overlap with `newer`, if any.
-fn excuse(h: &History, older: &Grant, newer: &Grant) -> Option<String> {
+fn frozen(h: &History, older: &Grant, newer: &Grant) -> Option<String> {
     if older.gated {
         return None;
     }
@@ -202,7 +254,7 @@ fn excuse(h: &History, older: &Grant, newer: &Grant) -> Option<String> {
     })
 }
 
-fn exclusion(h: &History, r: &mut Report) {
+fn exclusion(h: &History, cfg: &Config, r: &mut Report) {
     let g = &h.grants;
     for i in 0..g.len() {
         for j in i + 1..g.len() {
@@ -228,7 +280,7 @@ fn exclusion(h: &History, r: &mut Report) {
                 ms(newer.last_belief),
                 ms(d)
             );
-            match excuse(h, older, newer) {
+            match excuse(h, cfg, older, newer) {
                 Some(why) => r.excused.push(format!("{what} ({why})")),
                 None => r.violation(
                     "exclusion",
@@ -254,7 +306,7 @@ fn exclusion(h: &History, r: &mut Report) {
             let excused: Vec<String> = at_once
                 .iter()
                 .filter(|b| b.begin < a.begin)
-                .filter_map(|b| excuse(h, b, a))
+                .filter_map(|b| excuse(h, cfg, b, a))
                 .collect();
             let names: Vec<String> = at_once.iter().map(|b| b.label()).collect();
             let what = format!(

@@ -254,6 +254,35 @@ fn a_stopped_command_that_acts_on_after_a_takeover_is_excused_and_measured() {
     ));
 }
 
+/// H holds a queued lock from 5 ms, its record is deleted at 1000 ms, a newcomer is granted at
+/// 1100 ms (ttl 3 s): H believes until `h_until`.
+fn deleted_record(h_until: f64) -> Log {
+    let mut l = Log::default();
+    l.hold("h", "job", "exclusive", "whole", 10, 0.0, 5.0, h_until)
+        .ev(
+            1000.0,
+            "injector",
+            "delete-record",
+            json!({ "lock": "job" }),
+        )
+        .hold("n", "job", "exclusive", "whole", 11, 1050.0, 1100.0, 1600.0);
+    l
+}
+
+#[test]
+fn a_deleted_record_excuses_an_overlap_within_half_the_ttl_and_no_more() {
+    // Stopped by its confirmation 1.2 s after the deletion (bound 1.5 s): reported, excused.
+    let r = deleted_record(2200.0).checks();
+    assert!(r.ok(), "{r}");
+    assert!(r.excused[0].contains("1200 ms past it"), "{r}");
+    // Believing on 4 s after it (what a holder that never confirms does): a violation.
+    assert!(failed(
+        &deleted_record(5000.0).checks(),
+        "exclusion",
+        "two conflicting grants at once"
+    ));
+}
+
 /// A holder killed at 1000 ms (its last renewal logged at `renewal`), a waiter granted at
 /// `granted`; ttl 3 s, poll 100 ms, resolution 10 ms: the bound is 3 + 1 + 0.01 + 0.1 s.
 fn takeover(renewal: f64, granted: f64) -> Log {

@@ -1,8 +1,8 @@
 //! Queued locks under faults, checked from the histories of real processes in four languages
 //! (issue 22): on the file store, moto and MinIO, workers of the `lease` CLI, Rust, Python and
 //! Node hold one store's locks side by side (`scenarios.rs`: Conserve's backups and GC, a
-//! semaphore, byte ranges, a lease turning into a queued lock, a deleted record, deleted
-//! sessions, a record of a newer format, readers and a zombie writer, the takeover bound)
+//! semaphore, byte ranges, a lease turning into a queued lock, a deleted record (a waiter
+//! that saw it, and a newcomer that did not), deleted sessions, a record of a newer format, readers and a zombie writer, the takeover bound)
 //! while the injector kills and stops them, steps their wall clocks, deletes records and
 //! sessions, and (on S3) loses and delays replies. Each worker logs what it did; the checker
 //! (`lease_systests::history`) reads every log and says, per lock, whether two conflicting
@@ -62,28 +62,33 @@ fn config(lock: &str, store: &Store) -> Config {
     cfg
 }
 
-const LOCKS: [&str; 12] = [
+const LOCKS: [&str; 14] = [
     "conserve",
     "semaphore",
     "ranges",
     "convert",
     "deleted-record",
+    "deleted-record-new",
     "deleted-session",
     "newer-format",
     "zombie",
     "takeover-0",
     "takeover-1",
     "takeover-2",
-    CONTROL,
+    CONTROLS[0],
+    CONTROLS[1],
 ];
 
-/// The negative control's lock: its history must fail the checks.
-const CONTROL: &str = "control";
+/// The negative controls' locks: their histories must fail the checks, with two conflicting
+/// grants at once. `control`: a worker acts without acquiring anything; `control-deleted-record`:
+/// a holder with issue 22 item 1's bug brought back (`Mutant::QueueHolderSkipsConfirmation`)
+/// believes on after its record was deleted and a newcomer was granted.
+const CONTROLS: [&str; 2] = ["control", "control-deleted-record"];
 
-/// Whether a lock's report fails the run: a violation, or for the negative control, the
-/// two conflicting grants at once not caught.
+/// Whether a lock's report fails the run: a violation, or for a negative control, the two
+/// conflicting grants at once not caught.
 fn lock_failed(lock: &str, report: &Report) -> bool {
-    if lock == CONTROL {
+    if CONTROLS.contains(&lock) {
         !report.violations.iter().any(|v| v.check == "exclusion")
     } else {
         !report.ok()
@@ -169,8 +174,8 @@ fn run_store(make_store: impl Fn(&std::path::Path) -> Store) {
         }
         for (lock, report) in &reports {
             print!("--- {name} {lock}: {report}");
-            if lock == CONTROL {
-                // The negative control must be caught, as two conflicting grants at once.
+            if CONTROLS.contains(&lock.as_str()) {
+                // A negative control must be caught, as two conflicting grants at once.
                 let caught = report.violations.iter().any(|v| v.check == "exclusion");
                 println!(
                     "  (negative control: {})",
@@ -227,16 +232,18 @@ fn run_round(run: Run) -> (Vec<(String, Report)>, Notes) {
         deadline: Instant::now() + Duration::from_secs(if deep() { 400 } else { 150 }),
     };
     let notes: Mutex<Notes> = Mutex::default();
-    let main_phase: [fn(&Run, &Params) -> Notes; 9] = [
+    let main_phase: [fn(&Run, &Params) -> Notes; 11] = [
         scenarios::conserve,
         scenarios::semaphore,
         scenarios::ranges,
         scenarios::convert,
         scenarios::deleted_record,
+        scenarios::deleted_record_newcomer,
         scenarios::deleted_session,
         scenarios::newer_format,
         scenarios::zombie,
         scenarios::control,
+        scenarios::control_deleted_record,
     ];
     run.store.net_faults(Some(run.seed));
     std::thread::scope(|s| {

@@ -276,6 +276,53 @@ pub fn deleted_record(run: &Run, p: &Params) -> Notes {
     )
 }
 
+/// Issue 22 item 1's bound: the record deleted while a Rust holder holds, just after one of
+/// its renewals, then a newcomer (a Rust process that never saw the record) makes it again and
+/// is granted at once. The holder must stop believing within `ttl/3 + ttl/6` of the deletion
+/// (docs/protocol.md §10, "Whatever is deleted"); the checker holds it to that.
+pub fn deleted_record_newcomer(run: &Run, p: &Params) -> Notes {
+    newcomer(run, p, "deleted-record-new", json!({}))
+}
+
+/// The negative control of `deleted-record-new`: the same, with a holder that never confirms
+/// the record after its grant (`Mutant::QueueHolderSkipsConfirmation`, the bug of issue 22 item
+/// 1 brought back in its process): it believes on beside the newcomer, and the checker must
+/// report the two conflicting grants (`main.rs` fails the run if it does not).
+pub fn control_deleted_record(run: &Run, p: &Params) -> Notes {
+    let mutant = json!({ "mutant": "QueueHolderSkipsConfirmation" });
+    newcomer(run, p, "control-deleted-record", mutant)
+}
+
+fn newcomer(run: &Run, p: &Params, lock: &str, holder_extra: Value) -> Notes {
+    let mut notes = vec![];
+    let holder = format!("{lock}/h");
+    let long = json!({ "iterations": 1, "hold_ms": 8000, "acts": 40 });
+    let mut names = vec![run.spawn(
+        Lang::Rust,
+        with(with(spec(lock, "h", "exclusive", 1, p), long), holder_extra),
+        false,
+    )];
+    if granted(run, &holder, 1, &mut notes) {
+        // Right after a renewal (its confirmation of the record): the newcomer is granted
+        // before the holder's next one, and the overlap is as long as the protocol allows.
+        let renewals = run.count(&holder, "renewed");
+        run.wait_for(&holder, "renewed", renewals + 1, WAIT);
+        match run.delete_record(lock) {
+            Ok(()) => names.push(run.spawn(
+                Lang::Rust,
+                with(
+                    spec(lock, "n", "exclusive", 1, p),
+                    json!({ "hold_ms": 2000, "acts": 8 }),
+                ),
+                false,
+            )),
+            Err(why) => notes.push(format!("{NOT_INJECTED}: {lock}: {why}")),
+        }
+    }
+    run.finish(&names, p.deadline);
+    notes
+}
+
 /// Sessions deleted by hand: the Node holder's, and a Python waiter's (which then gives up);
 /// a Rust waiter is served once the holder is proven gone.
 pub fn deleted_session(run: &Run, p: &Params) -> Notes {
