@@ -535,12 +535,10 @@ async fn serve(
         let Some(head) = read_head(&mut cr).await? else {
             return Ok(());
         };
-        let method = head
-            .first_line
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .to_string();
+        let mut words = head.first_line.split_whitespace();
+        let method = words.next().unwrap_or("").to_string();
+        // The request's path and query.
+        let target = words.next().unwrap_or("").to_string();
         let body = read_body(&mut cr, &head, true, false).await?;
         let fault = {
             let mut st = state.lock().unwrap();
@@ -555,12 +553,7 @@ async fn serve(
                 st.applied.push(Applied {
                     t_ns: monotonic_ns(),
                     method: method.clone(),
-                    target: head
-                        .first_line
-                        .split_whitespace()
-                        .nth(1)
-                        .unwrap_or("")
-                        .into(),
+                    target: target.clone(),
                     fault: f,
                 });
             }
@@ -586,12 +579,7 @@ async fn serve(
         };
         let request = (intercept.is_some() || rewrite.is_some()).then(|| Request {
             method: method.clone(),
-            target: head
-                .first_line
-                .split_whitespace()
-                .nth(1)
-                .unwrap_or("")
-                .to_string(),
+            target: target.clone(),
             headers: head.headers.clone(),
             body: body.clone(),
         });
