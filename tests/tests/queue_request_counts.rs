@@ -121,9 +121,12 @@ async fn queued_lock_request_counts_on_every_store() {
         eprintln!("{server}: a waiter for 3 s, polling every 200 ms: {c:?}");
         let (reads, writes, dels) = split(&c);
         assert_eq!((writes, dels), (4, 1), "{server}: {c:?}");
+        // The waiter's polls are jittered by ±20% (160-240 ms apart: at most 19 conditional
+        // reads in 3 s), beside 5 plain reads (as counted on moto and MinIO); a slow machine
+        // polls less. (12..=20 failed on MinIO with 5 + 16.)
         assert!(
-            (12..=20).contains(&reads),
-            "{server}: about 15 polls: {c:?}"
+            (12..=5 + 19).contains(&reads),
+            "{server}: 12-19 polls and 5 other reads: {c:?}"
         );
 
         pace().await;
