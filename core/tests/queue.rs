@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lease::protocol::queue::QueueRecord;
+use lease::protocol::queue::{classify, Classified, QueueRecord};
 use lease::store::{Get, GetOptions, Store};
 use lease::{Client, ErrorKind, Lease, LeaseOptions, LostReason, Mode, Scope};
 
@@ -18,9 +18,10 @@ use sim::*;
 /// The lock's record as stored.
 async fn queue(w: &World, key: &str) -> QueueRecord {
     match w.store.connection().get(key, GetOptions::default()).await {
-        Ok(Get::Found(o)) => QueueRecord::parse(o.bytes.as_deref().unwrap())
-            .expect("a queued lock's record")
-            .unwrap(),
+        Ok(Get::Found(o)) => match classify(o.bytes.as_deref().unwrap()) {
+            Classified::Queue(r) => r,
+            other => panic!("expected a queued lock's record, got {other:?}"),
+        },
         other => panic!("expected a queued lock's record, got {other:?}"),
     }
 }
@@ -259,7 +260,11 @@ async fn try_once_and_a_wait_that_ends_leave_no_trace() {
     assert!(e.to_string().contains("held by"), "{e}");
     assert_eq!(queue(&w, "job").await, before, "a try joined the queue");
     let s = b_conn.stats();
-    assert_eq!((s.gets, s.puts), (1, 0), "a try costs one read: {s:?}");
+    assert_eq!(
+        (s.gets, s.puts),
+        (2, 0),
+        "a try costs a read of the record, and one of the holder's session to name it: {s:?}"
+    );
     let e = b
         .acquire("job", &queued().wait(secs(5.0)))
         .await
@@ -315,12 +320,17 @@ async fn request_costs() {
     let held = a.acquire("costs", &queued()).await.unwrap();
     let s = a_conn.stats();
     assert_eq!((s.gets, s.puts), (2, 2), "acquire: {s:?}");
-    // A holder renews its session only: 1 PUT per renew interval, nothing to the record.
+    // A holder renews its session (1 PUT per renew interval) and confirms the lock's record
+    // after each renewal (1 GET, a 304 while unchanged); it never writes the record.
     a_conn.reset_stats();
     let record_before = queue(&w, "costs").await;
     sleep(TTL + secs(0.1)).await;
     let s = a_conn.stats();
-    assert_eq!((s.gets, s.puts), (0, 3), "renewals over one ttl: {s:?}");
+    assert_eq!(
+        (s.gets, s.not_modified, s.puts),
+        (3, 3, 3),
+        "renewals over one ttl: {s:?}"
+    );
     assert_eq!(
         queue(&w, "costs").await,
         record_before,

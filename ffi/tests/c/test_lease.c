@@ -663,14 +663,17 @@ static void test_bad_input(void) {
   CHECK(strcmp(lease_code_name(LEASE_FENCED), "LEASE_FENCED") == 0);
   CHECK(strcmp(lease_code_name(LEASE_FORKED), "LEASE_FORKED") == 0);
   CHECK(strcmp(lease_code_name(LEASE_CONFLICT), "LEASE_CONFLICT") == 0);
-  CHECK(strcmp(lease_code_name(14), "LEASE_UNKNOWN") == 0);
+  CHECK(strcmp(lease_code_name(LEASE_QUEUE_FULL), "LEASE_QUEUE_FULL") == 0);
+  CHECK(strcmp(lease_code_name(LEASE_UNSUPPORTED), "LEASE_UNSUPPORTED") == 0);
+  CHECK(strcmp(lease_code_name(16), "LEASE_UNKNOWN") == 0);
   CHECK(strcmp(lease_code_name(99), "LEASE_UNKNOWN") == 0);
   CHECK(strcmp(lease_code_name(-1), "LEASE_UNKNOWN") == 0);
   /* The numbers are fixed. */
   CHECK(LEASE_OK == 0 && LEASE_HELD == 1 && LEASE_TIMEOUT == 2 && LEASE_CANCELLED == 3 &&
         LEASE_LOST == 4 && LEASE_FENCED == 5 && LEASE_UNAVAILABLE == 6 && LEASE_INVALID == 7 &&
         LEASE_STORE == 8 && LEASE_CORRUPT == 9 && LEASE_INTERNAL == 10 && LEASE_PANIC == 11 &&
-        LEASE_FORKED == 12 && LEASE_CONFLICT == 13);
+        LEASE_FORKED == 12 && LEASE_CONFLICT == 13 && LEASE_QUEUE_FULL == 14 &&
+        LEASE_UNSUPPORTED == 15);
 #ifdef EXPECTED_VERSION
   CHECK(strcmp(lease_version(), EXPECTED_VERSION) == 0);
 #endif

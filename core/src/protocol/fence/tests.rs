@@ -339,8 +339,9 @@ fn the_fence_stays_within_its_bounds_and_refuses_no_less() {
             assert!(fence.iter().any(|f| f.refuses(&q)), "{q:?} after entry {i}");
         }
     }
-    // One path too long for the metadata becomes the whole lock.
-    let long = x(5, "a", p("d/".repeat(700).trim_end_matches('/')));
+    // One path too long for the metadata becomes the whole lock: 1,023 bytes, within a scope's
+    // limit (`MAX_SCOPE_PATH_LEN`, queued locks) but over the fence's with its entry's prefix.
+    let long = x(5, "a", p("d/".repeat(512).trim_end_matches('/')));
     assert_eq!(recorded(&[], &long), vec![x(5, "a", Scope::Whole)]);
     // Merging two holders' equal tokens refuses both holders' token.
     let m = merge(&x(5, "a", r(0, 1)), &x(5, "b", r(2, 3)));
