@@ -128,7 +128,7 @@ pub(crate) async fn acquire(
                 }
                 Event::Wrote(put)
             }
-            Step::BeginSession => match begin_session(client, key, &me, req.opts, &timing).await {
+            Step::BeginSession => match begin_session(client, key, &me, &req, &timing).await {
                 Ok(lease) => {
                     session = Some(lease);
                     Event::SessionBegun(Ok(()))
@@ -256,11 +256,16 @@ pub(crate) async fn acquire(
 
 /// Begin a participant's session: an ordinary lease on a fresh key, holding who it is (label,
 /// host, pid, data): the lock's record lists only what deciding needs.
+///
+/// A store that fails in the way is retried within the request's own wait, as a plain lease's
+/// acquire retries it (docs/protocol.md §5: the wait bounds the acquire whatever is in the
+/// way): one 503 or one lost reply to the session's create does not fail a request that may
+/// wait minutes. A lost create that landed is found on the next read as our own record.
 async fn begin_session(
     client: &Arc<Io>,
     key: &str,
     me: &Holder,
-    opts: &LeaseOptions,
+    req: &Request<'_>,
     timing: &Timing,
 ) -> Result<Lease> {
     let skey = session_key(key, &me.id);
@@ -268,17 +273,17 @@ async fn begin_session(
         url: client.lease_url(&skey),
         holder: me.clone(),
         timing: *timing,
-        data: opts.data.clone(),
+        data: req.opts.data.clone(),
+        // A fresh key: nobody else's holder to wait for.
         try_once: true,
-        wait_deadline: Some(client.clock().now()),
+        wait_deadline: req.wait_deadline,
         unavailable_timeout: Some(timing.unavailable_timeout),
         // A fresh key: there is no holder to ask about. (A session's holder names no processes
         // either, `Client::new_holder`: the dead-holder rule never ends a queued lock's session
         // early; its waiters go by the session's ttl, docs/protocol.md §10.)
         probe_holders: false,
     };
-    let never = CancellationToken::new();
-    match acquirer::run(client, &skey, plan, &never).await? {
+    match acquirer::run(client, &skey, plan, req.cancel).await? {
         Acquired::Lease(lease) => Ok(lease),
         Acquired::QueuedLock(_) => Err(Error::new(
             ErrorKind::Internal,
