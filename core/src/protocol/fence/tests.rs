@@ -1008,3 +1008,121 @@ fn a_fenced_write_carries_a_trailer_only_where_versions_hash_the_bytes() {
         assert_eq!(meta.get(META_TRAILER).map(String::as_str), trailer);
     }
 }
+
+/// A token parsed from text (what a gate's callers hand it) may name a holder id of any
+/// length; one too long for the metadata must still leave a fence within the bound (it hung:
+/// the single entry was made the whole lock again and again), refusing no less.
+#[test]
+fn a_holder_id_too_long_for_the_metadata_leaves_a_short_fence_that_refuses_no_less() {
+    let long = "h".repeat(MAX_FENCE_LEN);
+    for claim in [
+        x(5, &long, Scope::Whole),
+        x(5, &long, r(0, 10)),
+        s(5, &long, p("a/b")),
+    ] {
+        let fence = recorded(&[], &claim);
+        assert_eq!(
+            fence,
+            vec![FenceEntry {
+                token: 6,
+                holder: None,
+                mode: claim.mode,
+                scope: Scope::Whole,
+            }],
+            "{claim:?}"
+        );
+        assert!(encode_fence(&fence).len() <= MAX_FENCE_LEN);
+        for q in [
+            x(4, "b", Scope::Whole),
+            x(5, "b", r(0, 10)),
+            s(5, "b", p("a/b")),
+            x(5, &long, Scope::Whole),
+            x(6, "b", Scope::Whole),
+        ] {
+            if claim.refuses(&q) {
+                assert!(fence.iter().any(|e| e.refuses(&q)), "{q:?} after {claim:?}");
+            }
+        }
+    }
+    // Through a gate: admitted once, with the short fence recorded.
+    let token = FencingToken::new(URL, 5).with_holder(long.clone());
+    assert_eq!(
+        admission("r", &token, None).unwrap(),
+        Admission::Record(vec![FenceEntry {
+            token: 6,
+            holder: None,
+            mode: Mode::Exclusive,
+            scope: Scope::Whole,
+        }])
+    );
+}
+
+/// A write whose outcome was unknown (`Unavailable`), then a read: what is there decides
+/// whether to write again, to report a conflict, or to say the outcome is unknown.
+#[test]
+fn after_an_unknown_outcome_the_read_tells_whether_to_write_again() {
+    let me = x(7, "w", Scope::Whole);
+    let v = Version::etag;
+    // The object our write was conditioned on (v1, made by write w1), and what the read finds.
+    let base = object(
+        "",
+        "v1",
+        Stamp::meta(URL, &[x(6, "a", Scope::Whole)], Some("w1"), None),
+    );
+    let found = |version: &str, fence: &[FenceEntry], prev: Option<&str>| {
+        object("", version, Stamp::meta(URL, fence, Some("w2"), prev))
+    };
+    let run = |expect: Expect, found: Object| {
+        let mut op = write_op(&me, expect, None);
+        start(&mut op);
+        let now = Instant::now();
+        let step = op.step(FenceEvent::Read(Ok(Some(base.clone()))), now, &Fixed);
+        assert!(matches!(step, FenceStep::Put { .. }), "{step:?}");
+        let step = op.step(
+            FenceEvent::Put(Err(Error::unavailable("lost"))),
+            now,
+            &Fixed,
+        );
+        assert!(matches!(step, FenceStep::Sleep(_)), "{step:?}");
+        assert!(matches!(
+            op.step(FenceEvent::Slept, now, &Fixed),
+            FenceStep::ReadMeta
+        ));
+        op.step(FenceEvent::Read(Ok(Some(found))), now, &Fixed)
+    };
+    let unknown = |step: FenceStep| {
+        matches!(step, FenceStep::Done(Err(ref e)) if e.kind() == ErrorKind::Unavailable
+            && e.to_string().contains("outcome of a fenced write"))
+    };
+    let older = [x(6, "b", Scope::Whole)];
+    let newer = [x(8, "b", Scope::Whole)];
+    // Unchanged: ours did not land; written again, on the same condition.
+    for expect in [Expect::Any, Expect::Version(v("v1"))] {
+        let step = run(expect, base.clone());
+        assert!(
+            matches!(step, FenceStep::Put { ref cond, .. } if *cond == Cond::Match(v("v1"))),
+            "{step:?}"
+        );
+    }
+    // Replaced by a write conditioned on our base (it names w1): ours can never land, so a
+    // conditional write reports the change as a conflict, and a plain put writes again.
+    let step = run(Expect::Version(v("v1")), found("v2", &older, Some("w1")));
+    assert!(
+        matches!(step, FenceStep::Done(Err(ref e)) if e.kind() == ErrorKind::Conflict),
+        "{step:?}"
+    );
+    let step = run(Expect::Any, found("v2", &older, Some("w1")));
+    assert!(matches!(step, FenceStep::Put { .. }), "{step:?}");
+    // Changed otherwise: ours may have landed and been overwritten since. A conditional write
+    // cannot tell: unknown (not a conflict). A plain put may be written again — unless a newer
+    // token now refuses it: then ours may have landed before, so unknown (not fenced).
+    let step = run(Expect::Version(v("v1")), found("v2", &older, Some("w9")));
+    assert!(unknown(step));
+    let step = run(Expect::Any, found("v2", &older, Some("w9")));
+    assert!(
+        matches!(step, FenceStep::Put { ref cond, .. } if *cond == Cond::Match(v("v2"))),
+        "{step:?}"
+    );
+    let step = run(Expect::Any, found("v2", &newer, Some("w9")));
+    assert!(unknown(step));
+}
