@@ -65,11 +65,14 @@ pub fn decide(
         // a restore): start above any epoch that can have been handed out, as for a corrupt
         // record.
         Some(Seen::Absent) => {
+            // (One sum for both branches: the mutant's branch is dead code in this crate's
+            // build, and arithmetic of its own would be mutated where no test can reach it.)
+            let above_known = known + 1;
             if super::mutants::on(super::mutants::Mutant::RecreateAtKnownEpoch) {
-                return Decision::Create { epoch: known + 1 };
+                return Decision::Create { epoch: above_known };
             }
             return Decision::Create {
-                epoch: (known + 1).max(view.time_epoch(wall)),
+                epoch: above_known.max(view.time_epoch(wall)),
             };
         }
         Some(Seen::Present {
