@@ -404,8 +404,11 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
     /// Recording (pruning, and merging past the bounds, which the second kind of history
-    /// exceeds in most cases) never refuses less than every entry it replaces; within the
-    /// bounds it refuses exactly as much.
+    /// exceeds in most cases) never refuses less than every entry it replaces; as long as the
+    /// bounds never forced a merge it refuses exactly as much. (Once they did, the precision
+    /// is lost for good, even when later entries cover enough of the others for the exact set
+    /// to fit again: claims 1..=18 over small ranges, a merge at the 17th, found by proptest
+    /// when this said "within the bounds" and checked only the current set.)
     #[test]
     fn recording_refuses_exactly_what_its_entries_did(
         claims in arb_claims(),
@@ -413,6 +416,7 @@ proptest! {
     ) {
         let mut fence: Vec<FenceEntry> = vec![];
         let mut seen: Vec<FenceEntry> = vec![];
+        let mut merged = false;
         for c in &claims {
             // Only what the verdict admits is ever recorded.
             if fence.iter().any(|e| e.refuses(c)) {
@@ -422,12 +426,14 @@ proptest! {
             seen.push(c.clone());
             prop_assert!(fence.len() <= MAX_FENCE_ENTRIES);
             let exact = prune(seen.clone());
-            let bounded = exact.len() > MAX_FENCE_ENTRIES || encode_fence(&exact).len() > MAX_FENCE_LEN;
+            // Until the first merge the fence is exactly `exact`, so it merges first when
+            // `exact` passes a bound.
+            merged |= exact.len() > MAX_FENCE_ENTRIES || encode_fence(&exact).len() > MAX_FENCE_LEN;
             for q in &requests {
                 let before = seen.iter().any(|e| e.refuses(q));
                 let after = fence.iter().any(|e| e.refuses(q));
                 prop_assert!(!before || after, "{q:?} no longer refused by {fence:?}");
-                if !bounded {
+                if !merged {
                     prop_assert_eq!(before, after, "{:?} refused by {:?}", q, fence);
                 }
             }
