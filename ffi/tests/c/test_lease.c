@@ -1476,7 +1476,7 @@ static void test_queue_scopes_and_bad_options(void) {
   } bad[] = {
       {0, 0, NULL, 5, 1},       /* an empty range */
       {0, 0, NULL, 5, 0},       /* a start without an end */
-      {0, 200, NULL, 0, 0},     /* too many permits */
+      {0, 65537, NULL, 0, 0},   /* too many permits */
       {0, 0, "", 0, 0},         /* an empty path */
       {0, 0, "a/../b", 0, 0},   /* `..` */
       {0, 0, "a", 0, 10},       /* a path and a range */
