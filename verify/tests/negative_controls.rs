@@ -39,6 +39,7 @@
 //! |----------------------------------------------------|-------------------------------------------|
 //! | holders confirm the record at each renewal (`QueueHolderSkipsConfirmation`) | `a_holder_that_never_confirms_…` |
 //! | a record made again starts above the clock (`QueueRecreateAtKnownEpoch`) | `a_queue_record_made_again_at_…` |
+//! | a `Create` grants nobody (`QueueCreateGrants`)     | `a_create_that_grants_hands_a_token_…`    |
 //! | joins reserve room for every later settle (`QueueJoinIgnoresReserve`) | `joins_that_reserve_no_room_…` |
 //! | a newer record is never taken over (`QueueNewerTakenAsCorrupt`) | `a_newer_record_taken_for_corrupt_…` |
 //! | session checks paced to the rule (`QueueSessionCheckLate`) | `core/tests/queue_holes.rs` … (simulated time; see below) |
@@ -413,6 +414,26 @@ fn a_queue_record_made_again_at_the_known_token_repeats_a_token() {
             QUEUE,
             Some(Mutant::QueueRecreateAtKnownEpoch),
             "ranges, a deletion"
+        ),
+        Some(queue_model::TOKENS)
+    );
+}
+
+/// Issue 22 item 1: a record made where none is (`Create`) that grants at once, with tokens
+/// above the clock it was sent with, lands after a record made meanwhile handed out tokens and
+/// was deleted, and hands one out again (the trace that the deletion assumption hid).
+#[test]
+fn a_create_that_grants_hands_a_token_out_again_after_a_deletion() {
+    let m = QueueModel {
+        record_deletions: 1,
+        ..queue_model::conserve()
+    };
+    assert_eq!(
+        violated(
+            m,
+            &[queue_model::TOKENS],
+            Some(Mutant::QueueCreateGrants),
+            "conserve, a deletion"
         ),
         Some(queue_model::TOKENS)
     );

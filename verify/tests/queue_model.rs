@@ -112,6 +112,21 @@ fn deleting_the_record_or_a_session_keeps_grants_apart_and_tokens_unique() {
     check(m, "ranges, the record deleted");
 }
 
+/// Issue 22 item 1, tokens: the record deleted at any moment, also while a write that makes it
+/// where none is (`Create`) is in flight. Before the fix the model deleted the record only while
+/// no `Create` was in flight (an assumption): a `Create` sent before another participant made
+/// the record, landing after that record's whole life and deletion, handed out its tokens again.
+/// Now a `Create` grants nothing; tokens come only from conditional writes, whose clock reading
+/// follows the read that showed the record (docs/model.md, queued locks, assumption 2).
+#[test]
+fn a_create_landing_after_a_deletion_repeats_no_token() {
+    let m = QueueModel {
+        record_deletions: 1,
+        ..conserve()
+    };
+    check(m, "conserve, the record deleted with a create in flight");
+}
+
 /// Issue 22 item 2: a record at its capacity (small here): the join that could make a later
 /// write overflow is refused up front, and the leave that grants every reader in one write
 /// fits.

@@ -67,6 +67,11 @@ pub enum Mutant {
     /// estimate says (which adds a whole resolution), so with a coarse store clock it can look
     /// just too early and then wait a whole interval more (issue 22 item 6).
     QueueSessionCheckLate = 27,
+    /// Queued locks: a write that makes the record where none is (`Create`) grants at once,
+    /// with tokens above the clock it was sent with; landing late — after a record made
+    /// meanwhile handed out tokens and was deleted — it hands those tokens out again (issue 22
+    /// item 1; before, the model assumed no deletion while a `Create` was in flight).
+    QueueCreateGrants = 28,
 }
 
 #[cfg(feature = "negative-controls")]
