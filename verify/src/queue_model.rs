@@ -316,6 +316,27 @@ pub fn conserve() -> QueueModel {
     }
 }
 
+/// Two participants: a reader and a writer of the whole lock — the smallest conflict, for the
+/// checks whose faults need no third participant (deletions, a session deleted).
+pub fn pair() -> QueueModel {
+    QueueModel {
+        requests: vec![
+            (Mode::Shared, Scope::Whole),
+            (Mode::Exclusive, Scope::Whole),
+        ],
+        ..conserve()
+    }
+}
+
+/// Two readers and one permit: the permit count under faults, with two participants.
+pub fn pair_semaphore() -> QueueModel {
+    QueueModel {
+        requests: vec![(Mode::Shared, Scope::Whole); 2],
+        permits: Some(1),
+        ..conserve()
+    }
+}
+
 pub fn semaphore() -> QueueModel {
     QueueModel {
         requests: vec![(Mode::Shared, Scope::Whole); 3],
