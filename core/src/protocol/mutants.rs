@@ -51,8 +51,9 @@ pub enum Mutant {
     /// later settle needs, so a release that grants the waiters can overflow the record and
     /// strand the lock (issue 22 item 2).
     QueueJoinIgnoresReserve = 22,
-    /// Queued locks: a record made where none is starts at the participant's known epoch + 1
-    /// instead of above the store's clock, so a deleted record hands out tokens again.
+    /// Queued locks: tokens go by the participant's known epoch + 1, not above the clock: a
+    /// record made where none is starts there, and the writes that grant count on from the
+    /// record's epoch alone, so a deleted record's tokens are handed out again.
     QueueRecreateAtKnownEpoch = 23,
     /// Queued locks: a holder never reads the lock's record again after its grant, so a record
     /// deleted and made again without it leaves it believing (issue 22 item 1).

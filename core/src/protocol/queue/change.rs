@@ -14,6 +14,7 @@ use super::{classify_get, newer_error, Change, Classified, QueueRecord};
 use crate::clock::Instant;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::Timing;
+use crate::protocol::mutants::{on, Mutant};
 use crate::protocol::view::unix_ms;
 use crate::protocol::{Backoff, Entropy};
 use crate::store::{Cond, Get, Put, Version};
@@ -178,7 +179,12 @@ impl ChangeOp {
     }
 
     fn apply(&mut self, r: QueueRecord, version: Version, wall: SystemTime) -> ChangeStep {
-        match r.apply(&self.change, self.max_len, unix_ms(wall)) {
+        let floor = if on(Mutant::QueueRecreateAtKnownEpoch) {
+            0
+        } else {
+            unix_ms(wall)
+        };
+        match r.apply(&self.change, self.max_len, floor) {
             Ok(Some(next)) => {
                 let bytes = next.to_bytes();
                 self.phase = Phase::Writing { next, before: r };
