@@ -61,7 +61,7 @@ pub(crate) async fn run(
     }
     let mut event = ChangeEvent::Start;
     loop {
-        match op.step(event, clock.now(), &client.rng) {
+        match op.step(event, clock.now(), clock.wall(), &client.rng) {
             ChangeStep::Read => {
                 event = ChangeEvent::Read(client.read_record(key, None, timing).await);
             }

@@ -72,10 +72,14 @@ async fn queued_lock_request_counts_on_every_store() {
         let held = a.acquire(&key, &opts).await.unwrap();
         let c = proxy.counts();
         eprintln!("{server}: acquire, lock free: {c:?}");
+        // (changed, issue 22) A record made where none is (the `Create`) grants nobody: the
+        // grant is the next write, conditional on the version the `Create` made, its tokens
+        // above the clock read after that answer (docs/protocol.md §10, "Tokens"): one more
+        // write, only when the record is made.
         assert_eq!(
             split(&c),
-            (2, 2, 0),
-            "{server}: session GET + PUT, record GET + PUT: {c:?}"
+            (2, 3, 0),
+            "{server}: session GET + PUT, record GET + Create + settling PUT: {c:?}"
         );
 
         pace().await;

@@ -316,6 +316,27 @@ pub fn conserve() -> QueueModel {
     }
 }
 
+/// Two participants: a reader and a writer of the whole lock — the smallest conflict, for the
+/// checks whose faults need no third participant (deletions, a session deleted).
+pub fn pair() -> QueueModel {
+    QueueModel {
+        requests: vec![
+            (Mode::Shared, Scope::Whole),
+            (Mode::Exclusive, Scope::Whole),
+        ],
+        ..conserve()
+    }
+}
+
+/// Two readers and one permit: the permit count under faults, with two participants.
+pub fn pair_semaphore() -> QueueModel {
+    QueueModel {
+        requests: vec![(Mode::Shared, Scope::Whole); 2],
+        permits: Some(1),
+        ..conserve()
+    }
+}
+
 pub fn semaphore() -> QueueModel {
     QueueModel {
         requests: vec![(Mode::Shared, Scope::Whole); 3],
@@ -351,7 +372,7 @@ pub fn capacity() -> QueueModel {
     for c in 0..4 {
         s.participants[c].acquisitions = 1;
         r = r
-            .apply(&Change::Join(m.entry(&s, c)), usize::MAX)
+            .apply(&Change::Join(m.entry(&s, c)), usize::MAX, BASE_MS)
             .unwrap()
             .unwrap();
     }
@@ -826,7 +847,7 @@ impl QueueModel {
             &timing,
         );
         let now = at(s.participants[c].clock);
-        match op.step(ChangeEvent::Start, now, &Fixed) {
+        match op.step(ChangeEvent::Start, now, self.wall(s), &Fixed) {
             ChangeStep::Read => {
                 s.participants[c].phase = Phase::Leaving {
                     op: Box::new(op),
@@ -844,10 +865,11 @@ impl QueueModel {
     fn drive_leave(&self, s: &mut State, c: usize, mut event: ChangeEvent) {
         loop {
             let now = at(s.participants[c].clock);
+            let wall = self.wall(s);
             let Phase::Leaving { op, flight, .. } = &mut s.participants[c].phase else {
                 unreachable!("not leaving")
             };
-            match op.step(event, now, &Fixed) {
+            match op.step(event, now, wall, &Fixed) {
                 ChangeStep::Read => {
                     *flight = Flight::Sent(Req::Get {
                         if_none_match: None,
@@ -1008,29 +1030,6 @@ impl QueueModel {
             s.participants[c].phase,
             Phase::Idle | Phase::Done | Phase::Crashed
         )
-    }
-
-    /// Whether a write that makes the record where none is (`Create`) was sent and has not
-    /// landed yet, or may still land. Its tokens start above the clock when it was sent, so
-    /// one landing after a deletion of a record made after it was sent could repeat that
-    /// record's tokens: the deletion assumption (docs/model.md, queued locks, assumption 2)
-    /// is that a record is deleted only once such requests have landed or expired — requests
-    /// live at most a request timeout (S3 refuses one signed 15 minutes before it arrives),
-    /// records are deleted by hand or by a lifecycle rule long after they were made.
-    fn create_in_flight(&self, s: &State) -> bool {
-        let create = |r: &Req| {
-            matches!(
-                r,
-                Req::Put {
-                    cond: Cond::Create,
-                    ..
-                }
-            )
-        };
-        s.orphans.iter().any(create)
-            || (0..self.requests.len()).any(|c| {
-                matches!(self.flight(s, c), Some(Flight::Sent(r) | Flight::Delayed(r)) if create(&r))
-            })
     }
 
     /// Whether a sleeping waiter has something new to see: the record changed since it last
@@ -1196,10 +1195,8 @@ impl Model for QueueModel {
             actions.push(Action::DeliverOrphan(i));
             actions.push(Action::DropOrphan(i));
         }
-        if s.record_deletions < self.record_deletions
-            && s.store.is_some()
-            && !self.create_in_flight(s)
-        {
+        // At any moment, whatever is in flight (docs/model.md, queued locks, assumption 2).
+        if s.record_deletions < self.record_deletions && s.store.is_some() {
             actions.push(Action::DeleteRecord);
         }
         if s.newer_writes < self.newer_writes && s.store.is_some() {

@@ -55,8 +55,9 @@ pub enum Mutant {
     /// later settle needs, so a release that grants the waiters can overflow the record and
     /// strand the lock (issue 22 item 2).
     QueueJoinIgnoresReserve = 22,
-    /// Queued locks: a record made where none is starts at the participant's known epoch + 1
-    /// instead of above the store's clock, so a deleted record hands out tokens again.
+    /// Queued locks: tokens go by the participant's known epoch + 1, not above the clock: a
+    /// record made where none is starts there, and the writes that grant count on from the
+    /// record's epoch alone, so a deleted record's tokens are handed out again.
     QueueRecreateAtKnownEpoch = 23,
     /// Queued locks: a holder never reads the lock's record again after its grant, so a record
     /// deleted and made again without it leaves it believing (issue 22 item 1).
@@ -71,6 +72,11 @@ pub enum Mutant {
     /// estimate says (which adds a whole resolution), so with a coarse store clock it can look
     /// just too early and then wait a whole interval more (issue 22 item 6).
     QueueSessionCheckLate = 27,
+    /// Queued locks: a write that makes the record where none is (`Create`) grants at once,
+    /// with tokens above the clock it was sent with; landing late — after a record made
+    /// meanwhile handed out tokens and was deleted — it hands those tokens out again (issue 22
+    /// item 1; before, the model assumed no deletion while a `Create` was in flight).
+    QueueCreateGrants = 28,
 }
 
 #[cfg(feature = "negative-controls")]

@@ -313,10 +313,32 @@ impl QueueRecord {
         worst.to_bytes().len()
     }
 
-    /// The record after `change`, settled; `None` when it changes nothing (already joined,
-    /// already gone, the same permits). A join that could make a later write overflow
-    /// `max_len` is refused with [`ErrorKind::QueueFull`]; no other change can overflow.
-    pub fn apply(&self, change: &Change, max_len: usize) -> Result<Option<QueueRecord>> {
+    /// The record after `change`, settled with tokens above `floor`; `None` when it changes
+    /// nothing (already joined, already gone, the same permits). A join that could make a later
+    /// write overflow `max_len` is refused with [`ErrorKind::QueueFull`]; no other change can
+    /// overflow. Only a write conditional on the version read may carry it (see [`settle`]).
+    ///
+    /// [`settle`]: QueueRecord::settle
+    pub fn apply(
+        &self,
+        change: &Change,
+        max_len: usize,
+        floor: u64,
+    ) -> Result<Option<QueueRecord>> {
+        Ok(self.changed(change, max_len)?.map(|mut next| {
+            next.settle(floor);
+            next
+        }))
+    }
+
+    /// The record after `change`, granting nobody: what a write that makes the record where
+    /// none is (`Create`) carries. Such a write may land long after it was sent — after a
+    /// record made meanwhile by someone else handed out tokens and was deleted — so its clock
+    /// reading proves nothing about the tokens handed out before it landed (docs/protocol.md
+    /// §10, "Tokens"). The next conditional write settles it ([`settled`]).
+    ///
+    /// [`settled`]: QueueRecord::settled
+    pub fn changed(&self, change: &Change, max_len: usize) -> Result<Option<QueueRecord>> {
         let mut next = self.clone();
         match change {
             Change::Join(entry) => {
@@ -353,13 +375,29 @@ impl QueueRecord {
             }
         }
         next.rev += 1;
-        next.settle();
         Ok(Some(next))
     }
 
+    /// This record settled with tokens above `floor`, if that grants anyone (a record made
+    /// where none is, or made again, lists its waiters unsettled: its first reader settles it).
+    pub fn settled(&self, floor: u64) -> Option<QueueRecord> {
+        let mut next = self.clone();
+        next.settle(floor);
+        if next.grants.len() == self.grants.len() {
+            return None;
+        }
+        next.rev += 1;
+        Some(next)
+    }
+
     /// Grant every waiter that may go now, in arrival order: one that fits beside the grants
-    /// and that no earlier waiter competes with. Each grant gets the next token.
-    pub fn settle(&mut self) {
+    /// and that no earlier waiter competes with. Each grant gets the next token, above `floor`
+    /// too: the writer's clock in ms (or the store's), read after the read that showed this
+    /// record. Carried by a write conditional on that version, it lands only while this record
+    /// exists, so after every earlier record's deletion, and by then the clock has passed every
+    /// token those records handed out (assumption 4 of docs/model.md): tokens never repeat,
+    /// whatever is deleted and whatever `Create` lands late **(changed, issue 22)**.
+    pub fn settle(&mut self, floor: u64) {
         let mut i = 0;
         while i < self.queue.len() {
             let request = &self.queue[i];
@@ -369,7 +407,7 @@ impl QueueRecord {
                 && !super::mutants::on(super::mutants::Mutant::QueueOvertakes);
             if !overtakes && self.fits(request) {
                 let mut granted = self.queue.remove(i);
-                self.epoch += 1;
+                self.epoch = self.epoch.max(floor) + 1;
                 granted.token = Some(self.epoch);
                 self.grants.push(granted);
             } else {

@@ -2,9 +2,11 @@
 //! change of permits — until it is in the record: read, apply, write conditionally on the
 //! version read; a failed condition or an unknown outcome is resolved by reading again and
 //! applying again (every change is idempotent by participant id). A change that only shrinks or
-//! settles the record always fits (the join that made it large reserved the room).
+//! settles the record always fits (the join that made it large reserved the room). The tokens
+//! it hands out start above the wall clock read when it writes, after the read that showed the
+//! record (docs/protocol.md §10, "Tokens").
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
@@ -12,6 +14,8 @@ use super::{classify_get, newer_error, Change, Classified, QueueRecord};
 use crate::clock::Instant;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::Timing;
+use crate::protocol::mutants::{on, Mutant};
+use crate::protocol::view::unix_ms;
 use crate::protocol::{Backoff, Entropy};
 use crate::store::{Cond, Get, Put, Version};
 
@@ -116,15 +120,22 @@ impl ChangeOp {
         &self.change
     }
 
-    /// The next step, given what happened, at `now`.
-    pub fn step(&mut self, event: ChangeEvent, now: Instant, entropy: &dyn Entropy) -> ChangeStep {
+    /// The next step, given what happened, at `now` (monotonic) and `wall` (our wall clock:
+    /// the floor of the tokens a write hands out).
+    pub fn step(
+        &mut self,
+        event: ChangeEvent,
+        now: Instant,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> ChangeStep {
         match (std::mem::replace(&mut self.phase, Phase::Done), event) {
             (_, ChangeEvent::Start) => match self.known.take() {
-                Some((r, v)) => self.apply(r, v),
+                Some((r, v)) => self.apply(r, v, wall),
                 None => self.read(),
             },
             (Phase::BackingOff, ChangeEvent::Slept) => self.read(),
-            (Phase::Reading, ChangeEvent::Read(Ok(get))) => self.after_read(get),
+            (Phase::Reading, ChangeEvent::Read(Ok(get))) => self.after_read(get, wall),
             (Phase::Writing { next, before }, ChangeEvent::Wrote(Ok(put))) => match put {
                 Put::Written { version, .. } => ChangeStep::Done(Ok(Changed::Applied {
                     record: next,
@@ -155,20 +166,25 @@ impl ChangeOp {
         ChangeStep::Read
     }
 
-    fn after_read(&mut self, get: Get) -> ChangeStep {
+    fn after_read(&mut self, get: Get, wall: SystemTime) -> ChangeStep {
         let version = match &get {
             Get::Found(obj) => obj.version.clone(),
             _ => return ChangeStep::Done(Ok(Changed::NoLock)),
         };
         match classify_get(&get) {
-            Some(Classified::Queue(r)) => self.apply(r, version),
+            Some(Classified::Queue(r)) => self.apply(r, version, wall),
             Some(Classified::Newer(what)) => ChangeStep::Done(Err(newer_error(&self.url, &what))),
             _ => ChangeStep::Done(Ok(Changed::NoLock)),
         }
     }
 
-    fn apply(&mut self, r: QueueRecord, version: Version) -> ChangeStep {
-        match r.apply(&self.change, self.max_len) {
+    fn apply(&mut self, r: QueueRecord, version: Version, wall: SystemTime) -> ChangeStep {
+        let floor = if on(Mutant::QueueRecreateAtKnownEpoch) {
+            0
+        } else {
+            unix_ms(wall)
+        };
+        match r.apply(&self.change, self.max_len, floor) {
             Ok(Some(next)) => {
                 let bytes = next.to_bytes();
                 self.phase = Phase::Writing { next, before: r };

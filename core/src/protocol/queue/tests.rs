@@ -74,11 +74,11 @@ pub(super) fn entry(id: &str, mode: Mode, scope: Scope) -> Entry {
 }
 
 pub(super) fn join(r: &QueueRecord, e: Entry) -> QueueRecord {
-    r.apply(&Change::Join(e), MAX).unwrap().unwrap()
+    r.apply(&Change::Join(e), MAX, 0).unwrap().unwrap()
 }
 
 pub(super) fn leave(r: &QueueRecord, id: &str) -> QueueRecord {
-    r.apply(&Change::Leave(id.into()), MAX).unwrap().unwrap()
+    r.apply(&Change::Leave(id.into()), MAX, 0).unwrap().unwrap()
 }
 
 fn granted(r: &QueueRecord) -> Vec<&str> {
@@ -87,6 +87,46 @@ fn granted(r: &QueueRecord) -> Vec<&str> {
 
 fn waiting(r: &QueueRecord) -> Vec<&str> {
     r.queue.iter().map(Entry::id).collect()
+}
+
+/// Issue 22 item 1: what a `Create` carries grants nobody (`changed`); settling grants above
+/// the record's epoch and above the floor (the writer's clock), then one by one.
+#[test]
+fn a_change_grants_nobody_until_settled_above_the_floor() {
+    let r = QueueRecord::new(100, None);
+    let made = r
+        .changed(&Change::Join(entry("a", Mode::Shared, Scope::Whole)), MAX)
+        .unwrap()
+        .unwrap();
+    let made = made
+        .changed(&Change::Join(entry("b", Mode::Shared, Scope::Whole)), MAX)
+        .unwrap()
+        .unwrap();
+    assert_eq!((granted(&made), waiting(&made)), (vec![], vec!["a", "b"]));
+    assert_eq!((made.epoch, made.rev), (100, 2));
+    let s = made.settled(5_000).unwrap();
+    assert_eq!(granted(&s), vec!["a", "b"]);
+    assert_eq!(s.grants[0].token, Some(5_001));
+    assert_eq!(s.grants[1].token, Some(5_002));
+    assert_eq!((s.epoch, s.rev), (5_002, 3));
+    // A floor below the epoch: the epoch counts.
+    let s = made.settled(7).unwrap();
+    assert_eq!(s.grants[0].token, Some(101));
+    // Nothing to grant: nothing to write, the epoch untouched.
+    assert_eq!(s.settled(u64::MAX / 2), None);
+    let mut unmoved = s.clone();
+    unmoved.settle(u64::MAX / 2);
+    assert_eq!(unmoved, s);
+    // `apply` settles with the floor it is given.
+    let j = r
+        .apply(
+            &Change::Join(entry("a", Mode::Shared, Scope::Whole)),
+            MAX,
+            900,
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(j.grants[0].token, Some(901));
 }
 
 #[test]
@@ -213,13 +253,17 @@ fn joining_and_leaving_twice_change_nothing() {
     let r = QueueRecord::new(0, None);
     let r = join(&r, entry("a", Mode::Exclusive, Scope::Whole));
     assert_eq!(
-        r.apply(&Change::Join(entry("a", Mode::Shared, Scope::Whole)), MAX)
-            .unwrap(),
+        r.apply(
+            &Change::Join(entry("a", Mode::Shared, Scope::Whole)),
+            MAX,
+            0
+        )
+        .unwrap(),
         None
     );
     let r = leave(&r, "a");
-    assert_eq!(r.apply(&Change::Leave("a".into()), MAX).unwrap(), None);
-    assert_eq!(r.apply(&Change::SetPermits(None), MAX).unwrap(), None);
+    assert_eq!(r.apply(&Change::Leave("a".into()), MAX, 0).unwrap(), None);
+    assert_eq!(r.apply(&Change::SetPermits(None), MAX, 0).unwrap(), None);
 }
 
 #[test]
@@ -302,6 +346,7 @@ fn a_full_queue_refuses_joins_and_every_other_change_fits() {
         .apply(
             &Change::Join(entry("holder", Mode::Exclusive, Scope::Whole)),
             max,
+            0,
         )
         .unwrap()
         .unwrap();
@@ -312,7 +357,7 @@ fn a_full_queue_refuses_joins_and_every_other_change_fits() {
             Mode::Shared,
             Scope::path(&format!("p/{n}")).unwrap(),
         );
-        match r.apply(&Change::Join(e), max) {
+        match r.apply(&Change::Join(e), max, 0) {
             Ok(next) => r = next.unwrap(),
             Err(e) => break e,
         }
@@ -332,7 +377,7 @@ fn a_full_queue_refuses_joins_and_every_other_change_fits() {
     );
     // And so do permits set at their largest, and every leave after.
     let mut s = settled
-        .apply(&Change::SetPermits(Some(u32::MAX)), max)
+        .apply(&Change::SetPermits(Some(u32::MAX)), max, 0)
         .unwrap()
         .unwrap();
     assert!(s.to_bytes().len() <= max);
@@ -396,10 +441,13 @@ fn permits_can_be_changed_while_participants_hold_and_wait() {
     }
     assert_eq!(granted(&r), ["a"]);
     // More permits grant the waiters at once; fewer keep the grants made and grant no more.
-    let more = r.apply(&Change::SetPermits(Some(3)), MAX).unwrap().unwrap();
+    let more = r
+        .apply(&Change::SetPermits(Some(3)), MAX, 0)
+        .unwrap()
+        .unwrap();
     assert_eq!(granted(&more), ["a", "b", "c"]);
     let fewer = more
-        .apply(&Change::SetPermits(Some(1)), MAX)
+        .apply(&Change::SetPermits(Some(1)), MAX, 0)
         .unwrap()
         .unwrap();
     assert_eq!(granted(&fewer), ["a", "b", "c"]);
@@ -407,7 +455,7 @@ fn permits_can_be_changed_while_participants_hold_and_wait() {
     let fewer = leave(&fewer, "a");
     assert_eq!(waiting(&fewer), ["d"]);
     let none = fewer
-        .apply(&Change::SetPermits(None), MAX)
+        .apply(&Change::SetPermits(None), MAX, 0)
         .unwrap()
         .unwrap();
     assert_eq!(granted(&none), ["b", "c", "d"]);

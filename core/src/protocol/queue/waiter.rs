@@ -107,6 +107,8 @@ pub enum Why {
     Join,
     /// Removing participant `id`, whose session is gone.
     Remove { id: String },
+    /// Granting whoever may go in a record made where none was (which grants nobody).
+    Settle,
 }
 
 /// What to do next.
@@ -608,6 +610,11 @@ impl Waiter {
             } => {
                 self.listed = true;
                 self.joined = true;
+                // A record made where none is grants nobody: its first reader settles it, in a
+                // write conditional on the version it read (docs/protocol.md §10, "Tokens").
+                if let Some(next) = r.settled(self.floor(ctx)) {
+                    return self.write(next, Cond::Match(version), Why::Settle, ctx);
+                }
                 if self.plan.try_once || self.timed_out(now) {
                     return self.held(&r, ahead, now);
                 }
@@ -623,8 +630,8 @@ impl Waiter {
                 if self.timed_out(now) {
                     return self.timeout_error(now);
                 }
-                let next = match r.apply(&Change::Join(self.plan.entry.clone()), self.plan.max_len)
-                {
+                let join = Change::Join(self.plan.entry.clone());
+                let next = match r.apply(&join, self.plan.max_len, self.floor(ctx)) {
                     Ok(Some(next)) => next,
                     Ok(None) => unreachable!("an absent participant joins"),
                     Err(e) => return self.fail(e),
@@ -673,7 +680,16 @@ impl Waiter {
             None => QueueRecord::new(floor, self.plan.permits),
         };
         let id = self.plan.me.id.clone();
-        let next = match base.apply(&Change::Join(self.plan.entry.clone()), self.plan.max_len) {
+        // It grants nobody: it may land after a record made meanwhile handed out tokens above
+        // `floor` and was deleted (found by the model checker once deletions were allowed at
+        // any moment). Our grant comes from the conditional write that settles it.
+        let join = Change::Join(self.plan.entry.clone());
+        let made = if on(Mutant::QueueCreateGrants) {
+            base.apply(&join, self.plan.max_len, floor)
+        } else {
+            base.changed(&join, self.plan.max_len)
+        };
+        let next = match made {
             Ok(Some(next)) => next,
             // Listed in what we carry forward.
             Ok(None) => base,
@@ -682,9 +698,9 @@ impl Waiter {
         if self.timed_out(now) {
             return self.timeout_error(now);
         }
-        if self.plan.try_once && !matches!(next.position(&id), Position::Granted { .. }) {
-            let r = next.clone();
-            return self.held(&r, r.queue.len().saturating_sub(1), now);
+        let settled = next.settled(floor).unwrap_or_else(|| next.clone());
+        if self.plan.try_once && !matches!(settled.position(&id), Position::Granted { .. }) {
+            return self.held(&settled, settled.queue.len().saturating_sub(1), now);
         }
         self.write(next, Cond::Create, Why::Join, ctx)
     }
@@ -696,12 +712,12 @@ impl Waiter {
         match takeover::decide(&self.view, &self.plan.timing, self.known, now, ctx.wall) {
             Decision::TakeOver { version, epoch, .. } => {
                 let fresh = QueueRecord::new(epoch - 1, self.plan.permits);
-                let next =
-                    match fresh.apply(&Change::Join(self.plan.entry.clone()), self.plan.max_len) {
-                        Ok(Some(next)) => next,
-                        Ok(None) => unreachable!("a new record takes its first participant"),
-                        Err(e) => return self.fail(e),
-                    };
+                let join = Change::Join(self.plan.entry.clone());
+                let next = match fresh.apply(&join, self.plan.max_len, self.floor(ctx)) {
+                    Ok(Some(next)) => next,
+                    Ok(None) => unreachable!("a new record takes its first participant"),
+                    Err(e) => return self.fail(e),
+                };
                 if self.timed_out(now) {
                     return self.timeout_error(now);
                 }
@@ -748,6 +764,15 @@ impl Waiter {
                 self.sleep(until.min(now + poll))
             }
         }
+    }
+
+    /// The floor of the tokens a conditional write of ours hands out: our clock in ms (or the
+    /// store's, where it told us a later one), read now — after the read that showed the record.
+    fn floor(&self, ctx: Ctx) -> u64 {
+        if on(Mutant::QueueRecreateAtKnownEpoch) {
+            return 0;
+        }
+        self.view.time_epoch(ctx.wall)
     }
 
     fn sleep(&mut self, until: Instant) -> Step {
@@ -822,7 +847,11 @@ impl Waiter {
             .find(|(_, (_, w))| w.gone.is_some())
             .map(|(id, _)| id.clone());
         if let Some(id) = gone {
-            match r.apply(&Change::Leave(id.clone()), self.plan.max_len) {
+            match r.apply(
+                &Change::Leave(id.clone()),
+                self.plan.max_len,
+                self.floor(ctx),
+            ) {
                 Ok(Some(next)) => {
                     return self.write(next, Cond::Match(version), Why::Remove { id }, ctx)
                 }

@@ -1,6 +1,6 @@
 //! Every decision of a change of a queued lock's record (a leave, a removal, permits).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::protocol::queue::tests::{entry, found, join, t0, timing, version, NoJitter};
@@ -26,7 +26,7 @@ fn op(change: Change) -> ChangeOp {
 }
 
 fn step(o: &mut ChangeOp, e: ChangeEvent) -> ChangeStep {
-    o.step(e, t0(), &NoJitter)
+    o.step(e, t0(), SystemTime::UNIX_EPOCH, &NoJitter)
 }
 
 #[test]
@@ -71,6 +71,33 @@ fn a_leave_reads_writes_on_the_version_read_and_grants_the_next() {
     }
 }
 
+/// Issue 22 item 1: the tokens a leave hands out start above the wall clock read when it
+/// writes (after its read), or above the record's epoch, whichever is higher.
+#[test]
+fn a_leave_grants_above_its_clock_and_above_the_record() {
+    let r = lock();
+    let clock = SystemTime::UNIX_EPOCH + Duration::from_millis(5_000);
+    for (wall, token) in [(clock, 5_001), (SystemTime::UNIX_EPOCH, 12)] {
+        let mut o = op(Change::Leave("a".into()));
+        o.step(ChangeEvent::Start, t0(), wall, &NoJitter);
+        let ChangeStep::Write { bytes, .. } = o.step(
+            ChangeEvent::Read(Ok(found(&r.to_bytes(), 4))),
+            t0(),
+            wall,
+            &NoJitter,
+        ) else {
+            panic!("no write")
+        };
+        let Classified::Queue(next) = crate::protocol::queue::classify(&bytes) else {
+            panic!("not a queue")
+        };
+        assert_eq!(
+            next.position("b"),
+            crate::protocol::queue::Position::Granted { token }
+        );
+    }
+}
+
 #[test]
 fn a_known_record_is_written_first_and_a_failed_condition_reads_again() {
     let r = lock();
@@ -85,7 +112,7 @@ fn a_known_record_is_written_first_and_a_failed_condition_reads_again() {
     ));
     // Someone else's write removed `a` already: nothing to write.
     let gone = r
-        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN)
+        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN, 0)
         .unwrap()
         .unwrap();
     match step(&mut o, ChangeEvent::Read(Ok(found(&gone.to_bytes(), 6)))) {
@@ -167,7 +194,12 @@ fn an_unknown_outcome_is_read_back_after_a_pause_until_giving_up() {
     assert!(matches!(step(&mut o, ChangeEvent::Slept), ChangeStep::Read));
     // Past the give-up instant: the error, with the lock's URL.
     let late = t0() + Duration::from_secs(31);
-    match o.step(ChangeEvent::Read(unavailable()), late, &NoJitter) {
+    match o.step(
+        ChangeEvent::Read(unavailable()),
+        late,
+        SystemTime::UNIX_EPOCH,
+        &NoJitter,
+    ) {
         ChangeStep::Done(Err(e)) => {
             assert_eq!(e.kind(), ErrorKind::Unavailable);
             assert_eq!(e.lease(), Some("file:///l"));

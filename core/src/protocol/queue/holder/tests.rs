@@ -99,7 +99,7 @@ fn a_record_without_the_grant_or_of_another_kind_loses_it_saying_which() {
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (
             lock()
-                .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN)
+                .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN, 0)
                 .unwrap()
                 .unwrap()
                 .to_bytes()

@@ -41,6 +41,8 @@ fn plan(mode: Mode) -> WaitPlan {
 struct Rig {
     w: Waiter,
     now: Instant,
+    /// Our wall clock, ms after [`WALL_MS`].
+    wall_ms: u64,
     alive: bool,
 }
 
@@ -49,6 +51,7 @@ impl Rig {
         Rig {
             w: Waiter::new(plan, 0, t0()),
             now: t0(),
+            wall_ms: 0,
             alive: true,
         }
     }
@@ -56,7 +59,7 @@ impl Rig {
     fn step(&mut self, e: Event) -> Step {
         let ctx = Ctx {
             now: self.now,
-            wall: wall(),
+            wall: wall() + Duration::from_millis(self.wall_ms),
             session_alive: self.alive,
         };
         self.w.step(e, ctx, &NoJitter)
@@ -166,8 +169,12 @@ fn session(v: &str, state: RecordState, age: u64) -> Get {
     })
 }
 
+/// Issue 22 item 1 **(changed)**: a record made where none is (`Create`) grants nobody — it may
+/// land after a record made meanwhile by someone else handed out tokens above the clock it was
+/// sent with, and was deleted. The grant comes from the next write, conditional on the version
+/// the `Create` made, with tokens above the clock read after its answer.
 #[test]
-fn a_free_key_is_made_a_queued_lock_above_the_clock_once_the_session_began() {
+fn a_free_key_is_made_a_queued_lock_that_grants_nobody_then_settled_above_the_clock() {
     let mut r = Rig::new(plan(Mode::Exclusive));
     let step = r.start_on(Get::NotFound { server_now: None });
     assert!(
@@ -175,29 +182,109 @@ fn a_free_key_is_made_a_queued_lock_above_the_clock_once_the_session_began() {
         "the session comes first"
     );
     assert!(!r.w.maybe_listed());
-    let (next, cond) = r.join_write(step);
+    let (made, cond) = r.join_write(step);
     assert!(r.w.maybe_listed());
     assert_eq!(cond, Cond::Create);
-    assert_eq!(next.epoch, WALL_MS + 1);
-    assert_eq!(
-        next.position("me"),
-        Position::Granted { token: WALL_MS + 1 }
-    );
+    assert_eq!(made.epoch, WALL_MS, "the floor, no token handed out");
+    assert!(made.grants.is_empty(), "a Create grants nobody: {made:?}");
+    assert!(matches!(made.position("me"), Position::Waiting { .. }));
+    // Its answer comes back 5 s later by our wall clock: the settle's tokens start above that.
     r.at(0.3);
-    match r.written(1) {
+    r.wall_ms = 5_000;
+    let settled = match r.written(1) {
+        Step::WriteRecord {
+            bytes,
+            cond,
+            why,
+            grants,
+        } => {
+            assert_eq!(
+                cond,
+                Cond::Match(version(1)),
+                "on the version the Create made"
+            );
+            assert_eq!(why, Why::Settle);
+            assert_eq!(grants, vec!["me".to_string()]);
+            record(&bytes)
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(settled.rev, made.rev + 1);
+    assert_eq!(
+        settled.position("me"),
+        Position::Granted {
+            token: WALL_MS + 5_001
+        }
+    );
+    r.at(0.5);
+    match r.written(2) {
         Step::Granted {
             token,
             permits,
             confirmation,
         } => {
-            assert_eq!((token, permits), (WALL_MS + 1, None));
-            assert_eq!(confirmation.version, version(1));
-            assert_eq!(confirmation.sent, t0(), "the write's send time");
-            assert_eq!(confirmation.record, next);
+            assert_eq!((token, permits), (WALL_MS + 5_001, None));
+            assert_eq!(confirmation.version, version(2));
+            assert_eq!(
+                confirmation.sent,
+                t0() + secs(0.3),
+                "the settle's send time"
+            );
+            assert_eq!(confirmation.record, settled);
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(r.w.known_epoch(), WALL_MS + 1);
+    assert_eq!(r.w.known_epoch(), WALL_MS + 5_001);
+}
+
+/// Whoever reads a record that grants nobody though it could (its maker stopped after the
+/// `Create`) settles it, on the version read; one that grants what it can is left alone.
+#[test]
+fn a_record_left_unsettled_is_settled_by_its_next_reader() {
+    let made = QueueRecord::new(WALL_MS, None)
+        .changed(
+            &Change::Join(entry("a", Mode::Exclusive, Scope::Whole)),
+            MAX_QUEUE_RECORD_LEN,
+        )
+        .unwrap()
+        .unwrap();
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.wall_ms = 2_000;
+    let step = r.start_on(found(&made.to_bytes(), 7));
+    // Absent from it: our join settles it too (`a` first, in arrival order).
+    let (next, cond) = r.join_write(step);
+    assert_eq!(cond, Cond::Match(version(7)));
+    assert_eq!(
+        next.position("a"),
+        Position::Granted {
+            token: WALL_MS + 2_001
+        }
+    );
+    assert!(matches!(next.position("me"), Position::Waiting { .. }));
+    // Listed and waiting in an unsettled record: settle it before anything else.
+    let mut both = made.clone();
+    both.queue.push(entry("me", Mode::Exclusive, Scope::Whole));
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&both.to_bytes(), 8));
+    match step {
+        Step::WriteRecord {
+            bytes, cond, why, ..
+        } => {
+            assert_eq!((cond, why), (Cond::Match(version(8)), Why::Settle));
+            let settled = record(&bytes);
+            assert_eq!(settled.grants.len(), 1);
+            assert_eq!(settled.grants[0].id(), "a");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Settled already: nothing to settle, it checks the holder's session.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let settled = both.settled(WALL_MS).unwrap();
+    assert!(settled.settled(WALL_MS).is_none());
+    assert!(matches!(
+        r.start_on(found(&settled.to_bytes(), 9)),
+        Step::ReadSession { .. }
+    ));
 }
 
 #[test]
@@ -233,7 +320,7 @@ fn a_held_lock_is_joined_on_the_version_read_and_waited_for() {
     ));
     // The holder left: granted, confirmed by that read.
     let left = next
-        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN)
+        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN, 0)
         .unwrap()
         .unwrap();
     r.at(2.0);
@@ -512,7 +599,7 @@ fn our_lapsed_session_ends_the_wait_and_removal_is_told_as_such() {
     r.alive = false;
     r.step(Event::Slept);
     let without_us = joined
-        .apply(&Change::Leave("me".into()), MAX_QUEUE_RECORD_LEN)
+        .apply(&Change::Leave("me".into()), MAX_QUEUE_RECORD_LEN, 0)
         .unwrap()
         .unwrap();
     match r.step(Event::Record(Ok(found(&without_us.to_bytes(), 6)))) {
@@ -589,6 +676,13 @@ fn a_lapsed_participant_never_writes_its_join_again() {
     r.alive = false;
     assert!(matches!(
         r.written(1),
+        Step::WriteRecord {
+            why: Why::Settle,
+            ..
+        }
+    ));
+    assert!(matches!(
+        r.written(2),
         Step::Failed { error, .. } if error.kind() == ErrorKind::Lost
     ));
 }
@@ -740,7 +834,12 @@ fn a_lease_record_is_waited_out_then_replaced_above_its_epoch() {
     let step = r.start_on(found(&lease(RecordState::Released), 4));
     let (next, cond) = r.join_write(step);
     assert_eq!(cond, Cond::Match(version(4)));
-    assert_eq!(next.position("me"), Position::Granted { token: 78 });
+    // Above its epoch, and above our clock (a conditional write: docs/protocol.md §10).
+    assert_eq!(next.epoch, WALL_MS + 1);
+    assert_eq!(
+        next.position("me"),
+        Position::Granted { token: WALL_MS + 1 }
+    );
 }
 
 #[test]
