@@ -12,7 +12,7 @@ use lease::clock::Clock;
 use lease::protocol::queue::{classify, Classified, QueueRecord};
 use lease::protocol::view::unix_ms;
 use lease::store::{Get, GetOptions, Store};
-use lease::{Client, ErrorKind, Lease, LeaseOptions, LostReason, Mode, Scope};
+use lease::{ErrorKind, LostReason, Mode, Scope};
 
 mod sim;
 use sim::*;
@@ -26,27 +26,6 @@ async fn queue(w: &World, key: &str) -> QueueRecord {
         },
         other => panic!("expected a queued lock's record, got {other:?}"),
     }
-}
-
-/// Keys in the store under `prefix`.
-fn keys_under(w: &World, prefix: &str) -> Vec<String> {
-    let mut keys = w.store.keys();
-    keys.retain(|k| k.starts_with(prefix));
-    keys
-}
-
-fn queued() -> LeaseOptions {
-    opts().queue()
-}
-
-/// Start acquiring in the background; the handle resolves to the lease.
-fn spawn_acquire(
-    c: &Client,
-    key: &'static str,
-    o: LeaseOptions,
-) -> tokio::task::JoinHandle<lease::Result<Lease>> {
-    let c = c.clone();
-    tokio::spawn(async move { c.acquire(key, &o).await })
 }
 
 #[tokio::test(start_paused = true)]
@@ -87,7 +66,7 @@ async fn a_release_hands_over_to_the_next_waiter_in_arrival_order_at_once() {
     let r = queue(&w, "job").await;
     assert!(r.grants.is_empty() && r.queue.is_empty(), "{r:?}");
     assert_eq!(
-        keys_under(&w, "job.q/"),
+        w.keys_under("job.q/"),
         Vec::<String>::new(),
         "sessions left behind"
     );
@@ -281,11 +260,7 @@ async fn try_once_and_a_wait_that_ends_leave_no_trace() {
     assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
     let r = queue(&w, "job").await;
     assert_eq!(r.queue.len(), 0, "the timed-out waiter stayed in the queue");
-    assert_eq!(
-        keys_under(&w, "job.q/").len(),
-        1,
-        "only the holder's session"
-    );
+    assert_eq!(w.keys_under("job.q/").len(), 1, "only the holder's session");
     held.release().await.unwrap();
 }
 

@@ -7,31 +7,10 @@
 use std::time::Duration;
 
 use lease::store::{Get, GetOptions, Store};
-use lease::{Client, ErrorKind, Lease, LeaseOptions, Scope};
+use lease::{ErrorKind, Lease, LeaseOptions, Scope};
 
 mod sim;
 use sim::*;
-
-fn queued() -> LeaseOptions {
-    opts().queue()
-}
-
-/// Start acquiring in the background; the handle resolves to the lease.
-fn spawn_acquire(
-    c: &Client,
-    key: &'static str,
-    o: LeaseOptions,
-) -> tokio::task::JoinHandle<lease::Result<Lease>> {
-    let c = c.clone();
-    tokio::spawn(async move { c.acquire(key, &o).await })
-}
-
-/// Keys in the store under `prefix`.
-fn keys_under(w: &World, prefix: &str) -> Vec<String> {
-    let mut keys = w.store.keys();
-    keys.retain(|k| k.starts_with(prefix));
-    keys
-}
 
 async fn raw(w: &World, key: &str) -> Option<bytes::Bytes> {
     match w.store.connection().get(key, GetOptions::default()).await {
@@ -153,7 +132,7 @@ async fn deleting_the_record_and_the_sessions_gives_two_holders_at_most_until_th
     sleep(secs(1.0)).await;
     w.store
         .remove_raw("deleting_the_record_and_the_sessions_giv");
-    for k in keys_under(&w, "deleting_the_record_and_the_sessions_giv.q/") {
+    for k in w.keys_under("deleting_the_record_and_the_sessions_giv.q/") {
         w.store.remove_raw(&k);
     }
     let deleted_at = w.now();
@@ -374,7 +353,7 @@ async fn a_holder_whose_session_was_deleted_is_told_so() {
         .acquire("a_holder_whose_session_was_deleted_is_to", &queued())
         .await
         .unwrap();
-    for k in keys_under(&w, "a_holder_whose_session_was_deleted_is_to.q/") {
+    for k in w.keys_under("a_holder_whose_session_was_deleted_is_to.q/") {
         w.store.remove_raw(&k);
     }
     let reason = held.lost().await.to_string();
