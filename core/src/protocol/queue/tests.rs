@@ -330,6 +330,10 @@ fn what_a_newer_version_writes_is_newer_not_corrupt() {
     }
     let extra = br#"{"format":2,"epoch":1,"rev":1,"note":"hi","queue":[{"id":"a","ttl_ms":5,"since":"x"}]}"#;
     assert!(matches!(classify(extra), Classified::Queue(_)));
+    // The whole lock written as a string, as this version writes it, is not a newer kind.
+    let whole =
+        br#"{"format":2,"epoch":1,"rev":1,"queue":[{"id":"a","scope":"whole","ttl_ms":5}]}"#;
+    assert!(matches!(classify(whole), Classified::Queue(_)));
     let e = newer_error("file:///l", "mode \"intent\"");
     assert_eq!(e.kind(), ErrorKind::Unsupported);
     assert!(e.to_string().contains("newer version") && e.to_string().contains("intent"));
