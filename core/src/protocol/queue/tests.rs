@@ -597,3 +597,22 @@ proptest! {
         }
     }
 }
+
+/// The capacity check's boundary: a join whose reserved length is exactly the limit fits; one
+/// byte less of room refuses it.
+#[test]
+fn a_join_that_reserves_exactly_the_limit_fits() {
+    let r = QueueRecord::new(0, None);
+    let e = entry("a", Mode::Exclusive, Scope::Whole);
+    let needed = {
+        let mut with = r.clone();
+        with.queue.push(e.clone());
+        with.reserved_len()
+    };
+    assert!(r
+        .changed(&Change::Join(e.clone()), needed)
+        .unwrap()
+        .is_some());
+    let full = r.changed(&Change::Join(e), needed - 1).unwrap_err();
+    assert_eq!(full.kind(), ErrorKind::QueueFull);
+}
