@@ -616,3 +616,24 @@ fn a_join_that_reserves_exactly_the_limit_fits() {
     let full = r.changed(&Change::Join(e), needed - 1).unwrap_err();
     assert_eq!(full.kind(), ErrorKind::QueueFull);
 }
+
+/// Who competes with whom, term by term: overlapping scopes and either side exclusive, or any
+/// two overlapping requests of a semaphore; readers of a plain lock never delay each other, and
+/// disjoint scopes never compete.
+#[test]
+fn competing_requests_overlap_and_one_is_exclusive_or_takes_a_permit() {
+    let plain = QueueRecord::new(0, None);
+    let semaphore = QueueRecord::new(0, Some(2));
+    let path = |p: &str| Scope::path(p).unwrap();
+    let x = |s: Scope| entry("x", Mode::Exclusive, s);
+    let r = |s: Scope| entry("r", Mode::Shared, s);
+    // Overlapping (a path and one below it).
+    assert!(plain.competes(&x(path("a")), &r(path("a/b"))));
+    assert!(plain.competes(&r(path("a")), &x(path("a/b"))));
+    assert!(plain.competes(&x(path("a")), &x(path("a"))));
+    assert!(!plain.competes(&r(path("a")), &r(path("a/b"))));
+    assert!(semaphore.competes(&r(path("a")), &r(path("a/b"))));
+    // Disjoint.
+    assert!(!plain.competes(&x(path("a")), &x(path("b"))));
+    assert!(!semaphore.competes(&r(path("a")), &r(path("b"))));
+}
