@@ -453,6 +453,45 @@ fn a_sessions_date_running_ahead_is_confirmed_by_the_stores_stamp_never_trusted(
     assert!(r.w.date_refused(), "the driver warns once");
 }
 
+/// A stamp that cannot be had for a reason other than an unreachable store (the probe's write
+/// refused) is judged at once with `Date` refused — never taken for a store that did not answer,
+/// which would only look again after a poll (the `Unavailable` guard of `after_stamp`).
+#[test]
+fn a_stamp_that_cannot_be_had_refuses_date_at_once_an_unreachable_store_looks_again_later() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
+    r.join_write(step);
+    r.written(5);
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
+        Step::Stamp { session: Some(_) }
+    ));
+    r.step(Event::Stamped(Err(Error::invalid(
+        "the probe's write was refused",
+    ))));
+    assert!(
+        r.w.date_refused(),
+        "no stamp: Date is refused, not waited for"
+    );
+
+    // The lock's own view: a store that does not answer is looked at again one poll later.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.at(2.0);
+    match r.w.after_stamp(
+        None,
+        Err(Error::unavailable("timed out")),
+        Ctx {
+            now: r.now,
+            wall: wall(),
+            session_alive: r.alive,
+        },
+        &NoJitter,
+    ) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(3.0)),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
     let mut r = Rig::new(plan(Mode::Exclusive));
