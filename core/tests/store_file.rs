@@ -40,14 +40,11 @@ suite!(
 #[tokio::test]
 async fn leaves_no_temporary_files() {
     let (dir, s) = store();
-    let v = match s
-        .put("a/b", "1".into(), Cond::Create, &Meta::new())
-        .await
-        .unwrap()
-    {
-        lease::store::Put::Written { version, .. } => version,
-        _ => panic!(),
-    };
+    let v = written(
+        s.put("a/b", "1".into(), Cond::Create, &Meta::new())
+            .await
+            .unwrap(),
+    );
     s.put("a/b", "2".into(), Cond::Match(v), &Meta::new())
         .await
         .unwrap();
@@ -723,14 +720,11 @@ fn a_stopped_lock_holder_makes_writes_unavailable_within_a_bound_without_threads
 
 async fn stopped_lock_holder() {
     let (dir, s) = store();
-    let v = match s
-        .put("k", "1".into(), Cond::Create, &Meta::new())
-        .await
-        .unwrap()
-    {
-        lease::store::Put::Written { version, .. } => version,
-        other => panic!("{other:?}"),
-    };
+    let v = written(
+        s.put("k", "1".into(), Cond::Create, &Meta::new())
+            .await
+            .unwrap(),
+    );
     let lock_file = dir.path().join(".k.lock");
     std::fs::write(&lock_file, "").unwrap();
     let holder = StoppedLockHolder::start(&lock_file);
@@ -878,14 +872,11 @@ async fn a_lock_held_within_this_process_is_named_as_such() {
     use std::os::fd::AsRawFd;
     let (dir, s) = store();
     let s = s.with_lock_wait(Duration::from_millis(100));
-    let v = match s
-        .put("k", "1".into(), Cond::Create, &Meta::new())
-        .await
-        .unwrap()
-    {
-        lease::store::Put::Written { version, .. } => version,
-        other => panic!("{other:?}"),
-    };
+    let v = written(
+        s.put("k", "1".into(), Cond::Create, &Meta::new())
+            .await
+            .unwrap(),
+    );
     let lock_file = dir.path().join(".k.lock");
     let held = std::fs::File::create(&lock_file).unwrap();
     // SAFETY: flock(2) on a file this test owns; released when `held` is closed.

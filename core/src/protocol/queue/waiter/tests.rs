@@ -80,6 +80,14 @@ impl Rig {
         self.step(Event::Record(Ok(get)))
     }
 
+    /// Start on a lock `a` holds, join behind it (version 4 to 5): what most waiting begins with.
+    fn joined_behind_a(&mut self) -> QueueRecord {
+        let step = self.start_on(found(&held_by_a().to_bytes(), 4));
+        let (joined, _) = self.join_write(step);
+        self.written(5);
+        joined
+    }
+
     /// Answer a join: begin the session, then the write.
     fn join_write(&mut self, step: Step) -> (QueueRecord, Cond) {
         let step = match step {
@@ -344,9 +352,7 @@ fn a_sessions_check_is_paced_by_the_takeover_rule_never_a_whole_interval_late() 
     assert_eq!(pace(now + secs(1.5), now, &t), now + secs(1.0));
     assert_eq!(pace(now + secs(0.5), now, &t), now + secs(0.5));
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     // Six seconds old by the store's clock: the rule fires at 10 + 1 + 1 = 12, the estimate
     // says in 6 + 1 s; the check is due a second before.
     match r.step(Event::Session(Ok(session("s1", RecordState::Held, 6)))) {
@@ -367,9 +373,7 @@ fn a_sessions_check_is_paced_by_the_takeover_rule_never_a_whole_interval_late() 
 #[test]
 fn a_session_taken_over_by_the_rules_is_ended_then_its_participant_removed() {
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    let (joined, _) = r.join_write(step);
-    r.written(5);
+    let joined = r.joined_behind_a();
     // Not renewed for 20 s: its deadline has surely passed.
     let Step::EndSession {
         key,
@@ -420,9 +424,7 @@ fn a_session_taken_over_by_the_rules_is_ended_then_its_participant_removed() {
 #[test]
 fn a_sessions_date_running_ahead_is_confirmed_by_the_stores_stamp_never_trusted() {
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     // `Date` says 20 s since its last renewal (the session's ttl is 10 s): ask for a stamp.
     assert!(matches!(
         r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
@@ -459,9 +461,7 @@ fn a_sessions_date_running_ahead_is_confirmed_by_the_stores_stamp_never_trusted(
 #[test]
 fn a_stamp_that_cannot_be_had_refuses_date_at_once_an_unreachable_store_looks_again_later() {
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     assert!(matches!(
         r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
         Step::Stamp { session: Some(_) }
@@ -495,9 +495,7 @@ fn a_stamp_that_cannot_be_had_refuses_date_at_once_an_unreachable_store_looks_ag
 #[test]
 fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     assert!(matches!(
         r.stale(session("s1", RecordState::Held, 20)),
         Step::EndSession { .. }
@@ -511,9 +509,7 @@ fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
     ));
     // Released by its owner: gone, removed without ending it, nothing to delete but that.
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     assert!(matches!(
         r.step(Event::Session(Ok(session("s3", RecordState::Released, 0)))),
         Step::WriteRecord {
@@ -527,9 +523,7 @@ fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
     ));
     // A landed end replaced at once: gone, nothing of ours to delete.
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     r.stale(session("s1", RecordState::Held, 20));
     assert!(matches!(
         r.step(Event::Ended(Ok(Written::Replaced {
@@ -543,9 +537,7 @@ fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
 #[test]
 fn an_absent_session_is_gone_only_after_its_ttl_and_grace_on_our_clock() {
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     let absent = || Event::Session(Ok(Get::NotFound { server_now: None }));
     match r.step(absent()) {
         Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
@@ -579,9 +571,7 @@ fn an_absent_session_is_gone_only_after_its_ttl_and_grace_on_our_clock() {
 #[test]
 fn a_session_read_that_fails_is_tried_again_after_a_poll() {
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     match r.step(Event::Session(Err(Error::unavailable("timed out")))) {
         Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
         other => panic!("{other:?}"),
@@ -631,9 +621,7 @@ fn a_waiter_behind_another_checks_only_that_one_and_polls_less_the_further_back(
 fn our_lapsed_session_ends_the_wait_and_removal_is_told_as_such() {
     // Removed while our session had lapsed: the others took us for gone.
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    let (joined, _) = r.join_write(step);
-    r.written(5);
+    let joined = r.joined_behind_a();
     r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
     r.alive = false;
     r.step(Event::Slept);
@@ -655,9 +643,7 @@ fn our_lapsed_session_ends_the_wait_and_removal_is_told_as_such() {
     }
     // Its session lost while it sleeps: it says so.
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
     for (reason, says) in [
         (LostReason::Expired, "lapsed"),
@@ -792,9 +778,7 @@ fn a_wait_that_runs_out_is_a_timeout() {
     let mut p = plan(Mode::Exclusive);
     p.wait_deadline = Some(t0() + secs(5.0));
     let mut r = Rig::new(p);
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     match r.step(Event::Session(Ok(session("s1", RecordState::Held, 0)))) {
         Step::Sleep { until } => assert!(until <= t0() + secs(5.0)),
         other => panic!("{other:?}"),
@@ -884,9 +868,7 @@ fn a_lease_record_is_waited_out_then_replaced_above_its_epoch() {
 #[test]
 fn a_deleted_record_is_made_again_carrying_forward_what_we_saw() {
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    let (joined, _) = r.join_write(step);
-    r.written(5);
+    let joined = r.joined_behind_a();
     r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
     r.at(1.0);
     r.step(Event::Slept);
@@ -998,9 +980,7 @@ fn a_store_that_does_not_answer_is_retried_until_the_unavailable_timeout() {
 #[test]
 fn a_cancelled_wait_gives_up() {
     let mut r = Rig::new(plan(Mode::Exclusive));
-    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
-    r.join_write(step);
-    r.written(5);
+    r.joined_behind_a();
     r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
     match r.step(Event::Cancelled) {
         Step::Failed { error, listed } => {
