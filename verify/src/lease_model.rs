@@ -960,6 +960,8 @@ where
 
 impl Net for LeaseModel {
     type State = State;
+    type Req = Req;
+    type Answer = Answer;
 
     fn faults(s: &mut State) -> &mut u8 {
         &mut s.faults
@@ -979,5 +981,9 @@ impl Net for LeaseModel {
 
     fn answer(&self, s: &mut State, c: usize, a: Answer) {
         LeaseModel::answer(self, s, c, a)
+    }
+
+    fn unavailable() -> Answer {
+        Answer::Unavailable
     }
 }

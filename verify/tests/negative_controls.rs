@@ -43,6 +43,7 @@
 //! | joins reserve room for every later settle (`QueueJoinIgnoresReserve`) | `joins_that_reserve_no_room_…` |
 //! | a newer record is never taken over (`QueueNewerTakenAsCorrupt`) | `a_newer_record_taken_for_corrupt_…` |
 //! | session checks paced to the rule (`QueueSessionCheckLate`) | `core/tests/queue_holes.rs` … (simulated time; see below) |
+//! | wall clocks agree within the gap a deletion leaves (an assumption, no mutant) | `a_wall_clock_behind_by_the_whole_gap_…` |
 //!
 //! And for what a new user trips over (issue 28):
 //!
@@ -440,6 +441,28 @@ fn a_create_that_grants_hands_a_token_out_again_after_a_deletion() {
             &[queue_model::TOKENS],
             Some(Mutant::QueueCreateGrants),
             "conserve, a deletion"
+        ),
+        Some(queue_model::TOKENS)
+    );
+}
+
+/// Issue 22: tokens rest on wall clocks agreeing within what the clock moved past a deleted
+/// record's tokens (docs/model.md, queued locks, assumption 2). A participant whose clock is
+/// behind by the whole gap (the model's 1,000 ms per deletion) makes the record again and hands
+/// out a token the deleted record had handed out: the checker must find it, with no mutant.
+#[test]
+fn a_wall_clock_behind_by_the_whole_gap_repeats_a_token() {
+    let m = QueueModel {
+        record_deletions: 1,
+        wall_lag_ms: 1_000,
+        ..queue_model::pair()
+    };
+    assert_eq!(
+        violated(
+            m,
+            &[queue_model::TOKENS],
+            None,
+            "pair, a deletion, a clock 1 s behind"
         ),
         Some(queue_model::TOKENS)
     );
