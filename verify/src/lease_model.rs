@@ -361,6 +361,15 @@ pub(crate) fn object(o: &Stored, t: u32) -> Object {
     }
 }
 
+/// The epoch of the record in the store (0: none, or unreadable).
+fn stored_epoch(s: &State) -> u64 {
+    let Some(o) = &s.store else { return 0 };
+    match Record::parse(Some(&o.bytes), o.bytes.len() as u64) {
+        lease::record::Parsed::Valid(r) => r.epoch,
+        _ => 0,
+    }
+}
+
 pub(crate) fn record_holder(o: &Stored) -> String {
     match Record::parse(Some(&o.bytes), o.bytes.len() as u64) {
         lease::record::Parsed::Valid(r) => r.holder.id,
@@ -664,10 +673,13 @@ impl Model for LeaseModel {
         // The assumption a deletion relies on (docs/protocol.md §6): by the time a record is
         // deleted, the clock has passed every epoch handed out (epochs grow by one per hand-over,
         // clocks by one per millisecond; in this model a tick is a second and actions take no
-        // time, so the record must be at least a tick older than the last epoch).
+        // time, so the record must be at least a tick older than the last epoch). An epoch is
+        // handed out when its write lands, answered or not: the record's own epoch counts too
+        // (before, only epochs whose answers had come back did, so a record whose write's
+        // answer was held up could be deleted in the second it was written).
         if s.deletes < self.deletes
             && s.store.is_some()
-            && lease::unix_ms(store_time(s.t)) > s.granted
+            && lease::unix_ms(store_time(s.t)) > s.granted.max(stored_epoch(s))
             && !(0..self.clients).any(|c| self.believes(s, c))
         {
             actions.push(Action::Delete);
