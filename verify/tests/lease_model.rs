@@ -112,10 +112,12 @@ fn epochs_increase_when_the_record_is_deleted_by_hand() {
 /// handed one of them out again (`epochs_increase_when_the_record_is_deleted_by_hand` has no
 /// faults, so it never holds a `Create` up). Now a `Create` grants nobody: it writes the record
 /// released, and the lease is taken by a write conditional on that version, above the clock read
-/// after the answer that showed it (docs/protocol.md §6). Only the epochs are checked here: a
-/// record deleted while a write that took it has landed but not yet been answered is deleted
-/// under a holder, and two believe until the old one's next renewal — the stated window of a
-/// deletion (protocol.md §6), which no protocol closes on a store where a record can vanish.
+/// after the answer that showed it (docs/protocol.md §6). Epochs are checked in the order
+/// their writes land (the model's `hand_out`). Mutual exclusion is not looked for here: a record
+/// deleted while a write that took it has landed but not yet been answered is deleted under a
+/// holder, and two believe until the old one's next renewal — the stated window of a deletion
+/// (protocol.md §6), which no protocol closes on a store where a record can vanish without a
+/// trace.
 #[test]
 fn epochs_increase_when_a_create_is_held_up_across_a_deletion() {
     let m = LeaseModel {
