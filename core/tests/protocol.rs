@@ -541,8 +541,9 @@ async fn request_counts_hold_to_the_floor() {
     let s = a_conn.stats();
     assert_eq!(
         (s.gets, s.puts),
-        (1, 1),
-        "a fresh client's acquire of a new key: GET (404) + PUT"
+        (1, 2),
+        "a fresh client's acquire of a new key: GET (404) + PUT (the create, of a released \
+         record: it grants nobody) + PUT (the take, conditional on it: issue 22)"
     );
     a_conn.reset_stats();
     sleep(TTL / 3 + secs(0.1)).await;

@@ -259,6 +259,7 @@ impl LeaseModel {
             wait_deadline: None,
             unavailable_timeout: None,
             probe_holders: self.pid_namespaces.is_some(),
+            epoch_is_token: true,
         }
     }
 
