@@ -176,8 +176,7 @@ fn a_create_that_grants_hands_an_epoch_out_again_after_a_deletion() {
     let m = LeaseModel {
         deletes: 1,
         max_faults: 1,
-        crashes: true,
-        max_time: 5,
+        max_time: 4,
         ..base()
     };
     assert_eq!(

@@ -288,11 +288,14 @@ fn a_held_record_is_polled_and_taken_over_once_unchanged_for_ttl_plus_grace() {
     // The wait has run out: no read first (the conditional write itself checks).
     let (rec, cond) = expect_put(r.step(Event::Slept, 11.0));
     assert_eq!(cond, Cond::Match(version(1)));
-    assert_eq!((rec.epoch, rec.rev), (8, 2));
-    assert_eq!(
-        rec.prev,
-        record("other", 7, RecordState::Held).prev_for_successor()
-    );
+    assert_eq!((rec.epoch, rec.rev), (8, 3));
+    let Get::Found(seen) = held_by_other() else {
+        unreachable!()
+    };
+    let crate::record::Parsed::Valid(seen) = Record::parse(seen.bytes.as_deref(), seen.size) else {
+        unreachable!()
+    };
+    assert_eq!(rec.prev, seen.prev_for_successor());
 }
 
 #[test]
