@@ -176,7 +176,7 @@ fn a_create_that_grants_hands_an_epoch_out_again_after_a_deletion() {
     let m = LeaseModel {
         deletes: 1,
         max_faults: 1,
-        max_time: 4,
+        max_time: 3,
         ..base()
     };
     assert_eq!(
