@@ -126,6 +126,7 @@ async fn acquire_any(
         probe_holders: opts
             .dead_holder_rule
             .unwrap_or_else(|| client.store().dead_holder_rule()),
+        epoch_is_token: true,
     };
     match acquirer::run(client, key, plan, cancel).await? {
         Acquired::Lease(lease) => Ok(lease),

@@ -10,6 +10,7 @@
 //! |----------------------------------------------------|-------------------------------------------|
 //! | a late-landing retry could give two holders       | `a_resend_that_resets_its_send_time_…`    |
 //! | a deleted record re-issued an epoch                | `a_record_made_again_at_the_known_epoch_…`|
+//! | a `Create` held up across a deletion re-issued an epoch (issue 22; `LeaseCreateGrants`) | `a_create_that_grants_hands_an_epoch_…` |
 //! | `lease break` admitted a second holder at once     | `a_break_that_admits_at_once_…`           |
 //! | a holder believed while its release was in flight  | `a_holder_believing_while_releasing_…`    |
 //! | `Fenced` reported for writes that landed           | `an_unknown_outcome_taken_as_not_landed_…` |
@@ -162,6 +163,30 @@ fn a_record_made_again_at_the_known_epoch_reissues_an_epoch() {
     };
     assert_eq!(
         violated(m, LEASE, Some(Mutant::RecreateAtKnownEpoch), "deletion"),
+        Some("epochs strictly increase")
+    );
+}
+
+/// Issue 22's finding on the exclusive lease: a `Create` that grants at once, held up in the
+/// network (or sent by a client that gave up) across another holder's lease and the record's
+/// deletion, lands with the epoch of the clock it was sent with — one that holder had. With the
+/// fix (a `Create` grants nobody) the same model is safe
+/// (`lease_model.rs::epochs_increase_when_a_create_is_held_up_across_a_deletion`).
+#[test]
+fn a_create_that_grants_hands_an_epoch_out_again_after_a_deletion() {
+    let m = LeaseModel {
+        deletes: 1,
+        max_faults: 1,
+        max_time: 3,
+        ..base()
+    };
+    assert_eq!(
+        violated(
+            m,
+            &["epochs strictly increase"],
+            Some(Mutant::LeaseCreateGrants),
+            "a Create held up across a deletion"
+        ),
         Some("epochs strictly increase")
     );
 }
