@@ -56,13 +56,23 @@ impl Rig {
         }
     }
 
-    fn step(&mut self, e: Event) -> Step {
-        let ctx = Ctx {
+    fn ctx(&self) -> Ctx {
+        Ctx {
             now: self.now,
             wall: wall() + Duration::from_millis(self.wall_ms),
             session_alive: self.alive,
-        };
+        }
+    }
+
+    fn step(&mut self, e: Event) -> Step {
+        let ctx = self.ctx();
         self.w.step(e, ctx, &NoJitter)
+    }
+
+    /// Answer a stamp of the lock's own record with `r` (the steps that ask for it skipped).
+    fn lock_stamped(&mut self, r: Result<Option<SystemTime>>) -> Step {
+        let ctx = self.ctx();
+        self.w.after_stamp(None, r, ctx, &NoJitter)
     }
 
     fn at(&mut self, s: f64) {
@@ -479,16 +489,7 @@ fn a_stamp_that_cannot_be_had_refuses_date_at_once_an_unreachable_store_looks_ag
     // The lock's own view: a store that does not answer is looked at again one poll later.
     let mut r = Rig::new(plan(Mode::Exclusive));
     r.at(2.0);
-    match r.w.after_stamp(
-        None,
-        Err(Error::unavailable("timed out")),
-        Ctx {
-            now: r.now,
-            wall: wall(),
-            session_alive: r.alive,
-        },
-        &NoJitter,
-    ) {
+    match r.lock_stamped(Err(Error::unavailable("timed out"))) {
         Step::Sleep { until } => assert_eq!(until, t0() + secs(3.0)),
         other => panic!("{other:?}"),
     }
@@ -1055,15 +1056,7 @@ fn a_wait_deadline_cuts_a_sleep_short_except_when_trying_once() {
     p.try_once = true;
     p.wait_deadline = Some(t0());
     let mut r = Rig::new(p);
-    let ctx = Ctx {
-        now: r.now,
-        wall: wall(),
-        session_alive: r.alive,
-    };
-    match r
-        .w
-        .after_stamp(None, Err(Error::unavailable("timed out")), ctx, &NoJitter)
-    {
+    match r.lock_stamped(Err(Error::unavailable("timed out"))) {
         Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
         other => panic!("{other:?}"),
     }
