@@ -910,9 +910,11 @@ impl Waiter {
         let timing = self.plan.timing;
         let (entry, w) = self.watches.get_mut(id)?;
         let ttl = Duration::from_millis(entry.ttl_ms);
+        // Nothing to judge it by: check it again after a poll.
+        let in_a_poll = |next_check: &mut Option<Instant>| *next_check = Some(now + timing.poll);
         let end = match &w.view.seen {
             None => {
-                w.next_check = Some(now + timing.poll);
+                in_a_poll(&mut w.next_check);
                 None
             }
             Some(Seen::Absent) => {
@@ -947,9 +949,12 @@ impl Waiter {
                         w.next_check = Some(pace(until, now, &timing));
                         None
                     }
-                    // `decide` creates only where nothing is seen, the arm above.
+                    // (Not returned today: `decide` creates only where nothing is seen, the arm
+                    // above; judged as a session that shows nothing, not a panic, if that
+                    // changes.)
                     Decision::Create { .. } => {
-                        unreachable!("decide never creates over a record seen present")
+                        in_a_poll(&mut w.next_check);
+                        None
                     }
                     Decision::Stamp => {
                         let session = Some(session_key(&self.plan.key, id));
