@@ -29,10 +29,10 @@ use lease::options::{LeaseOptions, Timing};
 use lease::protocol::acquire::{Acquirer, Event, Plan, Step};
 use lease::protocol::breaking::{self, BreakMode, BreakPlan};
 use lease::protocol::dead_holder::{Probe, Proc};
-use lease::protocol::hold::{Hold, LostReason};
+use lease::protocol::hold::{self, Hold, LostReason, Next, ReleaseStart, Wrote};
 use lease::protocol::view::View;
-use lease::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
-use lease::protocol::Entropy;
+use lease::protocol::write::{WriteEvent, WriteOp, WriteStep};
+use lease::protocol::{Backoff, Entropy};
 use lease::record::{Holder, HolderProcess, Record, RecordState};
 use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
 use lease::Error;
@@ -128,6 +128,12 @@ pub struct ClientState {
     lag: u32,
     /// Whether this client changed its ttl already (at most once).
     ttl_changed: bool,
+    /// A renewal whose outcome was unknown is tried again from this instant (the driver's
+    /// backoff), with a fresh write.
+    retry_at: Option<Instant>,
+    /// The record this client released and its version (the driver's memo): its next
+    /// acquisition starts from it, with one write.
+    released: Option<(Version, Record)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -424,7 +430,9 @@ impl LeaseModel {
         };
     }
 
-    /// Feed a holder's write (a renewal or a release) an event.
+    /// Feed a holder's write (a renewal, a release, or the tidy write after a loss) an event;
+    /// its outcome goes to [`Hold::after_write`], the decision the driver (`core/src/lease.rs`)
+    /// runs, and the client does what it answers.
     fn hold_step(
         &self,
         s: &mut State,
@@ -435,12 +443,15 @@ impl LeaseModel {
         event: WriteEvent,
     ) {
         let now = at(self.local(s, c));
-        if now >= h.deadline() {
-            // The driver's watchdog fired at the deadline: the lease is lost, and the write in
-            // progress is abandoned (a request of it in flight may still land).
+        let wrote = wrote(&h, &record);
+        if wrote == Wrote::Renewal && now >= h.deadline() {
+            // The driver's watchdog fired at the deadline: the lease is lost by expiry, and the
+            // renewal in progress is abandoned (a request of it in flight may still land). A
+            // release or a tidy write goes on until its outcome is known: no watchdog races it.
             if let Some(Io::Request(Flight::Sent(req) | Flight::Delayed(req))) = self.io(s, c) {
                 s.orphans.push(req);
             }
+            h.lose(LostReason::Expired);
             s.clients[c].phase = Phase::Idle;
             return;
         }
@@ -454,31 +465,63 @@ impl LeaseModel {
             })),
             WriteStep::Sleep(d) => Io::Sleep(now + d),
             WriteStep::Done(outcome) => {
-                let releasing = record.state == RecordState::Released;
-                // A release whose outcome is unknown leaves the lease "being released": not
-                // believed, and not retried by this model (the client goes idle).
-                match outcome {
-                    Ok(Written::Landed { version, t_send }) if !releasing => {
-                        h.renewed(record, version, t_send);
-                    }
-                    Ok(Written::Landed { .. } | Written::Replaced { .. }) => h.released(),
-                    Ok(Written::Rejected { current }) => {
-                        h.lose(LostReason::from_current(&current, &h.holder().id.clone()));
-                    }
-                    Err(_) if now >= h.deadline() => {
-                        h.lose(LostReason::Expired);
-                    }
-                    Err(_) => {}
-                }
-                s.clients[c].phase = match h.phase {
-                    lease::protocol::hold::Phase::Held => Phase::Holding(h, None),
-                    _ => Phase::Idle,
-                };
-                let _ = releasing;
+                let next = h.after_write(wrote, record.clone(), outcome, now);
+                self.follow(s, c, h, record, next, now);
                 return;
             }
         };
         s.clients[c].phase = Phase::Holding(h, Some((op, record, io)));
+    }
+
+    /// Do what [`Hold::after_write`] answered for client `c`'s write of `record`.
+    fn follow(
+        &self,
+        s: &mut State,
+        c: usize,
+        mut h: Hold,
+        record: Record,
+        next: Next,
+        now: Instant,
+    ) {
+        s.clients[c].phase = match next {
+            Next::Renewed => Phase::Holding(h, None),
+            // Renewed again after a backoff (the first of the driver's), with a fresh write.
+            Next::RetryRenewal(_) => {
+                let no_nonce = Cell::new(0);
+                let wait = Backoff::for_timing(&h.timing).next(&Counter(&no_nonce, c));
+                s.clients[c].retry_at = Some(now + wait);
+                Phase::Holding(h, None)
+            }
+            Next::Released { remember } => {
+                if let Some(version) = remember {
+                    s.clients[c].released = Some((version, record));
+                }
+                Phase::Idle
+            }
+            // Still being released (not believed): the client may release again.
+            Next::ReleaseUnknown(_) => Phase::Holding(h, None),
+            Next::Lost { reason, tidy } => {
+                h.lose(reason);
+                // What the store showed is in hand: tidy over it at once, as the driver does.
+                let nonces = Cell::new(s.clients[c].nonces);
+                let plan = tidy
+                    .and_then(|current| h.tidy(&current, store_time(s.t), &Counter(&nonces, c)));
+                s.clients[c].nonces = nonces.get();
+                let Some((record, cond)) = plan else {
+                    s.clients[c].phase = Phase::Idle;
+                    return;
+                };
+                let give_up_at = now + h.timing.request_timeout * 2;
+                let op = WriteOp::new("model://lease", &record, cond, give_up_at, &h.timing);
+                return self.hold_step(s, c, h, op, record, WriteEvent::Start);
+            }
+            Next::Tidied { remember } => {
+                if let Some(version) = remember {
+                    s.clients[c].released = Some((version, record));
+                }
+                Phase::Idle
+            }
+        };
     }
 
     /// Deliver an answer to client `c`.
@@ -556,6 +599,16 @@ impl LeaseModel {
     }
 }
 
+/// Which write of the holder's `record` is: a renewal carries a held record; a released one is
+/// the release, or after a loss the tidy write (the driver knows it from where it sends it).
+fn wrote(h: &Hold, record: &Record) -> Wrote {
+    match (&record.state, &h.phase) {
+        (RecordState::Held, _) => Wrote::Renewal,
+        (RecordState::Released, hold::Phase::Lost(_)) => Wrote::Tidy,
+        (RecordState::Released, _) => Wrote::Release,
+    }
+}
+
 impl Model for LeaseModel {
     type State = State;
     type Action = Action;
@@ -575,6 +628,8 @@ impl Model for LeaseModel {
                         since: 0,
                         lag: 0,
                         ttl_changed: false,
+                        retry_at: None,
+                        released: None,
                     };
                     self.clients
                 ],
@@ -609,13 +664,18 @@ impl Model for LeaseModel {
                     actions.push(Action::Start(c))
                 }
                 Phase::Holding(h, None) => {
-                    // Renewals start when due, before the deadline (the watchdog ends the
-                    // lease at the deadline).
-                    if now >= h.renew_at() && now < h.deadline() {
+                    // Renewals start when due (a retry after its backoff), before the deadline
+                    // (the watchdog ends the lease at the deadline); none once a release was
+                    // sent.
+                    let held = h.phase == hold::Phase::Held && now < h.deadline();
+                    let due_at = client
+                        .retry_at
+                        .map_or(h.renew_at(), |r| r.max(h.renew_at()));
+                    if held && now >= due_at {
                         actions.push(Action::Renew(c));
                         due = true;
                     }
-                    if self.ttl_change.is_some() && !client.ttl_changed && now < h.deadline() {
+                    if self.ttl_change.is_some() && !client.ttl_changed && held {
                         actions.push(Action::SetTtl(c));
                     }
                     actions.push(Action::Release(c));
@@ -688,7 +748,10 @@ impl Model for LeaseModel {
                 s.clients[c].acquisitions += 1;
                 s.clients[c].since = s.t;
                 let now = at(self.local(&s, c));
-                let m = Acquirer::new(self.plan(c), 0, None, now);
+                // The remembered release is used once (`core/src/acquirer.rs`).
+                let released = s.clients[c].released.take();
+                let known = released.as_ref().map_or(0, |(_, r)| r.epoch);
+                let m = Acquirer::new(self.plan(c), known, released, now);
                 self.acquirer_step(&mut s, c, m, Event::Start);
             }
             Action::Deliver(c) => {
@@ -718,25 +781,18 @@ impl Model for LeaseModel {
                 }
                 _ => return None,
             },
-            Action::Renew(c) | Action::SetTtl(c) | Action::Release(c) => {
+            Action::Renew(c) | Action::SetTtl(c) => {
                 let Phase::Holding(mut h, None) = s.clients[c].phase.clone() else {
                     return None;
                 };
-                if matches!(action, Action::Release(_)) {
-                    h.start_release();
-                }
                 if let (Action::SetTtl(_), Some(ttl)) = (&action, self.ttl_change) {
                     s.clients[c].ttl_changed = true;
                     h.want_ttl(ttl);
                 }
-                let state = if matches!(action, Action::Release(_)) {
-                    RecordState::Released
-                } else {
-                    RecordState::Held
-                };
+                s.clients[c].retry_at = None;
                 let now = at(self.local(&s, c));
                 let nonces = Cell::new(s.clients[c].nonces);
-                let write = h.next_write(state, store_time(s.t), &Counter(&nonces, c));
+                let write = h.next_write(RecordState::Held, store_time(s.t), &Counter(&nonces, c));
                 s.clients[c].nonces = nonces.get();
                 let Some((record, cond)) = write else {
                     s.clients[c].phase = Phase::Idle;
@@ -752,6 +808,30 @@ impl Model for LeaseModel {
                     &h.timing,
                 );
                 self.hold_step(&mut s, c, h, op, record, WriteEvent::Start);
+            }
+            Action::Release(c) => {
+                let Phase::Holding(mut h, None) = s.clients[c].phase.clone() else {
+                    return None;
+                };
+                let now = at(self.local(&s, c));
+                let nonces = Cell::new(s.clients[c].nonces);
+                let start = h.begin_release(now, store_time(s.t), &Counter(&nonces, c));
+                s.clients[c].nonces = nonces.get();
+                match start {
+                    ReleaseStart::Send(record, cond) => {
+                        let op = WriteOp::new(
+                            "model://lease",
+                            &record,
+                            cond,
+                            h.deadline().max(now),
+                            &h.timing,
+                        );
+                        self.hold_step(&mut s, c, h, op, record, WriteEvent::Start);
+                    }
+                    // Lost: the driver reads the record and tidies over it; that read is not
+                    // modelled (the client goes idle, its record waited out).
+                    ReleaseStart::Lost(_) | ReleaseStart::Done => s.clients[c].phase = Phase::Idle,
+                }
             }
             Action::Crash(c) => {
                 s.faults += 1;
