@@ -160,6 +160,43 @@ pub struct State {
     acquired_after_crash: bool,
     /// Someone acquired within the ttl of a crashed holder's crash (the dead-holder rule).
     replaced_early: bool,
+    /// The holder's paths taken so far ([`Witness`] bits), recorded only with
+    /// `LeaseModel::witnesses` (they would split states the other checks need not tell apart).
+    seen: u8,
+}
+
+/// A path of the holder's that a check shows taken (`LeaseModel::witnesses`): the decisions of
+/// [`Hold::after_write`] and [`Hold::begin_release`] that only faults, breaks and a second
+/// acquisition reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Witness {
+    /// A renewal whose outcome was unknown, written again after its backoff.
+    RenewalRetried = 1,
+    /// A release whose outcome was unknown, sent again.
+    ReleaseSentAgain = 2,
+    /// A release rejected (the lease was broken or taken), then the tidy write over what the
+    /// store showed landed.
+    TidiedAfterRejectedRelease = 4,
+    /// An acquisition that started from the record its client released (one write).
+    AcquiredFromReleased = 8,
+}
+
+impl Witness {
+    pub const ALL: [Witness; 4] = [
+        Witness::RenewalRetried,
+        Witness::ReleaseSentAgain,
+        Witness::TidiedAfterRejectedRelease,
+        Witness::AcquiredFromReleased,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Witness::RenewalRetried => "a renewal of unknown outcome is written again",
+            Witness::ReleaseSentAgain => "a release of unknown outcome is sent again",
+            Witness::TidiedAfterRejectedRelease => "a rejected release is tidied over",
+            Witness::AcquiredFromReleased => "an acquisition starts from its released record",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -227,6 +264,9 @@ pub struct LeaseModel {
     /// The answers' `Date` runs this many ticks ahead of the store's clock: every offset from
     /// 0 to this one is an initial state (0: the store's own `Date`).
     pub date_ahead: u32,
+    /// Record the holder's paths taken ([`Witness`]) and check that each is: "sometimes"
+    /// properties, so a model that never retries, tidies or re-acquires from its memo fails.
+    pub witnesses: bool,
 }
 
 impl LeaseModel {
@@ -473,6 +513,12 @@ impl LeaseModel {
         s.clients[c].phase = Phase::Holding(h, Some((op, record, io)));
     }
 
+    fn saw(&self, s: &mut State, w: Witness) {
+        if self.witnesses {
+            s.seen |= w as u8;
+        }
+    }
+
     /// Do what [`Hold::after_write`] answered for client `c`'s write of `record`.
     fn follow(
         &self,
@@ -487,6 +533,7 @@ impl LeaseModel {
             Next::Renewed => Phase::Holding(h, None),
             // Renewed again after a backoff (the first of the driver's), with a fresh write.
             Next::RetryRenewal(_) => {
+                self.saw(s, Witness::RenewalRetried);
                 let no_nonce = Cell::new(0);
                 let wait = Backoff::for_timing(&h.timing).next(&Counter(&no_nonce, c));
                 s.clients[c].retry_at = Some(now + wait);
@@ -517,6 +564,7 @@ impl LeaseModel {
             }
             Next::Tidied { remember } => {
                 if let Some(version) = remember {
+                    self.saw(s, Witness::TidiedAfterRejectedRelease);
                     s.clients[c].released = Some((version, record));
                 }
                 Phase::Idle
@@ -643,6 +691,7 @@ impl Model for LeaseModel {
                 crashed_holding_at: None,
                 acquired_after_crash: false,
                 replaced_early: false,
+                seen: 0,
             })
             .collect()
     }
@@ -750,6 +799,9 @@ impl Model for LeaseModel {
                 let now = at(self.local(&s, c));
                 // The remembered release is used once (`core/src/acquirer.rs`).
                 let released = s.clients[c].released.take();
+                if released.is_some() {
+                    self.saw(&mut s, Witness::AcquiredFromReleased);
+                }
                 let known = released.as_ref().map_or(0, |(_, r)| r.epoch);
                 let m = Acquirer::new(self.plan(c), known, released, now);
                 self.acquirer_step(&mut s, c, m, Event::Start);
@@ -814,6 +866,9 @@ impl Model for LeaseModel {
                     return None;
                 };
                 let now = at(self.local(&s, c));
+                if h.phase == hold::Phase::Releasing {
+                    self.saw(&mut s, Witness::ReleaseSentAgain);
+                }
                 let nonces = Cell::new(s.clients[c].nonces);
                 let start = h.begin_release(now, store_time(s.t), &Counter(&nonces, c));
                 s.clients[c].nonces = nonces.get();
@@ -918,6 +973,18 @@ impl Model for LeaseModel {
             .as_ref()
             .is_some_and(|ns| ns.iter().all(|n| *n == ns[0]))
             && self.boots.iter().all(|b| Some(b) == self.boots.first());
+        if self.witnesses {
+            // A property's condition is a plain function: one per path.
+            let seen: [fn(&LeaseModel, &State) -> bool; 4] = [
+                |_, s| s.seen & Witness::RenewalRetried as u8 != 0,
+                |_, s| s.seen & Witness::ReleaseSentAgain as u8 != 0,
+                |_, s| s.seen & Witness::TidiedAfterRejectedRelease as u8 != 0,
+                |_, s| s.seen & Witness::AcquiredFromReleased as u8 != 0,
+            ];
+            for (w, seen) in Witness::ALL.into_iter().zip(seen) {
+                properties.push(Property::sometimes(w.name(), seen));
+            }
+        }
         if self.crashes && one_namespace {
             properties.push(Property::sometimes(
                 "a crashed holder is replaced within its ttl",
@@ -1013,6 +1080,7 @@ pub fn base() -> LeaseModel {
         pid_namespaces: None,
         boots: vec![],
         date_ahead: 0,
+        witnesses: false,
     }
 }
 
