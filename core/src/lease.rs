@@ -26,7 +26,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fence::{FencedObject, Fencer, GrantRef};
 use crate::io::{local_wake, Io};
 use crate::options::Timing;
-use crate::protocol::hold::{Hold, Next, Phase, ReleaseStart, Wrote};
+use crate::protocol::hold::{after_write, begin_release, Hold, Next, Phase, ReleaseStart, Wrote};
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
 use crate::protocol::queue::{Change, Mode, Scope};
 use crate::protocol::Backoff;
@@ -649,7 +649,7 @@ impl Shared {
             let now = clock.now();
             let next = {
                 let mut st = self.state.lock().unwrap();
-                st.hold.after_write(Wrote::Renewal, record, outcome, now)
+                after_write(&mut st.hold, Wrote::Renewal, record, outcome, now)
             };
             match next {
                 Next::Renewed => {
@@ -792,9 +792,7 @@ impl Shared {
         let (start, deadline) = {
             let mut st = self.state.lock().unwrap();
             let deadline = st.hold.deadline();
-            let start = st
-                .hold
-                .begin_release(clock.now(), clock.wall(), &self.client.rng);
+            let start = begin_release(&mut st.hold, clock.now(), clock.wall(), &self.client.rng);
             (start, deadline)
         };
         let (record, cond) = match start {
@@ -812,8 +810,13 @@ impl Shared {
             .await;
         let next = {
             let mut st = self.state.lock().unwrap();
-            st.hold
-                .after_write(Wrote::Release, record.clone(), outcome, clock.now())
+            after_write(
+                &mut st.hold,
+                Wrote::Release,
+                record.clone(),
+                outcome,
+                clock.now(),
+            )
         };
         match next {
             Next::Released { remember } => {
@@ -866,7 +869,8 @@ impl Shared {
             .client
             .write(&self.key, &record, cond, give_up_at, &self.timing)
             .await;
-        let next = self.state.lock().unwrap().hold.after_write(
+        let next = after_write(
+            &mut self.state.lock().unwrap().hold,
             Wrote::Tidy,
             record.clone(),
             outcome,

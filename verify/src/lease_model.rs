@@ -29,7 +29,9 @@ use lease::options::{LeaseOptions, Timing};
 use lease::protocol::acquire::{Acquirer, Event, Plan, Step};
 use lease::protocol::breaking::{self, BreakMode, BreakPlan};
 use lease::protocol::dead_holder::{Probe, Proc};
-use lease::protocol::hold::{self, Hold, LostReason, Next, ReleaseStart, Wrote};
+use lease::protocol::hold::{
+    self, after_write, begin_release, Hold, LostReason, Next, ReleaseStart, Wrote,
+};
 use lease::protocol::view::View;
 use lease::protocol::write::{WriteEvent, WriteOp, WriteStep};
 use lease::protocol::{Backoff, Entropy};
@@ -166,7 +168,7 @@ pub struct State {
 }
 
 /// A path of the holder's that a check shows taken (`LeaseModel::witnesses`): the decisions of
-/// [`Hold::after_write`] and [`Hold::begin_release`] that only faults, breaks and a second
+/// [`hold::after_write`] and [`hold::begin_release`] that only faults, breaks and a second
 /// acquisition reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Witness {
@@ -471,7 +473,7 @@ impl LeaseModel {
     }
 
     /// Feed a holder's write (a renewal, a release, or the tidy write after a loss) an event;
-    /// its outcome goes to [`Hold::after_write`], the decision the driver (`core/src/lease.rs`)
+    /// its outcome goes to [`hold::after_write`], the decision the driver (`core/src/lease.rs`)
     /// runs, and the client does what it answers.
     fn hold_step(
         &self,
@@ -505,12 +507,20 @@ impl LeaseModel {
             })),
             WriteStep::Sleep(d) => Io::Sleep(now + d),
             WriteStep::Done(outcome) => {
-                let next = h.after_write(wrote, record.clone(), outcome, now);
+                let next = after_write(&mut h, wrote, record.clone(), outcome, now);
                 self.follow(s, c, h, record, next, now);
                 return;
             }
         };
         s.clients[c].phase = Phase::Holding(h, Some((op, record, io)));
+    }
+
+    /// Start the holder's renewal or release of `record`, given up at its deadline (as the
+    /// driver does).
+    fn send(&self, s: &mut State, c: usize, h: Hold, record: Record, cond: Cond, now: Instant) {
+        let give_up_at = h.deadline().max(now);
+        let op = WriteOp::new("model://lease", &record, cond, give_up_at, &h.timing);
+        self.hold_step(s, c, h, op, record, WriteEvent::Start);
     }
 
     fn saw(&self, s: &mut State, w: Witness) {
@@ -519,7 +529,7 @@ impl LeaseModel {
         }
     }
 
-    /// Do what [`Hold::after_write`] answered for client `c`'s write of `record`.
+    /// Do what [`hold::after_write`] answered for client `c`'s write of `record`.
     fn follow(
         &self,
         s: &mut State,
@@ -852,14 +862,7 @@ impl Model for LeaseModel {
                 };
                 // What the driver does before a write: a shorter ttl caps the belief from now.
                 h.sending(&record, now);
-                let op = WriteOp::new(
-                    "model://lease",
-                    &record,
-                    cond,
-                    h.deadline().max(now),
-                    &h.timing,
-                );
-                self.hold_step(&mut s, c, h, op, record, WriteEvent::Start);
+                self.send(&mut s, c, h, record, cond, now);
             }
             Action::Release(c) => {
                 let Phase::Holding(mut h, None) = s.clients[c].phase.clone() else {
@@ -870,19 +873,10 @@ impl Model for LeaseModel {
                     self.saw(&mut s, Witness::ReleaseSentAgain);
                 }
                 let nonces = Cell::new(s.clients[c].nonces);
-                let start = h.begin_release(now, store_time(s.t), &Counter(&nonces, c));
+                let start = begin_release(&mut h, now, store_time(s.t), &Counter(&nonces, c));
                 s.clients[c].nonces = nonces.get();
                 match start {
-                    ReleaseStart::Send(record, cond) => {
-                        let op = WriteOp::new(
-                            "model://lease",
-                            &record,
-                            cond,
-                            h.deadline().max(now),
-                            &h.timing,
-                        );
-                        self.hold_step(&mut s, c, h, op, record, WriteEvent::Start);
-                    }
+                    ReleaseStart::Send(record, cond) => self.send(&mut s, c, h, record, cond, now),
                     // Lost: the driver reads the record and tidies over it; that read is not
                     // modelled (the client goes idle, its record waited out).
                     ReleaseStart::Lost(_) | ReleaseStart::Done => s.clients[c].phase = Phase::Idle,

@@ -292,8 +292,8 @@ fn sizes() {
 }
 
 /// The holder's paths that only faults, a break and a second acquisition reach are taken by
-/// the model, each through the decision the driver runs (`Hold::after_write`,
-/// `Hold::begin_release`): a renewal retried, a release sent again, the tidy write after a
+/// the model, each through the decision the driver runs (`hold::after_write`,
+/// `hold::begin_release`): a renewal retried, a release sent again, the tidy write after a
 /// rejected release, an acquisition from the released record. Each check stops when its path is
 /// found; a model that never took it fails.
 #[test]

@@ -24,7 +24,7 @@ use crate::store::{Cond, Get, Version};
 use super::Entropy;
 
 mod outcome;
-pub use outcome::{Next, ReleaseStart, Wrote};
+pub use outcome::{after_write, begin_release, Next, ReleaseStart, Wrote};
 
 /// Why a lease was lost.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

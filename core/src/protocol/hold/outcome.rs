@@ -17,7 +17,7 @@ use crate::store::{Cond, Get, Version};
 
 use super::{Hold, LostReason, Phase};
 
-/// How a release begins ([`Hold::begin_release`]).
+/// How a release begins ([`begin_release`]).
 #[derive(Debug)]
 pub enum ReleaseStart {
     /// Send this release (the hold is `Releasing` from now: it may land before its answer).
@@ -71,93 +71,91 @@ pub enum Next {
     Tidied { remember: Option<Version> },
 }
 
-impl Hold {
-    /// Begin a release at `now`: stop believing first (only while believed: past its
-    /// deadline the lease is lost, not released), then send the release unless it is released
-    /// or lost already. A release whose outcome was unknown (`Releasing`) is sent again, with a
-    /// fresh nonce, even past the deadline: it can only give the lease back sooner.
-    pub fn begin_release(
-        &mut self,
-        now: Instant,
-        wall: SystemTime,
-        entropy: &dyn Entropy,
-    ) -> ReleaseStart {
-        match &self.phase {
-            Phase::Released => return ReleaseStart::Done,
-            Phase::Lost(reason) => return ReleaseStart::Lost(reason.clone()),
-            Phase::Held if !self.believes(now) => return ReleaseStart::Lost(LostReason::Expired),
-            Phase::Held => self.start_release(),
-            Phase::Releasing => {}
-        }
-        match self.next_write(RecordState::Released, wall, entropy) {
-            Some((record, cond)) => ReleaseStart::Send(record, cond),
-            None => unreachable!("a hold being released has a release to write"),
-        }
+/// Begin a release of `hold` at `now`: stop believing first (only while believed: past its
+/// deadline the lease is lost, not released), then send the release unless it is released
+/// or lost already. A release whose outcome was unknown (`Releasing`) is sent again, with a
+/// fresh nonce, even past the deadline: it can only give the lease back sooner.
+pub fn begin_release(
+    hold: &mut Hold,
+    now: Instant,
+    wall: SystemTime,
+    entropy: &dyn Entropy,
+) -> ReleaseStart {
+    match &hold.phase {
+        Phase::Released => return ReleaseStart::Done,
+        Phase::Lost(reason) => return ReleaseStart::Lost(reason.clone()),
+        Phase::Held if !hold.believes(now) => return ReleaseStart::Lost(LostReason::Expired),
+        Phase::Held => hold.start_release(),
+        Phase::Releasing => {}
     }
+    match hold.next_write(RecordState::Released, wall, entropy) {
+        Some((record, cond)) => ReleaseStart::Send(record, cond),
+        None => unreachable!("a hold being released has a release to write"),
+    }
+}
 
-    /// The outcome of our write of `record` (a [`Wrote`]) known at `now`: follow what landed,
-    /// and say what to do next. No I/O.
-    pub fn after_write(
-        &mut self,
-        wrote: Wrote,
-        record: Record,
-        outcome: Result<Written, Error>,
-        now: Instant,
-    ) -> Next {
-        match wrote {
-            Wrote::Renewal => self.after_renewal(record, outcome, now),
-            Wrote::Release => self.after_release(outcome),
-            Wrote::Tidy => Next::Tidied {
-                remember: match outcome {
-                    Ok(Written::Landed { version, .. }) => Some(version),
-                    _ => None,
-                },
+/// The outcome of our write of `record` (a [`Wrote`]) known at `now`: follow what landed,
+/// and say what to do next. No I/O.
+pub fn after_write(
+    hold: &mut Hold,
+    wrote: Wrote,
+    record: Record,
+    outcome: Result<Written, Error>,
+    now: Instant,
+) -> Next {
+    match wrote {
+        Wrote::Renewal => after_renewal(hold, record, outcome, now),
+        Wrote::Release => after_release(hold, outcome),
+        Wrote::Tidy => Next::Tidied {
+            remember: match outcome {
+                Ok(Written::Landed { version, .. }) => Some(version),
+                _ => None,
             },
-        }
+        },
     }
+}
 
-    fn after_renewal(
-        &mut self,
-        record: Record,
-        outcome: Result<Written, Error>,
-        now: Instant,
-    ) -> Next {
-        match outcome {
-            Ok(Written::Landed { version, t_send }) => {
-                self.renewed(record, version, t_send);
-                Next::Renewed
+fn after_renewal(
+    hold: &mut Hold,
+    record: Record,
+    outcome: Result<Written, Error>,
+    now: Instant,
+) -> Next {
+    match outcome {
+        Ok(Written::Landed { version, t_send }) => {
+            hold.renewed(record, version, t_send);
+            Next::Renewed
+        }
+        // Replaced: our renewal landed, then someone else's write replaced it.
+        Ok(Written::Rejected { current } | Written::Replaced { current }) => Next::Lost {
+            reason: LostReason::from_current(&current, &hold.holder().id),
+            tidy: None,
+        },
+        Err(_) if now >= hold.deadline() => Next::Lost {
+            reason: LostReason::Expired,
+            tidy: None,
+        },
+        Err(e) => Next::RetryRenewal(e),
+    }
+}
+
+fn after_release(hold: &mut Hold, outcome: Result<Written, Error>) -> Next {
+    let remember = match outcome {
+        Ok(Written::Landed { version, .. }) => Some(version),
+        // The release landed and a waiter has already taken the lease.
+        Ok(Written::Replaced { .. }) => None,
+        // An earlier release of ours (its answer lost) is what is there.
+        Ok(Written::Rejected { current }) if hold.is_our_release(&current) => None,
+        Ok(Written::Rejected { current }) => {
+            return Next::Lost {
+                reason: LostReason::from_current(&current, &hold.holder().id),
+                tidy: Some(current),
             }
-            // Replaced: our renewal landed, then someone else's write replaced it.
-            Ok(Written::Rejected { current } | Written::Replaced { current }) => Next::Lost {
-                reason: LostReason::from_current(&current, &self.holder().id),
-                tidy: None,
-            },
-            Err(_) if now >= self.deadline() => Next::Lost {
-                reason: LostReason::Expired,
-                tidy: None,
-            },
-            Err(e) => Next::RetryRenewal(e),
         }
-    }
-
-    fn after_release(&mut self, outcome: Result<Written, Error>) -> Next {
-        let remember = match outcome {
-            Ok(Written::Landed { version, .. }) => Some(version),
-            // The release landed and a waiter has already taken the lease.
-            Ok(Written::Replaced { .. }) => None,
-            // An earlier release of ours (its answer lost) is what is there.
-            Ok(Written::Rejected { current }) if self.is_our_release(&current) => None,
-            Ok(Written::Rejected { current }) => {
-                return Next::Lost {
-                    reason: LostReason::from_current(&current, &self.holder().id),
-                    tidy: Some(current),
-                }
-            }
-            Err(e) => return Next::ReleaseUnknown(e),
-        };
-        self.released();
-        Next::Released { remember }
-    }
+        Err(e) => return Next::ReleaseUnknown(e),
+    };
+    hold.released();
+    Next::Released { remember }
 }
 
 #[cfg(test)]

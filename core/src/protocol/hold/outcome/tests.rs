@@ -1,22 +1,11 @@
-//! Every answer of [`Hold::after_write`] and [`Hold::begin_release`]: each outcome of each
+//! Every answer of [`after_write`] and [`begin_release`]: each outcome of each
 //! write, the deadline at its boundary, and the phase each leaves.
 
 use super::*;
 use crate::error::ErrorKind;
 use crate::protocol::testing::*;
 
-const URL: &str = "memory://t/job";
-
-/// Our lease: `me` at epoch 7, written at generation 1, sent at `at(0)` (deadline `at(10)`).
-fn held() -> Hold {
-    Hold::new(
-        URL,
-        record("me", 7, RecordState::Held),
-        version(1),
-        at(0.0),
-        timing(),
-    )
-}
+use crate::protocol::hold::tests::held;
 
 fn releasing() -> Hold {
     let mut h = held();
@@ -65,7 +54,13 @@ fn a_landed_renewal_is_followed_even_when_its_answer_comes_at_the_deadline() {
     for now in [1.0, 10.0] {
         let mut h = held();
         let renewal = ours(&h, RecordState::Held);
-        let next = h.after_write(Wrote::Renewal, renewal.clone(), landed(2, 1.0), at(now));
+        let next = after_write(
+            &mut h,
+            Wrote::Renewal,
+            renewal.clone(),
+            landed(2, 1.0),
+            at(now),
+        );
         assert!(matches!(next, Next::Renewed), "{next:?}");
         assert_eq!(h.phase, Phase::Held);
         assert_eq!((h.record.clone(), h.version.clone()), (renewal, version(2)));
@@ -85,7 +80,13 @@ fn a_renewal_rejected_or_replaced_loses_the_lease_to_what_is_there_and_tidies_no
     ] {
         let mut h = held();
         let renewal = ours(&h, RecordState::Held);
-        match h.after_write(Wrote::Renewal, renewal, Ok(outcome.clone()), at(1.0)) {
+        match after_write(
+            &mut h,
+            Wrote::Renewal,
+            renewal,
+            Ok(outcome.clone()),
+            at(1.0),
+        ) {
             Next::Lost { reason, tidy: None } => assert_eq!(reason, taken_over(), "{outcome:?}"),
             other => panic!("{outcome:?}: {other:?}"),
         }
@@ -96,7 +97,8 @@ fn a_renewal_rejected_or_replaced_loses_the_lease_to_what_is_there_and_tidies_no
     let mut h = held();
     let renewal = ours(&h, RecordState::Held);
     let current = found(&breaking("op", 8, "me", 7), 3);
-    let next = h.after_write(
+    let next = after_write(
+        &mut h,
         Wrote::Renewal,
         renewal,
         Ok(Written::Rejected { current }),
@@ -118,14 +120,20 @@ fn a_renewal_rejected_or_replaced_loses_the_lease_to_what_is_there_and_tidies_no
 fn a_renewal_whose_outcome_is_unknown_is_retried_until_the_deadline_then_the_lease_is_lost() {
     let mut h = held();
     let renewal = ours(&h, RecordState::Held);
-    match h.after_write(Wrote::Renewal, renewal.clone(), unknown(), at(9.999)) {
+    match after_write(
+        &mut h,
+        Wrote::Renewal,
+        renewal.clone(),
+        unknown(),
+        at(9.999),
+    ) {
         Next::RetryRenewal(e) => assert_eq!(e.kind(), ErrorKind::Unavailable),
         other => panic!("{other:?}"),
     }
     assert_eq!(h.phase, Phase::Held);
     assert_eq!(h.version, version(1));
     for now in [10.0, 12.0] {
-        let next = h.after_write(Wrote::Renewal, renewal.clone(), unknown(), at(now));
+        let next = after_write(&mut h, Wrote::Renewal, renewal.clone(), unknown(), at(now));
         assert!(
             matches!(
                 next,
@@ -146,9 +154,15 @@ fn a_renewal_retries_only_until_the_capped_deadline_of_a_shorter_ttl_in_flight()
     let renewal = ours(&h, RecordState::Held);
     h.sending(&renewal, at(1.0));
     assert_eq!(h.deadline(), at(5.0));
-    let next = h.after_write(Wrote::Renewal, renewal.clone(), unknown(), at(4.999));
+    let next = after_write(
+        &mut h,
+        Wrote::Renewal,
+        renewal.clone(),
+        unknown(),
+        at(4.999),
+    );
     assert!(matches!(next, Next::RetryRenewal(_)), "{next:?}");
-    let next = h.after_write(Wrote::Renewal, renewal, unknown(), at(5.0));
+    let next = after_write(&mut h, Wrote::Renewal, renewal, unknown(), at(5.0));
     assert!(
         matches!(
             next,
@@ -165,7 +179,7 @@ fn a_renewal_retries_only_until_the_capped_deadline_of_a_shorter_ttl_in_flight()
 fn a_landed_release_is_released_and_remembered_for_the_one_write_reacquire() {
     let mut h = releasing();
     let release = ours(&h, RecordState::Released);
-    match h.after_write(Wrote::Release, release, landed(2, 1.0), at(1.0)) {
+    match after_write(&mut h, Wrote::Release, release, landed(2, 1.0), at(1.0)) {
         Next::Released { remember } => assert_eq!(remember, Some(version(2))),
         other => panic!("{other:?}"),
     }
@@ -186,7 +200,13 @@ fn a_release_replaced_already_or_found_landed_earlier_is_released_and_not_rememb
     ] {
         let mut h = releasing();
         let release = ours(&h, RecordState::Released);
-        match h.after_write(Wrote::Release, release, Ok(outcome.clone()), at(1.0)) {
+        match after_write(
+            &mut h,
+            Wrote::Release,
+            release,
+            Ok(outcome.clone()),
+            at(1.0),
+        ) {
             Next::Released { remember } => assert_eq!(remember, None, "{outcome:?}"),
             other => panic!("{outcome:?}: {other:?}"),
         }
@@ -199,7 +219,7 @@ fn a_release_rejected_by_another_record_loses_the_lease_and_tidies_over_what_is_
     let mut h = releasing();
     let release = ours(&h, RecordState::Released);
     let outcome = Ok(Written::Rejected { current: taken() });
-    match h.after_write(Wrote::Release, release, outcome, at(1.0)) {
+    match after_write(&mut h, Wrote::Release, release, outcome, at(1.0)) {
         Next::Lost {
             reason,
             tidy: Some(current),
@@ -220,7 +240,7 @@ fn a_release_rejected_by_another_record_loses_the_lease_and_tidies_over_what_is_
 fn a_release_whose_outcome_is_unknown_stays_being_released() {
     let mut h = releasing();
     let release = ours(&h, RecordState::Released);
-    match h.after_write(Wrote::Release, release, unknown(), at(1.0)) {
+    match after_write(&mut h, Wrote::Release, release, unknown(), at(1.0)) {
         Next::ReleaseUnknown(e) => assert_eq!(e.kind(), ErrorKind::Unavailable),
         other => panic!("{other:?}"),
     }
@@ -233,7 +253,7 @@ fn a_tidy_write_is_remembered_only_when_it_landed_and_leaves_the_loss_as_it_is()
     let mut h = lost();
     let current = found(&record("me", 7, RecordState::Held), 4);
     let (tidy, _) = h.tidy(&current, wall(2.0), &Counter::default()).unwrap();
-    match h.after_write(Wrote::Tidy, tidy.clone(), landed(5, 2.0), at(2.0)) {
+    match after_write(&mut h, Wrote::Tidy, tidy.clone(), landed(5, 2.0), at(2.0)) {
         Next::Tidied { remember } => assert_eq!(remember, Some(version(5))),
         other => panic!("{other:?}"),
     }
@@ -242,7 +262,7 @@ fn a_tidy_write_is_remembered_only_when_it_landed_and_leaves_the_loss_as_it_is()
         Ok(Written::Replaced { current: taken() }),
         unknown(),
     ] {
-        match h.after_write(Wrote::Tidy, tidy.clone(), outcome, at(2.0)) {
+        match after_write(&mut h, Wrote::Tidy, tidy.clone(), outcome, at(2.0)) {
             Next::Tidied { remember } => assert_eq!(remember, None),
             other => panic!("{other:?}"),
         }
@@ -254,7 +274,7 @@ fn a_tidy_write_is_remembered_only_when_it_landed_and_leaves_the_loss_as_it_is()
 fn a_release_of_a_believed_lease_stops_belief_and_sends_our_released_record() {
     let mut h = held();
     let e = Counter::default();
-    match h.begin_release(at(9.999), wall(3.0), &e) {
+    match begin_release(&mut h, at(9.999), wall(3.0), &e) {
         ReleaseStart::Send(record, cond) => {
             assert_eq!(cond, Cond::Match(version(1)));
             assert_eq!(record.state, RecordState::Released);
@@ -270,7 +290,7 @@ fn a_release_of_a_believed_lease_stops_belief_and_sends_our_released_record() {
 fn a_release_past_the_deadline_of_a_held_lease_is_its_loss_by_expiry_and_sends_nothing() {
     for now in [10.0, 11.0] {
         let mut h = held();
-        let start = h.begin_release(at(now), wall(3.0), &Counter::default());
+        let start = begin_release(&mut h, at(now), wall(3.0), &Counter::default());
         assert!(
             matches!(start, ReleaseStart::Lost(LostReason::Expired)),
             "at {now}: {start:?}"
@@ -284,7 +304,7 @@ fn a_release_whose_outcome_was_unknown_is_sent_again_with_a_fresh_nonce_even_pas
     let mut h = releasing();
     let e = Counter::default();
     let first = ours(&h, RecordState::Released);
-    match h.begin_release(at(12.0), wall(3.0), &e) {
+    match begin_release(&mut h, at(12.0), wall(3.0), &e) {
         ReleaseStart::Send(record, cond) => {
             assert_eq!(cond, Cond::Match(version(1)));
             assert_eq!(record.state, RecordState::Released);
@@ -300,13 +320,13 @@ fn a_release_whose_outcome_was_unknown_is_sent_again_with_a_fresh_nonce_even_pas
 fn a_release_of_a_released_or_lost_lease_sends_nothing() {
     let mut h = held();
     h.released();
-    let start = h.begin_release(at(1.0), wall(1.0), &Counter::default());
+    let start = begin_release(&mut h, at(1.0), wall(1.0), &Counter::default());
     assert!(matches!(start, ReleaseStart::Done), "{start:?}");
     let mut h = Hold {
         phase: Phase::Lost(taken_over()),
         ..held()
     };
-    match h.begin_release(at(1.0), wall(1.0), &Counter::default()) {
+    match begin_release(&mut h, at(1.0), wall(1.0), &Counter::default()) {
         ReleaseStart::Lost(reason) => assert_eq!(reason, taken_over()),
         other => panic!("{other:?}"),
     }
