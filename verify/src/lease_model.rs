@@ -172,8 +172,6 @@ pub struct State {
 /// acquisition reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Witness {
-    /// A renewal whose outcome was unknown, written again after its backoff.
-    RenewalRetried = 1,
     /// A release whose outcome was unknown, sent again.
     ReleaseSentAgain = 2,
     /// A release rejected (the lease was broken or taken), then the tidy write over what the
@@ -184,8 +182,7 @@ pub enum Witness {
 }
 
 impl Witness {
-    pub const ALL: [Witness; 4] = [
-        Witness::RenewalRetried,
+    pub const ALL: [Witness; 3] = [
         Witness::ReleaseSentAgain,
         Witness::TidiedAfterRejectedRelease,
         Witness::AcquiredFromReleased,
@@ -193,7 +190,6 @@ impl Witness {
 
     pub fn name(self) -> &'static str {
         match self {
-            Witness::RenewalRetried => "a renewal of unknown outcome is written again",
             Witness::ReleaseSentAgain => "a release of unknown outcome is sent again",
             Witness::TidiedAfterRejectedRelease => "a rejected release is tidied over",
             Witness::AcquiredFromReleased => "an acquisition starts from its released record",
@@ -542,8 +538,11 @@ impl LeaseModel {
         s.clients[c].phase = match next {
             Next::Renewed => Phase::Holding(h, None),
             // Renewed again after a backoff (the first of the driver's), with a fresh write.
+            // Reached in the driver by an error other than `Unavailable` (a 403, say): the
+            // model's network fails only with `Unavailable`, whose renewal keeps reading back
+            // until the deadline, so here it is a loss by expiry instead (pinned by the core's
+            // tests, `hold/outcome/tests.rs`).
             Next::RetryRenewal(_) => {
-                self.saw(s, Witness::RenewalRetried);
                 let no_nonce = Cell::new(0);
                 let wait = Backoff::for_timing(&h.timing).next(&Counter(&no_nonce, c));
                 s.clients[c].retry_at = Some(now + wait);
@@ -969,8 +968,7 @@ impl Model for LeaseModel {
             && self.boots.iter().all(|b| Some(b) == self.boots.first());
         if self.witnesses {
             // A property's condition is a plain function: one per path.
-            let seen: [fn(&LeaseModel, &State) -> bool; 4] = [
-                |_, s| s.seen & Witness::RenewalRetried as u8 != 0,
+            let seen: [fn(&LeaseModel, &State) -> bool; 3] = [
                 |_, s| s.seen & Witness::ReleaseSentAgain as u8 != 0,
                 |_, s| s.seen & Witness::TidiedAfterRejectedRelease as u8 != 0,
                 |_, s| s.seen & Witness::AcquiredFromReleased as u8 != 0,

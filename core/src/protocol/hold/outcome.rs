@@ -18,6 +18,8 @@ use crate::store::{Cond, Get, Version};
 use super::{Hold, LostReason, Phase};
 
 /// How a release begins ([`begin_release`]).
+// Made once per release and matched at once: boxing the record would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum ReleaseStart {
     /// Send this release (the hold is `Releasing` from now: it may land before its answer).
@@ -42,6 +44,9 @@ pub enum Wrote {
 }
 
 /// What the holder does next.
+// Made once per write and matched at once: boxing what the store showed would only add an
+// allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Next {
     /// The renewal landed; the hold follows it (deadline, ttl, version). Renew at `renew_at`.
