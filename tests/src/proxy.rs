@@ -329,7 +329,8 @@ impl FaultProxy {
     /// second on one object, up to `burst` at once; beyond it the store's own throttling reply
     /// (S3 503 `SlowDown`, GCS 429, Azure 503 `ServerBusy`), not forwarded. `None`: no limit.
     pub fn set_write_limit(&self, limit: Option<(Limit, f64, f64)>) {
-        self.state.lock().unwrap().limiter = limit.map(|(l, per_s, burst)| Limiter::new(l, per_s, burst));
+        self.state.lock().unwrap().limiter =
+            limit.map(|(l, per_s, burst)| Limiter::new(l, per_s, burst));
     }
 
     /// Requests answered with the write limit's throttling reply so far.

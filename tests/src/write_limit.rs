@@ -240,7 +240,10 @@ mod tests {
 
     #[test]
     fn the_object_is_found_where_each_store_names_it() {
-        assert_eq!(object_of("/bucket/locks/a?x-id=PutObject", b""), "/bucket/locks/a");
+        assert_eq!(
+            object_of("/bucket/locks/a?x-id=PutObject", b""),
+            "/bucket/locks/a"
+        );
         assert_eq!(
             object_of("/devstoreaccount1/c/locks/a?comp=x", b""),
             "/devstoreaccount1/c/locks/a"
@@ -267,6 +270,8 @@ mod tests {
         assert!(gcs.starts_with("HTTP/1.1 429 ") && gcs.contains("rateLimitExceeded"));
         let az = String::from_utf8(Limit::Azure.reply()).unwrap();
         assert!(az.starts_with("HTTP/1.1 503 ") && az.contains("x-ms-error-code: ServerBusy"));
-        assert!(Limit::Azure.counts("GET") && !Limit::S3.counts("GET") && Limit::Gcs.counts("POST"));
+        assert!(
+            Limit::Azure.counts("GET") && !Limit::S3.counts("GET") && Limit::Gcs.counts("POST")
+        );
     }
 }

@@ -507,8 +507,8 @@ impl Waiter {
                 self.writes_refused = false;
                 self.backoff = Backoff::for_timing(&self.plan.timing);
             }
-            Err(e) if e.kind() == ErrorKind::Unavailable => self.writes_refused = true,
-            Err(_) => {}
+            // Refused (`Unavailable`: retried below); any other error ends the wait.
+            Err(_) => self.writes_refused = true,
         }
         match r {
             Ok(Put::Written { version, .. }) => {

@@ -1109,7 +1109,11 @@ fn a_write_refused_again_and_again_backs_off_further_though_reads_are_answered()
         }
     }
     let ms: Vec<u128> = pauses.iter().map(|d| d.as_millis()).collect();
-    assert_eq!(ms, [50, 100, 200, 400, 800], "pauses after each refused join");
+    assert_eq!(
+        ms,
+        [50, 100, 200, 400, 800],
+        "pauses after each refused join"
+    );
     // An answered write (here a failed condition: someone else's write won) starts the
     // backoff over: the store takes writes again.
     assert!(matches!(
