@@ -31,6 +31,8 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use crate::cloud_identity::percent_decode;
+
 /// Which store's limit, and answer, to play.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
@@ -147,30 +149,6 @@ pub fn object_of(target: &str, body: &[u8]) -> String {
     path.to_string()
 }
 
-/// `%XX` escapes decoded (a GCS path names `a/b` as `a%2Fb`; its upload body as `a/b`).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = (bytes[i] == b'%' && i + 2 < bytes.len())
-            .then(|| std::str::from_utf8(&bytes[i + 1..i + 3]).ok())
-            .flatten()
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match hex {
-            Some(b) => {
-                out.push(b);
-                i += 3;
-            }
-            None => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// A limit in force: the store played, its rate and burst, and each object's bucket.
 #[derive(Debug)]
 pub struct Limiter {
@@ -217,6 +195,7 @@ impl Limiter {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // one real instant as the base of the buckets' arithmetic
 mod tests {
     use super::*;
     use std::time::Duration;
