@@ -194,7 +194,10 @@ async fn main() {
         .unwrap();
     let only = std::env::var("LEASE_BENCH_MODES").ok();
     for mode in ["lease", "queue"] {
-        if only.as_deref().is_some_and(|m| !m.split(',').any(|m| m == mode)) {
+        if only
+            .as_deref()
+            .is_some_and(|m| !m.split(',').any(|m| m == mode))
+        {
             continue;
         }
         // One key per mode: a lease record and a queued lock's record.
