@@ -62,6 +62,7 @@ fn stamps_parse_with_and_without_a_time_namespace() {
 /// an SRCU grace period: 0.2 to 16 ms measured here, issue 23). The close must not hold up the
 /// dropping thread (the waiter's acquire, a runtime worker): it runs on the blocking pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[allow(clippy::disallowed_methods)] // a bounded wait for another thread, no simulated time
 async fn a_dropped_watch_is_closed_off_the_dropping_thread() {
     let dir = tempfile::tempdir().unwrap();
     let watch = watch::FileWatch::new(&dir.path().join("job")).expect("inotify here");
@@ -101,8 +102,9 @@ fn a_watch_dropped_outside_a_runtime_is_closed_at_once() {
 /// The waiter's wake: a replace of the watched object (a `rename(2)` over it) completes
 /// `changed` on the first event.
 #[tokio::test]
+#[allow(clippy::disallowed_methods)] // a hang guard on a kernel event, no simulated time
 async fn a_watch_wakes_on_the_replace_of_its_object() {
-    use crate::store::{Cond, Store, Watch};
+    use crate::store::{Cond, Store};
     let dir = tempfile::tempdir().unwrap();
     let store = FileStore::open(dir.path()).unwrap();
     let meta = Meta::default();
