@@ -11,6 +11,8 @@
 //!   release to the last grant.
 //!
 //! `POLL_MS` sets every waiter's poll interval (default: ttl/10 within 50 ms..2 s, so 2 s).
+//! `LEASE_BENCH_MODES=queue` (or `lease`) runs only that mode: the lease's hand-over waits for
+//! a poll, so its rounds take seconds each, where the queue's take milliseconds.
 //!
 //! Waiters are separate processes (this binary in `wait` mode), so no in-process wake-up helps
 //! either side: what a waiter sees is what another machine would see. Times are
@@ -190,7 +192,14 @@ async fn main() {
     POLL_MS
         .set(args.get(3).map(|p| p.parse().expect("POLL_MS is a number")))
         .unwrap();
+    let only = std::env::var("LEASE_BENCH_MODES").ok();
     for mode in ["lease", "queue"] {
+        if only
+            .as_deref()
+            .is_some_and(|m| !m.split(',').any(|m| m == mode))
+        {
+            continue;
+        }
         // One key per mode: a lease record and a queued lock's record.
         let url = match args[1].split_once('?') {
             Some((base, query)) => format!("{base}-{mode}?{query}"),

@@ -56,3 +56,73 @@ fn stamps_parse_with_and_without_a_time_namespace() {
     let other = Stamp::parse("b00t 42 time:[4026532177]").unwrap();
     assert!(!other.same_clock_as(&now));
 }
+
+/// A waiter drops its watch the moment it sees its grant, and closing an inotify instance
+/// waits for the kernel to free its marks (`fsnotify_destroy_group` flushes the mark reaper,
+/// an SRCU grace period: 0.2 to 16 ms measured here, issue 23). The close must not hold up the
+/// dropping thread (the waiter's acquire, a runtime worker): it runs on the blocking pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[allow(clippy::disallowed_methods)] // a bounded wait for another thread, no simulated time
+async fn a_dropped_watch_is_closed_off_the_dropping_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let watch = watch::FileWatch::new(&dir.path().join("job")).expect("inotify here");
+    let closed_on = watch.closed_on.clone();
+    let dropped_on = std::thread::current().id();
+    drop(watch);
+    // Bounded wait for the close to run (it is not timed: it only has to happen).
+    for _ in 0..500 {
+        if closed_on.get().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let closed_on = *closed_on.get().expect("the watch was closed within 5 s");
+    assert_ne!(
+        closed_on, dropped_on,
+        "closed on the thread that dropped it"
+    );
+}
+
+/// Outside a runtime there is no pool to hand the close to: it happens in place.
+#[test]
+fn a_watch_dropped_outside_a_runtime_is_closed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The stream registers with the runtime's reactor: made inside it, dropped outside it.
+    let watch = rt.block_on(async { watch::FileWatch::new(&dir.path().join("job")) });
+    let watch = watch.expect("inotify here");
+    let closed_on = watch.closed_on.clone();
+    drop(watch);
+    assert_eq!(closed_on.get(), Some(&std::thread::current().id()));
+}
+
+/// The waiter's wake: a replace of the watched object (a `rename(2)` over it) completes
+/// `changed` on the first event.
+#[tokio::test]
+#[allow(clippy::disallowed_methods)] // a hang guard on a kernel event, no simulated time
+async fn a_watch_wakes_on_the_replace_of_its_object() {
+    use crate::store::{Cond, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let meta = Meta::default();
+    let Put::Written { version, .. } = store
+        .put("job", Bytes::from_static(b"a"), Cond::Create, &meta)
+        .await
+        .unwrap()
+    else {
+        panic!("created")
+    };
+    let mut watch = store.watch("job").expect("inotify here");
+    let put = store
+        .put("job", Bytes::from_static(b"b"), Cond::Match(version), &meta)
+        .await
+        .unwrap();
+    assert!(matches!(put, Put::Written { .. }));
+    // A hang guard, not a timed assertion: the event is already queued.
+    tokio::time::timeout(Duration::from_secs(10), watch.changed())
+        .await
+        .expect("woken by the replace");
+}
