@@ -28,6 +28,7 @@ use base64::Engine;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::percent_decode;
 use crate::proxy::{read_head, reply, Intercept, Request, Rewrite};
 
 /// Which endpoint a [`TokenServer`] plays.
@@ -431,27 +432,4 @@ pub fn azure_shared_key(account: &str, key_b64: &str) -> Rewrite {
         ));
         headers
     })
-}
-
-/// `%XX` escapes decoded (form bodies here; a GCS object path in `write_limit`).
-pub(crate) fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = (b[i] == b'%' && i + 2 < b.len())
-            .then(|| u8::from_str_radix(&s[i + 1..i + 3], 16).ok())
-            .flatten();
-        match hex {
-            Some(v) => {
-                out.push(v);
-                i += 3;
-            }
-            None => {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

@@ -39,3 +39,27 @@ pub fn server(var: &str) -> Option<String> {
         }
     }
 }
+
+/// `%XX` escapes decoded (form bodies in `cloud_identity`, a GCS object path in `write_limit`):
+/// at the root so that neither proxy module depends on the other.
+pub(crate) fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = (b[i] == b'%' && i + 2 < b.len())
+            .then(|| u8::from_str_radix(&s[i + 1..i + 3], 16).ok())
+            .flatten();
+        match hex {
+            Some(v) => {
+                out.push(v);
+                i += 3;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -31,7 +31,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use crate::cloud_identity::percent_decode;
+use crate::percent_decode;
 
 /// Which store's limit, and answer, to play.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
