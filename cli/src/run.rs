@@ -25,12 +25,13 @@ use std::io::Write;
 use std::time::Duration;
 
 use lease::clock::{Clock, SystemClock};
-use lease::options::Timing;
+use lease::options::{default_kill_after, longest_kill_after, stop_margin, Timing};
 use lease::{format_duration, Client, ErrorKind, Lease, LeaseOptions, Scope};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::exit::{self, Exit};
+use crate::health::HealthFile;
 use crate::reaper::{boot_clock, kill_group, Reaper, Report};
 use crate::RunArgs;
 
@@ -133,13 +134,12 @@ struct Limits {
 impl Limits {
     fn new(timing: &Timing, kill_after: Option<Duration>) -> Result<Limits, Exit> {
         let ttl = timing.ttl;
-        let margin = (ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        let margin = stop_margin(ttl);
         // A renewal is due when ttl − renew is left and may take a whole request timeout;
         // stopping must not begin before that, or a healthy command would be stopped.
-        let renewal_done = timing.renew + timing.request_timeout;
-        let longest = ttl.saturating_sub(renewal_done + margin);
+        let longest = longest_kill_after(ttl, timing.renew, timing.request_timeout);
         let kill_after = match kill_after {
-            None => (ttl / 3).min(Duration::from_secs(10)).min(longest),
+            None => default_kill_after(ttl, timing.renew, timing.request_timeout),
             Some(k) if k > longest => {
                 return Err(Exit::fail(
                     exit::USAGE,
@@ -217,6 +217,8 @@ fn lease_options(args: &RunArgs) -> Result<LeaseOptions, Exit> {
         opts = opts.queue();
     }
     opts.poll_interval = args.poll;
+    // Health turns `unknown` when the command gets SIGTERM (kill-after + margin left).
+    opts.kill_after = args.kill_after;
     opts.data = args.data.clone();
     opts.unavailable_timeout = args.unavailable_timeout;
     opts.wait = if args.no_wait {
@@ -266,8 +268,26 @@ pub async fn run(args: RunArgs) -> Result<Exit, Exit> {
         &opts.timing(&client.store().capabilities())?,
         args.kill_after,
     )?;
+    let metrics = match args.metrics {
+        Some(addr) => Some(crate::metrics::Server::start(addr).await?),
+        None => None,
+    };
+    let result = run_held(&args, &client, &key, &opts, limits).await;
+    if let (Some(server), Some(bound)) = (&metrics, args.metrics_linger) {
+        server.linger(bound).await;
+    }
+    result
+}
+
+async fn run_held(
+    args: &RunArgs,
+    client: &Client,
+    key: &str,
+    opts: &LeaseOptions,
+    limits: Limits,
+) -> Result<Exit, Exit> {
     let mut signals = Signals::new()?;
-    let held = acquire(&args, &client, &key, &opts, &mut signals).await?;
+    let held = acquire(args, client, key, opts, &mut signals).await?;
     // Paused between acquiring and starting: do not start on a lease about to run out.
     if let Err(e) = held.ensure_held(limits.term_at()) {
         let _ = held.release().await;
@@ -277,11 +297,23 @@ pub async fn run(args: RunArgs) -> Result<Exit, Exit> {
         ));
     }
 
+    let health = match HealthFile::create() {
+        Ok(file) => file,
+        Err(e) => {
+            let _ = held.release().await;
+            return Err(Exit::fail(
+                exit::INTERNAL,
+                format!("cannot create the health file in the temporary directory: {e}"),
+            ));
+        }
+    };
+    health.follow(&held);
     let env = [
         ("LEASE_URL", held.url().to_string()),
         ("LEASE_EPOCH", held.epoch().to_string()),
         ("LEASE_TOKEN", held.token().to_string()),
         ("LEASE_HOLDER_ID", held.holder().id.clone()),
+        ("LEASE_HEALTH_FILE", health.path().display().to_string()),
     ];
     let mut reaper = match Reaper::start(&args.command, &env, deadline_of(&held), limits.margin) {
         Ok(reaper) => reaper,
@@ -308,7 +340,7 @@ pub async fn run(args: RunArgs) -> Result<Exit, Exit> {
         }
     };
     Supervisor {
-        args: &args,
+        args,
         held: &held,
         reaper: &mut reaper,
         group,

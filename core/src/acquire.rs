@@ -10,6 +10,7 @@ use crate::client::{local_wake, Client};
 use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Lease;
+use crate::metrics;
 use crate::options::LeaseOptions;
 use crate::protocol::acquire::{Acquirer, Event, Plan, Step};
 use crate::protocol::breaking::{self, BreakMode, BreakPlan};
@@ -119,8 +120,19 @@ impl Client {
             cancel,
             first,
         };
+        // A queued lock's session is an acquisition of its own key, not the lock's: only the
+        // lock's acquisition is counted.
+        let counted = holder.is_none();
+        let count = |result: &Result<Lease>, handover| {
+            if counted {
+                let waited = clock.now().saturating_duration_since(start);
+                metrics::acquisition(key, metrics::Outcome::of(result), waited, handover);
+            }
+        };
         if opts.wants_queue() {
-            return self.acquire_queued(queued(None)).await;
+            let result = self.acquire_queued(queued(None)).await;
+            count(&result, None);
+            return result;
         }
         let plan = Plan {
             url: url.clone(),
@@ -130,6 +142,7 @@ impl Client {
             try_once,
             wait_deadline,
             unavailable_timeout: Some(timing.unavailable_timeout),
+            history: opts.history,
         };
         let memo = self.memo(key);
         // The remembered release is used once: whatever happens, the view moves on.
@@ -137,6 +150,7 @@ impl Client {
         let mut acquirer = Acquirer::new(plan, memo.epoch, memo.released, start);
         let wake = local_wake(self.store().url(), key);
         let mut event = Event::Start;
+        let mut handover = None;
         let result = loop {
             let notified = wake.notified();
             tokio::pin!(notified);
@@ -155,7 +169,9 @@ impl Client {
                     if let Ok(get) = &read {
                         if crate::queue::is_queue_record(get) {
                             self.saw_epoch(key, acquirer.known_epoch());
-                            return self.acquire_queued(queued(Some(get.clone()))).await;
+                            let result = self.acquire_queued(queued(Some(get.clone()))).await;
+                            count(&result, None);
+                            return result;
                         }
                     }
                     event = Event::Read(read);
@@ -179,6 +195,7 @@ impl Client {
                     t_send,
                 } => {
                     debug!(lease = %url, epoch = record.epoch, "acquired");
+                    handover = acquirer.handover(clock.now());
                     break Ok(Lease::start(
                         self.clone(),
                         key.to_string(),
@@ -193,6 +210,7 @@ impl Client {
             }
         };
         self.saw_epoch(key, acquirer.known_epoch());
+        count(&result, handover);
         result
     }
 

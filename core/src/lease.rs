@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use crate::client::{local_wake, Client};
 use crate::clock::Instant;
 use crate::error::Result;
 use crate::options::Timing;
+use crate::metrics;
 use crate::protocol::hold::{Hold, Phase};
 use crate::protocol::queue::{Mode, Scope};
 use crate::protocol::write::Written;
@@ -31,9 +33,21 @@ use crate::record::{Holder, Record, RecordState};
 use crate::store::{Get, Version};
 use crate::token::FencingToken;
 
-pub use crate::protocol::hold::LostReason;
+pub use crate::protocol::hold::{Health, HealthEvent, LostReason};
 
 type LostCallback = Box<dyn FnOnce(&LostReason) + Send>;
+type HealthCallback = Arc<dyn Fn(&HealthEvent) + Send + Sync>;
+
+/// Who is told of health changes, and what they were last told. Deliveries all happen on one
+/// task, in order; it starts with the first subscriber, so a lease nobody asks about costs
+/// nothing more.
+struct HealthMonitor {
+    started: OnceLock<()>,
+    wake: tokio::sync::Notify,
+    /// Each callback, and whether it has been given the current state yet.
+    callbacks: Mutex<Vec<(HealthCallback, bool)>>,
+    changes: tokio::sync::watch::Sender<HealthEvent>,
+}
 
 struct State {
     hold: Hold,
@@ -58,6 +72,11 @@ struct Shared {
     /// Set when this lease is the session of a queued lock's participant that was granted:
     /// the lease's identity (key, URL, epoch) is then the grant's.
     grant: OnceLock<Grant>,
+    /// When the lease was acquired (its tenure's start, for `lease_hold_seconds`).
+    acquired: Instant,
+    /// Set once the tenure's end has been counted.
+    ended: AtomicBool,
+    health: HealthMonitor,
 }
 
 /// A grant of a queued lock (docs/protocol.md §10), held through the participant's session
@@ -126,11 +145,22 @@ impl Lease {
         t_send: Instant,
         timing: Timing,
     ) -> Lease {
+        let hold = Hold::new(&url, record.clone(), version.clone(), t_send, timing);
+        let now = client.clock().now();
+        let (changes, _) = tokio::sync::watch::channel(hold.health_event(now));
         let shared = Arc::new(Shared {
+            acquired: now,
+            ended: AtomicBool::new(false),
+            health: HealthMonitor {
+                started: OnceLock::new(),
+                wake: tokio::sync::Notify::new(),
+                callbacks: Mutex::default(),
+                changes,
+            },
             epoch: record.epoch,
             holder: record.holder.clone(),
             state: Mutex::new(State {
-                hold: Hold::new(&url, record, version, t_send, timing),
+                hold,
                 callbacks: Vec::new(),
             }),
             client,
@@ -144,6 +174,13 @@ impl Lease {
             grant: OnceLock::new(),
         });
         tokio::spawn(shared.clone().renew_loop());
+        let weak = Arc::downgrade(&shared);
+        metrics::watch_health(Box::new(move || {
+            let s = weak.upgrade()?;
+            let now = s.client.clock().now();
+            let health = s.state.lock().unwrap().hold.health(now);
+            (health != Health::Lost).then(|| (s.metric_key().to_string(), health))
+        }));
         Lease {
             handle: Arc::new(DropGuard {
                 shared,
@@ -268,6 +305,38 @@ impl Lease {
         }
     }
 
+    /// The lease's health now: `healthy`, `late`, `unknown` or `lost` (docs/protocol.md §4).
+    pub fn health(&self) -> Health {
+        let s = self.shared();
+        let now = s.client.clock().now();
+        s.state.lock().unwrap().hold.health(now)
+    }
+
+    /// The health now, with the time left and, once lost, why.
+    pub fn health_event(&self) -> HealthEvent {
+        let s = self.shared();
+        let now = s.client.clock().now();
+        s.state.lock().unwrap().hold.health_event(now)
+    }
+
+    /// Call `f` with the current health, then at each change (`healthy` → `late` → `unknown`
+    /// → `lost`, or back to `healthy` when a renewal lands), with the time left. Calls come
+    /// in order from one runtime task; a panic in `f` is caught and logged. A release ends
+    /// them without a call.
+    pub fn on_health(&self, f: impl Fn(&HealthEvent) + Send + Sync + 'static) {
+        let s = self.shared();
+        s.health.callbacks.lock().unwrap().push((Arc::new(f), false));
+        s.start_health_monitor();
+    }
+
+    /// The health as a `watch` channel: the current event now, and each change.
+    pub fn health_changes(&self) -> tokio::sync::watch::Receiver<HealthEvent> {
+        let s = self.shared();
+        let rx = s.health.changes.subscribe();
+        s.start_health_monitor();
+        rx
+    }
+
     /// Renew now instead of waiting for the background renewal (before a long step, say),
     /// and return the time left afterwards. Fails with [`crate::ErrorKind::Lost`] if the lease
     /// is lost (or released).
@@ -284,6 +353,12 @@ impl Lease {
     }
 }
 
+fn run_health_callback(f: &HealthCallback, event: &HealthEvent) {
+    if catch_unwind(AssertUnwindSafe(|| f(event))).is_err() {
+        warn!("a lease health callback panicked");
+    }
+}
+
 fn run_callback(f: LostCallback, reason: &LostReason) {
     if catch_unwind(AssertUnwindSafe(|| f(reason))).is_err() {
         warn!("a lost-lease callback panicked");
@@ -293,6 +368,88 @@ fn run_callback(f: LostCallback, reason: &LostReason) {
 impl Shared {
     fn phase(&self) -> Phase {
         self.state.lock().unwrap().hold.phase.clone()
+    }
+
+    /// The name the metrics know this lease by: the lock's key for a queued lock's grant (not
+    /// its session's, one per participant).
+    fn metric_key(&self) -> &str {
+        self.grant.get().map_or(&self.key, |g| &g.key)
+    }
+
+    /// Count the end of this tenure, once.
+    fn tenure_ended(&self, lost: Option<&LostReason>) {
+        if self.ended.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let held = self.client.clock().now().saturating_duration_since(self.acquired);
+        metrics::tenure_ended(self.metric_key(), held, lost);
+    }
+
+    /// Something that may change the health happened: let the monitor look.
+    fn health_may_change(&self) {
+        if self.health.started.get().is_some() {
+            self.health.wake.notify_one();
+        }
+    }
+
+    fn start_health_monitor(self: &Arc<Self>) {
+        if self.health.started.set(()).is_ok() {
+            tokio::spawn(self.clone().health_loop());
+        } else {
+            self.health.wake.notify_one();
+        }
+    }
+
+    /// Deliver health changes, in order, until the lease is lost or released.
+    async fn health_loop(self: Arc<Self>) {
+        let clock = self.client.clock().clone();
+        let mut last = None;
+        loop {
+            let now = clock.now();
+            let (event, next, phase) = {
+                let st = self.state.lock().unwrap();
+                (
+                    st.hold.health_event(now),
+                    st.hold.next_health_change(now),
+                    st.hold.phase.clone(),
+                )
+            };
+            // A release is not a loss: it ends the deliveries without one.
+            if matches!(phase, Phase::Releasing | Phase::Released) {
+                return;
+            }
+            let changed = last != Some(event.health);
+            last = Some(event.health);
+            let due: Vec<HealthCallback> = {
+                let mut callbacks = self.health.callbacks.lock().unwrap();
+                callbacks
+                    .iter_mut()
+                    .filter(|(_, told)| changed || !*told)
+                    .map(|(f, told)| {
+                        *told = true;
+                        f.clone()
+                    })
+                    .collect()
+            };
+            if changed {
+                tracing::debug!(lease = %self.url, health = %event.health, "health changed");
+                self.health.changes.send_replace(event.clone());
+            }
+            for f in &due {
+                run_health_callback(f, &event);
+            }
+            if event.health == Health::Lost {
+                return;
+            }
+            let wake = self.health.wake.notified();
+            match next {
+                Some(at) => tokio::select! {
+                    _ = wake => {}
+                    _ = clock.sleep_until(at) => {}
+                },
+                None => wake.await,
+            }
+        }
     }
 
     fn mark_lost(&self, reason: LostReason) {
@@ -305,6 +462,8 @@ impl Shared {
         };
         // Reported to the holder through the API; a log line at info is enough.
         tracing::info!(lease = %self.url, epoch = self.epoch, "lease lost: {reason}");
+        self.tenure_ended(Some(&reason));
+        self.health_may_change();
         self.lost.cancel();
         for f in callbacks {
             run_callback(f, &reason);
@@ -363,9 +522,14 @@ impl Shared {
                 .await
             {
                 Ok(Written::Landed { version, t_send }) => {
-                    let mut st = self.state.lock().unwrap();
-                    debug!(lease = %self.url, rev = record.rev, "renewed");
-                    st.hold.renewed(record, version, t_send);
+                    let slack = deadline.saturating_duration_since(clock.now());
+                    {
+                        let mut st = self.state.lock().unwrap();
+                        debug!(lease = %self.url, rev = record.rev, "renewed");
+                        st.hold.renewed(record, version, t_send);
+                    }
+                    metrics::renewal_landed(self.metric_key(), slack);
+                    self.health_may_change();
                     return true;
                 }
                 // Replaced: our renewal landed, then someone else's write replaced it.
@@ -374,6 +538,9 @@ impl Shared {
                     return false;
                 }
                 Err(e) => {
+                    self.state.lock().unwrap().hold.renewal_failed();
+                    metrics::renewal_failed(self.metric_key());
+                    self.health_may_change();
                     let now = clock.now();
                     if now >= deadline {
                         self.mark_lost(LostReason::Expired);
@@ -444,6 +611,7 @@ impl Shared {
 
     async fn release_record(&self) -> Result<()> {
         self.stop.cancel();
+        self.health_may_change();
         let _writing = self.writes.lock().await;
         let clock = self.client.clock();
         let (write, deadline, phase) = {
@@ -480,6 +648,7 @@ impl Shared {
         {
             Ok(Written::Landed { version, .. }) => {
                 self.state.lock().unwrap().hold.released();
+                self.tenure_ended(None);
                 debug!(lease = %self.url, epoch = self.epoch, "released");
                 self.client.released(&self.key, version, record);
                 Ok(())
@@ -487,6 +656,7 @@ impl Shared {
             // The release landed and a waiter has already taken the lease: released.
             Ok(Written::Replaced { .. }) => {
                 self.state.lock().unwrap().hold.released();
+                self.tenure_ended(None);
                 debug!(lease = %self.url, epoch = self.epoch, "released (and already taken over)");
                 local_wake(self.client.store().url(), &self.key).notify_waiters();
                 Ok(())
@@ -496,6 +666,7 @@ impl Shared {
                 if self.state.lock().unwrap().hold.is_our_release(&current) =>
             {
                 self.state.lock().unwrap().hold.released();
+                self.tenure_ended(None);
                 local_wake(self.client.store().url(), &self.key).notify_waiters();
                 Ok(())
             }

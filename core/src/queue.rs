@@ -625,6 +625,7 @@ impl Client {
             prev: view.prev(),
             write: Some(self.inner.rng.nonce()),
             broken: None,
+            history: Vec::new(),
         };
         let give_up_at = clock.now() + timing.ttl;
         matches!(

@@ -96,6 +96,87 @@ pub struct Record {
     /// its next renewal, and releasing the record acknowledges it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<Broken>,
+    /// The tenures before this one, most recent first, at most [`MAX_HISTORY`]: appended by
+    /// the write that replaces a tenure (a takeover, a break, the re-creation of a deleted
+    /// record), carried unchanged by renewals and releases (docs/protocol.md §3). Entries
+    /// that do not parse (written by a newer version) are dropped, never the record.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient_history"
+    )]
+    pub history: Vec<Tenure>,
+}
+
+/// How many past tenures a record keeps.
+pub const MAX_HISTORY: usize = 10;
+/// Labels and host names are cut to this many bytes in the history, so a full history stays
+/// under 5 KiB whatever the labels.
+pub const MAX_HISTORY_TEXT: usize = 64;
+
+/// One past tenure of a lease: who held it, from when to when, and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Tenure {
+    pub epoch: u64,
+    /// The holder: its id, label, host and pid (labels and hosts cut to
+    /// [`MAX_HISTORY_TEXT`] bytes).
+    pub holder: Holder,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquired_at: Option<String>,
+    /// When it ended: the release's time, or the time of the write that ended it (a
+    /// takeover after expiry, a break, a re-creation), by the clock of whoever wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// How it ended: `released`, `expired` (taken over after its deadline), `broken` (by an
+    /// operator), `deleted` (the record was deleted while held). A string, not an enum, so
+    /// that an ending a later version adds parses here too.
+    pub end: String,
+    /// Who broke it (the breaker's label and host), for `broken`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+fn lenient_history<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Tenure>, D::Error> {
+    // Any JSON value parses; only entries that are tenures are kept.
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Array(values) => values
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
+fn cut(text: &Option<String>) -> Option<String> {
+    text.as_ref().map(|t| {
+        let mut end = t.len().min(MAX_HISTORY_TEXT);
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        t[..end].to_string()
+    })
+}
+
+impl Tenure {
+    /// The tenure of `record`'s holder, ended at `ended_at` as `end`.
+    pub fn of(record: &Record, end: &str, ended_at: Option<String>, by: Option<String>) -> Tenure {
+        let h = &record.holder;
+        Tenure {
+            epoch: record.epoch,
+            holder: Holder {
+                id: h.id.clone(),
+                label: cut(&h.label),
+                host: cut(&h.host),
+                pid: h.pid,
+                user: None,
+                client: None,
+            },
+            acquired_at: record.acquired_at.clone(),
+            ended_at,
+            end: end.to_string(),
+            by: cut(&by),
+        }
+    }
 }
 
 /// The holder a `break` took the lease from.
@@ -161,6 +242,33 @@ impl Record {
             .chain(older)
             .take(MAX_PREV)
             .collect()
+    }
+
+    /// Whether this record is a tenure of its holder: not a break record (held by the
+    /// operator who broke the tenure before it, or that record released).
+    pub fn is_tenure(&self) -> bool {
+        self.broken.is_none()
+    }
+
+    /// The history of a record that replaces this one, ending this record's tenure as `end`
+    /// at `ended_at` (a break record is not a tenure: its history is carried as it is).
+    pub fn history_after(&self, end: &str, ended_at: Option<String>, by: Option<String>) -> Vec<Tenure> {
+        if !self.is_tenure() {
+            return self.history.clone();
+        }
+        std::iter::once(Tenure::of(self, end, ended_at, by))
+            .chain(self.history.iter().cloned())
+            .take(MAX_HISTORY)
+            .collect()
+    }
+
+    /// How this record's tenure ends when a write replaces it: `released` when released (the
+    /// release's time), else `expired` at `now`.
+    pub fn ending(&self, now: &str) -> (&'static str, Option<String>) {
+        match self.state {
+            RecordState::Released => ("released", self.renewed_at.clone()),
+            RecordState::Held => ("expired", Some(now.to_string())),
+        }
     }
 
     /// The next write of the same holder: `rev + 1`, replacing this one. Its nonce is unset:
@@ -257,6 +365,7 @@ mod tests {
             prev: vec![],
             write: Some("w0".into()),
             broken: None,
+            history: vec![],
         }
     }
 

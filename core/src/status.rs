@@ -15,7 +15,7 @@ use crate::options::{LeaseOptions, Timing, MAX_TTL};
 use crate::protocol::queue::{Entry, QueueRecord, Scope};
 use crate::protocol::view::{Seen, View};
 use crate::protocol::Backoff;
-use crate::record::{Holder, Parsed, RecordState};
+use crate::record::{Holder, Parsed, RecordState, Tenure};
 use crate::store::{validate_key, Version};
 
 /// What a lease looks like from outside.
@@ -76,6 +76,8 @@ pub struct Status {
     pub detail: Option<String>,
     /// A queued lock's grants and waiters (docs/protocol.md §10); `None` for a lease.
     pub queue: Option<QueueStatus>,
+    /// The tenures before the current one, most recent first (docs/protocol.md §3).
+    pub history: Vec<Tenure>,
 }
 
 /// Who holds a queued lock and who waits, in order.
@@ -104,6 +106,7 @@ impl Status {
             version: None,
             detail: None,
             queue: None,
+            history: Vec::new(),
         };
         let Some(Seen::Present {
             version,
@@ -128,6 +131,7 @@ impl Status {
                 s.data = r.data.clone();
                 s.acquired_at = r.acquired_at.clone();
                 s.renewed_at = r.renewed_at.clone();
+                s.history = r.history.clone();
                 s.state = match (r.state, &r.broken) {
                     (RecordState::Released, _) => LeaseState::Released,
                     (RecordState::Held, None) => LeaseState::Held,
@@ -175,6 +179,7 @@ impl Status {
                 holders: r.grants.clone(),
                 waiting: r.queue.clone(),
             }),
+            history: Vec::new(),
         }
     }
 
@@ -207,6 +212,30 @@ impl Status {
             || ids(self) != ids(other)
     }
 
+    /// What changed from `before` to this status, for `lease watch`: `initial` (nothing
+    /// before), `acquired` (a new holder of a free or released lease), `taken_over` (a new
+    /// holder replaced a held, expired or broken one), `released`, `expired`, `broken`,
+    /// `deleted`, `corrupt`, `data` (the holder changed its data), or `changed`.
+    pub fn transition(&self, before: Option<&Status>) -> &'static str {
+        let Some(b) = before else {
+            return "initial";
+        };
+        let new_epoch = self.epoch != b.epoch;
+        match self.state {
+            LeaseState::Free => "deleted",
+            LeaseState::Corrupt => "corrupt",
+            LeaseState::Broken => "broken",
+            LeaseState::Released if self.queue.is_none() && !new_epoch => "released",
+            LeaseState::Expired => "expired",
+            LeaseState::Held | LeaseState::Released if new_epoch => match b.state {
+                LeaseState::Free | LeaseState::Released => "acquired",
+                _ => "taken_over",
+            },
+            LeaseState::Held if self.data != b.data => "data",
+            _ => "changed",
+        }
+    }
+
     /// The JSON shape shared by `lease status --json` and every binding (see [`Status`]'s
     /// `Serialize`): `url`, `state`, `epoch`, `holder`, `ttl_ms`, `expires_in_ms`, `data`,
     /// `acquired_at`, `renewed_at`, `detail`; absent values are `null`.
@@ -234,6 +263,33 @@ struct StatusJson<'a> {
     permits: Option<u32>,
     holders: Option<Vec<ParticipantJson<'a>>>,
     waiting: Option<Vec<ParticipantJson<'a>>>,
+    /// The tenures before the current one, most recent first: `epoch`, `holder`,
+    /// `acquired_at`, `ended_at`, `end`, `by`.
+    history: Vec<TenureJson<'a>>,
+}
+
+/// A past tenure: every key present, absent values `null`.
+#[derive(Serialize)]
+struct TenureJson<'a> {
+    epoch: u64,
+    holder: HolderJson<'a>,
+    acquired_at: Option<&'a str>,
+    ended_at: Option<&'a str>,
+    end: &'a str,
+    by: Option<&'a str>,
+}
+
+impl<'a> From<&'a Tenure> for TenureJson<'a> {
+    fn from(t: &'a Tenure) -> Self {
+        TenureJson {
+            epoch: t.epoch,
+            holder: HolderJson::from(&t.holder),
+            acquired_at: t.acquired_at.as_deref(),
+            ended_at: t.ended_at.as_deref(),
+            end: &t.end,
+            by: t.by.as_deref(),
+        }
+    }
 }
 
 /// A queued lock's participant: `holder`, `mode`, `scope` (`null` for the whole lock,
@@ -303,6 +359,7 @@ impl Serialize for Status {
                 .queue
                 .as_ref()
                 .map(|q| q.waiting.iter().map(ParticipantJson::from).collect()),
+            history: self.history.iter().map(TenureJson::from).collect(),
         }
         .serialize(serializer)
     }
@@ -492,6 +549,7 @@ mod tests {
             }),
             detail: None,
             queue: None,
+            history: vec![],
         };
         assert_eq!(
             s.to_json(),
@@ -500,7 +558,7 @@ mod tests {
                 "holder": {"id": "h1", "label": "gc", "host": null, "pid": 7, "user": null, "client": null},
                 "ttl_ms": 1500, "expires_in_ms": null, "data": null,
                 "acquired_at": "2026-11-24T08:00:00Z", "renewed_at": null, "detail": null,
-                "permits": null, "holders": null, "waiting": null,
+                "permits": null, "holders": null, "waiting": null, "history": [],
             })
         );
     }

@@ -55,6 +55,7 @@ fn record() -> impl Strategy<Value = Record> {
             prev: vec![],
             write,
             broken: None,
+            history: vec![],
         })
 }
 

@@ -43,6 +43,19 @@ fn _log_through_tracing(level: &str, message: &str) {
 }
 
 #[pymodule]
+/// This process's metrics: a list of {name, help, type, samples} (the core's
+/// `metrics::Snapshot::to_json`).
+#[pyfunction]
+fn _metrics(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(json::to_py(py, &lease::metrics::snapshot().to_json())?.unbind())
+}
+
+/// This process's metrics in the Prometheus text format.
+#[pyfunction]
+fn _metrics_text() -> String {
+    lease::metrics::encode_text()
+}
+
 fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::init_pid();
     lease::set_client_name("python");
@@ -65,6 +78,8 @@ fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(error::_error_for_kind, m)?)?;
     m.add_function(wrap_pyfunction!(error::_error_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_parse_token, m)?)?;
+    m.add_function(wrap_pyfunction!(_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(_metrics_text, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(_refresh_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(_log_through_tracing, m)?)?;

@@ -1,0 +1,145 @@
+//! The store boundary: every request a client makes goes through [`Instrumented`], which
+//! counts it (kind, status, bytes, latency, estimated cost) and wraps it in a tracing span.
+
+use std::time::{Duration, Instant as StdInstant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tracing::Instrument;
+
+use crate::error::{ErrorKind, Result};
+use crate::store::{Capabilities, Cond, Delete, DynStore, Get, GetOptions, Meta, Put, Store, Version, Watch};
+
+/// A store whose requests are counted and traced.
+#[derive(Debug)]
+pub(crate) struct Instrumented {
+    inner: DynStore,
+    kind: &'static str,
+}
+
+impl Instrumented {
+    pub(crate) fn wrap(inner: DynStore) -> DynStore {
+        let kind = store_kind(inner.url());
+        std::sync::Arc::new(Instrumented { inner, kind })
+    }
+}
+
+/// The store's kind, from its URL's scheme: a label from a fixed list.
+pub(crate) fn store_kind(url: &str) -> &'static str {
+    match url.split_once("://").map_or("", |(s, _)| s) {
+        "s3" => "s3",
+        "gs" => "gs",
+        "az" | "azure" => "az",
+        "file" => "file",
+        "memory" => "memory",
+        _ => "other",
+    }
+}
+
+/// The status label of a failed request: what the store answered, if it answered.
+fn error_status(e: &crate::Error) -> &'static str {
+    match e.http_status() {
+        Some(429) => "429",
+        Some(s) if s >= 500 => "5xx",
+        Some(404) => "404",
+        Some(412) => "412",
+        Some(_) => "4xx",
+        // The file store's answers are its own: a refused write (permissions) is a 4xx.
+        None if e.kind() == ErrorKind::Store || e.kind() == ErrorKind::Invalid => "4xx",
+        None => "error",
+    }
+}
+
+/// Time a request on the real clock: latency is what the caller waited, also in simulated
+/// tests (where it is ~0).
+fn started() -> StdInstant {
+    #[allow(clippy::disallowed_methods)] // a measurement, never a decision
+    StdInstant::now()
+}
+
+fn finish<T>(
+    store: &'static str,
+    kind: &'static str,
+    start: StdInstant,
+    sent: u64,
+    result: &Result<T>,
+    status_of: impl Fn(&T) -> (&'static str, u64),
+) {
+    let took: Duration = start.elapsed();
+    let (status, received) = match result {
+        Ok(v) => status_of(v),
+        Err(e) => (error_status(e), 0),
+    };
+    tracing::Span::current().record("status", status);
+    super::request(store, kind, status, took, sent, received);
+}
+
+#[async_trait]
+impl Store for Instrumented {
+    fn url(&self) -> &str {
+        self.inner.url()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn min_write_interval(&self) -> Duration {
+        self.inner.min_write_interval()
+    }
+
+    async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get> {
+        let span = tracing::debug_span!("store", store = self.kind, op = "get", key, status = tracing::field::Empty);
+        async {
+            let start = started();
+            let result = self.inner.get(key, opts).await;
+            finish(self.kind, "get", start, 0, &result, |g| match g {
+                Get::Found(o) => ("200", o.bytes.as_ref().map_or(0, |b| b.len() as u64)),
+                Get::NotModified { .. } => ("304", 0),
+                Get::NotFound { .. } => ("404", 0),
+            });
+            result
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put> {
+        let kind = match cond {
+            Cond::Create => "create",
+            Cond::Match(_) => "update",
+        };
+        let span = tracing::debug_span!("store", store = self.kind, op = kind, key, status = tracing::field::Empty);
+        async {
+            let start = started();
+            let sent = bytes.len() as u64;
+            let result = self.inner.put(key, bytes, cond, meta).await;
+            finish(self.kind, kind, start, sent, &result, |p| match p {
+                Put::Written { .. } => ("200", 0),
+                Put::ConditionFailed => ("412", 0),
+            });
+            result
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn delete(&self, key: &str, version: &Version) -> Result<Delete> {
+        let span = tracing::debug_span!("store", store = self.kind, op = "delete", key, status = tracing::field::Empty);
+        async {
+            let start = started();
+            let result = self.inner.delete(key, version).await;
+            finish(self.kind, "delete", start, 0, &result, |d| match d {
+                Delete::Deleted => ("200", 0),
+                Delete::ConditionFailed => ("412", 0),
+            });
+            result
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn watch(&self, key: &str) -> Option<Box<dyn Watch>> {
+        self.inner.watch(key)
+    }
+}
