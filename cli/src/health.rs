@@ -39,6 +39,12 @@ impl HealthFile {
         &self.path
     }
 
+    /// Write `held`'s health now, whatever the monitor has written: before a signal the
+    /// command may answer by reading the file.
+    pub fn write_now(&self, held: &Lease) {
+        let _ = write(&self.path, held.url(), held.epoch(), &held.health_event());
+    }
+
     /// Report each change of `held`'s health on stderr and in the file.
     pub fn follow(&self, held: &Lease) {
         let path = self.path.clone();
@@ -51,7 +57,11 @@ impl HealthFile {
             let before = last.lock().unwrap().replace(e.health);
             // The first `healthy` is not news; every other change is.
             if before.is_some() || e.health != Health::Healthy {
-                let why = e.reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default();
+                let why = e
+                    .reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     std::io::stderr(),
                     "lease: {url} (epoch {epoch}) is {}{why}, {} left",

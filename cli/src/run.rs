@@ -342,6 +342,7 @@ async fn run_held(
     Supervisor {
         args,
         held: &held,
+        health: &health,
         reaper: &mut reaper,
         group,
         limits,
@@ -363,6 +364,8 @@ enum Ending {
 struct Supervisor<'a> {
     args: &'a RunArgs,
     held: &'a Lease,
+    /// The file the command reads its lease's health from.
+    health: &'a HealthFile,
     reaper: &'a mut Reaper,
     /// The command's process group.
     group: i32,
@@ -390,6 +393,9 @@ impl Supervisor<'_> {
                         format_duration(left),
                         format_duration(self.limits.margin)
                     );
+                    // The command may read its health file when SIGTERM comes: it says
+                    // `unknown` by then (SIGTERM goes out when `unknown` begins).
+                    self.health.write_now(held);
                     kill_group(self.group, libc::SIGTERM);
                     self.ending = Some(Ending::Late);
                 } else {

@@ -94,7 +94,10 @@ fn one_line(s: &Status) -> String {
 fn history_lines(s: &Status) -> String {
     let mut out = format!("history:    {} earlier tenures\n", s.history.len());
     for t in &s.history {
-        let by = t.by.as_deref().map(|b| format!(" by {b}")).unwrap_or_default();
+        let by =
+            t.by.as_deref()
+                .map(|b| format!(" by {b}"))
+                .unwrap_or_default();
         out += &format!(
             "  epoch {}  {}  {} .. {}  {}{by}\n",
             t.epoch,

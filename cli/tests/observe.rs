@@ -64,21 +64,33 @@ fn run(url: &str, label: &str, flags: &[&str], script: &str) -> Child {
 
 fn finish(child: Child, what: &str) -> Output {
     let out = child.wait_with_output().unwrap();
-    eprintln!("{what}: {} {}", out.status, String::from_utf8_lossy(&out.stderr));
+    eprintln!(
+        "{what}: {} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
 fn wait_for_file(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 fn status(url: &str) -> serde_json::Value {
     let out = lease().args(["status", url, "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -112,7 +124,12 @@ fn history_sequence(store: &str, url: &str, dir: &Path) {
     let one = finish(run(url, "one", &[], "true"), "one");
     assert!(one.status.success());
     // 2. Killed with SIGKILL while holding: its record stays held until taken over.
-    let mut two = run(url, "two", &[], &format!("{}; exec sleep 600", started("two")));
+    let mut two = run(
+        url,
+        "two",
+        &[],
+        &format!("{}; exec sleep 600", started("two")),
+    );
     wait_for_file(&marker("two"));
     two.kill().unwrap();
     finish(two, "two (killed)");
@@ -120,18 +137,29 @@ fn history_sequence(store: &str, url: &str, dir: &Path) {
     let three = finish(run(url, "three", &["--wait", "60s"], "true"), "three");
     assert!(three.status.success());
     // 4. Broken by an operator; `lease run` then kills its command and acknowledges.
-    let four = run(url, "four", &[], &format!("{}; exec sleep 600", started("four")));
+    let four = run(
+        url,
+        "four",
+        &[],
+        &format!("{}; exec sleep 600", started("four")),
+    );
     wait_for_file(&marker("four"));
-    let broke = lease()
-        .args(["break", url, "--yes"])
-        .output()
-        .unwrap();
-    assert!(broke.status.success(), "{}", String::from_utf8_lossy(&broke.stderr));
+    let broke = lease().args(["break", url, "--yes"]).output().unwrap();
+    assert!(
+        broke.status.success(),
+        "{}",
+        String::from_utf8_lossy(&broke.stderr)
+    );
     let four = finish(four, "four (broken)");
     assert_eq!(four.status.code(), Some(76));
     // 5. Holds while six waits; the record is deleted; six creates it again and knows how
     //    five's tenure ended, having seen it.
-    let five = run(url, "five", &[], &format!("{}; exec sleep 600", started("five")));
+    let five = run(
+        url,
+        "five",
+        &[],
+        &format!("{}; exec sleep 600", started("five")),
+    );
     wait_for_file(&marker("five"));
     let six = run(url, "six", &["--wait", "60s"], &started("six"));
     std::thread::sleep(Duration::from_millis(1500)); // six has read five's record
@@ -170,16 +198,22 @@ fn history_sequence(store: &str, url: &str, dir: &Path) {
         .iter()
         .map(|t| t["epoch"].as_u64().unwrap())
         .collect();
-    assert!(epochs.windows(2).all(|w| w[0] > w[1]), "{store}: {epochs:?}");
-    assert!(s["history"][1]["by"].is_string(), "{store}: the breaker is named");
+    assert!(
+        epochs.windows(2).all(|w| w[0] > w[1]),
+        "{store}: {epochs:?}"
+    );
+    assert!(
+        s["history"][1]["by"].is_string(),
+        "{store}: the breaker is named"
+    );
     // The text form lists them too.
-    let text = lease()
-        .args(["status", url, "--history"])
-        .output()
-        .unwrap();
+    let text = lease().args(["status", url, "--history"]).output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("history:    5 earlier tenures"), "{text}");
-    assert!(text.contains("expired") && text.contains("deleted"), "{text}");
+    assert!(
+        text.contains("expired") && text.contains("deleted"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -228,11 +262,18 @@ fn the_command_sees_its_health_and_gets_sigterm_when_it_is_unknown() {
     let out = finish(child, "health");
     let _ = locker.kill();
     let _ = locker.wait();
-    assert_eq!(out.status.code(), Some(76), "killed when renewals were too late");
+    assert_eq!(
+        out.status.code(),
+        Some(76),
+        "killed when renewals were too late"
+    );
     let at_term: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&seen).unwrap()).unwrap();
     assert_eq!(at_term["health"], "unknown", "{at_term}");
-    assert!(at_term["remaining_ms"].as_u64().unwrap() <= 1300, "{at_term}");
+    assert!(
+        at_term["remaining_ms"].as_u64().unwrap() <= 1300,
+        "{at_term}"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     let late = stderr.find(") is late").expect("a line for late");
     let unknown = stderr.find(") is unknown").expect("a line for unknown");
@@ -269,8 +310,13 @@ fn watch_prints_each_transition_with_its_reason() {
     let lines = lines.join().unwrap();
     let _ = watch.kill();
     let _ = watch.wait();
-    let reasons: Vec<&str> = lines.iter().map(|l| l["reason"].as_str().unwrap()).collect();
+    let reasons: Vec<&str> = lines
+        .iter()
+        .map(|l| l["reason"].as_str().unwrap())
+        .collect();
     assert_eq!(reasons, ["initial", "acquired", "released"], "{lines:?}");
     assert_eq!(lines[1]["holder"]["label"], "watched");
-    assert!(lines.iter().all(|l| l["time"].is_string() && l.get("state").is_some()));
+    assert!(lines
+        .iter()
+        .all(|l| l["time"].is_string() && l.get("state").is_some()));
 }

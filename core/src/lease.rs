@@ -23,8 +23,8 @@ use tracing::{debug, warn};
 use crate::client::{local_wake, Client};
 use crate::clock::Instant;
 use crate::error::Result;
-use crate::options::Timing;
 use crate::metrics;
+use crate::options::Timing;
 use crate::protocol::hold::{Hold, Phase};
 use crate::protocol::queue::{Mode, Scope};
 use crate::protocol::write::Written;
@@ -74,6 +74,9 @@ struct Shared {
     grant: OnceLock<Grant>,
     /// When the lease was acquired (its tenure's start, for `lease_hold_seconds`).
     acquired: Instant,
+    /// The runtime the lease was acquired on: the health monitor is spawned there, also when
+    /// a binding subscribes from a thread of its own.
+    runtime: tokio::runtime::Handle,
     /// Set once the tenure's end has been counted.
     ended: AtomicBool,
     health: HealthMonitor,
@@ -150,6 +153,7 @@ impl Lease {
         let (changes, _) = tokio::sync::watch::channel(hold.health_event(now));
         let shared = Arc::new(Shared {
             acquired: now,
+            runtime: tokio::runtime::Handle::current(),
             ended: AtomicBool::new(false),
             health: HealthMonitor {
                 started: OnceLock::new(),
@@ -325,7 +329,11 @@ impl Lease {
     /// them without a call.
     pub fn on_health(&self, f: impl Fn(&HealthEvent) + Send + Sync + 'static) {
         let s = self.shared();
-        s.health.callbacks.lock().unwrap().push((Arc::new(f), false));
+        s.health
+            .callbacks
+            .lock()
+            .unwrap()
+            .push((Arc::new(f), false));
         s.start_health_monitor();
     }
 
@@ -381,7 +389,11 @@ impl Shared {
         if self.ended.swap(true, Ordering::Relaxed) {
             return;
         }
-        let held = self.client.clock().now().saturating_duration_since(self.acquired);
+        let held = self
+            .client
+            .clock()
+            .now()
+            .saturating_duration_since(self.acquired);
         metrics::tenure_ended(self.metric_key(), held, lost);
     }
 
@@ -394,7 +406,7 @@ impl Shared {
 
     fn start_health_monitor(self: &Arc<Self>) {
         if self.health.started.set(()).is_ok() {
-            tokio::spawn(self.clone().health_loop());
+            self.runtime.spawn(self.clone().health_loop());
         } else {
             self.health.wake.notify_one();
         }
@@ -571,6 +583,7 @@ impl Shared {
             }
             believed || st.hold.phase == Phase::Releasing
         };
+        self.health_may_change();
         let left = self
             .client
             .queue_leave(&grant.key, &self.holder.id, &self.timing)
@@ -627,6 +640,8 @@ impl Shared {
                     .next_write(RecordState::Released, clock.wall(), &self.client.inner.rng);
             (write, deadline, phase)
         };
+        // Releasing: the health monitor ends without a call.
+        self.health_may_change();
         match phase {
             Phase::Released => return Ok(()),
             Phase::Lost(reason) => {

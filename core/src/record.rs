@@ -252,7 +252,12 @@ impl Record {
 
     /// The history of a record that replaces this one, ending this record's tenure as `end`
     /// at `ended_at` (a break record is not a tenure: its history is carried as it is).
-    pub fn history_after(&self, end: &str, ended_at: Option<String>, by: Option<String>) -> Vec<Tenure> {
+    pub fn history_after(
+        &self,
+        end: &str,
+        ended_at: Option<String>,
+        by: Option<String>,
+    ) -> Vec<Tenure> {
         if !self.is_tenure() {
             return self.history.clone();
         }

@@ -103,7 +103,10 @@ fn a_failed_attempt_is_late_at_once_and_a_landed_renewal_is_healthy_again() {
     h.lose(LostReason::Vanished);
     assert_eq!(h.health(t0 + secs(13.0)), Health::Lost);
     let e = h.health_event(t0 + secs(13.0));
-    assert_eq!((e.remaining, e.reason), (Duration::ZERO, Some(LostReason::Vanished)));
+    assert_eq!(
+        (e.remaining, e.reason),
+        (Duration::ZERO, Some(LostReason::Vanished))
+    );
 }
 
 /// `lease run --kill-after` moves `unknown` with it: its SIGTERM and `unknown` coincide.
@@ -128,7 +131,10 @@ fn kill_after_sets_when_health_is_unknown() {
 type Seen = Arc<Mutex<Vec<(Health, Duration, f64, Option<LostReason>)>>>;
 
 /// A holder on its own connection, its health events recorded with the simulated time.
-async fn holder(world: &World, key: &str) -> (lease::Lease, lease::store::memory::MemoryStore, Seen) {
+async fn holder(
+    world: &World,
+    key: &str,
+) -> (lease::Lease, lease::store::memory::MemoryStore, Seen) {
     let (client, conn) = world.client("holder", 1);
     let l = client
         .acquire(key, &LeaseOptions::new(secs(10.0)))
@@ -140,7 +146,9 @@ async fn holder(world: &World, key: &str) -> (lease::Lease, lease::store::memory
     l.on_health(move |e: &HealthEvent| {
         use lease::clock::Clock;
         let t = clock.now().duration_since(start).as_secs_f64();
-        s.lock().unwrap().push((e.health, e.remaining, t, e.reason.clone()));
+        s.lock()
+            .unwrap()
+            .push((e.health, e.remaining, t, e.reason.clone()));
     });
     (l, conn, seen)
 }
@@ -167,8 +175,16 @@ async fn a_failing_store_is_late_then_unknown_then_lost() {
     use Health::*;
     assert_eq!(states(&seen), [Healthy, Late, Unknown, Lost]);
     // Late at the first failed renewal, 3.33 s in; unknown and lost at their thresholds.
-    assert!((time_of(&seen, Late) - 10.0 / 3.0).abs() < 0.01, "{:?}", seen);
-    assert!((time_of(&seen, Unknown) - UNKNOWN_AT).abs() < 0.01, "{:?}", seen);
+    assert!(
+        (time_of(&seen, Late) - 10.0 / 3.0).abs() < 0.01,
+        "{:?}",
+        seen
+    );
+    assert!(
+        (time_of(&seen, Unknown) - UNKNOWN_AT).abs() < 0.01,
+        "{:?}",
+        seen
+    );
     assert!((time_of(&seen, Lost) - 10.0).abs() < 0.01, "{:?}", seen);
     let events = seen.lock().unwrap().clone();
     let unknown = events.iter().find(|e| e.0 == Unknown).unwrap();
@@ -177,11 +193,22 @@ async fn a_failing_store_is_late_then_unknown_then_lost() {
     assert_eq!(l.health(), Lost);
     // What the metrics counted.
     let after = metrics::snapshot();
-    let delta = |name: &str, labels: &[(&str, &str)]| after.value(name, labels) - before.value(name, labels);
+    let delta = |name: &str, labels: &[(&str, &str)]| {
+        after.value(name, labels) - before.value(name, labels)
+    };
     let lease = ("lease", "health/failing");
     assert!(delta("lease_renewals_total", &[lease, ("outcome", "failed")]) >= 2.0);
-    assert_eq!(delta("lease_losses_total", &[lease, ("reason", "expired")]), 1.0);
-    assert_eq!(after.value("lease_acquisitions_total", &[lease, ("outcome", "acquired")]), 1.0);
+    assert_eq!(
+        delta("lease_losses_total", &[lease, ("reason", "expired")]),
+        1.0
+    );
+    assert_eq!(
+        after.value(
+            "lease_acquisitions_total",
+            &[lease, ("outcome", "acquired")]
+        ),
+        1.0
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -193,10 +220,22 @@ async fn a_slow_store_is_late_then_healthy_when_a_renewal_lands() {
     sleep(secs(5.3)).await;
     assert_eq!(states(&seen), [Health::Healthy, Health::Late]);
     // Late when the first attempt timed out (3.33 + 1.67 s), not before.
-    assert!((time_of(&seen, Health::Late) - 5.0).abs() < 0.01, "{:?}", seen);
+    assert!(
+        (time_of(&seen, Health::Late) - 5.0).abs() < 0.01,
+        "{:?}",
+        seen
+    );
     conn.faults().set_latency(secs(0.5));
     sleep(secs(3.0)).await;
-    assert_eq!(states(&seen), [Health::Healthy, Health::Late, Health::Unknown, Health::Healthy]);
+    assert_eq!(
+        states(&seen),
+        [
+            Health::Healthy,
+            Health::Late,
+            Health::Unknown,
+            Health::Healthy
+        ]
+    );
     assert!(l.ensure_held(secs(5.0)).is_ok());
 }
 
@@ -228,8 +267,14 @@ async fn a_break_is_a_loss_from_healthy_with_its_reason() {
         .unwrap();
     sleep(secs(4.0)).await;
     let events = seen.lock().unwrap().clone();
-    assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), [Health::Healthy, Health::Lost]);
-    assert!(matches!(events[1].3, Some(LostReason::Broken { .. })), "{events:?}");
+    assert_eq!(
+        events.iter().map(|e| e.0).collect::<Vec<_>>(),
+        [Health::Healthy, Health::Lost]
+    );
+    assert!(
+        matches!(events[1].3, Some(LostReason::Broken { .. })),
+        "{events:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

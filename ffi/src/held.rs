@@ -292,7 +292,6 @@ pub type lease_lost_callback =
 /// `user_data` crosses threads: the caller promised it may (see `lease_on_lost`).
 pub(crate) struct UserData(*mut c_void);
 
-
 // SAFETY: the contract of lease_on_lost says user_data may be used from a runtime thread.
 unsafe impl Send for UserData {}
 
@@ -431,7 +430,12 @@ pub unsafe extern "C" fn lease_free(l: *mut lease) {
         for cb in b.callbacks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             cb.disarm();
         }
-        for cb in b.health_callbacks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for cb in b
+            .health_callbacks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             cb.disarm();
         }
         if b.held.is_held() && !on_runtime_thread() {

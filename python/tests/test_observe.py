@@ -47,11 +47,10 @@ def test_health_ends_lost_with_its_reason(tmp_path: Path) -> None:
     l.on_health(events.put)
     with open(tmp_path / ".h.lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
-        seen = [next_health(events).health for _ in range(4)]
-        lost = seen[-1]
-        assert seen == ["healthy", "late", "unknown", "lost"], seen
+        seen = [next_health(events) for _ in range(4)]
+        assert [e.health for e in seen] == ["healthy", "late", "unknown", "lost"], seen
+        assert seen[-1].reason == "expired" and seen[-1].remaining == 0
         assert l.health == "lost"
-    del lost
     with pytest.raises(lease.LeaseLost):
         l.release()
 

@@ -8,7 +8,9 @@ use bytes::Bytes;
 use tracing::Instrument;
 
 use crate::error::{ErrorKind, Result};
-use crate::store::{Capabilities, Cond, Delete, DynStore, Get, GetOptions, Meta, Put, Store, Version, Watch};
+use crate::store::{
+    Capabilities, Cond, Delete, DynStore, Get, GetOptions, Meta, Put, Store, Version, Watch,
+};
 
 /// A store whose requests are counted and traced.
 #[derive(Debug)]
@@ -89,7 +91,13 @@ impl Store for Instrumented {
     }
 
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get> {
-        let span = tracing::debug_span!("store", store = self.kind, op = "get", key, status = tracing::field::Empty);
+        let span = tracing::debug_span!(
+            "store",
+            store = self.kind,
+            op = "get",
+            key,
+            status = tracing::field::Empty
+        );
         async {
             let start = started();
             let result = self.inner.get(key, opts).await;
@@ -109,7 +117,13 @@ impl Store for Instrumented {
             Cond::Create => "create",
             Cond::Match(_) => "update",
         };
-        let span = tracing::debug_span!("store", store = self.kind, op = kind, key, status = tracing::field::Empty);
+        let span = tracing::debug_span!(
+            "store",
+            store = self.kind,
+            op = kind,
+            key,
+            status = tracing::field::Empty
+        );
         async {
             let start = started();
             let sent = bytes.len() as u64;
@@ -125,7 +139,13 @@ impl Store for Instrumented {
     }
 
     async fn delete(&self, key: &str, version: &Version) -> Result<Delete> {
-        let span = tracing::debug_span!("store", store = self.kind, op = "delete", key, status = tracing::field::Empty);
+        let span = tracing::debug_span!(
+            "store",
+            store = self.kind,
+            op = "delete",
+            key,
+            status = tracing::field::Empty
+        );
         async {
             let start = started();
             let result = self.inner.delete(key, version).await;

@@ -107,11 +107,10 @@ impl Snapshot {
 
     /// The value of the counter or gauge `name` with exactly these labels (0 if never counted).
     pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.sample(name, labels)
-            .map_or(0.0, |s| match &s.value {
-                Value::Number(v) => *v,
-                Value::Histogram { count, .. } => *count as f64,
-            })
+        self.sample(name, labels).map_or(0.0, |s| match &s.value {
+            Value::Number(v) => *v,
+            Value::Histogram { count, .. } => *count as f64,
+        })
     }
 
     /// The sample of `name` with exactly these labels.
@@ -388,9 +387,18 @@ fn live_leases() -> &'static Mutex<Vec<HealthSource>> {
 /// Report a held lease's health in every snapshot until `source` returns `None` (the lease
 /// was released, lost or dropped).
 pub(crate) fn watch_health(source: HealthSource) {
-    if enabled() {
-        live_leases().lock().unwrap().push(source);
+    if !enabled() {
+        return;
     }
+    let mut live = live_leases().lock().unwrap();
+    // A process nobody scrapes must not keep one entry per lease it ever held: past a bound,
+    // forget the ended ones (amortized: the bound doubles with what is still held).
+    static BOUND: AtomicUsize = AtomicUsize::new(1024);
+    if live.len() >= BOUND.load(Ordering::Relaxed) {
+        live.retain(|s| s().is_some());
+        BOUND.store((live.len() * 2).max(1024), Ordering::Relaxed);
+    }
+    live.push(source);
 }
 
 /// A store request answered (or not: `status` "error") after `took`, with `sent` and
@@ -422,13 +430,16 @@ pub fn snapshot() -> Snapshot {
     // Health first, outside the registry's lock: a source locks its lease's state.
     let mut health: HashMap<(String, &'static str), u64> = HashMap::new();
     if enabled() {
-        live_leases().lock().unwrap().retain(|source| match source() {
-            Some((key, h)) => {
-                *health.entry((key, h.as_str())).or_default() += 1;
-                true
-            }
-            None => false,
-        });
+        live_leases()
+            .lock()
+            .unwrap()
+            .retain(|source| match source() {
+                Some((key, h)) => {
+                    *health.entry((key, h.as_str())).or_default() += 1;
+                    true
+                }
+                None => false,
+            });
     }
     let mut r = registry().lock().unwrap();
     let mut health_samples = Vec::new();

@@ -10,11 +10,20 @@ fn count(s: &Snapshot, name: &str, labels: &[(&str, &str)]) -> f64 {
 
 #[test]
 fn counters_histograms_and_the_text_format() {
-    acquisition("t/text", Outcome::Acquired, Duration::from_millis(30), Some(Duration::from_secs(2)));
+    acquisition(
+        "t/text",
+        Outcome::Acquired,
+        Duration::from_millis(30),
+        Some(Duration::from_secs(2)),
+    );
     acquisition("t/text", Outcome::Held, Duration::ZERO, None);
     renewal_landed("t/text", Duration::from_secs(20));
     renewal_failed("t/text");
-    tenure_ended("t/text", Duration::from_secs(90), Some(&LostReason::Expired));
+    tenure_ended(
+        "t/text",
+        Duration::from_secs(90),
+        Some(&LostReason::Expired),
+    );
     request("memory", "update", "412", Duration::from_millis(1), 300, 0);
     let s = snapshot();
     let l = |o| [("lease", "t/text"), ("outcome", o)];
@@ -23,11 +32,19 @@ fn counters_histograms_and_the_text_format() {
     assert_eq!(count(&s, "lease_renewals_total", &l("landed")), 1.0);
     assert_eq!(count(&s, "lease_renewals_total", &l("failed")), 1.0);
     assert_eq!(
-        count(&s, "lease_losses_total", &[("lease", "t/text"), ("reason", "expired")]),
+        count(
+            &s,
+            "lease_losses_total",
+            &[("lease", "t/text"), ("reason", "expired")]
+        ),
         1.0
     );
     let Some(Sample {
-        value: Value::Histogram { buckets, sum, count },
+        value: Value::Histogram {
+            buckets,
+            sum,
+            count,
+        },
         ..
     }) = s.sample("lease_handover_seconds", &[("lease", "t/text")])
     else {
@@ -40,7 +57,10 @@ fn counters_histograms_and_the_text_format() {
 
     let text = encode_snapshot(s);
     assert!(text.ends_with("# EOF\n"), "{text}");
-    assert!(text.contains("# TYPE lease_acquisitions counter\n"), "{text}");
+    assert!(
+        text.contains("# TYPE lease_acquisitions counter\n"),
+        "{text}"
+    );
     assert!(
         text.contains("lease_acquisitions_total{lease=\"t/text\",outcome=\"acquired\"} 1"),
         "{text}"
@@ -53,12 +73,20 @@ fn counters_histograms_and_the_text_format() {
         text.contains("lease_handover_seconds_bucket{lease=\"t/text\",le=\"+Inf\"} 1\n"),
         "{text}"
     );
-    assert!(text.contains("lease_handover_seconds_sum{lease=\"t/text\"} 2.0\n"), "{text}");
+    assert!(
+        text.contains("lease_handover_seconds_sum{lease=\"t/text\"} 2.0\n"),
+        "{text}"
+    );
 }
 
 #[test]
 fn label_values_are_escaped() {
-    acquisition("t/quote\"back\\slash\nline", Outcome::Acquired, Duration::ZERO, None);
+    acquisition(
+        "t/quote\"back\\slash\nline",
+        Outcome::Acquired,
+        Duration::ZERO,
+        None,
+    );
     let text = encode_text();
     assert!(
         text.contains(r#"lease="t/quote\"back\\slash\nline""#),
@@ -71,7 +99,12 @@ fn a_process_with_many_leases_exports_a_bounded_number_of_names() {
     // The limit is the process's; other tests admit a few names of their own meanwhile.
     set_lease_label_limit(DEFAULT_LEASE_LABELS);
     for i in 0..10_000 {
-        acquisition(&format!("t/many/{i}"), Outcome::Acquired, Duration::ZERO, None);
+        acquisition(
+            &format!("t/many/{i}"),
+            Outcome::Acquired,
+            Duration::ZERO,
+            None,
+        );
     }
     let s = snapshot();
     let f = s.family("lease_acquisitions_total").unwrap();

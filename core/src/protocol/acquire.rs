@@ -284,7 +284,11 @@ impl Acquirer {
     fn decide_and_act(&mut self, now: Instant, wall: SystemTime, entropy: &dyn Entropy) -> Step {
         if let Some(r) = self.view.record() {
             self.known = self.known.max(r.epoch);
-            if self.last_seen.as_ref().is_none_or(|l| l.rev != r.rev || l.write != r.write) {
+            if self
+                .last_seen
+                .as_ref()
+                .is_none_or(|l| l.rev != r.rev || l.write != r.write)
+            {
                 self.last_seen = Some(r.clone());
             }
         }
@@ -384,7 +388,11 @@ impl Acquirer {
             RecordState::Released => *modified,
             RecordState::Held => *modified + r.ttl(),
         };
-        Some(store_now.duration_since(free_since).unwrap_or(Duration::ZERO))
+        Some(
+            store_now
+                .duration_since(free_since)
+                .unwrap_or(Duration::ZERO),
+        )
     }
 
     fn wait(

@@ -67,7 +67,13 @@ pub fn plan(
             if mode == BreakMode::WaitOutHolder {
                 return BreakPlan::AlreadyBroken;
             }
-            (r.epoch, r.rev + 1, r.ttl_ms, r.broken.clone(), r.history.clone())
+            (
+                r.epoch,
+                r.rev + 1,
+                r.ttl_ms,
+                r.broken.clone(),
+                r.history.clone(),
+            )
         }
         Parsed::Valid(r) => {
             let broken = Broken {
@@ -75,7 +81,13 @@ pub fn plan(
                 epoch: r.epoch,
             };
             let history = r.history_after("broken", Some(now_wall.clone()), by);
-            (r.epoch.max(known) + 1, r.rev + 1, r.ttl_ms, Some(broken), history)
+            (
+                r.epoch.max(known) + 1,
+                r.rev + 1,
+                r.ttl_ms,
+                Some(broken),
+                history,
+            )
         }
         Parsed::Corrupt { epoch, .. } => (
             (epoch.unwrap_or(0).max(known) + 1).max(view.time_epoch(wall)),

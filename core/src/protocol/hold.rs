@@ -350,10 +350,14 @@ impl Hold {
         let unknown_at = deadline
             .checked_sub(self.timing.unknown_within)
             .unwrap_or(self.last_send);
-        [self.last_send + self.timing.late_after(), unknown_at, deadline]
-            .into_iter()
-            .filter(|t| *t > now)
-            .min()
+        [
+            self.last_send + self.timing.late_after(),
+            unknown_at,
+            deadline,
+        ]
+        .into_iter()
+        .filter(|t| *t > now)
+        .min()
     }
 
     /// A release is about to be sent: from now on the holder does not believe it holds the
