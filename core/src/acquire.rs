@@ -151,6 +151,7 @@ impl Client {
         let wake = local_wake(self.store().url(), key);
         let mut event = Event::Start;
         let mut handover = None;
+        let mut warned_date = false;
         let result = loop {
             let notified = wake.notified();
             tokio::pin!(notified);
@@ -158,7 +159,12 @@ impl Client {
             if cancel.is_cancelled() && matches!(event, Event::Start | Event::Slept) {
                 event = Event::Cancelled;
             }
-            match acquirer.step(event, clock.now(), clock.wall(), rng) {
+            let step = acquirer.step(event, clock.now(), clock.wall(), rng);
+            if !warned_date && acquirer.date_refused() {
+                warned_date = true;
+                self.warn_date_refused(key, None);
+            }
+            match step {
                 Step::Read { if_none_match } => {
                     let read = self.read_record(key, if_none_match.as_ref(), &timing).await;
                     if let Err(e) = &read {
@@ -178,6 +184,18 @@ impl Client {
                 }
                 Step::Put { bytes, cond } => {
                     event = Event::Put(self.put_raw(key, bytes, cond, &timing).await);
+                }
+                Step::Stamp => {
+                    let stamp = self.stamp(key, &timing).await;
+                    match &stamp {
+                        Err(e) if e.kind() != ErrorKind::Unavailable => {
+                            warned_date = true;
+                            self.warn_date_refused(key, Some(e));
+                        }
+                        Err(e) => warn!(lease = %url, "reading the store's clock failed: {e}"),
+                        Ok(_) => {}
+                    }
+                    event = Event::Stamped(stamp);
                 }
                 Step::Sleep {
                     until,

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -51,13 +50,32 @@ fn host_name() -> Option<String> {
 }
 
 /// Local wake-ups: a release by one client wakes the waiters of every client in this process at
-/// once, instead of at their next poll. Sharded by key; a spurious wake-up only costs a re-read.
-pub(crate) fn local_wake(store_url: &str, key: &str) -> &'static Notify {
-    static SLOTS: OnceLock<Vec<Notify>> = OnceLock::new();
-    let slots = SLOTS.get_or_init(|| (0..64).map(|_| Notify::new()).collect());
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (store_url, key).hash(&mut h);
-    &slots[(h.finish() % 64) as usize]
+/// once, instead of at their next poll. One `Notify` per store and key, alive while someone
+/// waits on it: a wake-up never reaches the waiters of another store or key (with shared slots
+/// it did, so simulations in parallel tests woke each other at moments that depended on thread
+/// scheduling, and a seeded run was no longer the same run twice).
+pub(crate) fn local_wake(store_url: &str, key: &str) -> Arc<Notify> {
+    static WAKES: OnceLock<Mutex<Wakes>> = OnceLock::new();
+    let mut wakes = WAKES.get_or_init(Mutex::default).lock().unwrap();
+    let id = (store_url.to_string(), key.to_string());
+    if let Some(live) = wakes.map.get(&id).and_then(std::sync::Weak::upgrade) {
+        return live;
+    }
+    // Forget the keys nobody waits on any more, now and then (amortized: the map at most
+    // doubles between sweeps).
+    if wakes.map.len() >= wakes.sweep_at {
+        wakes.map.retain(|_, w| w.strong_count() > 0);
+        wakes.sweep_at = (wakes.map.len() * 2).max(64);
+    }
+    let notify = Arc::new(Notify::new());
+    wakes.map.insert(id, Arc::downgrade(&notify));
+    notify
+}
+
+#[derive(Default)]
+struct Wakes {
+    map: HashMap<(String, String), std::sync::Weak<Notify>>,
+    sweep_at: usize,
 }
 
 /// What this client remembers about a key between acquisitions.

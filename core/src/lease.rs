@@ -262,8 +262,12 @@ impl Lease {
         s.state.lock().unwrap().hold.remaining(now)
     }
 
+    /// Whether this holder believes it holds the lease now: [`Hold::believes`], the decision the
+    /// model checker's "at most one holder believes" checks.
     pub fn is_held(&self) -> bool {
-        !self.remaining().is_zero()
+        let s = self.shared();
+        let now = s.client.clock().now();
+        s.state.lock().unwrap().hold.believes(now)
     }
 
     /// Succeed, returning the time left, only if the lease is held for at least `min_remaining`
@@ -632,7 +636,7 @@ impl Shared {
             let phase = st.hold.phase.clone();
             let deadline = st.hold.deadline();
             // From the moment the release is sent it may land: stop believing now.
-            if phase == Phase::Held && clock.now() < deadline {
+            if st.hold.believes(clock.now()) {
                 st.hold.start_release();
             }
             let write =

@@ -36,6 +36,7 @@ mod registry;
 pub mod scope;
 mod status;
 pub mod store;
+mod store_clock;
 mod token;
 
 pub use client::{set_client_name, Client, ClientBuilder};

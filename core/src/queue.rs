@@ -19,7 +19,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{Grant, Lease};
 use crate::options::{LeaseOptions, Timing};
 use crate::protocol::queue::{Change, Entry, Position, QueueRecord};
-use crate::protocol::takeover::{self, Decision};
+use crate::protocol::takeover::Decision;
 use crate::protocol::view::{Seen, View};
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
@@ -279,7 +279,7 @@ impl Client {
                     // it a queued lock whose tokens start above its epoch.
                     Some(Seen::Present { .. }) => {
                         let known = self.memo(key).epoch;
-                        match takeover::decide(&view, timing, known, now, clock.wall()) {
+                        match self.decide_confirmed(key, &mut view, timing, known).await {
                             Decision::TakeOver { version, epoch, .. } => {
                                 let next = QueueRecord::new(epoch - 1, req.opts.permits)
                                     .apply(&Change::Join(entry.clone()))?
@@ -287,6 +287,7 @@ impl Client {
                                 Some((next, Cond::Match(version)))
                             }
                             Decision::Create { .. } => unreachable!("the record is present"),
+                            Decision::Stamp => unreachable!("decide_confirmed asks for none"),
                             Decision::Wait {
                                 until,
                                 holder,
@@ -548,7 +549,7 @@ impl Client {
                 }) if r.state == RecordState::Released => true,
                 Some(Seen::Present { .. }) => {
                     watch.absent_since = None;
-                    match takeover::decide(&watch.view, timing, 0, now, clock.wall()) {
+                    match self.decide_confirmed(key, &mut watch.view, timing, 0).await {
                         Decision::TakeOver {
                             version,
                             epoch,
@@ -570,7 +571,7 @@ impl Client {
                             watch.next_check = Some(until);
                             false
                         }
-                        Decision::Create { .. } => false,
+                        Decision::Create { .. } | Decision::Stamp => false,
                     }
                 }
             };

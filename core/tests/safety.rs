@@ -364,6 +364,11 @@ async fn a_holder_stops_believing_when_its_release_is_sent() {
         tokio::spawn(async move { held.release().await })
     };
     sleep(secs(0.1)).await;
+    // In flight: every way of asking says the lease is not held (Lease::is_held and
+    // remaining go by Hold::believes, the decision the model checks).
+    assert!(!held.is_held(), "is_held while the release is in flight");
+    assert_eq!(held.remaining(), Duration::ZERO);
+    assert!(held.ensure_held(Duration::ZERO).is_err());
     let taken = b
         .acquire("job", &opts().wait(Duration::ZERO))
         .await
@@ -374,5 +379,76 @@ async fn a_holder_stops_believing_when_its_release_is_sent() {
         taken.holder().id,
         taken.epoch()
     );
+    assert!(!held.is_held());
+    assert_eq!(held.remaining(), Duration::ZERO);
     releasing.await.unwrap().unwrap();
+}
+
+/// A holder cut off from the store past its deadline has lost the lease; when it can reach
+/// the store again, releasing writes its own record released (`Hold::tidy`), so the next
+/// holder need not wait out `ttl + grace`.
+#[tokio::test(start_paused = true)]
+async fn a_holder_that_lost_by_expiry_releases_its_record_so_nobody_waits_it_out() {
+    let w = World::new();
+    let (a, a_conn) = w.client("a", 1);
+    let (b, _) = w.client("b", 2);
+    let held = a.acquire("job", &opts()).await.unwrap();
+    a_conn.faults().set_unavailable(true);
+    sleep(secs(10.5)).await;
+    assert_eq!(held.lost_reason(), Some(LostReason::Expired));
+    a_conn.faults().set_unavailable(false);
+    assert_eq!(held.release().await.unwrap_err().kind(), ErrorKind::Lost);
+    let r = w.valid("job").await;
+    assert_eq!((r.state, r.epoch), (RecordState::Released, held.epoch()));
+    // Within ttl + grace of a's last write: only the release lets b in now.
+    let taken = b
+        .acquire("job", &opts().wait(Duration::ZERO))
+        .await
+        .unwrap();
+    assert!(taken.epoch() > held.epoch());
+}
+
+/// A release that finds another holder's record instead of ours reports the loss: whatever
+/// was done under the lease may have overlapped with that holder.
+#[tokio::test(start_paused = true)]
+async fn a_release_over_a_later_holders_record_is_reported_lost() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let held = a.acquire("job", &opts()).await.unwrap();
+    let mut later: Record = w.valid("job").await;
+    later.epoch += 1;
+    later.rev += 1;
+    later.state = RecordState::Released;
+    later.holder.id = "later-holder".into();
+    later.write = Some("later".into());
+    w.store.overwrite_raw("job", later.to_bytes());
+    let e = held.release().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    assert!(
+        matches!(held.lost_reason(), Some(LostReason::TakenOver { epoch, .. }) if epoch == later.epoch),
+        "{:?}",
+        held.lost_reason()
+    );
+}
+
+/// A release that landed while its answer and every read-back were lost ends unknown; sent
+/// again, it finds its own released record (`Hold::is_our_release`): released, not lost.
+#[tokio::test(start_paused = true)]
+async fn a_release_that_landed_unseen_is_recognised_when_sent_again() {
+    let w = World::new();
+    let (a, a_conn) = w.client("a", 1);
+    let held = a.acquire("job", &opts()).await.unwrap();
+    sleep(secs(1.0)).await;
+    a_conn.faults().push(Op::Put, Fault::LoseReply);
+    for _ in 0..100 {
+        a_conn.faults().push(Op::Get, Fault::Fail);
+    }
+    let e = held.release().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert_eq!(w.valid("job").await.state, RecordState::Released);
+    a_conn.faults().clear();
+    held.release()
+        .await
+        .expect("our own release is there: released");
+    assert_eq!(held.lost_reason(), None);
 }

@@ -115,8 +115,44 @@ pub struct Landed {
     pub body: Vec<u8>,
 }
 
+/// A request as the proxy saw it, for an [`Intercept`].
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    /// The request target: path and query.
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A fixture's stand-in for what a real service does and the emulator does not: called with
+/// each request before it is forwarded (`upstream` = `None`) and again with the upstream's
+/// reply status (`Some(status)`); a raw HTTP reply it returns is sent instead.
+pub type Intercept = Arc<dyn Fn(&Request, Option<u16>) -> Option<Vec<u8>> + Send + Sync>;
+
+/// A complete HTTP/1.1 reply with a body, for an [`Intercept`].
+pub fn reply(status: u16, content_type: &str, headers: &[(&str, &str)], body: &str) -> Vec<u8> {
+    let mut head = format!("HTTP/1.1 {status} Fixture\r\nContent-Type: {content_type}\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    head.into_bytes()
+}
+
 #[derive(Default)]
 struct State {
+    intercept: Option<Intercept>,
+    date_ahead: Option<Duration>,
     landed: Vec<Landed>,
     script: VecDeque<(On, Fault)>,
     random: Option<(u64, Vec<(Fault, f64)>)>,
@@ -213,6 +249,21 @@ impl FaultProxy {
     /// so only a server that does not check signatures, such as moto, accepts the result.)
     pub fn set_strip_conditions(&self, on: bool) {
         self.state.lock().unwrap().strip_conditions = on;
+    }
+
+    /// Answer with a `Date` of our own clock plus `ahead`, in place of the upstream's: what a
+    /// reverse proxy in front of a store does whose clock runs ahead. nginx sets its own `Date`
+    /// by default: "By default, nginx does not pass the header fields “Date”, “Server”,
+    /// “X-Pad”, and “X-Accel-...” from the response of a proxied server to a client"
+    /// (nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_hide_header; passing it takes
+    /// `proxy_pass_header Date;`). `Last-Modified` is passed through untouched.
+    pub fn set_date_ahead(&self, ahead: Option<Duration>) {
+        self.state.lock().unwrap().date_ahead = ahead;
+    }
+
+    /// Play a real service's behaviour the emulator lacks (see [`Intercept`]).
+    pub fn set_intercept(&self, intercept: Option<Intercept>) {
+        self.state.lock().unwrap().intercept = intercept;
     }
 
     pub fn counts(&self) -> Counts {
@@ -468,6 +519,28 @@ async fn serve(
             cw.write_all(&error_reply(status, code)).await?;
             continue;
         }
+        let (intercept, date_ahead) = {
+            let st = state.lock().unwrap();
+            (st.intercept.clone(), st.date_ahead)
+        };
+        let request = intercept.as_ref().map(|_| Request {
+            method: method.clone(),
+            target: head
+                .first_line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .to_string(),
+            headers: head.headers.clone(),
+            body: body.clone(),
+        });
+        if let (Some(f), Some(req)) = (&intercept, &request) {
+            if let Some(raw) = f(req, None) {
+                count_status(status_of(&raw));
+                cw.write_all(&raw).await?;
+                continue;
+            }
+        }
         if let Some(Fault::Delay(d)) = fault {
             tokio::time::sleep(d).await;
         }
@@ -529,15 +602,55 @@ async fn serve(
                     .await?;
             }
             _ => {
-                count_status(status);
-                cw.write_all(&reply.raw).await?;
-                cw.write_all(&reply_body).await?;
+                let replaced = match (&intercept, &request) {
+                    (Some(f), Some(req)) => f(req, Some(status)),
+                    _ => None,
+                };
+                if let Some(raw) = replaced {
+                    count_status(status_of(&raw));
+                    cw.write_all(&raw).await?;
+                } else {
+                    count_status(status);
+                    match date_ahead {
+                        Some(ahead) => cw.write_all(&with_date(&reply.raw, ahead)).await?,
+                        None => cw.write_all(&reply.raw).await?,
+                    }
+                    cw.write_all(&reply_body).await?;
+                }
             }
         }
         if close_upstream {
             return Ok(());
         }
     }
+}
+
+fn status_of(raw: &[u8]) -> u16 {
+    String::from_utf8_lossy(&raw[..raw.len().min(16)])
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A reply head with its `Date` replaced by ours plus `ahead`.
+fn with_date(raw: &[u8], ahead: Duration) -> Vec<u8> {
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now() + ahead);
+    let mut out = Vec::new();
+    let mut lines = raw.split_inclusive(|&b| b == b'\n');
+    if let Some(first) = lines.next() {
+        out.extend_from_slice(first);
+        out.extend_from_slice(format!("Date: {date}\r\n").as_bytes());
+    }
+    for line in lines {
+        if !String::from_utf8_lossy(line)
+            .to_ascii_lowercase()
+            .starts_with("date:")
+        {
+            out.extend_from_slice(line);
+        }
+    }
+    out
 }
 
 /// The `host:port` of the `endpoint=` option of an S3 store URL.

@@ -100,8 +100,16 @@ pub struct Stored {
 /// A request on its way, or its answer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Req {
-    Get { if_none_match: Option<Version> },
-    Put { bytes: Bytes, cond: Cond },
+    Get {
+        if_none_match: Option<Version>,
+    },
+    Put {
+        bytes: Bytes,
+        cond: Cond,
+    },
+    /// Write the probe object and read its stamp back: the store's own clock (an acquirer's
+    /// [`Step::Stamp`]). It never touches the lease record.
+    Stamp,
 }
 
 /// Where a request is. Without faults a request is applied and answered within the tick it
@@ -124,6 +132,8 @@ pub enum Flight {
 pub enum Answer {
     Get(Get),
     Put(Put),
+    /// The store's stamp of the probe write.
+    Stamp(SystemTime),
     Unavailable,
 }
 
@@ -158,6 +168,9 @@ pub struct ClientState {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     t: u32,
+    /// How far the `Date` of every answer runs ahead of the store's clock (a gateway in front
+    /// of the store that sets its own: issue 29); `last_modified` and stamps are the store's.
+    date_ahead: u32,
     store: Option<Stored>,
     generations: u64,
     clients: Vec<ClientState>,
@@ -224,6 +237,9 @@ pub struct LeaseModel {
     pub faulty: Option<usize>,
     /// The only fault is a request held up (no lost or failed answers): a narrower search.
     pub only_delays: bool,
+    /// The answers' `Date` runs this many ticks ahead of the store's clock: every offset from
+    /// 0 to this one is an initial state (0: the store's own `Date`).
+    pub date_ahead: u32,
 }
 
 impl LeaseModel {
@@ -259,14 +275,15 @@ impl LeaseModel {
 
 pub(crate) fn apply(s: &mut State, req: &Req) -> Answer {
     match req {
+        Req::Stamp => Answer::Stamp(store_time(s.t)),
         Req::Get { if_none_match } => {
-            let server_now = Some(store_time(s.t));
+            let server_now = Some(store_time(s.t + s.date_ahead));
             Answer::Get(match &s.store {
                 None => Get::NotFound { server_now },
                 Some(o) if if_none_match.as_ref() == Some(&version(o)) => {
                     Get::NotModified { server_now }
                 }
-                Some(o) => Get::Found(object(o, s.t)),
+                Some(o) => Get::Found(object(o, s.t + s.date_ahead)),
             })
         }
         Req::Put { bytes, cond } => {
@@ -340,6 +357,7 @@ impl LeaseModel {
             Step::Put { bytes, cond } => {
                 Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Put { bytes, cond })))
             }
+            Step::Stamp => Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Stamp))),
             Step::Sleep { until, .. } => Phase::Acquiring(m, Io::Sleep(until)),
             Step::Acquired {
                 record,
@@ -429,8 +447,10 @@ impl LeaseModel {
                 let event = match answer {
                     Answer::Get(g) => Event::Read(Ok(g)),
                     Answer::Put(p) => Event::Put(Ok(p)),
+                    Answer::Stamp(t) => Event::Stamped(Ok(Some(t))),
                     Answer::Unavailable => match self.req_of(s, c) {
                         Some(Req::Get { .. }) => Event::Read(Err(unavailable())),
+                        Some(Req::Stamp) => Event::Stamped(Err(unavailable())),
                         _ => Event::Put(Err(unavailable())),
                     },
                 };
@@ -440,6 +460,7 @@ impl LeaseModel {
                 let event = match answer {
                     Answer::Get(g) => WriteEvent::Read(Ok(g)),
                     Answer::Put(p) => WriteEvent::Put(Ok(p)),
+                    Answer::Stamp(_) => unreachable!("a holder asks for no stamp"),
                     Answer::Unavailable => match self.req_of(s, c) {
                         Some(Req::Get { .. }) => WriteEvent::Read(Err(unavailable())),
                         _ => WriteEvent::Put(Err(unavailable())),
@@ -499,30 +520,33 @@ impl Model for LeaseModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        vec![State {
-            t: 0,
-            store: None,
-            generations: 0,
-            clients: vec![
-                ClientState {
-                    phase: Phase::Idle,
-                    nonces: 0,
-                    acquisitions: 0,
-                    since: 0,
-                    lag: 0,
-                };
-                self.clients
-            ],
-            orphans: vec![],
-            faults: 0,
-            breaks: 0,
-            deletes: 0,
-            granted: 0,
-            bad: None,
-            acquired_twice: false,
-            crashed_holding_at: None,
-            acquired_after_crash: false,
-        }]
+        (0..=self.date_ahead)
+            .map(|date_ahead| State {
+                t: 0,
+                date_ahead,
+                store: None,
+                generations: 0,
+                clients: vec![
+                    ClientState {
+                        phase: Phase::Idle,
+                        nonces: 0,
+                        acquisitions: 0,
+                        since: 0,
+                        lag: 0,
+                    };
+                    self.clients
+                ],
+                orphans: vec![],
+                faults: 0,
+                breaks: 0,
+                deletes: 0,
+                granted: 0,
+                bad: None,
+                acquired_twice: false,
+                crashed_holding_at: None,
+                acquired_after_crash: false,
+            })
+            .collect()
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
@@ -840,6 +864,7 @@ pub fn base() -> LeaseModel {
         crashes: false,
         faulty: None,
         only_delays: false,
+        date_ahead: 0,
     }
 }
 

@@ -245,6 +245,7 @@ fn record_of(bytes: &[u8]) -> QueueRecord {
 /// land, and the grants it makes (FIFO, tokens).
 fn apply(s: &mut State, req: &Req) -> Answer {
     match req {
+        Req::Stamp => unreachable!("queued locks' participants ask for no stamp"),
         Req::Get { if_none_match } => Answer::Get(match &s.store {
             None => Get::NotFound { server_now: None },
             Some(o) if if_none_match.as_ref() == Some(&version(o.generation)) => {
@@ -498,7 +499,7 @@ impl QueueModel {
                 Answer::Get(Get::NotModified { .. }) | Answer::Unavailable => {
                     s.participants[c].phase = Phase::Waiting { seen, blockers };
                 }
-                Answer::Put(_) => unreachable!("a poll reads"),
+                Answer::Put(_) | Answer::Stamp(_) => unreachable!("a poll reads"),
             },
             other => unreachable!("an answer for a participant that sent nothing: {other:?}"),
         }

@@ -48,6 +48,20 @@ fn mutual_exclusion_across_an_operators_break() {
 }
 
 #[test]
+fn mutual_exclusion_with_a_date_ahead_of_the_store() {
+    // Every answer's Date runs 0..=7 ticks ahead of the store's clock (ttl 4, grace 1,
+    // resolution 1: from 6 ahead a just-written record looks old enough by its Date). Takeovers
+    // by the store's clock go by the store's own stamps; a stamp request may fail or land late.
+    let m = LeaseModel {
+        date_ahead: 7,
+        max_faults: if deep() { 1 } else { 0 },
+        crashes: deep(),
+        ..base()
+    };
+    check(m, "a Date ahead of the store");
+}
+
+#[test]
 fn epochs_increase_over_releases_and_takeovers() {
     let m = LeaseModel {
         acquisitions: 2,

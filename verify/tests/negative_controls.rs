@@ -91,6 +91,26 @@ fn a_break_that_admits_at_once_gives_two_holders() {
     );
 }
 
+/// Issue 29: the store-clock rule that trusts an answer's `Date` gives two holders when a
+/// gateway's `Date` runs ahead of the store; with the fix the same model is safe (the check
+/// `mutual_exclusion_with_a_date_ahead_of_the_store` in lease_model.rs).
+#[test]
+fn a_store_clock_rule_that_trusts_date_gives_two_holders_behind_a_gateway_ahead() {
+    let m = LeaseModel {
+        date_ahead: 7,
+        ..base()
+    };
+    assert_eq!(
+        violated(
+            m,
+            LEASE,
+            Some(Mutant::TrustDate),
+            "a Date ahead of the store"
+        ),
+        Some("at most one holder believes")
+    );
+}
+
 #[test]
 fn a_record_made_again_at_the_known_epoch_reissues_an_epoch() {
     let m = LeaseModel {

@@ -3,6 +3,8 @@
 //!
 //! - Read the record (with `if_none_match` once a version is known), then [`decide`]: create,
 //!   take over, or wait until a rule could fire (or the poll interval, or the wait deadline).
+//! - A takeover by the store's clock that only the answer's `Date` supports first asks for the
+//!   store's own stamp ([`Step::Stamp`]): a gateway's `Date` is not the store's clock.
 //! - Write with [`WriteOp`]; a failed condition's read-back feeds the next decision without
 //!   another read.
 //! - A write whose outcome stayed unknown when it gave up may land later. Its nonce and send
@@ -55,6 +57,8 @@ pub enum Event {
     Start,
     Read(Result<Get>),
     Put(Result<Put>),
+    /// The store's stamp of the probe write ([`Step::Stamp`]); `Ok(None)`: the store gave none.
+    Stamped(Result<Option<SystemTime>>),
     Slept,
     /// The caller cancelled (delivered instead of `Slept` when a sleep was cut short).
     Cancelled,
@@ -73,6 +77,9 @@ pub enum Step {
         bytes: Bytes,
         cond: Cond,
     },
+    /// Learn the store's clock from a stamp of its own: write the probe object and read its
+    /// `last_modified` back (answer with [`Event::Stamped`]).
+    Stamp,
     /// Sleep until `until`; a release in this process may wake it early when `wake_on_release`.
     Sleep {
         until: Instant,
@@ -91,6 +98,7 @@ pub enum Step {
 enum Phase {
     Idle,
     Reading,
+    Stamping,
     Waiting,
     BackingOff,
     /// Writing our record (an acquisition attempt).
@@ -161,6 +169,12 @@ impl Acquirer {
         self.known
     }
 
+    /// Whether the store's answers' `Date` was refused: found ahead of the store's own stamp,
+    /// or no stamp could be had (the driver warns once).
+    pub fn date_refused(&self) -> bool {
+        self.view.date_refused
+    }
+
     /// The next step, given what happened, at `now` (monotonic) and `wall` (our wall clock).
     pub fn step(
         &mut self,
@@ -180,6 +194,10 @@ impl Acquirer {
             Phase::Reading => match event {
                 Event::Read(result) => self.after_read(result, now, wall, entropy),
                 other => unreachable!("a read answers with Read, not {other:?}"),
+            },
+            Phase::Stamping => match event {
+                Event::Stamped(result) => self.after_stamp(result, now, wall, entropy),
+                other => unreachable!("a stamp answers with Stamped, not {other:?}"),
             },
             Phase::Idle | Phase::Waiting | Phase::BackingOff => self.next(now, wall, entropy),
             Phase::Done => unreachable!("the acquisition is over"),
@@ -281,6 +299,29 @@ impl Acquirer {
         self.decide_and_act(now, wall, entropy)
     }
 
+    fn after_stamp(
+        &mut self,
+        result: Result<Option<SystemTime>>,
+        now: Instant,
+        wall: SystemTime,
+        entropy: &dyn Entropy,
+    ) -> Step {
+        let stamp = match result {
+            Ok(stamp) => stamp,
+            Err(e) if e.kind() == ErrorKind::Unavailable => {
+                return self.retry_later(e, now, entropy)
+            }
+            // No stamp to be had (the probe may not be written, say): the store-clock rule
+            // cannot be confirmed, and the observation rule decides.
+            Err(_) => None,
+        };
+        self.last_answer = now;
+        let timing = &self.plan.timing;
+        let grace = timing.grace_for(timing.ttl);
+        self.view.absorb_stamp(stamp, now, timing.resolution, grace);
+        self.decide_and_act(now, wall, entropy)
+    }
+
     fn decide_and_act(&mut self, now: Instant, wall: SystemTime, entropy: &dyn Entropy) -> Step {
         if let Some(r) = self.view.record() {
             self.known = self.known.max(r.epoch);
@@ -313,6 +354,10 @@ impl Acquirer {
                 holder,
                 epoch,
             } => return self.wait(until, holder, epoch, now, entropy),
+            Decision::Stamp => {
+                self.phase = Phase::Stamping;
+                return Step::Stamp;
+            }
         };
         let now_wall = timestamp(wall);
         let history = self.history(cond == Cond::Create, &now_wall);
@@ -570,6 +615,7 @@ fn write_event(event: Event) -> WriteEvent {
         Event::Start => WriteEvent::Start,
         Event::Read(r) => WriteEvent::Read(r),
         Event::Put(r) => WriteEvent::Put(r),
+        Event::Stamped(_) => unreachable!("no stamp is asked for while writing"),
         // A write in flight resolves its outcome even when cancelled.
         Event::Slept | Event::Cancelled => WriteEvent::Slept,
     }
@@ -593,3 +639,6 @@ fn io_step(step: WriteStep, now: Instant) -> Step {
 pub fn waited(start: Instant, now: Instant) -> Duration {
     now.saturating_duration_since(start)
 }
+
+#[cfg(test)]
+mod tests;

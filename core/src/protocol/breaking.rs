@@ -120,3 +120,6 @@ pub fn plan(
         cond: Cond::Match(version.clone()),
     }
 }
+
+#[cfg(test)]
+mod tests;

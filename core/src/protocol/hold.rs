@@ -219,55 +219,60 @@ impl Hold {
         self.last_send + self.timing.renew
     }
 
-    /// How long this holder may still rely on the lease (zero once lost or released).
+    /// Whether the holder believes it holds the lease at `now`: the lease is held (no release
+    /// sent, not lost) and its deadline has not come. The one decision of belief: the model
+    /// checker's "at most one holder believes" calls it, and so do [`Hold::remaining`] and
+    /// [`Hold::ensure_held`], hence `Lease::is_held`, `remaining` and `ensure_held`.
+    pub fn believes(&self, now: Instant) -> bool {
+        let holding = match self.phase {
+            Phase::Held => true,
+            // A release was sent: it may land at any moment (a waiter may hold the lease
+            // before the answer comes back).
+            Phase::Releasing => super::mutants::on(super::mutants::Mutant::BelieveWhileReleasing),
+            Phase::Released | Phase::Lost(_) => false,
+        };
+        holding && now < self.deadline()
+    }
+
+    /// How long this holder may still rely on the lease (zero once it no longer believes it
+    /// holds it: lost, released, being released, or past its deadline).
     pub fn remaining(&self, now: Instant) -> Duration {
-        match self.phase {
-            Phase::Held => self.deadline().saturating_duration_since(now),
-            Phase::Releasing
-                if super::mutants::on(super::mutants::Mutant::BelieveWhileReleasing) =>
-            {
-                self.deadline().saturating_duration_since(now)
-            }
-            _ => Duration::ZERO,
+        if self.believes(now) {
+            self.deadline().saturating_duration_since(now)
+        } else {
+            Duration::ZERO
         }
     }
 
-    /// Whether the holder believes it holds the lease at `now`.
-    pub fn believes(&self, now: Instant) -> bool {
-        !self.remaining(now).is_zero()
-    }
-
-    /// The time left, if at least `min`; else a `Lost` error saying why.
+    /// The time left, if the holder believes it holds the lease for at least `min` more; else a
+    /// `Lost` error saying why.
     pub fn ensure_held(&self, now: Instant, min: Duration) -> Result<Duration> {
-        match &self.phase {
-            Phase::Lost(reason) => Err(self.lost_error(reason)),
-            Phase::Releasing | Phase::Released => Err(Error::new(
+        if !self.believes(now) {
+            return Err(match &self.phase {
+                Phase::Lost(reason) => self.lost_error(reason),
+                Phase::Releasing | Phase::Released => {
+                    Error::new(ErrorKind::Lost, format!("{} was released", self.url))
+                        .with_lease(&self.url)
+                        .with_epoch(self.shown_epoch())
+                }
+                Phase::Held => self.lost_error(&LostReason::Expired),
+            });
+        }
+        let left = self.remaining(now);
+        if left < min {
+            return Err(Error::new(
                 ErrorKind::Lost,
-                format!("{} was released", self.url),
+                format!(
+                    "{} has {} left, less than the {} required",
+                    self.url,
+                    format_duration(left),
+                    format_duration(min)
+                ),
             )
             .with_lease(&self.url)
-            .with_epoch(self.shown_epoch())),
-            Phase::Held => {
-                let left = self.remaining(now);
-                if left.is_zero() {
-                    return Err(self.lost_error(&LostReason::Expired));
-                }
-                if left < min {
-                    return Err(Error::new(
-                        ErrorKind::Lost,
-                        format!(
-                            "{} has {} left, less than the {} required",
-                            self.url,
-                            format_duration(left),
-                            format_duration(min)
-                        ),
-                    )
-                    .with_lease(&self.url)
-                    .with_epoch(self.shown_epoch()));
-                }
-                Ok(left)
-            }
+            .with_epoch(self.shown_epoch()));
         }
+        Ok(left)
     }
 
     pub fn lost_error(&self, reason: &LostReason) -> Error {
@@ -436,3 +441,6 @@ impl Hold {
         Some((next, Cond::Match(obj.version.clone())))
     }
 }
+
+#[cfg(test)]
+mod tests;

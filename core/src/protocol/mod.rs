@@ -28,6 +28,8 @@ pub mod hold;
 pub mod mutants;
 pub mod queue;
 pub mod takeover;
+#[cfg(test)]
+mod testing;
 pub mod view;
 pub mod write;
 
@@ -82,3 +84,6 @@ impl Backoff {
         d
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,6 +29,9 @@ pub enum Mutant {
     /// Queued locks: only the waiters at the head of their line check anyone's session, so a
     /// dead head waiter behind a dead holder strands everyone behind it.
     QueueOnlyHeadsCheck = 7,
+    /// The store-clock rule trusts an answer's `Date` as the store's clock (issue 29): a
+    /// gateway whose clock runs ahead makes a live holder's record look expired.
+    TrustDate = 8,
 }
 
 #[cfg(feature = "negative-controls")]

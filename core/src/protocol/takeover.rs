@@ -4,9 +4,16 @@
 //! surely passed (docs/protocol.md §4):
 //! - the observation rule: the same version seen unchanged for `ttl + grace` on our own
 //!   monotonic clock, counted from after the answer that first showed it;
-//! - the store-clock rule: `server_now - last_modified >= ttl + grace + resolution`, both
+//! - the store-clock rule: `store_now - last_modified >= ttl + grace + resolution`, both
 //!   readings from the store's clock (truncated to its resolution, hence the `>=` and the
 //!   resolution: the measured age exceeds the true age by less than one resolution).
+//!
+//! **(changed)** `store_now` is judged from a time the store stamped itself: the
+//! `last_modified` of a write read back (a probe, [`View::stamp`]) plus the time since that
+//! answer came on our own clock. An answer's `Date` is not the store's clock when a gateway
+//! in front of the store sets its own (nginx does by default), so `Date` only says *when* to
+//! look: when it says the record is old enough, the decision is [`Decision::Stamp`], and the
+//! takeover waits for a stamp that agrees (issue 29).
 
 use std::time::{Duration, SystemTime};
 
@@ -27,6 +34,11 @@ pub enum Decision {
         epoch: u64,
         rev: u64,
     },
+    /// The answer's `Date` says the store-clock rule allows a takeover: confirm it with the
+    /// store's own stamp (write the probe object, read its `last_modified` back, and feed it to
+    /// [`View::absorb_stamp`]), then decide again. Never returned once the view holds a stamp
+    /// that is still usable or once its `Date` was refused.
+    Stamp,
     /// Someone holds it: look again at `until` at the latest.
     Wait {
         until: Instant,
@@ -108,22 +120,249 @@ pub fn decide(
         until = Some(at);
     }
     if timing.store_clock_rule {
-        if let (Some(modified), Some((server_now, at))) = (last_modified, view.server_now) {
+        if let Some(modified) = last_modified {
             let limit = record_ttl + grace + timing.resolution;
-            let age = server_now
-                .duration_since(*modified)
-                .unwrap_or(Duration::ZERO);
-            if age >= limit {
-                return take_over();
+            let age_at = |store_now: SystemTime| {
+                store_now
+                    .duration_since(*modified)
+                    .unwrap_or(Duration::ZERO)
+            };
+            if let Some((stamped, got)) = view.usable_stamp(now, record_ttl + grace) {
+                // The store's clock now reads at least its own stamp plus the time since the
+                // answer that carried it (rate drift over at most ttl + grace: what grace is for).
+                let age = age_at(stamped + now.saturating_duration_since(got));
+                if age >= limit {
+                    return take_over();
+                }
+                let at = now + (limit - age);
+                until = Some(until.map_or(at, |u| u.min(at)));
+            } else if let (false, Some((server_now, at))) = (view.date_refused, view.server_now) {
+                let age = age_at(server_now);
+                if age >= limit {
+                    if super::mutants::on(super::mutants::Mutant::TrustDate) {
+                        return take_over();
+                    }
+                    return Decision::Stamp;
+                }
+                // Look again once the store's clock should show the record old enough.
+                let estimate = at + (limit - age) + timing.resolution;
+                until = Some(until.map_or(estimate, |u| u.min(estimate)));
             }
-            // Look again once the store's clock should show the record old enough.
-            let estimate = at + (limit - age) + timing.resolution;
-            until = Some(until.map_or(estimate, |u| u.min(estimate)));
         }
     }
     Decision::Wait {
         until: until.unwrap_or(now + MAX_TTL),
         holder,
         epoch,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The store-clock rule's decisions, each boundary pinned: ttl 20 s, grace 2 s (the
+    //! default, ttl/10), resolution 1 s, so `limit` = 23 s; stamps usable for ttl + grace = 22 s.
+    #![allow(clippy::disallowed_methods)] // a fixed origin for the instants
+
+    use super::*;
+    use crate::options::LeaseOptions;
+    use crate::record::{Record, FORMAT};
+    use crate::store::Capabilities;
+
+    const MS: Duration = Duration::from_millis(1);
+    const LIMIT: Duration = Duration::from_secs(23);
+
+    fn s(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    fn timing(observation: bool) -> Timing {
+        let caps = Capabilities {
+            conditional_delete: true,
+            clock_resolution: s(1),
+            store_clock_rule: true,
+            wall_clock: true,
+            versions_are_unique: true,
+        };
+        LeaseOptions::new(s(20))
+            .observation_rule(observation)
+            .timing(&caps)
+            .unwrap()
+    }
+
+    /// The record's `Last-Modified`.
+    fn modified() -> SystemTime {
+        SystemTime::UNIX_EPOCH + s(1_800_000_000)
+    }
+
+    fn origin() -> Instant {
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *ORIGIN.get_or_init(Instant::now)
+    }
+
+    /// A held record (ttl 20 s) first seen at `origin()`, the answer's `Date` `date_age` after
+    /// its `Last-Modified`, received at `origin()`.
+    fn view(date_age: Duration) -> View {
+        let record = Record {
+            format: FORMAT,
+            epoch: 7,
+            rev: 3,
+            state: RecordState::Held,
+            ttl_ms: 20_000,
+            holder: Holder {
+                id: "holder".into(),
+                ..Holder::default()
+            },
+            acquired_at: None,
+            renewed_at: None,
+            data: None,
+            prev: vec![],
+            write: Some("w".into()),
+            broken: None,
+        };
+        View {
+            seen: Some(Seen::Present {
+                version: Version::etag("v"),
+                parsed: Parsed::Valid(record),
+                last_modified: Some(modified()),
+                first_seen: origin(),
+            }),
+            server_now: Some((modified() + date_age, origin())),
+            stamp: None,
+            date_refused: false,
+        }
+    }
+
+    fn decide_at(view: &View, after: Duration) -> Decision {
+        decide(view, &timing(false), 0, origin() + after, SystemTime::now())
+    }
+
+    fn wait_until(d: Decision) -> Instant {
+        match d {
+            Decision::Wait { until, .. } => until,
+            other => panic!("expected Wait, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_date_that_says_old_enough_asks_for_a_stamp_instead_of_taking_over() {
+        assert_eq!(decide_at(&view(LIMIT), Duration::ZERO), Decision::Stamp);
+        assert_eq!(decide_at(&view(s(3600)), Duration::ZERO), Decision::Stamp);
+        // One ms short: wait until the Date should say so, plus its resolution.
+        let until = wait_until(decide_at(&view(LIMIT - MS), Duration::ZERO));
+        assert_eq!(until, origin() + MS + s(1));
+    }
+
+    #[test]
+    fn a_stamp_old_enough_takes_over_and_one_short_waits_exactly() {
+        let mut v = view(LIMIT);
+        // Stamped 20 s after the record, received at 1 s: 3 s later it is 23 s old.
+        v.stamp = Some((modified() + s(20), origin() + s(1)));
+        assert!(matches!(
+            decide_at(&v, s(4)),
+            Decision::TakeOver {
+                epoch: 8,
+                rev: 4,
+                ..
+            }
+        ));
+        assert_eq!(
+            wait_until(decide_at(&v, s(4) - MS)),
+            origin() + s(4),
+            "the time left by the stamp, counted on our clock"
+        );
+    }
+
+    #[test]
+    fn a_stamp_that_disagrees_with_date_waits_and_asks_for_no_other() {
+        let mut v = view(s(60));
+        v.stamp = Some((modified() + s(1), origin() + s(1)));
+        // The Date says an hour; the store's stamp says 1 s + time since.
+        assert_eq!(wait_until(decide_at(&v, s(2))), origin() + s(23));
+    }
+
+    #[test]
+    fn a_stamp_is_used_for_ttl_plus_grace_on_our_clock_then_date_asks_again() {
+        let mut v = view(s(60));
+        v.stamp = Some((modified(), origin()));
+        // 22 s after it came: still used (the Date is not looked at).
+        assert!(matches!(decide_at(&v, s(22)), Decision::Wait { .. }));
+        // A moment later it is too old to extrapolate: the Date asks for a new one.
+        assert_eq!(decide_at(&v, s(22) + MS), Decision::Stamp);
+        assert_eq!(v.usable_stamp(origin() + s(22), s(22)), v.stamp);
+        assert_eq!(v.usable_stamp(origin() + s(22) + MS, s(22)), None);
+    }
+
+    #[test]
+    fn a_refused_date_asks_for_no_stamp() {
+        let mut v = view(s(3600));
+        v.date_refused = true;
+        // Nothing to go by but the observation rule (off here): look again after MAX_TTL.
+        assert_eq!(
+            wait_until(decide_at(&v, Duration::ZERO)),
+            origin() + MAX_TTL
+        );
+        // With a fresh stamp the store-clock rule still works.
+        v.stamp = Some((modified() + LIMIT, origin()));
+        assert!(matches!(
+            decide_at(&v, Duration::ZERO),
+            Decision::TakeOver { .. }
+        ));
+    }
+
+    #[test]
+    fn the_observation_rule_needs_no_stamp() {
+        let v = view(s(3600));
+        let t = timing(true);
+        // ttl + grace after first seen.
+        let at = origin() + s(22);
+        assert!(matches!(
+            decide(&v, &t, 0, at, SystemTime::now()),
+            Decision::TakeOver { .. }
+        ));
+        assert_eq!(
+            decide(&v, &t, 0, at - MS, SystemTime::now()),
+            Decision::Stamp
+        );
+    }
+
+    #[test]
+    fn without_the_store_clock_rule_neither_date_nor_stamp_counts() {
+        let mut v = view(s(3600));
+        v.stamp = Some((modified() + s(3600), origin()));
+        let t = LeaseOptions::new(s(20))
+            .store_clock_rule(false)
+            .timing(&Capabilities {
+                conditional_delete: true,
+                clock_resolution: s(1),
+                store_clock_rule: true,
+                wall_clock: true,
+                versions_are_unique: true,
+            })
+            .unwrap();
+        assert_eq!(
+            wait_until(decide(&v, &t, 0, origin(), SystemTime::now())),
+            origin() + s(22)
+        );
+    }
+
+    #[test]
+    fn a_stamp_refuses_a_date_ahead_by_more_than_resolution_plus_grace() {
+        let res = s(1);
+        let grace = s(2);
+        // The Date read before the probe: 3 s ahead of the stamp is refused...
+        let mut v = view(s(3));
+        assert!(v.absorb_stamp(Some(modified()), origin(), res, grace));
+        assert!(v.date_refused);
+        assert_eq!(v.stamp, Some((modified(), origin())));
+        // ... and only once.
+        assert!(!v.absorb_stamp(Some(modified()), origin(), res, grace));
+        // A moment less is the truncation and skew an honest store shows.
+        let mut v = view(s(3) - MS);
+        assert!(!v.absorb_stamp(Some(modified()), origin(), res, grace));
+        assert!(!v.date_refused);
+        // No stamp to be had: the Date cannot be confirmed, and asks for no more.
+        let mut v = view(Duration::ZERO);
+        assert!(v.absorb_stamp(None, origin(), res, grace));
+        assert!(v.date_refused && v.stamp.is_none());
     }
 }

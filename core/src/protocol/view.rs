@@ -1,7 +1,7 @@
-//! What a client has seen of a record: the last version read, when it first saw it, and the
-//! store's clock at the last answer.
+//! What a client has seen of a record: the last version read, when it first saw it, the
+//! store's clock at the last answer (its `Date`), and the store's own stamp of a write.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::clock::Instant;
 use crate::record::{Parsed, Prev, Record};
@@ -11,8 +11,17 @@ use crate::store::{Get, Version};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct View {
     pub seen: Option<Seen>,
-    /// The store's clock at the last answer, and when (on our clock) that answer came.
+    /// The store's clock at the last answer (its `Date`), and when (on our clock) that answer
+    /// came. A gateway in front of the store may set its own `Date`: this only says when to
+    /// look for a stamp (docs/protocol.md §4).
     pub server_now: Option<(SystemTime, Instant)>,
+    /// The store's own clock: the `last_modified` of a write read back (the probe object's),
+    /// and when (on our clock) that answer came. The store's clock then reads at least the
+    /// stamp plus the time since.
+    pub stamp: Option<(SystemTime, Instant)>,
+    /// Set once `Date` was found ahead of the store's own stamp (or no stamp could be had): the
+    /// store-clock rule then goes by stamps alone, and `Date` asks for no more of them.
+    pub date_refused: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -45,7 +54,44 @@ impl View {
                 first_seen: now,
             }),
             server_now: None,
+            stamp: None,
+            date_refused: false,
         }
+    }
+
+    /// The stamp, while at most `span` old on our clock: rate drift is bounded over the spans
+    /// the rules measure (ttl + grace), not over hours.
+    pub fn usable_stamp(&self, now: Instant, span: Duration) -> Option<(SystemTime, Instant)> {
+        self.stamp
+            .filter(|(_, got)| now.saturating_duration_since(*got) <= span)
+    }
+
+    /// Take in the store's stamp of a write made after the last read (`None`: no stamp could
+    /// be had), received at `now`. The `Date` of that read came before the write was sent, so
+    /// the store's clock read no more than the stamp then (plus less than one `resolution` of
+    /// truncation, and store-node skew, which `grace` bounds). A `Date` further ahead than
+    /// `resolution + grace` is not the store's clock: it is refused from now on. Returns true
+    /// when this refused it.
+    pub fn absorb_stamp(
+        &mut self,
+        stamp: Option<SystemTime>,
+        now: Instant,
+        resolution: Duration,
+        grace: Duration,
+    ) -> bool {
+        let was = self.date_refused;
+        match stamp {
+            Some(t) => {
+                self.stamp = Some((t, now));
+                if let Some((date, _)) = self.server_now {
+                    if date >= t + resolution + grace {
+                        self.date_refused = true;
+                    }
+                }
+            }
+            None => self.date_refused = true,
+        }
+        self.date_refused && !was
     }
 
     /// The valid record seen, if any.
@@ -104,3 +150,6 @@ impl View {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

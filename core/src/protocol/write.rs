@@ -197,3 +197,6 @@ impl WriteOp {
         self.sleep(After::Put, entropy)
     }
 }
+
+#[cfg(test)]
+mod tests;

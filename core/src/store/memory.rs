@@ -157,9 +157,17 @@ impl MemoryStore {
         MemoryStore::with_clock(Arc::new(SystemClock))
     }
 
-    /// A private store whose `last_modified` and `server_now` come from `clock`.
+    /// A private store whose `last_modified` and `server_now` come from `clock`. Its URL,
+    /// `memory://(private-N)`, is its own: what is keyed by a store's URL in this process (the
+    /// local wake-ups of waiters) never mixes two private stores.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        MemoryStore::connect("memory://(private)".into(), Arc::new(Shared::new()), clock)
+        static PRIVATE: AtomicU64 = AtomicU64::new(1);
+        let n = PRIVATE.fetch_add(1, Ordering::Relaxed);
+        MemoryStore::connect(
+            format!("memory://(private-{n})"),
+            Arc::new(Shared::new()),
+            clock,
+        )
     }
 
     fn connect(url: String, shared: Arc<Shared>, clock: Arc<dyn Clock>) -> Self {
@@ -480,6 +488,10 @@ impl Faults<'_> {
 impl Store for MemoryStore {
     fn url(&self) -> &str {
         &self.url
+    }
+
+    fn answers_carry_store_clock(&self) -> bool {
+        true
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -226,6 +226,15 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         Duration::ZERO
     }
 
+    /// Whether an answer's `server_now` is read from the same clock that stamps
+    /// `last_modified`, with nothing that can stand between (memory, file). Remote stores'
+    /// answers carry a `Date` that a gateway in front of the store may set from its own clock
+    /// (nginx does by default), so a takeover by the store's clock is first confirmed by a
+    /// write's stamp (docs/protocol.md §4). `false` (confirm) unless a store overrides it.
+    fn answers_carry_store_clock(&self) -> bool {
+        false
+    }
+
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get>;
 
     async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put>;

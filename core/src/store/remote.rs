@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use bytes::Bytes;
 use serde::Deserialize;
 
-use super::http::{encode_component, HttpClient, Method, Request};
+use super::http::{encode_component, HttpClient, Method, Request, SendError};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 
@@ -134,7 +134,21 @@ impl TokenCache {
                 _ => {}
             }
         }
-        let token = fetch().await?;
+        let token = match fetch().await {
+            Ok(token) => token,
+            // The endpoint is out for a moment (a metadata server's blip) while the token we
+            // have still works: use it until it expires (issue 29).
+            Err(e) => match cached.as_ref() {
+                Some((token, _)) if token.expires.is_some_and(|at| at > now) => {
+                    tracing::warn!(
+                        "could not refresh an access token, using the current one until it \
+                         expires: {e}"
+                    );
+                    return Ok(token.value.clone());
+                }
+                _ => return Err(e),
+            },
+        };
         let lifetime = token
             .expires
             .map_or(Duration::MAX, |at| at.saturating_duration_since(now));
@@ -151,6 +165,54 @@ struct TokenAnswer {
     access_token: String,
     #[serde(default)]
     expires_in: Option<serde_json::Value>,
+    /// When the token expires: seconds since the Unix epoch (a number or a string), or
+    /// `MM/DD/YYYY hh:mm:ss AM +00:00` from App Service's older API. App Service and Azure
+    /// Functions answer with this alone (learn.microsoft.com/azure/app-service/
+    /// overview-managed-identity: "expires_on: The timespan when the access token expires").
+    #[serde(default)]
+    expires_on: Option<serde_json::Value>,
+}
+
+/// `expires_on` as a time: seconds since the epoch, or App Service's older
+/// `MM/DD/YYYY hh:mm:ss AM|PM +00:00`.
+fn parse_expires_on(v: &serde_json::Value) -> Option<std::time::SystemTime> {
+    let secs = match v {
+        serde_json::Value::Number(n) => n.as_u64(),
+        serde_json::Value::String(s) => s.trim().parse::<u64>().ok().or_else(|| {
+            // 09/14/2017 00:00:00 PM +00:00
+            let mut it = s.split_whitespace();
+            let date: Vec<u64> = it
+                .next()?
+                .split('/')
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let time: Vec<u64> = it
+                .next()?
+                .split(':')
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let ampm = it.next()?;
+            let offset = it.next().unwrap_or("+00:00");
+            if date.len() != 3 || time.len() != 3 || offset != "+00:00" {
+                return None;
+            }
+            let (m, d, y) = (date[0], date[1], date[2]);
+            let mut h = time[0] % 12;
+            if ampm.eq_ignore_ascii_case("PM") {
+                h += 12;
+            }
+            // Days from the civil date (Howard Hinnant's algorithm).
+            let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+            let era = y / 400;
+            let yoe = y - era * 400;
+            let doy = (153 * m + 2) / 5 + d - 1;
+            let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+            let days = era * 146_097 + doe - 719_468;
+            Some(days * 86_400 + h * 3600 + time[1] * 60 + time[2])
+        }),
+        _ => None,
+    }?;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs))
 }
 
 /// Read a token endpoint's answer. `what` names the credential for messages.
@@ -186,9 +248,22 @@ pub(crate) fn token_from_answer(
         serde_json::Value::String(s) => s.parse().ok(),
         _ => None,
     });
+    let expires = match (
+        expires_in,
+        answer.expires_on.as_ref().and_then(parse_expires_on),
+    ) {
+        (Some(s), _) => Some(now + Duration::from_secs(s)),
+        // Only `expires_on` (App Service, Azure Functions): a time on the wall clock.
+        (None, Some(at)) => Some(
+            now + at
+                .duration_since(SystemClock.wall())
+                .unwrap_or(Duration::ZERO),
+        ),
+        (None, None) => None,
+    };
     Ok(Token {
         value: answer.access_token,
-        expires: expires_in.map(|s| now + Duration::from_secs(s)),
+        expires,
     })
 }
 
@@ -229,6 +304,61 @@ pub(crate) async fn fetch_token(
         )
     })?;
     token_from_answer(what, response.status, response.body.as_ref(), now)
+}
+
+/// Attempts of [`fetch_token_retrying`], and the first pause (doubled after each attempt).
+pub(crate) const METADATA_ATTEMPTS: u32 = 4;
+const METADATA_FIRST_PAUSE: Duration = Duration::from_millis(200);
+
+/// A metadata server's token (GCE's, Azure's IMDS, App Service's identity endpoint): answers
+/// that say "not now" are retried with exponential backoff (`METADATA_ATTEMPTS` attempts,
+/// about 1.4 s): 408, 429, 5xx, a timeout or a reset, and the statuses in `also` (IMDS: 404
+/// and 410 while an identity is being provisioned; learn.microsoft.com/entra/identity/
+/// managed-identities-azure-resources/how-to-use-vm-token#error-handling: "retry with
+/// exponential backoff" on 404, 410, 429 and 5xx). A transient failure that outlasts the
+/// retries stays `Unavailable` (the caller's own retries go on); a server that refuses the
+/// connection or does not resolve is not there at all, and is not retried.
+pub(crate) async fn fetch_token_retrying(
+    http: &HttpClient,
+    what: &str,
+    url: &str,
+    build: impl Fn() -> Result<Request<super::http::Body>>,
+    also: &[u16],
+) -> Result<Token> {
+    let mut pause = METADATA_FIRST_PAUSE;
+    let mut attempt = 1;
+    loop {
+        let now = SystemClock.now();
+        let error = match http.send(build()?, Some(64 * 1024)).await {
+            Ok(r) if also.contains(&r.status) || r.status == 408 => Error::unavailable(format!(
+                "{what}: the metadata server answered HTTP {} (not ready yet)",
+                r.status
+            )),
+            Ok(r) => match token_from_answer(what, r.status, r.body.as_ref(), now) {
+                Err(e) if e.kind() == crate::ErrorKind::Unavailable => e,
+                other => return other,
+            },
+            Err(e @ SendError::Unknown(_)) => e.into_error(
+                &format!("{what}: cannot get a token"),
+                url,
+                "the request can be retried",
+            ),
+            Err(e) => {
+                return Err(e.into_error(
+                    &format!("{what}: cannot get a token"),
+                    url,
+                    "the request can be retried",
+                ))
+            }
+        };
+        if attempt >= METADATA_ATTEMPTS {
+            return Err(error.context(format!("after {attempt} attempts")));
+        }
+        tracing::debug!("{error}; trying again in {pause:?}");
+        SystemClock.sleep(pause).await;
+        pause *= 2;
+        attempt += 1;
+    }
 }
 
 #[cfg(test)]
@@ -343,5 +473,73 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(c, "fresh");
+    }
+
+    /// App Service and Azure Functions answer with `expires_on` alone (issue 29): the token
+    /// expires then, and is refreshed five minutes before (it was kept forever).
+    #[test]
+    fn a_token_with_only_expires_on_expires() {
+        let now = SystemClock.now();
+        let wall = SystemClock.wall();
+        let in_an_hour = wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 3600;
+        for body in [
+            format!(
+                r#"{{"access_token":"t","expires_on":"{in_an_hour}","resource":"r","token_type":"Bearer"}}"#
+            ),
+            format!(r#"{{"access_token":"t","expires_on":{in_an_hour}}}"#),
+        ] {
+            let token = token_from_answer("w", 200, Some(&Bytes::from(body.clone())), now).unwrap();
+            let left = token.expires.expect(&body).saturating_duration_since(now);
+            assert!(
+                left > Duration::from_secs(3590) && left <= Duration::from_secs(3600),
+                "{body}: {left:?}"
+            );
+        }
+        // App Service's older API: "MM/DD/YYYY hh:mm:ss AM|PM +00:00".
+        let at = parse_expires_on(&serde_json::json!("09/14/2017 03:04:05 PM +00:00")).unwrap();
+        assert_eq!(
+            at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs(),
+            1_505_401_445
+        );
+        assert_eq!(parse_expires_on(&serde_json::json!("soon")), None);
+        // expires_in wins where both are given (IMDS sends both).
+        let both = r#"{"access_token":"t","expires_in":"60","expires_on":"1"}"#;
+        let token = token_from_answer("w", 200, Some(&Bytes::from(both)), now).unwrap();
+        assert_eq!(token.expires, Some(now + Duration::from_secs(60)));
+    }
+
+    /// A metadata server that blips while the cached token is still valid: the cached token
+    /// is used (issue 29); once it has expired, the failure is the caller's.
+    #[tokio::test]
+    async fn a_failed_refresh_uses_the_token_until_it_expires() {
+        let now = SystemClock.now();
+        // A token of an hour with a minute left: due for a refresh (five minutes before).
+        let cache = TokenCache {
+            cached: tokio::sync::Mutex::new(Some((
+                Token {
+                    value: "old".into(),
+                    expires: Some(now + Duration::from_secs(60)),
+                },
+                Duration::from_secs(3600),
+            ))),
+        };
+        let blip = || async { Err(Error::unavailable("HTTP 503 from the metadata server")) };
+        assert_eq!(cache.get(blip).await.unwrap(), "old");
+        let expired = TokenCache::default();
+        expired
+            .get(|| async {
+                Ok(Token {
+                    value: "gone".into(),
+                    expires: Some(now),
+                })
+            })
+            .await
+            .unwrap();
+        let e = expired.get(blip).await.unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Unavailable);
     }
 }

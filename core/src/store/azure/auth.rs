@@ -25,7 +25,7 @@ use base64::Engine;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::store::http::{HttpClient, Method, Request};
-use crate::store::remote::{env_nonempty, fetch_token, fetch_token_form, Token};
+use crate::store::remote::{env_nonempty, fetch_token_form, fetch_token_retrying, Token};
 
 /// Azurite's development account and its published key (not a secret: it is in Microsoft's
 /// documentation and in every Azure SDK).
@@ -374,29 +374,42 @@ impl Identity {
                 if let Some(id) = client_id {
                     url.push_str(&format!("&client_id={id}"));
                 }
-                let request = Request::builder()
-                    .method(Method::GET)
-                    .uri(&url)
-                    .header("x-identity-header", header)
-                    .body(Default::default())
-                    .map_err(|e| Error::invalid(format!("{what}: bad IDENTITY_ENDPOINT ({e})")))?;
-                fetch_token(http, &what, &url, request).await
+                let build = || {
+                    Request::builder()
+                        .method(Method::GET)
+                        .uri(&url)
+                        .header("x-identity-header", header)
+                        .body(Default::default())
+                        .map_err(|e| Error::invalid(format!("{what}: bad IDENTITY_ENDPOINT ({e})")))
+                };
+                fetch_token_retrying(http, &what, &url, build, &[]).await
             }
             Identity::ManagedIdentityOrCli { client_id, imds } => {
                 let mut url = format!("{imds}?api-version=2018-02-01&resource={RESOURCE}");
                 if let Some(id) = client_id {
                     url.push_str(&format!("&client_id={id}"));
                 }
-                let request = Request::builder()
-                    .method(Method::GET)
-                    .uri(&url)
-                    .header("metadata", "true")
-                    .body(Default::default())
-                    .map_err(|e| Error::invalid(format!("{what}: bad IMDS address ({e})")))?;
-                let imds_error = match fetch_token(http, &what, &url, request).await {
-                    Ok(token) => return Ok(token),
-                    Err(e) => e,
+                let build = || {
+                    Request::builder()
+                        .method(Method::GET)
+                        .uri(&url)
+                        .header("metadata", "true")
+                        .body(Default::default())
+                        .map_err(|e| Error::invalid(format!("{what}: bad IMDS address ({e})")))
                 };
+                // IMDS answers 404 and 410 while the identity is being provisioned.
+                let imds_error =
+                    match fetch_token_retrying(http, &what, &url, build, &[404, 410]).await {
+                        Ok(token) => return Ok(token),
+                        // IMDS is there and says "not now": a blip, not a missing credential.
+                        Err(e)
+                            if e.kind() == crate::ErrorKind::Unavailable
+                                && !e.message().contains("connection failed") =>
+                        {
+                            return Err(e)
+                        }
+                        Err(e) => e,
+                    };
                 azure_cli_token().await.map_err(|cli_error| {
                     Error::store(format!(
                         "no Azure credentials found: set AZURE_STORAGE_CONNECTION_STRING, \

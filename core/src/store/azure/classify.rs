@@ -90,9 +90,9 @@ fn classify_answer(i: ClassifyInput<'_>) -> Failure {
         (401, _) => store(format!(
             "the credentials were not accepted: check {credentials}"
         )),
-        (403, "AuthenticationFailed") if message.to_ascii_lowercase().contains("time") => store(
-            "the request's time is too far from the server's (more than 15 minutes): fix this \
-             machine's clock (NTP)"
+        (403, "AuthenticationFailed") if is_clock_skew(message) => store(
+            "the request's date is too far from the service's clock (Azure accepts 15 minutes): \
+             fix this machine's clock (NTP)"
                 .into(),
         ),
         (403, "AuthenticationFailed") => store(format!(
@@ -113,15 +113,39 @@ fn classify_answer(i: ClassifyInput<'_>) -> Failure {
     }
 }
 
-/// The message in an Azure error body (`<Error><Code>…</Code><Message>…</Message>`).
+/// Whether an `AuthenticationFailed` message says the request's date was refused. Azure
+/// puts the reason in `<AuthenticationErrorDetail>` ("Request date header too old: '…'", or
+/// "… too far in the future"), which [`error_message`] appends; its `<Message>` is the generic
+/// "Server failed to authenticate the request" (issue 29: the hint looked for "time" there).
+pub(super) fn is_clock_skew(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("request date header") || m.contains("x-ms-date") && m.contains("too")
+}
+
+/// The text of the first `<TAG>…</TAG>` of `body`, whitespace folded.
+fn element(body: &str, tag: &str) -> Option<String> {
+    let open = format!("<{tag}>");
+    let start = body.find(&open)? + open.len();
+    let rest = &body[start..];
+    let end = rest.find(&format!("</{tag}>")).unwrap_or(rest.len());
+    Some(rest[..end].split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// The message in an Azure error body (`<Error><Code>…</Code><Message>…</Message>`), with the
+/// `<AuthenticationErrorDetail>` Azure adds to an `AuthenticationFailed` appended.
 pub(super) fn error_message(body: &str) -> String {
-    let Some(start) = body.find("<Message>") else {
+    let Some(message) = element(body, "Message") else {
         return String::new();
     };
-    let rest = &body[start + "<Message>".len()..];
-    let end = rest.find("</Message>").unwrap_or(rest.len());
     // Azure appends RequestId and Time on lines of their own: keep what comes before.
-    let message = &rest[..end];
-    let message = message.split("RequestId:").next().unwrap_or(message);
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
+    let message = message
+        .split("RequestId:")
+        .next()
+        .unwrap_or(&message)
+        .trim()
+        .to_string();
+    match element(body, "AuthenticationErrorDetail") {
+        Some(detail) if !detail.is_empty() => format!("{message} ({detail})"),
+        _ => message,
+    }
 }

@@ -120,3 +120,41 @@ fn error_messages_from_bodies() {
     assert_eq!(error_message(body), "The specified blob does not exist.");
     assert_eq!(error_message("nothing"), "");
 }
+
+/// Azure's answer to a request whose date is more than 15 minutes off: the reason is in
+/// `<AuthenticationErrorDetail>`, the `<Message>` is generic (issue 29).
+#[test]
+fn a_request_date_too_far_from_the_service_says_fix_the_clock() {
+    let body =
+        "\u{feff}<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>AuthenticationFailed\
+                </Code><Message>Server failed to authenticate the request. Make sure the value \
+                of Authorization header is formed correctly including the signature.\n\
+                RequestId:x\nTime:2026-11-25T10:00:00.0000000Z</Message>\
+                <AuthenticationErrorDetail>Request date header too old: 'Wed, 25 Nov 2026 09:40:00 \
+                GMT'</AuthenticationErrorDetail></Error>";
+    let message = error_message(body);
+    assert!(
+        message.contains("(Request date header too old: 'Wed"),
+        "{message}"
+    );
+    let classify = |message: &str| match classify_status(ClassifyInput {
+        op: Op::Get,
+        status: 403,
+        code: "AuthenticationFailed",
+        message,
+        what: "cannot read az://a/c/k on E",
+        container: "c",
+        credentials: "the creds",
+    }) {
+        Failure::Error(e) => e.message().to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert!(classify(&message).contains("fix this machine's clock"));
+    // A bad signature still points at the credentials.
+    let bad_key = error_message(
+        "<Error><Code>AuthenticationFailed</Code><Message>Server failed to authenticate the \
+         request.</Message><AuthenticationErrorDetail>The MAC signature found in the HTTP \
+         request 'x' is not the same as any computed signature.</AuthenticationErrorDetail></Error>",
+    );
+    assert!(classify(&bad_key).contains("check the creds"), "{bad_key}");
+}

@@ -66,8 +66,11 @@ pub use report::{Check, Race, Report};
 
 /// Longest the doctor waits for one request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How far `Last-Modified` of an object written a moment ago may be from `Date`.
-const MAX_STORE_CLOCK_SPREAD: Duration = Duration::from_secs(60);
+/// How far the store's own clocks (the one that stamps `Last-Modified`, the one that sets
+/// `Date`) may disagree: the least takeover grace, which covers it. **(changed)** It was 60 s
+/// in the direction of a `Date` ahead, the unsafe one: a gateway whose `Date` ran 30 s ahead
+/// passed (issue 29).
+const MAX_STORE_CLOCK_SKEW: Duration = Duration::from_secs(1);
 /// A difference between this machine's clock and the store's worth a warning (SigV4 itself
 /// fails at 15 minutes).
 const SKEW_WARNING: Duration = Duration::from_secs(300);
@@ -307,10 +310,31 @@ impl Doctor {
             }
         }
 
-        // 3. update on the current version
-        let (put, t) = self
+        // 3. update on the current version (the object's last write, whose Last-Modified the
+        // read in 5 shows: the store's clock cannot have moved on more since than our own did)
+        let update_sent = self.clock.now();
+        let (put, t) = match self
             .put("lease doctor probe 3", Cond::Match(current.clone()))
-            .await?;
+            .await
+        {
+            Ok(answer) => answer,
+            // An object that was just created and cannot be overwritten (a GCS hold or
+            // retention policy, an Object Lock): leases cannot live here, say why.
+            Err(e) if e.kind() == crate::error::ErrorKind::Store => {
+                self.record(
+                    "update",
+                    false,
+                    format!(
+                        "an object written a moment ago cannot be overwritten, and lease records \
+                         are rewritten at every renewal: {}",
+                        e.message()
+                    ),
+                    Duration::ZERO,
+                );
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let v3 = match put {
             Put::Written { version, .. } => {
                 self.record("update", true, format!("updated to version {version}"), t);
@@ -363,6 +387,7 @@ impl Doctor {
         // 5. read
         let (get, t) = self.get(None).await?;
         self.report.local_now = self.clock.wall();
+        let since_update = self.clock.now().saturating_duration_since(update_sent);
         let obj = match get {
             Get::Found(obj) => obj,
             other => {
@@ -474,7 +499,7 @@ impl Doctor {
         self.match_race().await?;
 
         // 11. store clock
-        self.store_clock(server_now, last_modified);
+        self.store_clock(server_now, last_modified, since_update);
 
         // 12. stale conditional delete
         let start = self.clock.now();

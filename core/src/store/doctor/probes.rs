@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::store::{Cond, Delete, Get, Put, Version};
 
 use super::report::signed_ms;
-use super::{Doctor, MAX_STORE_CLOCK_SPREAD, SKEW_WARNING};
+use super::{Doctor, MAX_STORE_CLOCK_SKEW, SKEW_WARNING};
 
 impl Doctor {
     /// Reads, writes and deletes of a key that does not exist.
@@ -70,10 +70,16 @@ impl Doctor {
         Ok(())
     }
 
+    /// The store's clock: `server_now` (`Date`) of a read of the object last written by a
+    /// write sent `since_write` ago (on our clock), and its `last_modified`. The store stamped
+    /// that write after it was sent, so an honest `Date` is at most `since_write` (plus the
+    /// resolution, and the spread of the store's clocks) after `Last-Modified`, and never
+    /// before it by more than the resolution.
     pub(super) fn store_clock(
         &mut self,
         server_now: Option<SystemTime>,
         modified: Option<SystemTime>,
+        since_write: Duration,
     ) {
         let res = self.report.clock_resolution;
         let rule = self.report.store_clock_rule;
@@ -92,14 +98,40 @@ impl Doctor {
                 let age_ms = signed_ms(now, modified);
                 self.report.last_modified_age =
                     Some((age_ms < 0, Duration::from_millis(age_ms.unsigned_abs())));
-                let ahead = age_ms < 0 && age_ms.unsigned_abs() > res.as_millis() as u64;
-                let behind = age_ms > (MAX_STORE_CLOCK_SPREAD + res).as_millis() as i64;
-                if ahead || behind {
+                let behind = age_ms < 0 && age_ms.unsigned_abs() > res.as_millis() as u64;
+                let allowed = since_write + res + MAX_STORE_CLOCK_SKEW;
+                let ahead = age_ms > allowed.as_millis() as i64;
+                if ahead {
+                    // Unsafe for clients that trust Date (lease before issue 29's fix), slow for
+                    // this one: every takeover by the store's clock needs the store's own stamp.
                     (
                         !rule,
                         format!(
-                            "Last-Modified of a just-written object is {age_ms} ms before the \
-                             store's Date: the store's clocks disagree{}",
+                            "the store's Date is {} s ahead of its own clock: a write stamped \
+                             Last-Modified {} ms before the Date of a read answered {} ms after \
+                             the write was sent. A gateway or proxy in front of the store sets its \
+                             own Date (nginx does by default: add `proxy_pass_header Date;`), or \
+                             its clock runs ahead. This version of lease confirms takeovers by the \
+                             store's own stamp, but clients that trust Date (lease before 0.2) can \
+                             take a live lease{}",
+                            (age_ms - since_write.as_millis() as i64) / 1000,
+                            age_ms,
+                            since_write.as_millis(),
+                            if rule {
+                                "; fix the gateway, or set store_clock_rule=false everywhere"
+                            } else {
+                                " (the store-clock rule is off here)"
+                            }
+                        ),
+                    )
+                } else if behind {
+                    (
+                        !rule,
+                        format!(
+                            "Last-Modified of a just-written object is {} ms after the store's \
+                             Date: the store's clocks disagree (or a gateway in front of it sets \
+                             a Date that runs behind){}",
+                            -age_ms,
                             if rule {
                                 "; set store_clock_rule=false so waiters only trust their own \
                                  observation"

@@ -5,6 +5,7 @@ use crate::error::ErrorKind;
 use crate::store::memory::MemoryStore;
 use crate::store::{Capabilities, Store};
 use async_trait::async_trait;
+use std::time::SystemTime;
 
 #[tokio::test]
 async fn a_correct_store_passes_and_is_left_clean() {
@@ -187,6 +188,9 @@ async fn a_store_that_is_only_right_one_request_at_a_time_is_refused() {
 #[derive(Debug)]
 struct RateLimited {
     mem: MemoryStore,
+    /// The simulated clock the test runs on: on the real clock the doctor's pauses (tokio's
+    /// paused time) would not advance the limit's, and the test spun for seconds.
+    clock: Arc<dyn Clock>,
     last: std::sync::Mutex<HashMap<String, Instant>>,
 }
 
@@ -205,7 +209,7 @@ impl Store for RateLimited {
         self.mem.get(key, opts).await
     }
     async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put> {
-        let now = SystemClock.now();
+        let now = self.clock.now();
         let last = self.last.lock().unwrap().get(key).copied();
         if last.is_some_and(|prev| now - prev < Duration::from_secs(1)) {
             return Err(Error::unavailable("429 rate limit exceeded"));
@@ -223,11 +227,92 @@ impl Store for RateLimited {
 
 #[tokio::test(start_paused = true)]
 async fn writes_of_one_key_are_spaced_by_the_minimum_interval() {
+    let clock: Arc<dyn Clock> = Arc::new(crate::clock::SimClock::at_2026());
     let store: DynStore = Arc::new(RateLimited {
-        mem: MemoryStore::new(),
+        mem: MemoryStore::with_clock(clock.clone()),
+        clock: clock.clone(),
         last: Default::default(),
     });
-    let report = check(&store, "").await.unwrap();
+    let report = inspect_with_clock(&store, "", clock).await.unwrap();
     assert!(report.ok(), "{}", report.verdict());
     assert_eq!(report.to_json()["min_write_interval_ms"], 1000);
+}
+
+/// A store behind a gateway that sets its own `Date`, `offset_ms` from the store's clock (nginx
+/// does by default, without `proxy_pass_header Date;`). `Last-Modified` is passed through.
+#[derive(Debug)]
+struct GatewayDate {
+    mem: MemoryStore,
+    offset_ms: i64,
+}
+
+impl GatewayDate {
+    fn shift(&self, t: Option<SystemTime>) -> Option<SystemTime> {
+        let d = Duration::from_millis(self.offset_ms.unsigned_abs());
+        t.map(|t| if self.offset_ms >= 0 { t + d } else { t - d })
+    }
+}
+
+#[async_trait]
+impl Store for GatewayDate {
+    fn url(&self) -> &str {
+        "gateway://"
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.mem.capabilities()
+    }
+    async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get> {
+        Ok(match self.mem.get(key, opts).await? {
+            Get::Found(mut o) => {
+                o.server_now = self.shift(o.server_now);
+                Get::Found(o)
+            }
+            Get::NotModified { server_now } => Get::NotModified {
+                server_now: self.shift(server_now),
+            },
+            Get::NotFound { server_now } => Get::NotFound {
+                server_now: self.shift(server_now),
+            },
+        })
+    }
+    async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put> {
+        self.mem.put(key, bytes, cond, meta).await
+    }
+    async fn delete(&self, key: &str, v: &Version) -> Result<Delete> {
+        self.mem.delete(key, v).await
+    }
+}
+
+/// Issue 29: a `Date` 30 s ahead of the store's stamps used to pass (up to 61 s ahead was
+/// accepted); it is the unsafe direction for clients that trust `Date`. Behind fails as
+/// before; a `Date` within the resolution passes.
+#[tokio::test]
+async fn a_date_ahead_of_the_stores_stamps_is_refused_in_both_directions() {
+    let report_for = |offset_ms| async move {
+        let mem = MemoryStore::new();
+        mem.set_clock_resolution(Duration::from_secs(1));
+        let store: DynStore = Arc::new(GatewayDate { mem, offset_ms });
+        inspect(&store, "").await.unwrap()
+    };
+    let ahead = report_for(30_000).await;
+    let failed: Vec<&str> = ahead.failures().iter().map(|c| c.name).collect();
+    assert_eq!(failed, ["store_clock"], "{}", ahead.verdict());
+    let verdict = ahead.verdict();
+    assert!(
+        verdict.contains("30 s ahead") && verdict.contains("proxy_pass_header Date;"),
+        "{verdict}"
+    );
+    let behind = report_for(-3_000).await;
+    let failed: Vec<&str> = behind.failures().iter().map(|c| c.name).collect();
+    assert_eq!(failed, ["store_clock"], "{}", behind.verdict());
+    assert!(
+        behind.verdict().contains("after the store's"),
+        "{}",
+        behind.verdict()
+    );
+    // Within the clock's resolution either way: fine.
+    for offset_ms in [-900, 0, 900] {
+        let report = report_for(offset_ms).await;
+        assert!(report.ok(), "{offset_ms}: {}", report.verdict());
+    }
 }

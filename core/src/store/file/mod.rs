@@ -536,6 +536,10 @@ impl Store for FileStore {
         &self.inner.url
     }
 
+    fn answers_carry_store_clock(&self) -> bool {
+        true
+    }
+
     fn capabilities(&self) -> Capabilities {
         // The kernel stamps mtimes from a coarse clock (a few ms); 10 ms covers it.
         Capabilities {

@@ -29,7 +29,7 @@ use serde::Deserialize;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::store::http::{HttpClient, Method, Request};
-use crate::store::remote::{env_nonempty, fetch_token, fetch_token_form, Token};
+use crate::store::remote::{env_nonempty, fetch_token_form, fetch_token_retrying, Token};
 
 /// The scope every token is asked for: read and write objects.
 const SCOPE: &str = "https://www.googleapis.com/auth/devstorage.read_write";
@@ -256,18 +256,27 @@ impl Credential {
                 };
                 let url =
                     format!("{url}/computeMetadata/v1/instance/service-accounts/default/token");
-                let request = Request::builder()
-                    .method(Method::GET)
-                    .uri(&url)
-                    .header("metadata-flavor", "Google")
-                    .body(Default::default())
-                    .map_err(|e| {
-                        Error::invalid(format!("bad metadata server address {host:?} ({e})"))
-                    })?;
-                fetch_token(http, &what, &url, request)
+                let build = || {
+                    Request::builder()
+                        .method(Method::GET)
+                        .uri(&url)
+                        .header("metadata-flavor", "Google")
+                        .body(Default::default())
+                        .map_err(|e| {
+                            Error::invalid(format!("bad metadata server address {host:?} ({e})"))
+                        })
+                };
+                fetch_token_retrying(http, &what, &url, build, &[])
                     .await
                     .map(Some)
                     .map_err(|e| {
+                        // A metadata server that is there but says "not now" (503, a timeout)
+                        // is a blip: the caller retries, and a cached token is used meanwhile.
+                        if e.kind() == crate::ErrorKind::Unavailable
+                            && !e.message().contains("connection failed")
+                        {
+                            return e;
+                        }
                         Error::store(format!(
                             "no Google credentials found: set GOOGLE_APPLICATION_CREDENTIALS to a \
                              service-account key file, run `gcloud auth application-default \

@@ -38,6 +38,17 @@ pub(super) struct ClassifyInput<'a> {
     pub(super) credentials: &'a str,
 }
 
+/// Whether a 403's message says the object is protected rather than the caller refused: GCS
+/// answers an overwrite or delete of an object under an event-based or temporary hold, or
+/// younger than the bucket's retention period, with 403 ("Object 'B/K' is under active
+/// Event-Based hold and cannot be deleted, overwritten or archived until hold is removed.",
+/// "… is subject to bucket's retention policy …"; cloud.google.com/storage/docs/object-holds,
+/// cloud.google.com/storage/docs/bucket-lock).
+pub(super) fn is_hold(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("hold") && m.contains("cannot be") || m.contains("retention policy")
+}
+
 /// Whether a 404's message is about the bucket rather than the object.
 pub(super) fn no_such_bucket(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
@@ -94,6 +105,13 @@ fn classify_answer(i: ClassifyInput<'_>) -> Failure {
         401 => store(format!(
             "the credentials were not accepted: check {credentials}"
         )),
+        403 if op != Op::Get && is_hold(message) => store(
+            "the object is under a hold or the bucket's retention policy, so it cannot be \
+             overwritten or deleted (not a permission problem): a lease record is rewritten at \
+             every renewal, so keep leases in a bucket without a default event-based hold or a \
+             retention policy (`lease doctor` checks a bucket)"
+                .into(),
+        ),
         403 => store(format!(
             "access denied: check that {credentials} have {} on gs://{bucket}/{key} (roles/storage.objectUser grants what a worker needs)",
             permission(op)

@@ -283,12 +283,16 @@ proptest::proptest! {
 /// condition (the unsafe mistake it exists to catch), so its generators reach those inputs.
 #[test]
 fn the_classification_property_refutes_an_unsafe_classifier() {
-    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
     let mutant = |op: Op, conditional: bool, st: u16, code: &str| match st {
         503 => Failure::ConditionFailed,
         _ => status(op, conditional, st, code),
     };
-    let mut runner = TestRunner::new(Config::with_cases(512));
+    // A fixed seed: a control that passed by the luck of a random seed would prove nothing.
+    let mut runner = TestRunner::new_with_rng(
+        Config::with_cases(512),
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    );
     let found = runner.run(
         &(any_op(), proptest::bool::ANY, any_status(), any_code()),
         |(op, conditional, st, code)| {

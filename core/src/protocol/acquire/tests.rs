@@ -1,0 +1,628 @@
+//! The acquisition machine, step by step: what it reads and writes, when it sleeps, when it
+//! gives up, what it adopts and what it lets go.
+
+use super::*;
+use crate::protocol::testing::*;
+use crate::protocol::view::unix_ms;
+
+const URL: &str = "memory://t/job";
+
+fn plan() -> Plan {
+    Plan {
+        url: URL.into(),
+        holder: holder("me"),
+        timing: timing(),
+        data: None,
+        try_once: false,
+        wait_deadline: None,
+        unavailable_timeout: None,
+    }
+}
+
+/// An acquisition and its entropy (nonces `n1`, `n2`, …; no jitter), on the wall clock
+/// `wall(t)` at each step.
+struct Run {
+    m: Acquirer,
+    e: Counter,
+}
+
+impl Run {
+    fn new(plan: Plan, t: f64) -> Run {
+        Run {
+            m: Acquirer::new(plan, 0, None, at(t)),
+            e: Counter::default(),
+        }
+    }
+
+    fn step(&mut self, event: Event, t: f64) -> Step {
+        self.m.step(event, at(t), wall(t), &self.e)
+    }
+
+    fn read(&mut self, get: Get, t: f64) -> Step {
+        self.step(Event::Read(Ok(get)), t)
+    }
+
+    fn read_err(&mut self, e: Error, t: f64) -> Step {
+        self.step(Event::Read(Err(e)), t)
+    }
+
+    fn written(&mut self, g: u64, t: f64) -> Step {
+        self.step(
+            Event::Put(Ok(Put::Written {
+                version: version(g),
+                server_now: None,
+            })),
+            t,
+        )
+    }
+
+    fn put_unanswered(&mut self, t: f64) -> Step {
+        self.step(Event::Put(Err(unavailable())), t)
+    }
+}
+
+fn unavailable() -> Error {
+    Error::unavailable("no answer")
+}
+
+fn expect_read(s: Step) -> Option<Version> {
+    match s {
+        Step::Read { if_none_match } => if_none_match,
+        other => panic!("expected a read, got {other:?}"),
+    }
+}
+
+fn expect_put(s: Step) -> (Record, Cond) {
+    match s {
+        Step::Put { bytes, cond } => match Record::parse(Some(&bytes), bytes.len() as u64) {
+            crate::record::Parsed::Valid(r) => (r, cond),
+            other => panic!("wrote {other:?}"),
+        },
+        other => panic!("expected a write, got {other:?}"),
+    }
+}
+
+fn expect_sleep(s: Step) -> (Instant, bool) {
+    match s {
+        Step::Sleep {
+            until,
+            wake_on_release,
+        } => (until, wake_on_release),
+        other => panic!("expected a sleep, got {other:?}"),
+    }
+}
+
+fn expect_failed(s: Step) -> Error {
+    match s {
+        Step::Failed(e) => e,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+/// Another holder's record at epoch 7 (10 s ttl), as read at generation 1.
+fn held_by_other() -> Get {
+    found(&record("other", 7, RecordState::Held), 1)
+}
+
+#[test]
+fn where_nothing_is_the_lease_is_created_above_every_epoch_and_acquired_when_it_lands() {
+    let mut p = plan();
+    p.data = Some("payload".into());
+    let mut r = Run::new(p, 0.0);
+    assert_eq!(expect_read(r.step(Event::Start, 0.0)), None);
+    let (rec, cond) = expect_put(r.read(not_found(), 0.5));
+    assert_eq!(cond, Cond::Create);
+    let expected = Record {
+        format: FORMAT,
+        epoch: unix_ms(wall(0.5)),
+        rev: 1,
+        state: RecordState::Held,
+        ttl_ms: 10_000,
+        holder: holder("me"),
+        acquired_at: Some(timestamp(wall(0.5))),
+        renewed_at: Some(timestamp(wall(0.5))),
+        data: Some("payload".into()),
+        prev: vec![],
+        write: Some("n1".into()),
+        broken: None,
+    };
+    assert_eq!(rec, expected);
+    match r.written(2, 0.7) {
+        Step::Acquired {
+            record,
+            version: v,
+            t_send,
+        } => {
+            assert_eq!((record, v, t_send), (expected.clone(), version(2), at(0.5)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(r.m.known_epoch(), expected.epoch);
+}
+
+#[test]
+fn the_known_epoch_grows_with_every_record_seen() {
+    let mut r = Run {
+        m: Acquirer::new(plan(), 3, None, at(0.0)),
+        e: Counter::default(),
+    };
+    assert_eq!(r.m.known_epoch(), 3);
+    r.step(Event::Start, 0.0);
+    r.read(held_by_other(), 0.0);
+    assert_eq!(r.m.known_epoch(), 7);
+}
+
+#[test]
+fn a_lease_this_client_released_is_taken_back_with_one_conditional_write() {
+    let released = Record {
+        rev: 4,
+        ..record("me", 7, RecordState::Released)
+    };
+    let mut r = Run {
+        m: Acquirer::new(plan(), 7, Some((version(3), released.clone())), at(0.0)),
+        e: Counter::default(),
+    };
+    let (rec, cond) = expect_put(r.step(Event::Start, 0.0));
+    assert_eq!(cond, Cond::Match(version(3)));
+    assert_eq!((rec.epoch, rec.rev, rec.state), (8, 5, RecordState::Held));
+    assert_eq!(rec.prev, released.prev_for_successor());
+    assert_eq!(rec.prev[0].write.as_deref(), Some("w-me-7"));
+}
+
+#[test]
+fn a_held_record_is_polled_and_taken_over_once_unchanged_for_ttl_plus_grace() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    // Polls every second (the poll interval), woken early by a release in this process.
+    assert_eq!(expect_sleep(r.read(held_by_other(), 0.0)), (at(1.0), true));
+    for t in 1..11 {
+        let t = t as f64;
+        assert_eq!(expect_read(r.step(Event::Slept, t)), Some(version(1)));
+        let s = r.read(Get::NotModified { server_now: None }, t);
+        assert_eq!(expect_sleep(s), (at(t + 1.0), true), "at {t}");
+    }
+    // The wait has run out: no read first (the conditional write itself checks).
+    let (rec, cond) = expect_put(r.step(Event::Slept, 11.0));
+    assert_eq!(cond, Cond::Match(version(1)));
+    assert_eq!((rec.epoch, rec.rev), (8, 2));
+    assert_eq!(
+        rec.prev,
+        record("other", 7, RecordState::Held).prev_for_successor()
+    );
+}
+
+#[test]
+fn the_next_poll_comes_no_later_than_a_rule_could_fire() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(held_by_other(), 0.0);
+    r.step(Event::Slept, 10.5);
+    // The observation rule fires at 11: no poll later than that.
+    assert_eq!(
+        expect_sleep(r.read(Get::NotModified { server_now: None }, 10.5)),
+        (at(11.0), true)
+    );
+}
+
+#[test]
+fn try_once_fails_held_naming_the_holder_and_its_epoch() {
+    let mut p = plan();
+    p.try_once = true;
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    let e = expect_failed(r.read(held_by_other(), 0.0));
+    assert_eq!(
+        (e.kind(), e.epoch(), e.lease()),
+        (ErrorKind::Held, Some(7), Some(URL))
+    );
+    assert_eq!(e.holder().map(|h| h.id.as_str()), Some("other"));
+    // A corrupt record's holder is unknown.
+    let mut p = plan();
+    p.try_once = true;
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    let e = expect_failed(r.read(found_corrupt(1), 0.0));
+    assert_eq!((e.kind(), e.holder()), (ErrorKind::Held, None));
+    assert!(e.message().contains("unknown holder"), "{e}");
+}
+
+#[test]
+fn a_wait_ends_at_exactly_its_deadline_with_a_timeout() {
+    let mut p = plan();
+    p.wait_deadline = Some(at(3.0));
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(held_by_other(), 0.0);
+    r.step(Event::Slept, 2.5);
+    // The last sleep ends at the deadline, not a poll later.
+    assert_eq!(
+        expect_sleep(r.read(Get::NotModified { server_now: None }, 2.5)),
+        (at(3.0), true)
+    );
+    r.step(Event::Slept, 2.999);
+    assert_eq!(
+        expect_sleep(r.read(Get::NotModified { server_now: None }, 2.999)),
+        (at(3.0), true)
+    );
+    r.step(Event::Slept, 3.0);
+    let e = expect_failed(r.read(Get::NotModified { server_now: None }, 3.0));
+    assert_eq!((e.kind(), e.epoch()), (ErrorKind::Timeout, Some(7)));
+    assert!(
+        e.message().starts_with("timed out after 3s waiting for"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_unavailable_store_is_retried_with_backoff_until_the_unavailable_timeout() {
+    let mut p = plan();
+    p.unavailable_timeout = Some(secs(2.0));
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    // The lease's backoff: 50 ms, doubling; no early wake (nothing to wait for).
+    assert_eq!(
+        expect_sleep(r.read_err(unavailable(), 0.0)),
+        (at(0.05), false)
+    );
+    assert_eq!(expect_read(r.step(Event::Slept, 0.05)), None);
+    assert_eq!(
+        expect_sleep(r.read_err(unavailable(), 1.0)),
+        (at(1.1), false)
+    );
+    r.step(Event::Slept, 1.1);
+    // The last pause ends when the timeout does.
+    assert_eq!(
+        expect_sleep(r.read_err(unavailable(), 1.9)),
+        (at(2.0), false)
+    );
+    r.step(Event::Slept, 2.0);
+    let e = expect_failed(r.read_err(unavailable(), 2.0));
+    assert_eq!((e.kind(), e.lease()), (ErrorKind::Unavailable, Some(URL)));
+    assert!(
+        e.to_string().contains(
+            "gave up acquiring memory://t/job after 2s: the store has been unavailable for 2s"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_unavailable_timeout_counts_from_the_last_answer_and_an_answer_resets_the_backoff() {
+    let mut p = plan();
+    p.unavailable_timeout = Some(secs(2.0));
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    r.read_err(unavailable(), 0.0);
+    r.step(Event::Slept, 0.05);
+    r.read_err(unavailable(), 0.05);
+    r.step(Event::Slept, 1.0);
+    r.read(held_by_other(), 1.0);
+    r.step(Event::Slept, 2.0);
+    assert_eq!(
+        expect_sleep(r.read_err(unavailable(), 2.0)),
+        (at(2.05), false)
+    );
+    r.step(Event::Slept, 2.999);
+    assert_eq!(
+        expect_sleep(r.read_err(unavailable(), 2.999)),
+        (at(3.0), false)
+    );
+    r.step(Event::Slept, 3.0);
+    let e = expect_failed(r.read_err(unavailable(), 3.0));
+    assert!(
+        e.to_string()
+            .contains("after 3s: the store has been unavailable for 2s"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_unavailable_store_is_given_up_on_at_the_wait_deadline_if_that_comes_first() {
+    for (wait, timeout) in [(1.5, Some(2.0)), (1.5, None)] {
+        let mut p = plan();
+        p.wait_deadline = Some(at(wait));
+        p.unavailable_timeout = timeout.map(secs);
+        let mut r = Run::new(p, 0.0);
+        r.step(Event::Start, 0.0);
+        assert_eq!(
+            expect_sleep(r.read_err(unavailable(), 1.48)),
+            (at(1.5), false)
+        );
+        r.step(Event::Slept, 1.5);
+        let e = expect_failed(r.read_err(unavailable(), 1.5));
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+    }
+    // The timeout first.
+    let mut p = plan();
+    p.wait_deadline = Some(at(5.0));
+    p.unavailable_timeout = Some(secs(1.0));
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    assert_eq!(
+        expect_sleep(r.read_err(unavailable(), 0.98)),
+        (at(1.0), false)
+    );
+}
+
+#[test]
+fn a_refused_first_read_tries_one_create_and_other_errors_fail_at_once() {
+    // S3 answers 403 to a read of a missing key the caller may not list: a create is safe.
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (rec, cond) = expect_put(r.read_err(Error::store("403"), 0.0));
+    assert_eq!((cond, rec.prev), (Cond::Create, vec![]));
+    // Bad input, or a refusal once the record has been seen, is not retried.
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let e = expect_failed(r.read_err(Error::invalid("bad"), 0.0));
+    assert_eq!((e.kind(), e.lease()), (ErrorKind::Invalid, Some(URL)));
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(held_by_other(), 0.0);
+    r.step(Event::Slept, 1.0);
+    assert_eq!(
+        expect_failed(r.read_err(Error::store("403"), 1.0)).kind(),
+        ErrorKind::Store
+    );
+}
+
+#[test]
+fn a_refused_read_after_the_one_blind_create_fails() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read_err(Error::store("403"), 0.0);
+    // The create's outcome stays unknown until the write gives up (10 s, the ttl) ...
+    r.put_unanswered(0.1);
+    r.read_err(unavailable(), 10.0);
+    // ... then the acquisition reads again (it knows nothing now), and is refused again.
+    assert_eq!(expect_read(r.step(Event::Slept, 10.05)), None);
+    assert_eq!(
+        expect_failed(r.read_err(Error::store("403"), 10.05)).kind(),
+        ErrorKind::Store
+    );
+}
+
+#[test]
+fn a_write_unanswered_when_the_wait_ends_is_left_to_expire() {
+    let mut p = plan();
+    p.wait_deadline = Some(at(5.0));
+    let started = |p: &Plan| {
+        let mut r = Run::new(p.clone(), 0.0);
+        r.step(Event::Start, 0.0);
+        r.read(not_found(), 4.0);
+        r
+    };
+    let mut r = started(&p);
+    let e = expect_failed(r.put_unanswered(5.0));
+    assert_eq!((e.kind(), e.lease()), (ErrorKind::Unavailable, Some(URL)));
+    assert!(
+        e.message()
+            .contains("did not answer a write before the wait ended"),
+        "{e}"
+    );
+    // Before the deadline, or when the store did answer: read back to learn the outcome.
+    let mut r = started(&p);
+    assert_eq!(expect_read(r.put_unanswered(4.999)), None);
+    let mut r = started(&p);
+    assert_eq!(
+        expect_read(r.step(Event::Put(Ok(Put::ConditionFailed)), 5.0)),
+        None
+    );
+}
+
+#[test]
+fn a_write_keeps_resolving_its_outcome_for_a_ttl_whatever_the_unavailable_timeout() {
+    let mut p = plan();
+    p.unavailable_timeout = Some(secs(2.0));
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(not_found(), 0.0);
+    r.put_unanswered(1.0);
+    // The read-back fails past the unavailable timeout, within the write's ttl: try again.
+    assert_eq!(
+        expect_sleep(r.read_err(unavailable(), 2.5)),
+        (at(2.55), false)
+    );
+    assert_eq!(expect_read(r.step(Event::Slept, 2.55)), None);
+}
+
+#[test]
+fn a_write_refused_by_the_store_fails_the_acquisition() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(not_found(), 0.0);
+    let e = expect_failed(r.step(Event::Put(Err(Error::store("denied"))), 0.1));
+    assert_eq!((e.kind(), e.lease()), (ErrorKind::Store, Some(URL)));
+}
+
+#[test]
+fn a_lost_race_goes_on_from_the_read_back_without_reading_again() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(not_found(), 0.0);
+    assert_eq!(
+        expect_read(r.step(Event::Put(Ok(Put::ConditionFailed)), 0.1)),
+        None
+    );
+    // Someone else created it: wait (the read-back is fresh), no second read.
+    assert_eq!(expect_sleep(r.read(held_by_other(), 0.2)), (at(1.2), true));
+    // A write that landed and was replaced before we learned of it: as if we lost the race.
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(not_found(), 0.0);
+    r.step(Event::Put(Ok(Put::ConditionFailed)), 0.1);
+    let replaced = Record {
+        prev: vec![crate::record::Prev {
+            id: "me".into(),
+            rev: 1,
+            write: Some("n1".into()),
+        }],
+        ..record("other", 8, RecordState::Held)
+    };
+    assert_eq!(
+        expect_sleep(r.read(found(&replaced, 3), 0.2)),
+        (at(1.2), true)
+    );
+}
+
+#[test]
+fn a_resent_write_sleeps_its_backoff_first() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(not_found(), 0.0);
+    r.put_unanswered(1.0);
+    // Still absent: the create has not landed; send it again after the backoff.
+    assert_eq!(expect_sleep(r.read(not_found(), 1.5)), (at(1.55), false));
+}
+
+/// The create is sent at 0 and its outcome stays unknown until the write gives up at 10 (the
+/// ttl); a read at 10.05 shows it landed.
+fn adopted_late(r: &mut Run) -> Step {
+    r.step(Event::Start, 0.0);
+    r.read(not_found(), 0.0);
+    r.put_unanswered(1.0);
+    assert!(matches!(r.read_err(unavailable(), 9.0), Step::Sleep { .. }));
+    r.step(Event::Slept, 9.05);
+    assert_eq!(
+        expect_sleep(r.read_err(unavailable(), 10.0)),
+        (at(10.05), false)
+    );
+    assert_eq!(expect_read(r.step(Event::Slept, 10.05)), None);
+    let mut ours = record("me", unix_ms(wall(0.0)), RecordState::Held);
+    ours.write = Some("n1".into());
+    r.read(found(&ours, 5), 10.05)
+}
+
+#[test]
+fn a_write_that_landed_after_its_deadline_is_adopted_and_let_go() {
+    let mut r = Run::new(plan(), 0.0);
+    let (rec, cond) = expect_put(adopted_late(&mut r));
+    assert_eq!(cond, Cond::Match(version(5)));
+    assert_eq!((rec.state, rec.rev), (RecordState::Released, 2));
+    assert_eq!(rec.write.as_deref(), Some("n2"));
+    // The release lands: take the lease again at once, over our own released record.
+    let (again, cond) = expect_put(r.written(6, 10.1));
+    assert_eq!(cond, Cond::Match(version(6)));
+    assert_eq!(
+        (again.epoch, again.state),
+        (unix_ms(wall(0.0)) + 1, RecordState::Held)
+    );
+}
+
+#[test]
+fn a_write_that_landed_is_held_until_its_deadline_and_let_go_from_then_on() {
+    let landed_at = |t: f64| {
+        let mut r = Run::new(plan(), 0.0);
+        r.step(Event::Start, 0.0);
+        r.read(not_found(), 0.0);
+        let step = r.written(2, t);
+        (r, step)
+    };
+    assert!(matches!(
+        landed_at(9.999).1,
+        Step::Acquired { t_send, .. } if t_send == at(0.0)
+    ));
+    let (_, step) = landed_at(10.0);
+    let (rec, cond) = expect_put(step);
+    assert_eq!(
+        (rec.state, cond),
+        (RecordState::Released, Cond::Match(version(2)))
+    );
+}
+
+#[test]
+fn letting_go_keeps_trying_for_two_request_timeouts() {
+    let rt = timing().request_timeout.as_secs_f64();
+    let letting_go = || {
+        let mut r = Run::new(plan(), 0.0);
+        r.step(Event::Start, 0.0);
+        r.read(not_found(), 0.0);
+        expect_put(r.written(2, 10.0));
+        assert_eq!(expect_read(r.put_unanswered(10.1)), None);
+        r
+    };
+    let mut r = letting_go();
+    assert!(matches!(
+        r.read_err(unavailable(), 10.0 + 1.5 * rt),
+        Step::Sleep {
+            wake_on_release: false,
+            ..
+        }
+    ));
+    // Given up: best effort (the record expires); read and go on.
+    let mut r = letting_go();
+    assert_eq!(
+        expect_read(r.read_err(unavailable(), 10.0 + 2.0 * rt + 0.001)),
+        None
+    );
+}
+
+#[test]
+fn a_cancelled_acquisition_fails_and_lets_go_of_a_write_that_lands() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(held_by_other(), 0.0);
+    let e = expect_failed(r.step(Event::Cancelled, 0.5));
+    assert_eq!((e.kind(), e.lease()), (ErrorKind::Cancelled, Some(URL)));
+
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(not_found(), 0.0);
+    r.step(Event::Put(Ok(Put::ConditionFailed)), 0.1);
+    // Cancelled while the write resolves its outcome: it goes on (the wake is a plain wake).
+    assert!(matches!(r.read(not_found(), 0.2), Step::Sleep { .. }));
+    assert!(matches!(r.step(Event::Cancelled, 0.3), Step::Put { .. }));
+    let (rec, _) = expect_put(r.written(2, 0.4));
+    assert_eq!(
+        rec.state,
+        RecordState::Released,
+        "the landed write is let go"
+    );
+    let e = expect_failed(r.written(3, 0.5));
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+}
+
+#[test]
+fn waited_is_the_time_since_the_start_and_never_negative() {
+    assert_eq!(waited(at(1.0), at(3.5)), secs(2.5));
+    assert_eq!(waited(at(3.0), at(1.0)), Duration::ZERO);
+}
+
+/// Another holder's record, last written at `wall(0)`, read at `t` through a gateway whose
+/// `Date` says an hour later: by that `Date` it is long expired, so the machine asks for the
+/// store's own stamp ([`Step::Stamp`]) before it believes it.
+fn to_a_stamp(r: &mut Run, t: f64) {
+    r.step(Event::Start, t);
+    let mut object = object(&record("other", 7, RecordState::Held).to_bytes(), 1);
+    object.last_modified = Some(wall(0.0));
+    object.server_now = Some(wall(3600.0));
+    let s = r.read(Get::Found(object), t);
+    assert!(matches!(s, Step::Stamp), "expected a stamp, got {s:?}");
+    assert!(!r.m.date_refused(), "nothing refused before the stamp");
+}
+
+#[test]
+fn a_date_the_stamp_contradicts_is_refused_and_the_holder_waited_for() {
+    let mut r = Run::new(plan(), 0.0);
+    to_a_stamp(&mut r, 0.0);
+    // The store stamps its probe half a second after the record: the Date ran an hour ahead.
+    let s = r.step(Event::Stamped(Ok(Some(wall(0.5)))), 0.0);
+    assert!(r.m.date_refused(), "the gateway's Date is refused");
+    let (until, _) = expect_sleep(s);
+    assert!(until > at(0.0), "the holder is waited for, not taken over");
+}
+
+#[test]
+fn an_unanswered_stamp_is_retried_and_refuses_nothing() {
+    let mut r = Run::new(plan(), 0.0);
+    to_a_stamp(&mut r, 0.0);
+    // No answer is not "no stamp to be had": the Date is not refused for it, the probe is
+    // retried after a backoff.
+    expect_sleep(r.step(Event::Stamped(Err(unavailable())), 0.0));
+    assert!(!r.m.date_refused());
+    // No stamp to be had at all (the store gives none): the Date is refused.
+    let mut r = Run::new(plan(), 0.0);
+    to_a_stamp(&mut r, 0.0);
+    r.step(Event::Stamped(Ok(None)), 0.0);
+    assert!(r.m.date_refused());
+}

@@ -1,0 +1,355 @@
+//! Every decision of a held lease, each comparison at its boundary and each condition both ways.
+
+use super::*;
+use crate::protocol::testing::*;
+use crate::record::Broken;
+
+const URL: &str = "memory://t/job";
+
+/// Our lease: `me` at epoch 7, written at generation 1, sent at `at(0)` (deadline `at(10)`).
+fn held() -> Hold {
+    Hold::new(
+        URL,
+        record("me", 7, RecordState::Held),
+        version(1),
+        at(0.0),
+        timing(),
+    )
+}
+
+fn in_phase(phase: Phase) -> Hold {
+    Hold { phase, ..held() }
+}
+
+fn lost() -> Hold {
+    in_phase(Phase::Lost(LostReason::Expired))
+}
+
+#[test]
+fn the_deadline_is_ttl_after_the_last_send_and_renewals_are_due_renew_after_it() {
+    let mut h = held();
+    assert_eq!(h.deadline(), at(10.0));
+    assert_eq!(h.renew_at(), at(0.0) + timing().renew);
+    let mut next = h.record.successor();
+    next.write = Some("n9".into());
+    h.renewed(next.clone(), version(2), at(3.0));
+    assert_eq!(h.deadline(), at(13.0));
+    assert_eq!(h.renew_at(), at(3.0) + timing().renew);
+    assert_eq!((h.record.clone(), h.version.clone()), (next, version(2)));
+}
+
+#[test]
+fn a_holder_believes_only_while_held_and_before_its_deadline() {
+    let h = held();
+    assert!(h.believes(at(0.0)));
+    assert!(h.believes(at(9.999)));
+    assert!(!h.believes(at(10.0)), "the deadline itself is past belief");
+    assert!(!h.believes(at(11.0)));
+    for phase in [
+        Phase::Releasing,
+        Phase::Released,
+        Phase::Lost(LostReason::Expired),
+    ] {
+        assert!(!in_phase(phase.clone()).believes(at(1.0)), "{phase:?}");
+    }
+}
+
+#[test]
+fn remaining_counts_down_to_the_deadline_and_is_zero_without_belief() {
+    let h = held();
+    assert_eq!(h.remaining(at(0.0)), secs(10.0));
+    assert_eq!(h.remaining(at(7.5)), secs(2.5));
+    assert_eq!(h.remaining(at(10.0)), Duration::ZERO);
+    assert_eq!(h.remaining(at(12.0)), Duration::ZERO);
+    // A release in flight may land at any moment: nothing is left to rely on.
+    for phase in [
+        Phase::Releasing,
+        Phase::Released,
+        Phase::Lost(LostReason::Vanished),
+    ] {
+        assert_eq!(in_phase(phase.clone()).remaining(at(1.0)), Duration::ZERO);
+    }
+}
+
+#[test]
+fn ensure_held_passes_with_exactly_the_minimum_left_and_fails_below_it() {
+    let h = held();
+    assert_eq!(h.ensure_held(at(4.0), secs(6.0)).unwrap(), secs(6.0));
+    assert_eq!(h.ensure_held(at(4.0), secs(1.0)).unwrap(), secs(6.0));
+    let e = h.ensure_held(at(4.0), secs(6.5)).unwrap_err();
+    assert_eq!(
+        (e.kind(), e.epoch(), e.lease()),
+        (ErrorKind::Lost, Some(7), Some(URL))
+    );
+    assert!(e.message().contains("less than the"), "{e}");
+}
+
+#[test]
+fn ensure_held_says_why_the_holder_does_not_believe() {
+    let expired = held().ensure_held(at(10.0), Duration::ZERO).unwrap_err();
+    assert_eq!(expired.kind(), ErrorKind::Lost);
+    assert!(expired.message().contains("deadline passed"), "{expired}");
+    for phase in [Phase::Releasing, Phase::Released] {
+        let e = in_phase(phase)
+            .ensure_held(at(1.0), Duration::ZERO)
+            .unwrap_err();
+        assert_eq!((e.kind(), e.epoch()), (ErrorKind::Lost, Some(7)));
+        assert!(e.message().contains("was released"), "{e}");
+    }
+    let taken = LostReason::TakenOver {
+        holder: holder("other"),
+        epoch: 8,
+    };
+    let e = in_phase(Phase::Lost(taken))
+        .ensure_held(at(1.0), Duration::ZERO)
+        .unwrap_err();
+    assert!(e.message().contains("taken over"), "{e}");
+    assert_eq!(e.holder().map(|h| h.id.as_str()), Some("other"));
+}
+
+#[test]
+fn messages_name_a_grants_token_instead_of_the_sessions_epoch() {
+    let mut h = held();
+    assert_eq!(h.epoch(), 7);
+    assert_eq!(h.holder().id, "me");
+    h.token = Some(42);
+    assert_eq!(h.epoch(), 7, "the session's own epoch is unchanged");
+    let e = h.ensure_held(at(10.0), Duration::ZERO).unwrap_err();
+    assert_eq!(e.epoch(), Some(42));
+    assert!(e.message().contains("(epoch 42)"), "{e}");
+    let e = h.ensure_held(at(1.0), secs(20.0)).unwrap_err();
+    assert_eq!(e.epoch(), Some(42));
+    h.phase = Phase::Released;
+    assert_eq!(
+        h.ensure_held(at(1.0), Duration::ZERO).unwrap_err().epoch(),
+        Some(42)
+    );
+}
+
+#[test]
+fn lost_reasons_read_what_the_store_shows_instead_of_our_record() {
+    let taken = record("other", 8, RecordState::Held);
+    assert_eq!(
+        LostReason::from_current(&found(&taken, 2), "me"),
+        LostReason::TakenOver {
+            holder: holder("other"),
+            epoch: 8
+        }
+    );
+    // Only a break of *our* holder id is a break; a break of someone else is a takeover.
+    assert_eq!(
+        LostReason::from_current(&found(&breaking("op", 8, "me", 7), 2), "me"),
+        LostReason::Broken {
+            by: holder("op"),
+            epoch: 8
+        }
+    );
+    assert_eq!(
+        LostReason::from_current(&found(&breaking("op", 9, "third", 8), 2), "me"),
+        LostReason::TakenOver {
+            holder: holder("op"),
+            epoch: 9
+        }
+    );
+    assert_eq!(
+        LostReason::from_current(&not_found(), "me"),
+        LostReason::Vanished
+    );
+    assert_eq!(
+        LostReason::from_current(&found_corrupt(2), "me"),
+        LostReason::Overwritten
+    );
+    assert_eq!(
+        LostReason::from_current(&Get::NotModified { server_now: None }, "me"),
+        LostReason::Overwritten
+    );
+}
+
+#[test]
+fn lost_errors_name_the_lease_the_epoch_and_who_took_it() {
+    let broken = LostReason::Broken {
+        by: holder("op"),
+        epoch: 8,
+    };
+    let e = broken.error(URL, 7);
+    assert_eq!(
+        (e.kind(), e.lease(), e.epoch()),
+        (ErrorKind::Lost, Some(URL), Some(7))
+    );
+    assert_eq!(e.holder().map(|h| h.id.as_str()), Some("op"));
+    assert!(
+        e.message()
+            .starts_with(&format!("{URL} (epoch 7) was lost: broken by")),
+        "{e}"
+    );
+    assert_eq!(LostReason::Vanished.error(URL, 7).holder(), None);
+    assert_eq!(held().lost_error(&LostReason::Vanished).epoch(), Some(7));
+    let said = |r: LostReason| r.to_string();
+    assert_eq!(
+        said(LostReason::Expired),
+        "its deadline passed without a successful renewal"
+    );
+    assert!(said(LostReason::TakenOver {
+        holder: holder("other"),
+        epoch: 8
+    })
+    .ends_with("at epoch 8"));
+    assert!(said(broken).ends_with("(epoch now 8)"));
+    assert_eq!(said(LostReason::Vanished), "its record was deleted");
+    assert!(said(LostReason::Overwritten).contains("unreadable"));
+}
+
+#[test]
+fn a_renewal_is_written_only_while_held_a_release_also_while_releasing() {
+    let e = Counter::default();
+    let (r, cond) = held().next_write(RecordState::Held, wall(5.0), &e).unwrap();
+    assert_eq!(cond, Cond::Match(version(1)));
+    assert_eq!((r.epoch, r.rev, r.state), (7, 2, RecordState::Held));
+    assert_eq!(r.renewed_at, Some(timestamp(wall(5.0))));
+    assert_eq!(r.write.as_deref(), Some("n1"));
+    assert_eq!(r.prev, held().record.prev_for_successor());
+    let (r, _) = held()
+        .next_write(RecordState::Released, wall(5.0), &e)
+        .unwrap();
+    assert_eq!(
+        (r.state, r.write.as_deref()),
+        (RecordState::Released, Some("n2"))
+    );
+    let releasing = in_phase(Phase::Releasing);
+    assert!(releasing
+        .next_write(RecordState::Held, wall(5.0), &e)
+        .is_none());
+    assert!(releasing
+        .next_write(RecordState::Released, wall(5.0), &e)
+        .is_some());
+    for phase in [Phase::Released, Phase::Lost(LostReason::Expired)] {
+        for state in [RecordState::Held, RecordState::Released] {
+            assert!(in_phase(phase.clone())
+                .next_write(state, wall(5.0), &e)
+                .is_none());
+        }
+    }
+}
+
+#[test]
+fn a_release_starts_only_from_held_and_a_loss_is_news_only_while_believed() {
+    let mut h = held();
+    h.start_release();
+    assert_eq!(h.phase, Phase::Releasing);
+    let mut l = lost();
+    l.start_release();
+    assert_eq!(
+        l.phase,
+        Phase::Lost(LostReason::Expired),
+        "a lost lease stays lost"
+    );
+    let mut r = in_phase(Phase::Released);
+    r.start_release();
+    assert_eq!(r.phase, Phase::Released);
+
+    for phase in [Phase::Held, Phase::Releasing] {
+        let mut h = in_phase(phase);
+        assert!(h.lose(LostReason::Vanished));
+        assert_eq!(h.phase, Phase::Lost(LostReason::Vanished));
+    }
+    for phase in [Phase::Released, Phase::Lost(LostReason::Expired)] {
+        let mut h = in_phase(phase.clone());
+        assert!(!h.lose(LostReason::Vanished));
+        assert_eq!(h.phase, phase, "not news: the phase stays");
+    }
+    let mut h = held();
+    h.released();
+    assert_eq!(h.phase, Phase::Released);
+}
+
+#[test]
+fn only_our_own_landed_release_is_taken_for_our_release() {
+    let h = held();
+    let ours = Record {
+        rev: 2,
+        ..record("me", 7, RecordState::Released)
+    };
+    assert!(h.is_our_release(&found(&ours, 2)));
+    let not_ours = [
+        found(&record("other", 7, RecordState::Released), 2),
+        found(&record("me", 8, RecordState::Released), 2),
+        found(&record("me", 7, RecordState::Held), 2),
+        found_corrupt(2),
+        not_found(),
+    ];
+    for current in not_ours {
+        assert!(!h.is_our_release(&current), "{current:?}");
+    }
+}
+
+#[test]
+fn after_a_loss_tidy_releases_our_own_record_still_held() {
+    let e = Counter::default();
+    let ours = Record {
+        rev: 4,
+        ..record("me", 7, RecordState::Held)
+    };
+    let (next, cond) = lost().tidy(&found(&ours, 5), wall(3.0), &e).unwrap();
+    assert_eq!(cond, Cond::Match(version(5)));
+    assert_eq!(next.state, RecordState::Released);
+    assert_eq!((next.epoch, next.rev, &next.holder.id[..]), (7, 5, "me"));
+    assert_eq!(next.renewed_at, Some(timestamp(wall(3.0))));
+    assert_eq!(next.write.as_deref(), Some("n1"));
+    assert_eq!(next.prev, ours.prev_for_successor());
+}
+
+#[test]
+fn after_a_loss_tidy_acknowledges_a_break_of_our_lease() {
+    let e = Counter::default();
+    let (next, cond) = lost()
+        .tidy(&found(&breaking("op", 8, "me", 7), 3), wall(3.0), &e)
+        .unwrap();
+    assert_eq!(cond, Cond::Match(version(3)));
+    assert_eq!(
+        (next.state, next.epoch, &next.holder.id[..]),
+        (RecordState::Released, 8, "op")
+    );
+    assert_eq!(
+        next.broken,
+        Some(Broken {
+            id: "me".into(),
+            epoch: 7
+        })
+    );
+}
+
+/// The same holder id at another epoch is a later lease of the same acquisition (one that let
+/// a late adoption go and took the lease again): it may still believe it holds the lease, and
+/// tidying must leave it alone. So must a break of that lease, or of someone else's.
+#[test]
+fn tidy_leaves_alone_our_holder_id_at_another_epoch_and_every_other_record() {
+    let e = Counter::default();
+    let leave_alone = [
+        found(&record("me", 8, RecordState::Held), 2),
+        found(&record("me", 6, RecordState::Held), 2),
+        found(&breaking("op", 9, "me", 8), 2),
+        found(&breaking("op", 8, "other", 7), 2),
+        found(&record("other", 7, RecordState::Held), 2),
+        found(&record("other", 8, RecordState::Held), 2),
+        // Released already: nobody waits it out.
+        found(&record("me", 7, RecordState::Released), 2),
+        found_corrupt(2),
+        not_found(),
+    ];
+    for current in &leave_alone {
+        assert_eq!(lost().tidy(current, wall(3.0), &e), None, "{current:?}");
+    }
+}
+
+#[test]
+fn tidy_writes_nothing_unless_the_lease_was_lost() {
+    let e = Counter::default();
+    let ours = found(&record("me", 7, RecordState::Held), 2);
+    for phase in [Phase::Held, Phase::Releasing, Phase::Released] {
+        assert_eq!(
+            in_phase(phase.clone()).tidy(&ours, wall(3.0), &e),
+            None,
+            "{phase:?}"
+        );
+    }
+}
