@@ -459,4 +459,121 @@ mod tests {
         };
         assert_eq!(h.describe(), "holder (id 01234567)");
     }
+
+    /// A `lease run` holder as the CLI writes it, with `label` and `host`.
+    fn typical(label: &str, host: &str) -> Record {
+        let mut r = sample();
+        r.holder = Holder {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            label: Some(label.into()),
+            host: Some(host.into()),
+            pid: Some(123_456),
+            user: Some("deploy".into()),
+            client: Some("lease-cli/0.1.0".into()),
+        };
+        r.renewed_at = r.acquired_at.clone();
+        r.write = Some("0123456789abcdef".into());
+        r.prev = (0..MAX_PREV)
+            .map(|i| Prev {
+                id: format!("{i:032x}"),
+                rev: 1_000 + i as u64,
+                write: Some(format!("{i:016x}")),
+            })
+            .collect();
+        r
+    }
+
+    /// `r` after `n` takeovers, each ending the tenure before it.
+    fn after_takeovers(mut r: Record, n: usize) -> Record {
+        for i in 0..n {
+            let end = if i % 2 == 0 { "expired" } else { "broken" };
+            r.history = r.history_after(end, r.acquired_at.clone(), Some(r.holder.id.clone()));
+            r.epoch += 1;
+        }
+        r
+    }
+
+    #[test]
+    fn the_history_keeps_the_last_tenures_most_recent_first_and_stays_bounded() {
+        let r = after_takeovers(typical("job", "worker-1"), MAX_HISTORY + 5);
+        assert_eq!(r.history.len(), MAX_HISTORY);
+        let epochs: Vec<u64> = r.history.iter().map(|t| t.epoch).collect();
+        assert_eq!(epochs, (r.epoch - 10..r.epoch).rev().collect::<Vec<_>>());
+        // Renewals and releases carry it unchanged.
+        assert_eq!(r.successor().history, r.history);
+        // A break record's tenure is not one: the history after it is carried as it is.
+        let mut b = r.clone();
+        b.broken = Some(Broken {
+            id: "x".into(),
+            epoch: 1,
+        });
+        assert_eq!(b.history_after("expired", None, None), r.history);
+    }
+
+    /// The measured sizes quoted in docs/protocol.md §3 (`cargo test -p bucket-lease --lib
+    /// record::tests::history_bytes -- --nocapture`), and the bound: the largest labels,
+    /// hosts and data still fit the 64 KiB limit with a full history.
+    #[test]
+    fn history_bytes_typical_and_worst_case_fit_the_record_limit() {
+        let base = typical("nightly-backup", "worker-17.prod.example.internal");
+        let full = after_takeovers(base.clone(), MAX_HISTORY);
+        let (b, f) = (base.to_bytes().len(), full.to_bytes().len());
+        println!("history bytes: base {b}, full history {f}, delta {}", f - b);
+        assert!(
+            f - b < 4 * 1024,
+            "a typical full history is {} bytes",
+            f - b
+        );
+        // Worst case: labels, hosts and breakers at the longest the options allow (cut to
+        // MAX_HISTORY_TEXT in the history), quotes that JSON doubles, and the largest data.
+        let long = "\"".repeat(MAX_LABEL_LEN);
+        let mut worst = typical(&long, &long);
+        worst.data = Some("\\".repeat(MAX_DATA_LEN));
+        for i in 0..MAX_HISTORY {
+            worst.history =
+                worst.history_after("broken", worst.acquired_at.clone(), Some(long.clone()));
+            worst.epoch += 1;
+            worst.renewed_at = Some(format!("{i}"));
+        }
+        let w = worst.to_bytes().len() as u64;
+        println!("worst-case record: {w} bytes");
+        assert!(w < MAX_RECORD_LEN, "{w} bytes");
+        assert!(worst.history.iter().all(|t| {
+            [&t.holder.label, &t.holder.host, &t.by]
+                .iter()
+                .all(|x| x.as_ref().unwrap().len() == MAX_HISTORY_TEXT)
+        }));
+        assert!(matches!(
+            Record::parse(Some(&worst.to_bytes()), w),
+            Parsed::Valid(_)
+        ));
+    }
+
+    #[test]
+    fn history_entries_that_do_not_parse_are_dropped_never_the_record() {
+        let r = after_takeovers(typical("job", "h"), 2);
+        let mut v: serde_json::Value = serde_json::from_slice(&r.to_bytes()).unwrap();
+        v["history"]
+            .as_array_mut()
+            .unwrap()
+            .insert(1, serde_json::json!({"epoch": "later", "what": 1}));
+        let b = serde_json::to_vec(&v).unwrap();
+        assert_eq!(
+            Record::parse(Some(&b), b.len() as u64),
+            Parsed::Valid(r.clone())
+        );
+        v["history"] = serde_json::json!({"not": "a list"});
+        let b = serde_json::to_vec(&v).unwrap();
+        let Parsed::Valid(p) = Record::parse(Some(&b), b.len() as u64) else {
+            panic!("a history that is not a list must not make the record corrupt");
+        };
+        assert!(p.history.is_empty());
+        // An ending a later version adds parses as it is.
+        v["history"] = serde_json::json!([{"epoch": 3, "holder": {"id": "a"}, "end": "preempted"}]);
+        let b = serde_json::to_vec(&v).unwrap();
+        let Parsed::Valid(p) = Record::parse(Some(&b), b.len() as u64) else {
+            panic!("unparsed");
+        };
+        assert_eq!(p.history[0].end, "preempted");
+    }
 }

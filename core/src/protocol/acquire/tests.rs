@@ -16,6 +16,7 @@ fn plan() -> Plan {
         try_once: false,
         wait_deadline: None,
         unavailable_timeout: None,
+        history: false,
     }
 }
 
@@ -125,6 +126,7 @@ fn where_nothing_is_the_lease_is_created_above_every_epoch_and_acquired_when_it_
         prev: vec![],
         write: Some("n1".into()),
         broken: None,
+        history: vec![],
     };
     assert_eq!(rec, expected);
     match r.written(2, 0.7) {
