@@ -29,7 +29,7 @@ if ! command -v prometheus >/dev/null; then
   fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-  [ -n "$made_policy" ] && rm -f /usr/sbin/policy-rc.d
+  if [ -n "$made_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
 fi
 [ -x "$LEASE_BIN" ] || fail "no lease CLI at $LEASE_BIN (cargo build -p lease-cli)"
 
