@@ -3,6 +3,14 @@ use std::time::Duration;
 use super::text::encode_snapshot;
 use super::*;
 
+/// The registry and its label cap are the process's: these tests take turns, and the one that
+/// fills the cap forgets everything when it is done (else the others' names land in `_other`).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Distinct names per test: the registry is the process's, shared by parallel tests.
 fn count(s: &Snapshot, name: &str, labels: &[(&str, &str)]) -> f64 {
     s.value(name, labels)
@@ -10,6 +18,7 @@ fn count(s: &Snapshot, name: &str, labels: &[(&str, &str)]) -> f64 {
 
 #[test]
 fn counters_histograms_and_the_text_format() {
+    let _turn = serial();
     acquisition(
         "t/text",
         Outcome::Acquired,
@@ -81,6 +90,7 @@ fn counters_histograms_and_the_text_format() {
 
 #[test]
 fn label_values_are_escaped() {
+    let _turn = serial();
     acquisition(
         "t/quote\"back\\slash\nline",
         Outcome::Acquired,
@@ -96,6 +106,7 @@ fn label_values_are_escaped() {
 
 #[test]
 fn a_process_with_many_leases_exports_a_bounded_number_of_names() {
+    let _turn = serial();
     // The limit is the process's; other tests admit a few names of their own meanwhile.
     set_lease_label_limit(DEFAULT_LEASE_LABELS);
     for i in 0..10_000 {
@@ -130,10 +141,12 @@ fn a_process_with_many_leases_exports_a_bounded_number_of_names() {
         })
         .sum();
     assert!(total >= 10_000.0, "every acquisition is counted: {total}");
+    reset();
 }
 
 #[test]
 fn request_costs_follow_the_price_list() {
+    let _turn = serial();
     let before = snapshot().value("lease_store_cost_dollars_total", &[("store", "s3")]);
     for _ in 0..1000 {
         request("s3", "update", "200", Duration::ZERO, 500, 0);

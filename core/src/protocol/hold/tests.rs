@@ -358,6 +358,11 @@ fn tidy_writes_nothing_unless_the_lease_was_lost() {
 // last send (renew 10/3 s + request timeout 5/3 s), `unknown` once `kill_after + margin`
 // (10/3 s + 1 s) is left, at 5.667 s, and `lost` at the deadline, 10 s.
 
+/// The instant at which `late` begins for `held()`.
+fn late_at() -> Instant {
+    at(0.0) + timing().late_after()
+}
+
 /// The instant at which `unknown` begins for `held()`.
 fn unknown_at() -> Instant {
     at(10.0) - timing().unknown_within
@@ -367,7 +372,8 @@ fn unknown_at() -> Instant {
 fn health_thresholds_follow_the_timing_of_lease_run() {
     let t = timing();
     assert_eq!(t.late_after(), t.renew + t.request_timeout);
-    assert_eq!(t.late_after(), secs(5.0));
+    // 10/3 s + 5/3 s: 5 s, less a nanosecond of rounding.
+    assert!(secs(5.0) - t.late_after() < secs(0.000_001));
     let margin = crate::options::stop_margin(t.ttl);
     let kill_after = crate::options::default_kill_after(t.ttl, t.renew, t.request_timeout);
     assert_eq!(t.unknown_within, kill_after + margin);
@@ -379,9 +385,9 @@ fn health_thresholds_follow_the_timing_of_lease_run() {
 fn health_is_healthy_until_the_renewal_due_has_had_a_request_timeout() {
     let h = held();
     assert_eq!(h.health(at(0.0)), Health::Healthy);
-    assert_eq!(h.health(at(5.0) - secs(0.001)), Health::Healthy);
+    assert_eq!(h.health(late_at() - secs(0.001)), Health::Healthy);
     assert_eq!(
-        h.health(at(5.0)),
+        h.health(late_at()),
         Health::Late,
         "late at the threshold itself"
     );
@@ -469,9 +475,9 @@ fn a_health_event_carries_the_time_left_and_why_it_was_lost() {
 #[test]
 fn the_next_health_change_is_the_next_threshold_strictly_after_now() {
     let h = held();
-    assert_eq!(h.next_health_change(at(0.0)), Some(at(5.0)));
+    assert_eq!(h.next_health_change(at(0.0)), Some(late_at()));
     assert_eq!(
-        h.next_health_change(at(5.0)),
+        h.next_health_change(late_at()),
         Some(unknown_at()),
         "not now itself"
     );
