@@ -137,6 +137,12 @@ typedef struct lease_options {
   // Non-zero: queue an exclusive request in arrival order (a queued lock) rather than race
   // for a plain lease. Shared, permits, a scope or a range always queue.
   int32_t queue;
+  // Who in this process asks: acquiring a lease (or a conflicting grant) its own owner
+  // holds fails at once with `LEASE_HELD` instead of waiting for itself (leases are not
+  // re-entrant). NULL: the calling thread (the default); an empty string: nobody, no check
+  // (the Go binding's choice: goroutines move between threads); any other string names an
+  // owner.
+  const char *owner;
 } lease_options;
 
 // Called once when a lease is lost: `user_data` as given to `lease_on_lost`, and a one-line
@@ -355,6 +361,36 @@ enum lease_code lease_ensure_held(const struct lease *l,
 // returned.
 enum lease_code lease_on_lost(const struct lease *l, lease_lost_callback callback, void *user_data);
 
+// Change the lease's ttl to `ttl_ms` (100 ms to 24 h): a renewal made at once writes it, and
+// the renewals after it follow it (at the same fraction of the ttl: ttl/3). Waiters go by the
+// record's ttl; while a shorter ttl's write may land, this holder believes no longer than its
+// send + the shorter ttl. On success writes the milliseconds left to `*remaining_ms` (when not
+// NULL). `LEASE_INVALID` (out of range; a queued lock's grant keeps its ttl), `LEASE_LOST`.
+// Blocks.
+//
+// # Safety
+// `l` is NULL or a live lease; `remaining_ms` is NULL or points to writable storage for a
+// `uint64_t`; `err` is NULL or points to writable storage for a pointer. Must not be called
+// from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+enum lease_code lease_set_ttl(const struct lease *l,
+                              uint64_t ttl_ms,
+                              uint64_t *remaining_ms,
+                              struct lease_error **err);
+
+// Change the data stored in the lease's record to `data` (at most 16 KiB; NULL removes it): a
+// renewal made at once writes it. On success writes the milliseconds left to `*remaining_ms`
+// (when not NULL). `LEASE_INVALID`, `LEASE_LOST`. Blocks.
+//
+// # Safety
+// `l` is NULL or a live lease; `data` is NULL or a NUL-terminated string; `remaining_ms` is
+// NULL or points to writable storage for a `uint64_t`; `err` is NULL or points to writable
+// storage for a pointer. Must not be called from a runtime thread (a lost callback): that
+// returns `LEASE_INVALID`.
+enum lease_code lease_set_data(const struct lease *l,
+                               const char *data,
+                               uint64_t *remaining_ms,
+                               struct lease_error **err);
+
 // Release the lease so a waiter can take it at once (it writes `released`, same epoch).
 // Idempotent: releasing a released lease returns `LEASE_OK`. Returns `LEASE_LOST` if the lease
 // was lost before it could be released (whatever was done under it may have overlapped with
@@ -377,8 +413,10 @@ void lease_free(struct lease *l);
 // The fencing token of a lease, `LEASE_URL#EPOCH@HOLDER` (e.g.
 // `s3://bucket/locks/gc#1767225600000@3f2a9c…`): the value to hand to resources that check it
 // (a `lease_gate`, a database, an HTTP API). The holder id tells two holders apart should they
-// ever share an epoch, so that fenced writes and gates never admit both. Parse it with
-// `lease_token_parse_holder` (or `lease_token_parse`). Does not block.
+// ever share an epoch, so that fenced writes and gates never admit both. A queued lock's
+// shared or scoped grant adds `;shared`, `;path=PATH` or `;range=START..END`. Parse it with
+// `lease_token_parse_holder` (or `lease_token_parse`) and `lease_token_parse_grant`. Does not
+// block.
 //
 // On success writes a new string to `*token_out` (free it with `lease_string_free`).
 //
@@ -419,6 +457,26 @@ enum lease_code lease_token_parse_holder(const char *token,
                                          uint64_t *epoch_out,
                                          char **holder_out,
                                          struct lease_error **err);
+
+// What a fencing token says of its grant, which decides what it fences (docs/protocol.md §7):
+// a queued lock's shared or scoped grant adds `;shared`, `;path=PATH` or `;range=START..END`
+// to its token. `LEASE_INVALID` if `token` is not a token.
+//
+// On success writes, for each out-parameter that is not NULL: `LEASE_MODE_SHARED` or
+// `LEASE_MODE_EXCLUSIVE` (every plain lease's token) to `*mode_out`; the path the grant holds
+// to `*scope_out` (a new string: free it with `lease_string_free`; NULL for the whole lock or
+// a byte range); the bytes `[start, end)` it holds to `*range_start_out` and `*range_end_out`
+// (both 0 when it holds no range). Does not block.
+//
+// # Safety
+// `token` is NULL or a NUL-terminated string; the out-parameters are NULL or point to
+// writable storage; `err` is NULL or points to writable storage for a pointer.
+enum lease_code lease_token_parse_grant(const char *token,
+                                        enum lease_mode *mode_out,
+                                        char **scope_out,
+                                        uint64_t *range_start_out,
+                                        uint64_t *range_end_out,
+                                        struct lease_error **err);
 
 // Write `len` bytes at `key` (an object in the lease's store, not the lease record itself)
 // unless a holder of this lease with a higher epoch (or another holder with the same epoch)
@@ -537,6 +595,27 @@ enum lease_code lease_fenced_get(const struct lease_store *store,
                                  const char *key,
                                  struct lease_object **out,
                                  struct lease_error **err);
+
+// Read the object at `key` (placed as `lease_fenced_put` places it) and fence it with this
+// lease's token: from then on no holder whose grant ended before this one began can change it,
+// so a reader (a shared grant) sees its data stay while it holds, whatever a stale writer
+// does (docs/protocol.md §7). The first read of an object under a grant writes it back
+// unchanged with this token in its metadata (1 GET + 1 PUT); reading it again costs 1 GET.
+// Where nothing is, it leaves an empty marker that fenced reads see as absent. Returns
+// `LEASE_FENCED` when a later conflicting grant wrote or fenced the object (this grant has
+// ended). Blocks.
+//
+// On success writes to `*out` a new object (free it with `lease_object_free`), or NULL when
+// there is no object at `key`.
+//
+// # Safety
+// `l` is NULL or a live lease; `key` is NULL or a NUL-terminated string; `out` points to
+// writable storage for a pointer; `err` is NULL or points to writable storage for a pointer.
+// Must not be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+enum lease_code lease_fenced_read(const struct lease *l,
+                                  const char *key,
+                                  struct lease_object **out,
+                                  struct lease_error **err);
 
 // The bytes of an object; their number is written to `*len_out` (when not NULL). Borrowed:
 // valid until `lease_object_free(o)`. NULL (and length 0) when `o` is NULL; an empty object

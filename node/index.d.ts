@@ -144,8 +144,9 @@ export declare class Lease {
   /** This holder as written in the record. */
   get holder(): Holder
   /**
-   * `URL#EPOCH@HOLDER`: the token to hand to resources that check it (`parseToken` takes it
-   * apart).
+   * `URL#EPOCH@HOLDER` (for a queued lock's shared or scoped grant followed by `;shared`,
+   * `;path=P`, `;range=A..B`): the token to hand to resources that check it (`parseToken`
+   * takes it apart).
    */
   get token(): string
   /** Whether the lease is still held (false once released, lost, or past its deadline). */
@@ -166,6 +167,19 @@ export declare class Lease {
    */
   renew(): Promise<number>
   /**
+   * Change the lease's ttl (milliseconds, or a string with its unit such as `'1m'`, as
+   * `acquire`'s `ttl`): a renewal made at once writes it, and the renewals after it follow
+   * it (redis-py's `extend`, with the new ttl whole). Resolves to the milliseconds left;
+   * rejects with `LEASE_INVALID` (out of range; a queued lock's grant keeps its ttl) or
+   * `LEASE_LOST`.
+   */
+  setTtl(ttl: number | string): Promise<number>
+  /**
+   * Change the data stored in the lease's record (etcd's `Proclaim`; `null` removes it): a
+   * renewal made at once writes it. Resolves to the milliseconds left.
+   */
+  setData(data?: string | undefined | null): Promise<number>
+  /**
    * Release the lease so a waiter can take it at once. Idempotent. Rejects with `LEASE_LOST`
    * if the lease had been lost before it could be released.
    */
@@ -182,6 +196,16 @@ export declare class Lease {
    * (see `fencedUpdate`).
    */
   fencedPut(key: string, data: string | Uint8Array | ArrayBuffer, options?: FencedPutOptions): Promise<string>
+  /**
+   * Read `key` (placed as `fencedPut` places it) and fence it with this lease's token: from
+   * then on no holder whose grant ended before this one began can change it, so a reader (a
+   * shared grant) sees its data stay while it holds, whatever a stale writer does. The first
+   * read of an object under a grant writes it back unchanged with this token in its
+   * metadata (1 GET + 1 PUT); reading it again costs 1 GET. Where nothing is, it leaves an
+   * empty marker that fenced reads see as `null`. Rejects with `LEASE_FENCED` when a later
+   * conflicting grant wrote or fenced it (this grant has ended).
+   */
+  fencedRead(key: string): Promise<FencedObject | null>
   /**
    * Delete `key` unless a holder with a higher epoch has written it (then `LEASE_FENCED`).
    * Resolves to false if there was nothing to delete. Needs a store with conditional
@@ -344,6 +368,13 @@ export interface LeaseOptions {
    * plain lease. Shared, permits, a scope or a range always queue.
    */
   queue?: boolean
+  /**
+   * Who in this process asks, named by the caller (as Go's `Owner`): acquiring a lease (or a
+   * conflicting grant) that the same owner holds rejects at once with `LEASE_HELD` instead of
+   * waiting for itself. Unset: nobody in particular, it waits like any other (one thread runs
+   * every async function, and any of them may release the lease).
+   */
+  owner?: string
 }
 
 /** A fencing token taken apart. */
@@ -354,11 +385,18 @@ export interface ParsedToken {
   epoch: number
   /** The holder id (`Lease.holder.id`); `null` for a token without one (`URL#EPOCH`). */
   holder: string | null
+  /** A shared grant's token (a reader's, or a permit's): `;shared`. */
+  shared: boolean
+  /** The path the grant holds (`;path=P`), or `null` (the whole lock, or a byte range). */
+  scope: string | null
+  /** The bytes `[start, end]` the grant holds (`;range=A..B`, the end excluded), or `null`. */
+  range: [number, number] | null
 }
 
 /**
  * Parse a fencing token (`URL#EPOCH@HOLDER`, as `Lease.token` prints it and `lease run`
- * exports in `LEASE_TOKEN`, or `URL#EPOCH`); throws `LEASE_INVALID` if it is not one.
+ * exports in `LEASE_TOKEN`, or `URL#EPOCH`; a queued lock's shared or scoped grant adds
+ * `;shared`, `;path=P`, `;range=A..B`); throws `LEASE_INVALID` if it is not one.
  */
 export declare function parseToken(token: string): ParsedToken
 

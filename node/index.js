@@ -144,7 +144,7 @@ function leaseOptions(options, what, allowed) {
     }
     out[k] = v;
   }
-  for (const k of TEXT_OPTIONS) {
+  for (const k of [...TEXT_OPTIONS, 'owner']) {
     const v = o[k];
     if (v === undefined || v === null || !allowed.includes(k)) continue;
     if (typeof v !== 'string') throw typeError(`The "options.${k}" property must be a string, not ${describe(v)}`);
@@ -180,8 +180,8 @@ function leaseOptions(options, what, allowed) {
 // Queued locks (docs/protocol.md §10): shared/exclusive, semaphores, path and byte-range scopes.
 const FLAG_OPTIONS = ['shared', 'queue'];
 const QUEUE_OPTIONS = [...FLAG_OPTIONS, 'permits', 'scope', 'range'];
-const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'signal'];
-const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS, ...QUEUE_OPTIONS];
+const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner', 'signal'];
+const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner'];
 
 function abortError(signal) {
   const e = new Error('The operation was aborted');
@@ -368,6 +368,22 @@ defineMethod(Lease.prototype, 'renew', async function renew() {
   return nativeRenew.call(this);
 });
 
+const nativeSetTtl = Lease.prototype.setTtl;
+defineMethod(Lease.prototype, 'setTtl', async function setTtl(ttl) {
+  if (!((typeof ttl === 'number' && !Number.isNaN(ttl)) || typeof ttl === 'string')) {
+    throw typeError(`The "ttl" argument must be a number of milliseconds or a string with its unit ('30s'), not ${describe(ttl)}`);
+  }
+  return nativeSetTtl.call(this, ttl);
+});
+
+const nativeSetData = Lease.prototype.setData;
+defineMethod(Lease.prototype, 'setData', async function setData(data) {
+  if (!(typeof data === 'string' || data === null || data === undefined)) {
+    throw typeError(`The "data" argument must be a string or null, not ${describe(data)}`);
+  }
+  return nativeSetData.call(this, data ?? null);
+});
+
 function dataBytes(data) {
   if (typeof data === 'string') return Buffer.from(data, 'utf8');
   if (Buffer.isBuffer(data)) return data;
@@ -442,6 +458,11 @@ defineMethod(Lease.prototype, 'fencedUpdate', async function fencedUpdate(key, f
       pause = Math.min(pause * 2, updatePolicy.longestPauseMs);
     }
   }
+});
+
+const nativeFencedRead = Lease.prototype.fencedRead;
+defineMethod(Lease.prototype, 'fencedRead', async function fencedRead(key) {
+  return nativeFencedRead.call(this, checkString(key, 'key'));
 });
 
 const nativeFencedDelete = Lease.prototype.fencedDelete;

@@ -83,7 +83,8 @@ advance() {
   for path in "$@"; do
     if git diff --quiet HEAD -- "$path" && git cat-file -e "HEAD:$path"; then
       awk -v p="$path" -v b="$(git rev-parse "HEAD:$path")" \
-        '$1 == p { print p, b; next } { print }' "$tmp" >"$tmp.new" && mv "$tmp.new" "$tmp"
+        '$1 == p { print p, b; done = 1; next } { print } END { if (!done) print p, b }' \
+        "$tmp" >"$tmp.new" && mv "$tmp.new" "$tmp"
       echo "mutants: $path pinned at its committed version"
     else
       echo "mutants: $path has uncommitted changes: commit, then run --advance again" >&2

@@ -16,22 +16,57 @@ import (
 
 // Token is a fencing token: a lease (URL), an epoch and the holder it was handed to, written
 // LEASE_URL#EPOCH@HOLDER. The holder id tells two holders apart should they ever share an
-// epoch, so that fenced writes and gates never admit both.
+// epoch, so that fenced writes and gates never admit both. A queued lock's shared or scoped
+// grant adds ";shared", ";path=PATH" or ";range=START..END": what a token fences depends on
+// them (docs/protocol.md §7).
 type Token struct {
 	Lease string
 	Epoch uint64
 	// Holder is the holder id; "" for a token that names none (LEASE_URL#EPOCH, built by hand).
 	Holder string
+	// Shared is true for a shared grant's token (a reader's, or a permit's).
+	Shared bool
+	// Scope is the path the grant holds; "" for the whole lock or a byte range.
+	Scope string
+	// Range is the bytes [Start, End) the grant holds; the zero ByteRange for none.
+	Range ByteRange
 }
 
 // String is the token as resources receive it: LEASE_URL#EPOCH@HOLDER, or LEASE_URL#EPOCH
-// when it names no holder.
+// when it names no holder, then ";shared", ";path=PATH" (escaped) or ";range=START..END" when
+// the grant is shared or scoped.
 func (t Token) String() string {
 	s := t.Lease + "#" + uitoa(t.Epoch)
 	if t.Holder != "" {
 		s += "@" + t.Holder
 	}
+	if t.Shared {
+		s += ";shared"
+	}
+	switch {
+	case t.Scope != "":
+		s += ";path=" + escapePath(t.Scope)
+	case t.Range != (ByteRange{}):
+		s += ";range=" + uitoa(t.Range.Start) + ".." + uitoa(t.Range.End)
+	}
 	return s
+}
+
+// escapePath escapes a path for a token as the core does: every byte but A-Z a-z 0-9 / . _ ~ -
+// as %XX.
+func escapePath(p string) string {
+	const hex = "0123456789ABCDEF"
+	var b []byte
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '/' || c == '.' || c == '_' || c == '~' || c == '-' {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return string(b)
 }
 
 func uitoa(n uint64) string {
@@ -48,8 +83,9 @@ func uitoa(n uint64) string {
 }
 
 // ParseToken parses LEASE_URL#EPOCH@HOLDER (Lease.Token().String(), or $LEASE_TOKEN of
-// `lease run`) or LEASE_URL#EPOCH (then Holder is ""). It returns an error matching ErrInvalid
-// if s is not a token.
+// `lease run`) or LEASE_URL#EPOCH (then Holder is ""), with ";shared", ";path=PATH" or
+// ";range=START..END" after it for a queued lock's shared or scoped grant. It returns an error
+// matching ErrInvalid if s is not a token.
 func ParseToken(s string) (Token, error) {
 	cs, err := cString(s, "token")
 	if err != nil {
@@ -68,6 +104,18 @@ func ParseToken(s string) (Token, error) {
 		t.Holder = C.GoString(cholder)
 		C.lease_string_free(cholder)
 	}
+	var mode C.enum_lease_mode
+	var cscope *C.char
+	var start, end C.uint64_t
+	if err := takeError(C.lease_token_parse_grant(cs, &mode, &cscope, &start, &end, &cerr), cerr); err != nil {
+		return Token{}, err
+	}
+	t.Shared = mode == C.LEASE_MODE_SHARED
+	if cscope != nil {
+		t.Scope = C.GoString(cscope)
+		C.lease_string_free(cscope)
+	}
+	t.Range = ByteRange{uint64(start), uint64(end)}
 	return t, nil
 }
 
@@ -274,6 +322,14 @@ func (s *Store) FencedGet(key string) (*FencedObject, error) {
 	if obj == nil {
 		return nil, nil
 	}
+	return objectOf(obj), nil
+}
+
+// objectOf copies a lease_object (or NULL) into Go and frees it.
+func objectOf(obj *C.lease_object) *FencedObject {
+	if obj == nil {
+		return nil
+	}
 	defer C.lease_object_free(obj)
 	var n C.size_t
 	data := C.lease_object_data(obj, &n)
@@ -288,7 +344,33 @@ func (s *Store) FencedGet(key string) (*FencedObject, error) {
 	if h := C.lease_object_holder(obj); h != nil {
 		o.Holder = C.GoString(h)
 	}
-	return o, nil
+	return o
+}
+
+// FencedRead reads key (placed as FencedPut places it) and fences it with this lease's token:
+// from then on no holder whose grant ended before this one began can change it, so a reader (a
+// shared grant) sees its data stay while it holds, whatever a stale writer does. The first read
+// of an object under a grant writes it back unchanged with this token in its metadata (1 GET +
+// 1 PUT); reading it again costs 1 GET. Where nothing is, it leaves an empty marker that fenced
+// reads see as absent (nil). An error matching ErrFenced means a later conflicting grant wrote
+// or fenced it (this grant has ended). Blocks.
+func (l *Lease) FencedRead(key string) (*FencedObject, error) {
+	ckey, err := cString(key, "key")
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(ckey))
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return nil, newError(CodeInvalid, "the lease is closed")
+	}
+	var obj *C.lease_object
+	var cerr *C.lease_error
+	if err := takeError(C.lease_fenced_read(l.ptr, ckey, &obj, &cerr), cerr); err != nil {
+		return nil, err
+	}
+	return objectOf(obj), nil
 }
 
 // FencingGate admits or rejects fencing tokens by the highest epoch seen per resource, for

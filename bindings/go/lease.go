@@ -147,6 +147,13 @@ type Options struct {
 	// Queue queues an exclusive request in arrival order (a queued lock) rather than racing for
 	// a plain lease. Shared, Permits, Scope and Range always queue.
 	Queue bool
+
+	// Owner names who in this process asks: acquiring a lease (or a conflicting grant) that the
+	// same Owner holds fails at once with an error matching ErrHeld, instead of waiting for
+	// itself; leases are not re-entrant. "": nobody in particular, no check (the default:
+	// goroutines have no identity, so a goroutine that acquires what it holds waits, as with
+	// sync.Mutex, until ctx ends it).
+	Owner string
 }
 
 // ByteRange is the bytes [Start, End) of an object (End excluded, above Start).
@@ -218,6 +225,19 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 			C.free(p)
 		}
 	}()
+	// text sets *dst to a C copy of s (freed on return); "" leaves it NULL.
+	text := func(s, what string, dst **C.char) error {
+		if s == "" {
+			return nil
+		}
+		p, err := cString(s, what)
+		if err != nil {
+			return err
+		}
+		frees = append(frees, unsafe.Pointer(p))
+		*dst = p
+		return nil
+	}
 	cname, err := cString(name, "name")
 	if err != nil {
 		return nil, err
@@ -233,33 +253,18 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 		if opts.PollInterval > 0 {
 			copts.poll_interval_ms = C.uint64_t(opts.PollInterval.Milliseconds())
 		}
-		if opts.Label != "" {
-			p, err := cString(opts.Label, "label")
-			if err != nil {
-				return nil, err
-			}
-			frees = append(frees, unsafe.Pointer(p))
-			copts.label = p
+		if err := text(opts.Label, "label", &copts.label); err != nil {
+			return nil, err
 		}
-		if opts.Data != "" {
-			p, err := cString(opts.Data, "data")
-			if err != nil {
-				return nil, err
-			}
-			frees = append(frees, unsafe.Pointer(p))
-			copts.data = p
+		if err := text(opts.Data, "data", &copts.data); err != nil {
+			return nil, err
 		}
 		if opts.Shared {
 			copts.shared = 1
 		}
 		copts.permits = C.uint32_t(opts.Permits)
-		if opts.Scope != "" {
-			p, err := cString(opts.Scope, "scope")
-			if err != nil {
-				return nil, err
-			}
-			frees = append(frees, unsafe.Pointer(p))
-			copts.scope = p
+		if err := text(opts.Scope, "scope", &copts.scope); err != nil {
+			return nil, err
 		}
 		if r := opts.Range; r != nil {
 			if r.End <= r.Start {
@@ -272,6 +277,13 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 		if opts.Queue {
 			copts.queue = 1
 		}
+		if err := text(opts.Owner, "owner", &copts.owner); err != nil {
+			return nil, err
+		}
+	}
+	if copts.owner == nil {
+		// Not the calling thread (liblease's default): goroutines move between threads.
+		copts.owner = noOwner
 	}
 	byDeadline := false
 	switch deadline, ok := ctx.Deadline(); {
@@ -432,6 +444,62 @@ func (l *Lease) collected() {
 		}
 	}
 	go func() { _ = l.Close() }()
+}
+
+// noOwner is liblease's "nobody in particular" (an empty string), allocated once.
+var noOwner = C.CString("")
+
+// SetTTL changes the lease's TTL (100 ms to 24 h): a renewal made at once writes it, and the
+// renewals after it follow it (redis-py's extend, with the new TTL whole). Waiters go by the
+// record's TTL; while a shorter TTL's write may land, this holder believes no longer than its
+// send + the shorter TTL. It returns the time left; an error matching ErrInvalid (out of range;
+// a queued lock's grant keeps its TTL) or ErrLost. ctx is checked before the call, which then
+// runs to its end (at most the lease's deadline).
+func (l *Lease) SetTTL(ctx context.Context, ttl time.Duration) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, ctxError(err)
+	}
+	if ttl < 0 {
+		return 0, newError(CodeInvalid, "the TTL must not be negative")
+	}
+	return l.change(func(p *C.lease, left *C.uint64_t, cerr **C.lease_error) C.enum_lease_code {
+		return C.lease_set_ttl(p, C.uint64_t(ttl.Milliseconds()), left, cerr)
+	})
+}
+
+// SetData changes the data stored in the lease's record (etcd's Proclaim; "" removes it, as
+// Options.Data "" means none): a renewal made at once writes it. It returns the time left.
+func (l *Lease) SetData(ctx context.Context, data string) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, ctxError(err)
+	}
+	var cdata *C.char
+	if data != "" {
+		p, err := cString(data, "data")
+		if err != nil {
+			return 0, err
+		}
+		defer C.free(unsafe.Pointer(p))
+		cdata = p
+	}
+	return l.change(func(p *C.lease, left *C.uint64_t, cerr **C.lease_error) C.enum_lease_code {
+		return C.lease_set_data(p, cdata, left, cerr)
+	})
+}
+
+// change runs a liblease call that changes the held lease and writes the time left.
+func (l *Lease) change(call func(*C.lease, *C.uint64_t, **C.lease_error) C.enum_lease_code) (time.Duration, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ptr == nil {
+		return 0, newError(CodeLost, "the lease is closed")
+	}
+	var left C.uint64_t
+	var cerr *C.lease_error
+	if err := takeError(call(l.ptr, &left, &cerr), cerr); err != nil {
+		return 0, err
+	}
+	return time.Duration(left) * time.Millisecond, nil
 }
 
 // Epoch is the fencing epoch: strictly increasing per lease name, unchanged by renewals and

@@ -234,6 +234,60 @@ func TestLifeCycle(t *testing.T) {
 }
 
 // 8 goroutines contend for one lease: no lost increment, epochs strictly increasing.
+// Issue 28: a held lease's TTL and data change with SetTTL and SetData; an Owner does not wait
+// for what it holds itself (goroutines without an Owner wait, as with sync.Mutex).
+func TestChangesAndOwners(t *testing.T) {
+	forEachStore(t, func(t *testing.T, sc storeCase) {
+		ctx := context.Background()
+		s := open(t, sc.url)
+		name := uniqueName(t, "change")
+		l, err := s.Acquire(ctx, name, &Options{TTL: 30 * time.Second, Data: "10.0.0.1:80", Owner: "job 7"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		left, err := l.SetTTL(ctx, time.Minute)
+		if err != nil || left <= 59*time.Second || left > time.Minute {
+			t.Fatalf("SetTTL: %v, %v", left, err)
+		}
+		if _, err := l.SetData(ctx, "10.0.0.2:80"); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Status(name)
+		if err != nil || st.TTL != time.Minute || st.Data != "10.0.0.2:80" {
+			t.Fatalf("status after the changes: %+v, %v", st, err)
+		}
+		if _, err := l.SetData(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := s.Status(name); st.Data != "" {
+			t.Fatalf("data not removed: %+v", st)
+		}
+		_, err = l.SetTTL(ctx, 10*time.Millisecond)
+		expectErr(t, err, ErrInvalid)
+
+		// The same Owner fails at once with ErrHeld (a wait would end with ErrTimeout at the
+		// deadline); no Owner waits (here until the deadline).
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = s.Acquire(dctx, name, &Options{Owner: "job 7"})
+		cancel()
+		e := expectErr(t, err, ErrHeld)
+		if !strings.Contains(e.Message, "would wait for itself") {
+			t.Fatalf("not told why: %v", e)
+		}
+		dctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err = s.Acquire(dctx, name, nil)
+		cancel()
+		expectErr(t, err, ErrTimeout)
+
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.SetTTL(ctx, time.Minute)
+		expectErr(t, err, ErrLost)
+	})
+}
+
 func TestContention(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		const workers = 8
@@ -574,6 +628,12 @@ func TestBadInput(t *testing.T) {
 	for _, u := range []string{"", "ftp://bucket", "gs://B", "az://account", "s3://B", "s3://ab", "memory://", "file://relative/dir",
 		"bare-name", "\xff\xfe://x", "s3://bucket?x=%zz", "file:///tmp/x\x00y", "\xc3\x28"} {
 		if _, err := Open(u); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Open(%q): %v", u, err)
+		}
+	}
+	// A mistyped URL is refused with the likely fix (issue 28).
+	for u, fix := range map[string]string{"s3:/my-bucket": "s3://my-bucket", "file:/tmp/locks": "file:///tmp/locks"} {
+		if _, err := Open(u); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `did you mean "`+fix+`"`) {
 			t.Errorf("Open(%q): %v", u, err)
 		}
 	}

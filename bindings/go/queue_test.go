@@ -6,6 +6,7 @@ package lease
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,4 +245,74 @@ func TestQueueRangesAndBadOptions(t *testing.T) {
 		_, err := s.TryAcquire(ctx, uniqueName(t, "bad"), &o)
 		expectErr(t, err, ErrInvalid)
 	}
+}
+
+// Issue 22: holders of disjoint ranges do not fence each other's writes to the object they
+// share; readers fence what they read, so a stale writer's write never lands under them; tokens
+// say their grant's mode and scope.
+func TestQueueFencing(t *testing.T) {
+	s := open(t, "file://"+t.TempDir())
+	ctx := context.Background()
+	name := uniqueName(t, "fence")
+	a, err := s.TryAcquire(ctx, name, &Options{Range: &ByteRange{0, 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.TryAcquire(ctx, name, &Options{Range: &ByteRange{100, 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range []*Lease{a, b, a} {
+		if _, err := l.FencedPut("blob", []byte{byte('0' + i)}); err != nil {
+			t.Fatalf("write %d: %v", i, err) // the third: not fenced by b's later token
+		}
+	}
+	if tok := a.Token(); tok.Range != (ByteRange{0, 100}) || tok.Shared || !strings.HasSuffix(tok.String(), ";range=0..100") {
+		t.Fatalf("token %+v %s", tok, tok)
+	}
+	_ = a.Close()
+	_ = b.Close()
+
+	writer, err := s.TryAcquire(ctx, name, &Options{Queue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	if _, err := writer.FencedPut("data", []byte("v0")); err != nil {
+		t.Fatal(err)
+	}
+	// Its grant ends; the handle stays in its hands, as a stopped process's would.
+	if err := writer.Release(); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := s.TryAcquire(ctx, name, &Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if got, err := reader.FencedRead("data"); err != nil || string(got.Data) != "v0" {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	if got, err := reader.FencedRead("none"); err != nil || got != nil {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	_, err = writer.FencedPut("data", []byte("v1"))
+	expectErr(t, err, ErrFenced)
+	_, err = writer.FencedPutIf("none", []byte("x"), "")
+	expectErr(t, err, ErrFenced)
+	_, err = reader.FencedPut("data", []byte("x"))
+	expectErr(t, err, ErrInvalid)
+	if tok := reader.Token(); !tok.Shared || !strings.HasSuffix(tok.String(), ";shared") {
+		t.Fatalf("token %+v", tok)
+	}
+	if back, err := ParseToken(reader.Token().String()); err != nil || back != reader.Token() {
+		t.Fatalf("%+v, %v", back, err)
+	}
+	tok, err := ParseToken("s3://b/l#7@ab;path=t/u%20v")
+	if err != nil || tok != (Token{Lease: "s3://b/l", Epoch: 7, Holder: "ab", Scope: "t/u v"}) ||
+		tok.String() != "s3://b/l#7@ab;path=t/u%20v" {
+		t.Fatalf("%+v %s, %v", tok, tok, err)
+	}
+	_, err = ParseToken("s3://b/l#7@ab;readers")
+	expectErr(t, err, ErrInvalid)
 }

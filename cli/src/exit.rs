@@ -34,8 +34,8 @@ Exit codes of `lease run`:
   126, 127           CMD could not be executed, or was not found
   130                interrupted while waiting for the lease
 
-CMD's environment: LEASE_URL, LEASE_EPOCH (the fencing token), LEASE_TOKEN (URL#EPOCH@HOLDER),
-LEASE_HOLDER_ID. Durations take a unit: 500ms, 30s, 1.5s, 5m, 1h, 1m30s.";
+CMD's environment: LEASE_URL, LEASE_EPOCH (the fencing token), LEASE_TOKEN (URL#EPOCH@HOLDER,
+then ;shared and ;path=P or ;range=A..B for a shared or scoped grant), LEASE_HOLDER_ID. Durations take a unit: 500ms, 30s, 1.5s, 5m, 1h, 1m30s.";
 
 /// How the program ends: an exit code and, maybe, a message for stderr.
 #[derive(Debug)]

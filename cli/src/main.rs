@@ -6,10 +6,12 @@
 
 mod exit;
 mod health;
+mod hints;
 mod metrics;
 mod reaper;
 mod run;
 mod show;
+mod waiting;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -100,7 +102,7 @@ enum Command {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// How long the lease lasts without renewal (renewed every ttl/3 while CMD runs).
-    #[arg(long, default_value = "30s", value_parser = duration)]
+    #[arg(long, default_value = "30s", value_parser = ttl)]
     pub ttl: Duration,
     /// Wait at most this long for the lease, whatever is in the way: a holder (exit 75) or a
     /// store that does not answer (exit 69) [default: as long as a holder keeps it].
@@ -174,6 +176,12 @@ fn duration(s: &str) -> Result<Duration, String> {
     lease::parse_duration(s).map_err(|e| e.message().to_string())
 }
 
+/// A ttl: a number without a unit is offered only the units that make a valid ttl.
+fn ttl(s: &str) -> Result<Duration, String> {
+    use lease::options::{MAX_TTL, MIN_TTL};
+    lease::parse_duration_in(s, MIN_TTL..=MAX_TTL).map_err(|e| e.message().to_string())
+}
+
 fn init_logging(verbose: u8) {
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::prelude::*;
@@ -196,14 +204,27 @@ fn init_logging(verbose: u8) {
                 None
             }
         });
-    let filter = from_env.unwrap_or_else(|| default.parse().expect("the default filter parses"));
+    // The waiting events are printed by `waiting::Waiting`, as plain lines, not here.
+    let filter = from_env
+        .unwrap_or_else(|| default.parse().expect("the default filter parses"))
+        .with_target(
+            lease::WAITING_TARGET,
+            tracing::level_filters::LevelFilter::OFF,
+        );
     use std::io::IsTerminal;
+    let terminal = std::io::stderr().is_terminal();
     let format = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(terminal)
         .with_target(false);
+    // Who holds the lease a `lease run` waits for: on a terminal, or with -v.
+    let waiting = (terminal || verbose > 0).then(|| {
+        waiting::Waiting
+            .with_filter(Targets::new().with_target(lease::WAITING_TARGET, tracing::Level::INFO))
+    });
     tracing_subscriber::registry()
         .with(format.with_filter(filter))
+        .with(waiting)
         .init();
 }
 
@@ -214,6 +235,15 @@ fn main() -> ExitCode {
             // --help and --version are not errors; every usage error exits 64 (EX_USAGE).
             let code = if e.use_stderr() { exit::USAGE } else { 0 };
             let _ = e.print();
+            if e.kind() == clap::error::ErrorKind::UnknownArgument {
+                let args: Vec<String> = std::env::args().skip(1).collect();
+                let unexpected = e.get(clap::error::ContextKind::InvalidArg);
+                if let Some(tip) =
+                    unexpected.and_then(|u| hints::missing_dashes(&args, &u.to_string()))
+                {
+                    eprintln!("{tip}");
+                }
+            }
             return ExitCode::from(code);
         }
     };

@@ -7,14 +7,20 @@
 //!     └── CMD          leads process group G; everything it starts stays in G
 //! ```
 //!
-//! `lease run` starts the reaper (the same binary, re-executed) with two pipes:
-//! - the *watch* pipe, whose only write end `lease run` keeps. When `lease run` dies, for any
-//!   reason (kill -9, the OOM killer, a panic), the kernel closes it and the reaper reads EOF:
-//!   it sends SIGKILL to group G at once. Over the same pipe `lease run` sends the lease's
-//!   deadline after each renewal (nanoseconds on the boot clock, one per line). The reaper
-//!   sends SIGKILL to G a margin before the latest deadline it was given: a fuse that burns even
-//!   while `lease run` is stopped (SIGSTOP cannot be caught) or starved, so the command cannot
-//!   run past the deadline whatever happens to its supervisor.
+//! `lease run` starts the reaper (the same binary, re-executed) before it acquires the lease,
+//! so that the lease's record can name it (a waiter on this machine takes the lease over early
+//! only once `lease run` *and* its reaper are gone, and the reaper outlives the command it
+//! kills: docs/protocol.md §4). It has two pipes:
+//! - the *watch* pipe, whose only write end `lease run` keeps. Once the lease is held, `lease
+//!   run` sends the command's environment (`env NAME HEX`, the value in hex) and `start
+//!   DEADLINE` over it, and the reaper starts the command; if the pipe closes first, the
+//!   reaper exits without starting anything. When `lease run` dies, for any reason (kill -9,
+//!   the OOM killer, a panic), the kernel closes it and the reaper reads EOF: it sends SIGKILL
+//!   to group G at once. Over the same pipe `lease run` sends the lease's deadline after each
+//!   renewal (nanoseconds on the boot clock, one per line). The reaper sends SIGKILL to G a
+//!   margin before the latest deadline it was given: a fuse that burns even while `lease run`
+//!   is stopped (SIGSTOP cannot be caught) or starved, so the command cannot run past the
+//!   deadline whatever happens to its supervisor.
 //! - the *report* pipe, back to `lease run`: `pid G` once CMD runs (or `error CODE MESSAGE`
 //!   if it cannot be started), then `exit N` or `signal N` when it ends.
 //!
@@ -51,9 +57,6 @@ pub struct ReaperArgs {
     /// Write end of the report pipe.
     #[arg(long)]
     pub report_fd: RawFd,
-    /// The lease's deadline on the boot clock, in nanoseconds.
-    #[arg(long)]
-    pub deadline_ns: u64,
     /// SIGKILL this long before the deadline, in nanoseconds.
     #[arg(long)]
     pub margin_ns: u64,
@@ -131,13 +134,8 @@ pub struct Reaper {
 }
 
 impl Reaper {
-    /// Start the reaper, which starts `command` (with `env` added) at once.
-    pub fn start(
-        command: &[String],
-        env: &[(&str, String)],
-        deadline: Duration,
-        margin: Duration,
-    ) -> io::Result<Reaper> {
+    /// Start the reaper, which waits for [`Reaper::start`] to start `command`.
+    pub fn spawn(command: &[String], margin: Duration) -> io::Result<Reaper> {
         let (watch_read, watch_write) = pipe()?;
         let (report_read, report_write) = pipe()?;
         // /proc/self/exe is this very binary even if its file was replaced since (an upgrade).
@@ -151,11 +149,9 @@ impl Reaper {
             .arg("__reaper")
             .arg(format!("--watch-fd={}", watch_read.as_raw_fd()))
             .arg(format!("--report-fd={}", report_write.as_raw_fd()))
-            .arg(format!("--deadline-ns={}", deadline.as_nanos()))
             .arg(format!("--margin-ns={}", margin.as_nanos()))
             .arg("--")
             .args(command)
-            .envs(env.iter().map(|(k, v)| (k, v)))
             .process_group(0);
         let inherited = [watch_read.as_raw_fd(), report_write.as_raw_fd()];
         // SAFETY: between fork and exec only fcntl(2) and sigprocmask(2), async-signal-safe:
@@ -175,9 +171,6 @@ impl Reaper {
         let process = cmd.spawn()?;
         drop(watch_read);
         drop(report_write);
-        // A reaper that stopped reading must not block lease run: a deadline that does not fit
-        // is sent again at the next update.
-        set_nonblocking(&watch_write)?;
         let (tx, reports) = mpsc::unbounded_channel();
         std::thread::Builder::new()
             .name("lease-reports".into())
@@ -195,8 +188,25 @@ impl Reaper {
             process,
             watch: File::from(watch_write),
             reports,
-            sent: deadline,
+            sent: Duration::ZERO,
         })
+    }
+
+    /// Start the command, with `env` added, under the lease whose deadline (on the boot clock)
+    /// is `deadline`.
+    pub fn start(&mut self, env: &[(&str, String)], deadline: Duration) -> io::Result<()> {
+        let mut message = String::new();
+        for (name, value) in env {
+            let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+            message += &format!("env {name} {hex}\n");
+        }
+        message += &format!("start {}\n", deadline.as_nanos());
+        // Blocking, once: the pipe is empty and the message far below its capacity.
+        self.watch.write_all(message.as_bytes())?;
+        self.sent = deadline;
+        // A reaper that stopped reading must not block lease run: a deadline that does not fit
+        // is sent again at the next update.
+        set_nonblocking(&self.watch)
     }
 
     /// The next report; `None` once the reaper is gone.
@@ -223,6 +233,15 @@ impl Reaper {
     /// Wait for the reaper process to exit.
     pub async fn wait(&mut self) {
         let _ = self.process.wait().await;
+    }
+
+    /// Let a reaper that was not started go: it reads EOF and exits without starting anything.
+    pub async fn abandon(self) {
+        let Reaper {
+            mut process, watch, ..
+        } = self;
+        drop(watch);
+        let _ = process.wait().await;
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -254,7 +273,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
 }
 
-fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     // SAFETY: fcntl(2) on an fd we own.
     unsafe {
         let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
@@ -287,9 +306,19 @@ pub fn main(args: ReaperArgs) -> ExitCode {
         }
     };
     let mut report = File::from(report);
+    let mut watch = File::from(watch);
+    // `lease run` sends the start once it holds the lease; gone before, nothing is started.
+    let Some(Start {
+        env,
+        deadline,
+        pending,
+    }) = read_start(&mut watch)
+    else {
+        return ExitCode::SUCCESS;
+    };
     let reaper_pid = std::process::id();
     let mut command = std::process::Command::new(&args.command[0]);
-    command.args(&args.command[1..]).process_group(0);
+    command.args(&args.command[1..]).envs(env).process_group(0);
     // SAFETY: between fork and exec only prctl(2), getppid(2) and sigprocmask(2),
     // async-signal-safe.
     unsafe {
@@ -314,20 +343,28 @@ pub fn main(args: ReaperArgs) -> ExitCode {
             } else {
                 crate::exit::NOT_EXECUTABLE
             };
-            let _ = writeln!(report, "error {code} cannot run {:?}: {e}", args.command[0]);
+            let hint = match crate::hints::shell_line(&args.command) {
+                Some(hint) if code == crate::exit::NOT_FOUND => format!("; {hint}"),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                report,
+                "error {code} cannot run {:?}: {e}{hint}",
+                args.command[0]
+            );
             return ExitCode::from(code);
         }
     };
     let group = child.id() as i32;
     let _ = writeln!(report, "pid {group}");
     let fuse = Fuse {
-        deadline: Duration::from_nanos(args.deadline_ns),
+        deadline,
         margin: Duration::from_nanos(args.margin_ns),
     };
     // If this thread cannot start, the command must not run unwatched.
     if std::thread::Builder::new()
         .name("fuse".into())
-        .spawn(move || fuse.watch(File::from(watch), group))
+        .spawn(move || fuse.watch(watch, group, pending))
         .is_err()
     {
         kill_group(group, libc::SIGKILL);
@@ -351,11 +388,71 @@ struct Fuse {
     margin: Duration,
 }
 
+/// What `lease run` sends once it holds the lease: the command's environment, the lease's
+/// deadline, and the bytes read after it (deadlines already sent).
+struct Start {
+    env: Vec<(String, String)>,
+    deadline: Duration,
+    pending: Vec<u8>,
+}
+
+/// Read `lease run`'s start message from the watch pipe; `None` at EOF first.
+fn read_start(watch: &mut File) -> Option<Start> {
+    let mut env = Vec::new();
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let line = String::from_utf8(line).ok()?;
+            let mut words = line.split_whitespace();
+            match (words.next()?, words.next(), words.next()) {
+                ("env", Some(name), Some(hex)) => env.push((name.to_string(), unhex(hex)?)),
+                ("env", Some(name), None) => env.push((name.to_string(), String::new())),
+                ("start", Some(ns), None) => {
+                    let deadline = Duration::from_nanos(ns.parse().ok()?);
+                    return Some(Start {
+                        env,
+                        deadline,
+                        pending,
+                    });
+                }
+                _ => return None,
+            }
+        }
+        match watch.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// `616263` → `abc`.
+fn unhex(hex: &str) -> Option<String> {
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
 impl Fuse {
-    fn watch(mut self, mut watch: File, group: i32) {
-        let mut pending = Vec::new();
+    fn watch(mut self, mut watch: File, group: i32, mut pending: Vec<u8>) {
         let mut buf = [0u8; 512];
         loop {
+            while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let ns = std::str::from_utf8(&line)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok());
+                if let Some(ns) = ns {
+                    // Every deadline sent is at or before the holder's own, and the holder's
+                    // only moves forward: the latest is the best.
+                    self.deadline = self.deadline.max(Duration::from_nanos(ns));
+                }
+            }
             let now = boot_clock();
             let burn_at = self.deadline.saturating_sub(self.margin);
             if now >= burn_at {
@@ -390,17 +487,6 @@ impl Fuse {
                 Ok(n) => pending.extend_from_slice(&buf[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break,
-            }
-            while let Some(end) = pending.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=end).collect();
-                let ns = std::str::from_utf8(&line)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok());
-                if let Some(ns) = ns {
-                    // Every deadline sent is at or before the holder's own, and the holder's
-                    // only moves forward: the latest is the best.
-                    self.deadline = self.deadline.max(Duration::from_nanos(ns));
-                }
             }
         }
         kill_group(group, libc::SIGKILL);

@@ -272,7 +272,7 @@ pub async fn run(args: RunArgs) -> Result<Exit, Exit> {
         Some(addr) => Some(crate::metrics::Server::start(addr).await?),
         None => None,
     };
-    let result = run_held(&args, &client, &key, &opts, limits).await;
+    let result = run_held(&args, &client, &key, opts, limits).await;
     if let (Some(server), Some(bound)) = (&metrics, args.metrics_linger) {
         server.linger(bound).await;
     }
@@ -283,14 +283,32 @@ async fn run_held(
     args: &RunArgs,
     client: &Client,
     key: &str,
-    opts: &LeaseOptions,
+    mut opts: LeaseOptions,
     limits: Limits,
 ) -> Result<Exit, Exit> {
     let mut signals = Signals::new()?;
-    let held = acquire(args, client, key, opts, &mut signals).await?;
+    // The reaper first, so that the lease's record names it: a waiter on this machine takes
+    // the lease over early only once this process and the reaper, which outlives the command,
+    // are both gone (docs/protocol.md §4).
+    let cannot_start = |e: std::io::Error| {
+        Exit::fail(
+            exit::INTERNAL,
+            format!("cannot start the command's reaper: {e}"),
+        )
+    };
+    let mut reaper = Reaper::spawn(&args.command, limits.margin).map_err(cannot_start)?;
+    opts.companion_pids = reaper.pid().into_iter().collect();
+    let held = match acquire(args, client, key, &opts, &mut signals).await {
+        Ok(held) => held,
+        Err(e) => {
+            reaper.abandon().await;
+            return Err(e);
+        }
+    };
     // Paused between acquiring and starting: do not start on a lease about to run out.
     if let Err(e) = held.ensure_held(limits.term_at()) {
         let _ = held.release().await;
+        reaper.abandon().await;
         return Err(Exit::fail(
             args.lost_exit_code,
             format!("{e}; the command was not started"),
@@ -301,6 +319,7 @@ async fn run_held(
         Ok(file) => file,
         Err(e) => {
             let _ = held.release().await;
+            reaper.abandon().await;
             return Err(Exit::fail(
                 exit::INTERNAL,
                 format!("cannot create the health file in the temporary directory: {e}"),
@@ -315,16 +334,11 @@ async fn run_held(
         ("LEASE_HOLDER_ID", held.holder().id.clone()),
         ("LEASE_HEALTH_FILE", health.path().display().to_string()),
     ];
-    let mut reaper = match Reaper::start(&args.command, &env, deadline_of(&held), limits.margin) {
-        Ok(reaper) => reaper,
-        Err(e) => {
-            let _ = held.release().await;
-            return Err(Exit::fail(
-                exit::INTERNAL,
-                format!("cannot start the command's reaper: {e}"),
-            ));
-        }
-    };
+    if let Err(e) = reaper.start(&env, deadline_of(&held)) {
+        let _ = held.release().await;
+        reaper.abandon().await;
+        return Err(cannot_start(e));
+    }
     let group = match reaper.next_report().await {
         Some(Report::Started(pid)) => pid,
         other => {

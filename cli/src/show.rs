@@ -9,6 +9,14 @@ use crate::exit::{self, Exit};
 
 fn human(s: &Status) -> String {
     let mut out = format!("lease:      {}\nstate:      {}\n", s.url, s.state);
+    if let Some(q) = &s.queue {
+        // Each holder with its own token, ttl and mode (`queue_lines`): a single `holder:` line
+        // beside the lock's latest token named one of several holders, with another's token.
+        if let Some(e) = s.epoch {
+            out += &format!("epoch:      {e} (the latest token handed out)\n");
+        }
+        return out + &queue_lines(q);
+    }
     if let Some(e) = s.epoch {
         out += &format!("epoch:      {e}\n");
     }
@@ -37,8 +45,13 @@ fn human(s: &Status) -> String {
     if let Some(d) = &s.detail {
         out += &format!("detail:     {d}\n");
     }
-    if let Some(q) = &s.queue {
-        out += &queue_lines(q);
+    if matches!(
+        s.state,
+        LeaseState::Held | LeaseState::Broken | LeaseState::Expired
+    ) {
+        // Waiters on a plain lease only read: nothing records them.
+        out += "waiters:    not recorded for a plain lease (a queued lock, `lease run --queue`, \
+                lists them in order)\n";
     }
     out
 }
@@ -165,10 +178,12 @@ pub async fn break_lease(url: &str, yes: bool, allow_two_holders: bool) -> Resul
         ));
     }
     let (client, key) = Client::for_url(url)?;
-    let who = format!(
-        "lease break by {}",
-        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
-    );
+    // The user as records name it ($USER, else the uid's name or number: not "unknown" where
+    // $USER is unset); the breaker's host and pid are in its holder record, which messages show.
+    let mut who = "lease break".to_string();
+    if let Some(user) = lease::current_user() {
+        who += &format!(" by {user}");
+    }
     let mode = if allow_two_holders {
         BreakMode::AllowTwoHolders
     } else {

@@ -103,6 +103,52 @@ fn two_no_wait_runs_exactly_one_runs_its_child() {
     assert_eq!(env.status_json("job")["state"], "released");
 }
 
+/// What a shell job under a queued lock's shared or scoped grant hands on: `LEASE_TOKEN` says
+/// the grant's mode and scope, which decide what it fences (docs/protocol.md §7), and a gate
+/// admits such tokens by the same rules as fenced objects (issue 22).
+#[test]
+fn a_shared_or_scoped_grant_exports_its_mode_and_scope_in_the_token() {
+    use lease::{FencingGate, FencingToken, Mode, Scope};
+    let env = Env::new();
+    let token_of = |flags: &[&str]| -> FencingToken {
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend(["blob", "--", "sh", "-c", "printf %s \"$LEASE_TOKEN\""]);
+        let out = env.run(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap().parse().unwrap()
+    };
+    let a = token_of(&["--range", "0..100"]);
+    let b = token_of(&["--range", "100..200"]);
+    let r = token_of(&["--shared", "--range", "0..50"]);
+    assert!(a.to_string().ends_with(";range=0..100"), "{a}");
+    assert_eq!(
+        (r.mode(), r.scope()),
+        (Mode::Shared, &Scope::Range { start: 0, end: 50 })
+    );
+    assert!(r.to_string().ends_with(";shared;range=0..50"), "{r}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let gate = FencingGate::in_memory();
+        gate.admit("blob", &b).await.unwrap();
+        gate.admit("blob", &a)
+            .await
+            .expect("disjoint ranges do not fence each other");
+        gate.admit("blob", &r).await.unwrap();
+        let e = gate.admit("blob", &a).await.unwrap_err();
+        assert_eq!(
+            e.kind(),
+            lease::ErrorKind::Fenced,
+            "a reader's later token refuses it"
+        );
+        gate.admit("blob", &b)
+            .await
+            .expect("but not the writer of other bytes");
+    });
+}
+
 #[test]
 fn exports_the_lease_and_passes_the_exit_status_through() {
     let env = Env::new();
@@ -447,7 +493,7 @@ fn bad_input_is_one_clear_line_and_a_usage_code() {
         (
             &["run", "--ttl", "30000", "job", "--", "true"],
             64,
-            "a number needs a unit: write 30000ms, 30000s",
+            "a number needs a unit: write 30000ms or 30000s",
         ),
         (
             &["run", "--wait", "5", "job", "--", "true"],
@@ -506,6 +552,149 @@ fn bad_input_is_one_clear_line_and_a_usage_code() {
     assert!(env.path("not/yet/x").is_file());
 }
 
+/// What a new user types from habit (flock(1), a URL typed too fast) gets the fix in the message
+/// (issue 28): a mistyped URL is refused instead of becoming a local lock, a command without
+/// `--` and a shell line passed as one word are pointed to `--` and `sh -c`, and a ttl
+/// without a unit is offered only the units that make a valid ttl.
+#[test]
+fn habits_and_typos_get_the_fix_in_one_line() {
+    let env = Env::new();
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["run", "s3:/bucket/x", "--", "true"],
+            64,
+            "did you mean \"s3://bucket/x\"",
+        ),
+        (
+            &["run", "gs:/bucket/x", "--", "true"],
+            64,
+            "did you mean \"gs://bucket/x\"",
+        ),
+        (
+            &["run", "file:/tmp/x", "--", "true"],
+            64,
+            "did you mean \"file:///tmp/x\"",
+        ),
+        (
+            &["status", "s3//bucket/x"],
+            64,
+            "did you mean \"s3://bucket/x\"",
+        ),
+        (
+            &["run", "job", "echo", "hi"],
+            64,
+            "put '--' before the command: lease run job -- echo hi",
+        ),
+        (
+            &["run", "--wait", "5s", "job", "ls", "-l"],
+            64,
+            "lease run --wait 5s job -- ls -l",
+        ),
+        (
+            &["run", "job", "--", "echo hi && echo there"],
+            127,
+            "sh -c 'echo hi && echo there'",
+        ),
+        (
+            &["run", "--ttl", "30000", "job", "--", "true"],
+            64,
+            "write 30000ms or 30000s",
+        ),
+    ];
+    for (args, code, needle) in cases {
+        let out = env.run(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(
+            !err.contains("30000m ") && !err.contains("30000h"),
+            "{args:?}: {err}"
+        );
+    }
+    // Nothing was made on this machine for the mistyped URLs.
+    assert!(!env.path("s3:").exists() && !env.path("gs:").exists() && !env.path("file:").exists());
+    // A directory given as the lease: one line, not a timestamped WARN and the same error again.
+    std::fs::create_dir(env.path("dir")).unwrap();
+    let url = format!("file://{}/", env.path("dir").display());
+    let out = env.run(&["run", &url, "--", "true"]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("WARN"), "{}", stderr(&out));
+}
+
+/// Status names each holder of a shared lock with its own token (it printed one `holder:` line
+/// beside the other holder's token), says that a plain lease records no waiters, and a break
+/// is signed with the user even where `$USER` is unset (it said "broken by unknown").
+#[test]
+fn status_and_break_say_what_is_known() {
+    let env = Env::new();
+    let mut shared = vec![];
+    for name in ["a", "b"] {
+        let started = env.path(&format!("started-{name}"));
+        shared.push(env.spawn(&[
+            "run",
+            "--shared",
+            "--label",
+            &format!("reader-{name}"),
+            "repo",
+            "--",
+            "sh",
+            "-c",
+            &format!("touch {}; sleep 30", started.display()),
+        ]));
+        wait_for(&started);
+    }
+    let human = String::from_utf8(env.run(&["status", "repo"]).stdout).unwrap();
+    assert!(!human.contains("\nholder:"), "{human}");
+    let tokens: Vec<&str> = human
+        .lines()
+        .filter(|l| l.trim_start().starts_with("token "))
+        .collect();
+    assert_eq!(tokens.len(), 2, "{human}");
+    assert!(
+        tokens[0].contains("reader-a") && tokens[1].contains("reader-b"),
+        "{human}"
+    );
+    assert_ne!(
+        tokens[0].split_whitespace().nth(1),
+        tokens[1].split_whitespace().nth(1),
+        "{human}"
+    );
+    for mut child in shared {
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        child.wait().unwrap();
+    }
+
+    let started = env.path("started");
+    let run = env.spawn(&[
+        "run",
+        "--ttl",
+        "2s",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        &format!("touch {}; sleep 30", started.display()),
+    ]);
+    wait_for(&started);
+    let human = String::from_utf8(env.run(&["status", "job"]).stdout).unwrap();
+    assert!(
+        human.contains("waiters:    not recorded for a plain lease") && human.contains("--queue"),
+        "{human}"
+    );
+    let out = env
+        .cmd(&["break", "job", "--yes"])
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(err.contains("broken by \"lease break by "), "{err}");
+    assert!(!err.contains("unknown"), "{err}");
+}
+
 #[test]
 fn doctor_checks_a_store_and_cleans_up() {
     let env = Env::new();
@@ -524,14 +713,13 @@ fn doctor_checks_a_store_and_cleans_up() {
     for check in ["duplicate_create", "stale_update", "stale_delete"] {
         assert!(names.contains(&check), "{check} missing: {names:?}");
     }
-    let left: Vec<_> = std::fs::read_dir(env.path("lease-doctor"))
+    // Nothing is left behind, not even the probes' lock files (issue 28): the folder itself
+    // goes once empty.
+    let left: Vec<_> = std::fs::read_dir(env.home.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert!(
-        left.iter().all(|n| n.to_string_lossy().starts_with('.')),
-        "probe left behind: {left:?}"
-    );
+    assert!(left.is_empty(), "left behind: {left:?}");
     // A path through a regular file cannot be a store.
     std::fs::write(env.path("plainfile"), "x").unwrap();
     let url = format!("file://{}/plainfile/locks", env.home.path().display());

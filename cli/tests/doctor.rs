@@ -98,3 +98,21 @@ fn json_on_failure_on_moto() {
     let missing = url.replacen("s3://", "s3://no-such-bucket-", 1);
     check_failure(&doctor(&[&missing, "--json"]), 69, "store");
 }
+
+/// `lease doctor` on a file store leaves nothing behind: it said "the probes were deleted" but
+/// left a `.lease-doctor-*.lock` per probe and their folder (issue 28).
+#[test]
+fn doctor_leaves_no_litter_in_a_file_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = doctor(&[&format!("file://{}", dir.path().display())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

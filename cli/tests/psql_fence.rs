@@ -33,81 +33,110 @@ fn psql(psql: &Path, dsn: &str, schema: &str, args: &[&str]) -> Output {
         .expect("psql")
 }
 
+/// The recipe's setting: `lease_fence` and the table `runs` installed in a fresh schema, the
+/// job's SQL as docs/postgres.md has it (the fence first, then the job's own SQL), and a lease
+/// in a scratch directory. The schema is dropped at the end.
+struct Job {
+    dsn: String,
+    psql_bin: PathBuf,
+    schema: String,
+    dir: tempfile::TempDir,
+    sql: PathBuf,
+    lease_url: String,
+}
+
+impl Job {
+    fn install(dsn: String, psql_bin: PathBuf, schema: String) -> Job {
+        let dir = tempfile::tempdir().unwrap();
+        let fence = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../postgres/lease_fence.sql");
+        let drop_create = format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}");
+        let out = psql(&psql_bin, &dsn, "public", &["-c", &drop_create]);
+        assert!(out.status.success(), "{out:?}");
+        let install = [
+            "-1",
+            "-f",
+            fence.to_str().unwrap(),
+            "-c",
+            "CREATE TABLE runs (epoch text)",
+        ];
+        let out = psql(&psql_bin, &dsn, &schema, &install);
+        assert!(out.status.success(), "{out:?}");
+        let sql = dir.path().join("job.sql");
+        std::fs::write(
+            &sql,
+            "SELECT lease_fence('nightly', :'token');\nINSERT INTO runs VALUES (split_part(:'token', '#', 2));\n",
+        )
+        .unwrap();
+        let lease_url = format!("file://{}/nightly", dir.path().display());
+        Job {
+            dsn,
+            psql_bin,
+            schema,
+            dir,
+            sql,
+            lease_url,
+        }
+    }
+
+    /// `lease run [flags] LEASE -- sh -c 'psql … -f job.sql'`; the token is kept in `token{n}`.
+    fn run(&self, flags: &[&str], n: usize) -> Output {
+        // `sh -c` because psql reads variables from -v, not from the environment.
+        let script = format!(
+            "echo \"$LEASE_TOKEN\" > {dir}/token{n}; \
+             \"$PSQL\" -X -q -1 -v ON_ERROR_STOP=1 -v token=\"$LEASE_TOKEN\" -f {job} \"$DATABASE_URL\"",
+            dir = self.dir.path().display(),
+            job = self.sql.display()
+        );
+        Command::new(LEASE)
+            .args(["run", "--ttl", "5s"])
+            .args(flags)
+            .args([&self.lease_url, "--", "sh", "-c", &script])
+            .env("PSQL", &self.psql_bin)
+            .env("DATABASE_URL", &self.dsn)
+            .env("PGOPTIONS", format!("-c search_path={}", self.schema))
+            .output()
+            .expect("lease run")
+    }
+
+    /// The token `lease run` number `n` exported.
+    fn token(&self, n: usize) -> String {
+        let token = std::fs::read_to_string(self.dir.path().join(format!("token{n}"))).unwrap();
+        token.trim().to_string()
+    }
+
+    /// The job's SQL run again by hand with `token` (a zombie replaying its token, say).
+    fn replay(&self, token: &str) -> Output {
+        let var = format!("token={token}");
+        let args = ["-1", "-v", &var, "-f", self.sql.to_str().unwrap()];
+        psql(&self.psql_bin, &self.dsn, &self.schema, &args)
+    }
+
+    fn runs(&self) -> String {
+        let count = ["-A", "-t", "-c", "SELECT count(*) FROM runs"];
+        let out = psql(&self.psql_bin, &self.dsn, &self.schema, &count);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
+        psql(&self.psql_bin, &self.dsn, "public", &["-c", &drop]);
+    }
+}
+
 #[test]
 fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
     let Some((dsn, psql_bin)) = server() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let schema = format!("cli_{}", std::process::id());
-    let sql = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../postgres/lease_fence.sql");
-    let out = psql(
-        &psql_bin,
-        &dsn,
-        "public",
-        &[
-            "-c",
-            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
-        ],
-    );
-    assert!(out.status.success(), "{out:?}");
-    let out = psql(
-        &psql_bin,
-        &dsn,
-        &schema,
-        &[
-            "-1",
-            "-f",
-            sql.to_str().unwrap(),
-            "-c",
-            "CREATE TABLE runs (epoch text)",
-        ],
-    );
-    assert!(out.status.success(), "{out:?}");
-
-    // The job, as docs/postgres.md has it: the fence first, then the job's own SQL.
-    let job = dir.path().join("job.sql");
-    std::fs::write(
-        &job,
-        "SELECT lease_fence('nightly', :'token');\nINSERT INTO runs VALUES (split_part(:'token', '#', 2));\n",
-    )
-    .unwrap();
-    let lease_url = format!("file://{}/nightly", dir.path().display());
-    let run = |n: usize| {
-        // `sh -c` because psql reads variables from -v, not from the environment; the token is
-        // kept in a file to replay it later.
-        let script = format!(
-            "echo \"$LEASE_TOKEN\" > {dir}/token{n}; \
-             \"$PSQL\" -X -q -1 -v ON_ERROR_STOP=1 -v token=\"$LEASE_TOKEN\" -f {job} \"$DATABASE_URL\"",
-            dir = dir.path().display(),
-            job = job.display()
-        );
-        Command::new(LEASE)
-            .args(["run", "--ttl", "5s", &lease_url, "--", "sh", "-c", &script])
-            .env("PSQL", &psql_bin)
-            .env("DATABASE_URL", &dsn)
-            .env("PGOPTIONS", format!("-c search_path={schema}"))
-            .output()
-            .expect("lease run")
-    };
+    let job = Job::install(dsn, psql_bin, format!("cli_{}", std::process::id()));
     for n in [1, 2] {
-        let out = run(n);
+        let out = job.run(&[], n);
         assert!(out.status.success(), "lease run {n}: {out:?}");
     }
     // The first job's token again, after the second job committed: refused, nothing written.
-    let first = std::fs::read_to_string(dir.path().join("token1")).unwrap();
-    let out = psql(
-        &psql_bin,
-        &dsn,
-        &schema,
-        &[
-            "-1",
-            "-v",
-            &format!("token={}", first.trim()),
-            "-f",
-            job.to_str().unwrap(),
-        ],
-    );
+    let out = job.replay(&job.token(1));
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -118,17 +147,40 @@ fn lease_run_fences_a_shell_jobs_sql_with_lease_token() {
         stderr.contains("newer than this holder's epoch"),
         "{stderr}"
     );
-    let out = psql(
-        &psql_bin,
-        &dsn,
-        &schema,
-        &["-A", "-t", "-c", "SELECT count(*) FROM runs"],
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2", "{out:?}");
-    psql(
-        &psql_bin,
-        &dsn,
-        "public",
-        &["-c", &format!("DROP SCHEMA {schema} CASCADE")],
-    );
+    assert_eq!(job.runs(), "2");
+}
+
+/// A queued lock's shared or scoped grant: `$LEASE_TOKEN` says so (`;shared`, `;path=P`,
+/// `;range=A..B`), and `lease_fence` refuses it with LF002 (psql's exit 3) saying what to do,
+/// rather than admit it as a whole-lock token; the job writes nothing. A whole-lock exclusive
+/// grant of the same queued lock is admitted.
+#[test]
+fn lease_fence_refuses_a_shared_or_scoped_grants_lease_token() {
+    let Some((dsn, psql_bin)) = server() else {
+        return;
+    };
+    let job = Job::install(dsn, psql_bin, format!("cli_scoped_{}", std::process::id()));
+    let grants: [&[&str]; 3] = [
+        &["--shared"],
+        &["--scope", "tables/users"],
+        &["--range", "0..4096"],
+    ];
+    for (n, flags) in grants.into_iter().enumerate() {
+        let out = job.run(flags, n);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{flags:?} was not refused: {out:?}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("shared or scoped grant"),
+            "{flags:?}: {stderr}"
+        );
+        assert!(job.token(n).contains(';'), "{flags:?}: {}", job.token(n));
+    }
+    assert_eq!(job.runs(), "0");
+    let out = job.run(&["--queue"], 9);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(job.runs(), "1");
 }

@@ -32,6 +32,7 @@ fn record(rev: u64) -> Bytes {
             pid: Some(1234),
             user: Some("bench".into()),
             client: Some("lease 0.1.0 (rust)".into()),
+            process: None,
         },
         acquired_at: Some("2026-11-22T10:00:00.123Z".into()),
         renewed_at: Some("2026-11-22T10:00:00.123Z".into()),

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::client::{local_wake, Client};
 use crate::duration::format_duration;
@@ -20,6 +20,34 @@ use crate::protocol::Backoff;
 use crate::record::{Holder, RecordState};
 use crate::status::Status;
 use crate::store::validate_key;
+use crate::store_clock;
+
+/// The `tracing` target of the event that says an acquisition waits for a holder: once, then
+/// at each change of holder (`waiting for URL, held by "job" (id …, host h, pid 7) at epoch
+/// N`), at info. `lease run` prints it on a terminal.
+pub const WAITING_TARGET: &str = "lease::waiting";
+
+/// Tell (at info, target [`WAITING_TARGET`]) who holds the lease when that changed since `told`.
+fn say_who_holds(
+    url: &str,
+    waiting_for: Option<(Option<&Holder>, Option<u64>)>,
+    told: &mut Option<(Option<String>, Option<u64>)>,
+) {
+    let Some((holder, epoch)) = waiting_for else {
+        return;
+    };
+    let seen = (holder.map(|h| h.id.clone()), epoch);
+    if told.as_ref() == Some(&seen) {
+        return;
+    }
+    let by = holder.map_or_else(
+        || "an unknown holder (the record is corrupt)".to_string(),
+        Holder::describe,
+    );
+    let at = epoch.map_or_else(String::new, |e| format!(" at epoch {e}"));
+    info!(target: WAITING_TARGET, lease = %url, "waiting for {url}, held by {by}{at}");
+    *told = Some(seen);
+}
 
 impl Client {
     /// Acquire the lease at `key`, waiting as `opts.wait` says.
@@ -68,7 +96,40 @@ impl Client {
         try_once: bool,
         cancel: Option<&CancellationToken>,
     ) -> Result<Lease> {
-        self.acquire_lease(key, opts, try_once, cancel, None).await
+        // An owner that holds the lease already would wait for itself: fail at once.
+        let owner = crate::owner::owner_of(opts);
+        let me = std::sync::Arc::as_ptr(&self.inner) as usize;
+        // A cancelled acquisition ends as cancelled, whoever holds the lease.
+        let cancelled = cancel.is_some_and(|c| c.is_cancelled());
+        if let Some(owner) = owner.as_ref().filter(|_| !cancelled) {
+            let mine = crate::owner::holding(me, key, owner, opts);
+            // A grant: the queue record shows grants by their sessions, which stay ours while
+            // the grant believes. A plain lease: only if the store still shows it (one read),
+            // not a lease broken or taken over whose holder has not noticed yet.
+            let ours = match mine.iter().find(|l| l.grant().is_some()) {
+                Some(grant) => Some(grant),
+                None if mine.is_empty() => None,
+                // On an error the acquisition goes on: it reads again and reports what fails.
+                None => match opts.timing(&self.store().capabilities()) {
+                    Ok(t) => match self.get(key, None, t.request_timeout).await {
+                        Ok(get) => mine.iter().find(|l| crate::owner::still_held_by(l, &get)),
+                        Err(_) => None,
+                    },
+                    Err(_) => None,
+                },
+            };
+            if let Some(lease) = ours {
+                let url = self.lease_url(key);
+                return Err(crate::owner::waits_for_itself(&url, owner, lease));
+            }
+        }
+        let lease = self
+            .acquire_lease(key, opts, try_once, cancel, None)
+            .await?;
+        if let Some(owner) = owner {
+            crate::owner::register(me, key, owner, &lease);
+        }
+        Ok(lease)
     }
 
     async fn acquire_lease(
@@ -136,13 +197,17 @@ impl Client {
         }
         let plan = Plan {
             url: url.clone(),
-            holder: holder.unwrap_or_else(|| self.new_holder(opts.label.clone())),
+            holder: holder
+                .unwrap_or_else(|| self.new_lease_holder(opts.label.clone(), &opts.companion_pids)),
             timing,
             data: opts.data.clone(),
             try_once,
             wait_deadline,
             unavailable_timeout: Some(timing.unavailable_timeout),
             history: opts.history,
+            probe_holders: opts
+                .dead_holder_rule
+                .unwrap_or_else(|| self.store().dead_holder_rule()),
         };
         let memo = self.memo(key);
         // The remembered release is used once: whatever happens, the view moves on.
@@ -151,6 +216,8 @@ impl Client {
         let wake = local_wake(self.store().url(), key);
         let mut event = Event::Start;
         let mut handover = None;
+        let mut failed_read = None;
+        let mut told = None;
         let mut warned_date = false;
         let result = loop {
             let notified = wake.notified();
@@ -160,15 +227,22 @@ impl Client {
                 event = Event::Cancelled;
             }
             let step = acquirer.step(event, clock.now(), clock.wall(), rng);
+            say_who_holds(&url, acquirer.waiting_for(), &mut told);
+            // A failed read that is retried is logged: nothing else says why the wait goes on.
+            // One that ends the acquisition is not: the error returned is its report.
+            if let (Some(e), Step::Sleep { .. }) = (failed_read.take(), &step) {
+                warn!(lease = %url, "read failed, retrying: {e}");
+            }
             if !warned_date && acquirer.date_refused() {
                 warned_date = true;
-                self.warn_date_refused(key, None);
+                store_clock::warn_date_refused(self, key, None);
             }
             match step {
                 Step::Read { if_none_match } => {
                     let read = self.read_record(key, if_none_match.as_ref(), &timing).await;
                     if let Err(e) = &read {
-                        warn!(lease = %url, "read failed: {e}");
+                        debug!(lease = %url, "read failed: {e}");
+                        failed_read = Some(e.to_string());
                     }
                     // A queued lock: every request on it queues (docs/protocol.md §10). Seen
                     // before the lease's rules could take it for a corrupt lease record.
@@ -185,12 +259,13 @@ impl Client {
                 Step::Put { bytes, cond } => {
                     event = Event::Put(self.put_raw(key, bytes, cond, &timing).await);
                 }
+                Step::Probe { pids } => event = Event::Probed(crate::process::probe(&pids)),
                 Step::Stamp => {
-                    let stamp = self.stamp(key, &timing).await;
+                    let stamp = store_clock::stamp(self, key, &timing).await;
                     match &stamp {
                         Err(e) if e.kind() != ErrorKind::Unavailable => {
                             warned_date = true;
-                            self.warn_date_refused(key, Some(e));
+                            store_clock::warn_date_refused(self, key, Some(e));
                         }
                         Err(e) => warn!(lease = %url, "reading the store's clock failed: {e}"),
                         Ok(_) => {}

@@ -1,24 +1,22 @@
-//! The client of one store: its identity, what it remembers about keys, and the store calls
-//! every driver makes (with timeouts on the injected clock), including a conditional write run
-//! to a known outcome ([`crate::protocol::write`]). Acquiring is in `acquire.rs`, holding in
-//! `lease.rs`; the decisions are in `protocol/`.
+//! The client of one store, where every entry point starts: it hands each call to the driver
+//! that carries it out. Reading is in `status.rs`, fenced reads in `fence.rs`, acquiring in
+//! `acquire.rs` and `queue.rs`, holding in `lease.rs`; what all of them do with the store (timed
+//! calls, identity, what a client remembers about keys) is in `io.rs`; the decisions are in
+//! `protocol/`.
 
-use std::collections::HashMap;
-use std::future::Future;
+use std::ops::Deref;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
-use tokio::sync::Notify;
-use tracing::{debug, warn};
-
-use crate::clock::{Clock, Instant, Rng, SystemClock};
-use crate::duration::format_duration;
-use crate::error::{Error, ErrorKind, Result};
-use crate::options::Timing;
-use crate::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
-use crate::record::{Holder, Record, MAX_RECORD_LEN};
-use crate::store::{Cond, DynStore, Get, GetOptions, Meta, Version};
+use crate::clock::{Clock, Rng, SystemClock};
+use crate::error::Result;
+use crate::fence::FencedObject;
+pub(crate) use crate::io::local_wake;
+use crate::io::Io;
+use crate::per_process::PerProcess;
+use crate::status::{Status, Watcher};
+use crate::store::url::{LeaseUrl, StoreUrl};
+use crate::store::DynStore;
 
 /// The `client` field written into records: `lease 0.1.0 (rust)` unless a binding says otherwise.
 static CLIENT_NAME: OnceLock<String> = OnceLock::new();
@@ -49,60 +47,22 @@ fn host_name() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// Local wake-ups: a release by one client wakes the waiters of every client in this process at
-/// once, instead of at their next poll. One `Notify` per store and key, alive while someone
-/// waits on it: a wake-up never reaches the waiters of another store or key (with shared slots
-/// it did, so simulations in parallel tests woke each other at moments that depended on thread
-/// scheduling, and a seeded run was no longer the same run twice).
-pub(crate) fn local_wake(store_url: &str, key: &str) -> Arc<Notify> {
-    static WAKES: OnceLock<Mutex<Wakes>> = OnceLock::new();
-    let mut wakes = WAKES.get_or_init(Mutex::default).lock().unwrap();
-    let id = (store_url.to_string(), key.to_string());
-    if let Some(live) = wakes.map.get(&id).and_then(std::sync::Weak::upgrade) {
-        return live;
-    }
-    // Forget the keys nobody waits on any more, now and then (amortized: the map at most
-    // doubles between sweeps).
-    if wakes.map.len() >= wakes.sweep_at {
-        wakes.map.retain(|_, w| w.strong_count() > 0);
-        wakes.sweep_at = (wakes.map.len() * 2).max(64);
-    }
-    let notify = Arc::new(Notify::new());
-    wakes.map.insert(id, Arc::downgrade(&notify));
-    notify
-}
-
-#[derive(Default)]
-struct Wakes {
-    map: HashMap<(String, String), std::sync::Weak<Notify>>,
-    sweep_at: usize,
-}
-
-/// What this client remembers about a key between acquisitions.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Memo {
-    /// Highest epoch seen: a recreated record starts above it.
-    pub(crate) epoch: u64,
-    /// A record this client released itself, at this version: the next acquisition can go
-    /// straight to the conditional write.
-    pub(crate) released: Option<(Version, Record)>,
-}
-
-pub(crate) struct ClientInner {
-    pub(crate) store: DynStore,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) rng: Rng,
-    client: String,
-    host: Option<String>,
-    pid: u32,
-    user: Option<String>,
-    memo: Mutex<HashMap<String, Memo>>,
-}
-
 /// A client of one store. Cheap to clone; clones share what they know about keys.
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<ClientInner>,
+    pub(crate) inner: Arc<Io>,
+}
+
+/// A client is a handle to its store's I/O, which the acquiring drivers (`acquire.rs`,
+/// `queue.rs`, `lease.rs`, still methods of `Client` until issue 22 makes them drivers of their
+/// own) reach through this. `Io` has nothing public: this gives callers outside the crate
+/// nothing.
+impl Deref for Client {
+    type Target = Io;
+
+    fn deref(&self) -> &Io {
+        &self.inner
+    }
 }
 
 impl std::fmt::Debug for Client {
@@ -149,23 +109,28 @@ impl ClientBuilder {
 
     pub fn build(self) -> Client {
         Client {
-            inner: Arc::new(ClientInner {
+            inner: Arc::new(Io {
                 // Every request is counted and traced at this boundary (`metrics`).
                 store: crate::metrics::Instrumented::wrap(self.store),
                 clock: self.clock,
                 rng: self.rng.unwrap_or_else(Rng::from_entropy),
                 client: self.client.unwrap_or_else(client_name),
                 host: self.host.or_else(host_name),
-                pid: self.pid.unwrap_or_else(std::process::id),
-                user: user_name(|var| std::env::var(var).ok()),
+                pid: self.pid,
+                user: current_user(),
                 memo: Mutex::default(),
             }),
         }
     }
 }
 
-/// Who runs this process, for the holder record: `$USER` or `$LOGNAME`, else the name of the
-/// effective uid (cron, systemd units and containers often set neither), else its number.
+/// Who runs this process, as holder records name it: `$USER` or `$LOGNAME`, else the name of
+/// the effective uid (cron, systemd units and containers often set neither), else its number.
+pub fn current_user() -> Option<String> {
+    user_name(|var| std::env::var(var).ok())
+}
+
+/// [`current_user`] with the environment given.
 fn user_name(env: impl Fn(&str) -> Option<String>) -> Option<String> {
     if let Some(user) = ["USER", "LOGNAME"]
         .into_iter()
@@ -215,6 +180,25 @@ impl Client {
         Client::builder(store).build()
     }
 
+    /// The shared client for the store of a lease URL, and the lease's key. Every call for the
+    /// same store returns the same client, so what it learns about keys is shared.
+    pub fn for_url(url: &str) -> Result<(Client, String)> {
+        let lease = LeaseUrl::parse(url)?;
+        let client = Client::for_store(&lease.store).map_err(|e| e.with_lease(url))?;
+        Ok((client, lease.key))
+    }
+
+    /// The client of the store at `url`, shared by everything in this process that names the
+    /// same store, whichever entry point or binding asks (`Client::for_url`, the C ABI,
+    /// Python, Node): one client per store shares its connections and what it has learned
+    /// about keys (the versions it wrote, the highest epochs seen), which the protocol relies
+    /// on when two handles in one process use the same lease. A forked child starts afresh
+    /// (`per_process.rs`). Opening does not contact the store.
+    pub fn for_store(url: &StoreUrl) -> Result<Client> {
+        static CLIENTS: PerProcess<StoreUrl, Client> = PerProcess::new();
+        CLIENTS.get_or_open(url, || Ok(Client::new(url.open()?)))
+    }
+
     pub fn builder(store: DynStore) -> ClientBuilder {
         ClientBuilder {
             store,
@@ -236,174 +220,28 @@ impl Client {
 
     /// The URL of the lease at `key`, for messages and `LEASE_URL`.
     pub fn lease_url(&self, key: &str) -> String {
-        let base = self.inner.store.url();
-        match base.split_once('?') {
-            Some((b, q)) => format!("{}?{q}", crate::store::url::join_key(b, key)),
-            None => crate::store::url::join_key(base, key),
-        }
+        self.inner.lease_url(key)
     }
 
-    pub(crate) fn new_holder(&self, label: Option<String>) -> Holder {
-        let i = &self.inner;
-        Holder {
-            id: i.rng.hex_id(),
-            label,
-            host: i.host.clone(),
-            pid: Some(i.pid),
-            user: i.user.clone(),
-            client: Some(i.client.clone()),
-        }
+    /// The lease at `key` as the store shows it now. Needs only read permission.
+    pub async fn status(&self, key: &str) -> Result<Status> {
+        crate::status::read(&self.inner, key).await
     }
 
-    pub(crate) fn remember(&self, key: &str, f: impl FnOnce(&mut Memo)) {
-        f(self
-            .inner
-            .memo
-            .lock()
-            .unwrap()
-            .entry(key.to_string())
-            .or_default());
+    /// Watch the lease at `key`: the first `next()` returns its status now, each later one
+    /// returns when holder, epoch, state or data change. Polls every `poll`.
+    pub fn watch(&self, key: &str, poll: Duration) -> Result<Watcher> {
+        Watcher::new(self.inner.clone(), key, poll)
     }
 
-    /// What this client remembers about `key`.
-    pub(crate) fn memo(&self, key: &str) -> Memo {
-        self.inner
-            .memo
-            .lock()
-            .unwrap()
-            .get(key)
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    /// Forget `key` (a queued lock's session key, used once).
-    pub(crate) fn forget(&self, key: &str) {
-        self.inner.memo.lock().unwrap().remove(key);
-    }
-
-    pub(crate) fn saw_epoch(&self, key: &str, epoch: u64) {
-        self.remember(key, |m| m.epoch = m.epoch.max(epoch));
-    }
-
-    /// Remember a record this client released, so its next acquisition needs one request.
-    pub(crate) fn released(&self, key: &str, version: Version, record: Record) {
-        self.remember(key, |m| {
-            m.epoch = m.epoch.max(record.epoch);
-            m.released = Some((version, record));
-        });
-        local_wake(self.inner.store.url(), key).notify_waiters();
-    }
-
-    /// Run a store call with a timeout on the injected clock; a timeout is an unknown outcome.
-    pub(crate) async fn timed<T>(
-        &self,
-        timeout: Duration,
-        what: &str,
-        f: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        tokio::select! {
-            r = f => r,
-            _ = self.inner.clock.sleep(timeout) => Err(Error::unavailable(format!(
-                "{what} on {} timed out after {}", self.inner.store.url(), format_duration(timeout)
-            ))),
-        }
-    }
-
-    pub(crate) async fn get(
-        &self,
-        key: &str,
-        if_none_match: Option<&Version>,
-        timeout: Duration,
-    ) -> Result<Get> {
-        let opts = GetOptions {
-            if_none_match,
-            max_len: Some(MAX_RECORD_LEN),
-        };
-        self.timed(timeout, "read", self.inner.store.get(key, opts))
-            .await
-    }
-
-    /// Write `record` (with its nonce) under `cond` until its outcome is known, retrying while
-    /// it stays unknown until `give_up_at` ([`WriteOp`] decides).
-    pub(crate) async fn write(
-        &self,
-        key: &str,
-        record: &Record,
-        cond: Cond,
-        give_up_at: Instant,
-        timing: &Timing,
-    ) -> Result<Written> {
-        let url = self.lease_url(key);
-        let op = WriteOp::new(&url, record, cond, give_up_at, timing);
-        self.run_write(key, op, timing).await
-    }
-
-    /// Carry out a [`WriteOp`]'s steps.
-    pub(crate) async fn run_write(
-        &self,
-        key: &str,
-        mut op: WriteOp,
-        timing: &Timing,
-    ) -> Result<Written> {
-        let no_meta = Meta::new();
-        let mut event = WriteEvent::Start;
-        loop {
-            match op.step(event, self.inner.clock.now(), &self.inner.rng) {
-                WriteStep::Put { bytes, cond } => {
-                    let put = self.inner.store.put(key, bytes, cond, &no_meta);
-                    let result = self.timed(timing.request_timeout, "write", put).await;
-                    log_put(key, &result);
-                    event = WriteEvent::Put(result);
-                }
-                WriteStep::Read => {
-                    let result = self.get(key, None, timing.request_timeout).await;
-                    if let Err(e) = &result {
-                        warn!(key, "read-back failed: {e}");
-                    }
-                    event = WriteEvent::Read(result);
-                }
-                WriteStep::Sleep(d) => {
-                    self.inner.clock.sleep(d).await;
-                    event = WriteEvent::Slept;
-                }
-                WriteStep::Done(outcome) => return outcome,
-            }
-        }
-    }
-
-    /// Read `key`'s record (bounded in size), with `if_none_match` when given.
-    pub(crate) async fn read_record(
-        &self,
-        key: &str,
-        if_none_match: Option<&Version>,
-        timing: &Timing,
-    ) -> Result<Get> {
-        self.get(key, if_none_match, timing.request_timeout).await
-    }
-
-    /// Send a write without resolving its outcome (a step of a state machine).
-    pub(crate) async fn put_raw(
-        &self,
-        key: &str,
-        bytes: Bytes,
-        cond: Cond,
-        timing: &Timing,
-    ) -> Result<crate::store::Put> {
-        let no_meta = Meta::new();
-        let put = self.inner.store.put(key, bytes, cond, &no_meta);
-        let result = self.timed(timing.request_timeout, "write", put).await;
-        log_put(key, &result);
-        result
-    }
-}
-
-fn log_put(key: &str, result: &Result<crate::store::Put>) {
-    match result {
-        Ok(crate::store::Put::ConditionFailed) => debug!(key, "condition failed; reading back"),
-        Err(e) if e.kind() == ErrorKind::Unavailable => {
-            warn!(key, "write outcome unknown, reading back: {e}")
-        }
-        _ => {}
+    /// Read an object with the epoch, lease and holder of the fenced write that wrote it.
+    ///
+    /// A client has no lease, so `key` is read from the store's root (`x`, `./x`, `/x`: the
+    /// same object; `jobs/x` below; `..` above the root is refused). The object a lease's
+    /// `fenced_put("x")` wrote is [`Lease::object_key`](crate::Lease::object_key)`("x")` here, or
+    /// [`Lease::fenced_get`](crate::Lease::fenced_get)`("x")`; from a lease's URL, [`object_key`](crate::object_key)`(lease_key, "x")`.
+    pub async fn fenced_get(&self, key: &str) -> Result<Option<FencedObject>> {
+        crate::fence::read(&self.inner, key).await
     }
 }
 

@@ -3,6 +3,7 @@
 //! CLI, the URL options of every store and the messages. Parsed here rather than by humantime,
 //! which reads no fractions (`1.5s`, which `format_duration` prints).
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -13,15 +14,39 @@ use crate::error::{Error, Result};
 /// A number alone is refused, with the fix in the message: `--ttl 30000` meant milliseconds
 /// to its author and would have been 500 minutes as seconds.
 pub fn parse_duration(s: &str) -> Result<Duration> {
+    parse_duration_in(s, Duration::ZERO..=Duration::MAX)
+}
+
+/// [`parse_duration`] for a value that must lie in `range`: a number without a unit is offered
+/// only the units that make it a value in range (`--ttl 30000`: `30000ms` or `30000s`, not
+/// `30000m`, past the 24 h a ttl may be). The range itself is checked by whoever takes the
+/// value, with its own message.
+pub fn parse_duration_in(s: &str, range: RangeInclusive<Duration>) -> Result<Duration> {
     let t = s.trim();
     let bad = || {
         Error::invalid(format!(
             "invalid duration {s:?}: write it like 500ms, 30s, 1.5s, 5m or 1h"
         ))
     };
-    if !t.is_empty() && t.parse::<f64>().is_ok_and(|n| n.is_finite() && n >= 0.0) {
+    if let Some(n) = t.parse::<f64>().ok().filter(|n| n.is_finite() && *n >= 0.0) {
+        let fits: Vec<String> = [("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
+            .into_iter()
+            .filter(|(_, secs)| {
+                Duration::try_from_secs_f64(n * secs).is_ok_and(|d| range.contains(&d))
+            })
+            .map(|(unit, _)| format!("{t}{unit}"))
+            .collect();
+        let write = match fits.as_slice() {
+            [] => format!(
+                "write it like 500ms, 30s or 5m, between {} and {}",
+                format_duration(*range.start()),
+                format_duration(*range.end())
+            ),
+            [one] => format!("write {one}"),
+            [first @ .., last] => format!("write {} or {last}", first.join(", ")),
+        };
         return Err(Error::invalid(format!(
-            "invalid duration {s:?}: a number needs a unit: write {t}ms, {t}s, {t}m or {t}h"
+            "invalid duration {s:?}: a number needs a unit: {write}"
         )));
     }
     if t.is_empty() {
@@ -151,6 +176,24 @@ mod tests {
                 "{bare}: {e}"
             );
         }
+    }
+
+    /// A ttl of `30000` was offered `30000m` and `30000h`, past the 24 h limit (issue 28).
+    #[test]
+    fn a_number_for_a_bounded_value_is_offered_only_units_in_range() {
+        let ttl = Duration::from_millis(100)..=Duration::from_secs(24 * 3600);
+        let e = parse_duration_in("30000", ttl.clone()).unwrap_err();
+        assert!(e.message().ends_with("write 30000ms or 30000s"), "{e}");
+        let e = parse_duration_in("30", ttl.clone()).unwrap_err();
+        assert!(e.message().ends_with("write 30s or 30m"), "{e}");
+        let e = parse_duration_in("2", ttl.clone()).unwrap_err();
+        assert!(e.message().ends_with("write 2s, 2m or 2h"), "{e}");
+        let e = parse_duration_in("0", ttl.clone()).unwrap_err();
+        assert!(e.message().ends_with("between 100ms and 24h"), "{e}");
+        assert_eq!(
+            parse_duration_in("1m", ttl).unwrap(),
+            Duration::from_secs(60)
+        );
     }
 
     /// Every printed duration reads back as the same duration: one format in and out.

@@ -17,12 +17,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::client::{local_wake, Client};
 use crate::clock::Instant;
 use crate::error::Result;
+use crate::fence::{FencedObject, Fencer, GrantRef};
 use crate::metrics;
 use crate::options::Timing;
 use crate::protocol::hold::{Hold, Phase};
@@ -66,9 +68,11 @@ struct Shared {
     writes: tokio::sync::Mutex<()>,
     lost: CancellationToken,
     stop: CancellationToken,
-    /// The version (and write nonce) of each object this holder last wrote with a fenced
-    /// write, so the next fenced write to it needs one request.
-    fence_versions: Mutex<HashMap<String, (Version, String)>>,
+    /// Wakes the renewal task when the holder changed its ttl: its schedule moved.
+    rescheduled: tokio::sync::Notify,
+    /// Each object as this holder last wrote or fenced it (version, write nonce, fence), so
+    /// the next fenced write to it needs one request.
+    fence_versions: Mutex<HashMap<String, crate::protocol::fence::Known>>,
     /// Set when this lease is the session of a queued lock's participant that was granted:
     /// the lease's identity (key, URL, epoch) is then the grant's.
     grant: OnceLock<Grant>,
@@ -106,6 +110,16 @@ pub struct Lease {
 struct DropGuard {
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Handle>,
+}
+
+/// A lease that does not keep it held ([`Lease::downgrade`]): what `owner.rs` remembers.
+pub(crate) struct WeakLease(std::sync::Weak<DropGuard>);
+
+impl WeakLease {
+    /// The lease, while a handle of it is alive.
+    pub(crate) fn upgrade(&self) -> Option<Lease> {
+        self.0.upgrade().map(|handle| Lease { handle })
+    }
 }
 
 impl Drop for DropGuard {
@@ -174,6 +188,7 @@ impl Lease {
             writes: tokio::sync::Mutex::new(()),
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
+            rescheduled: tokio::sync::Notify::new(),
             fence_versions: Mutex::default(),
             grant: OnceLock::new(),
         });
@@ -197,7 +212,11 @@ impl Lease {
         &self.handle.shared
     }
 
-    pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, (Version, String)>> {
+    pub(crate) fn downgrade(&self) -> WeakLease {
+        WeakLease(Arc::downgrade(&self.handle))
+    }
+
+    pub(crate) fn fence_cache(&self) -> &Mutex<HashMap<String, crate::protocol::fence::Known>> {
         &self.shared().fence_versions
     }
 
@@ -208,10 +227,15 @@ impl Lease {
         s.grant.get().map_or(s.epoch, |g| g.token)
     }
 
-    /// The lease's name, epoch and holder id, to hand to resources that check it.
+    /// The lease's name, epoch and holder id, to hand to resources that check it; for a
+    /// queued lock's grant, also its mode and scope, which decide what the token fences.
     pub fn token(&self) -> FencingToken {
-        FencingToken::new(self.url().to_string(), self.epoch())
-            .with_holder(self.shared().holder.id.clone())
+        let token = FencingToken::new(self.url().to_string(), self.epoch())
+            .with_holder(self.shared().holder.id.clone());
+        match self.grant() {
+            Some(g) => token.with_mode(g.mode).with_scope(g.scope.clone()),
+            None => token,
+        }
     }
 
     pub fn key(&self) -> &str {
@@ -247,8 +271,10 @@ impl Lease {
         &self.shared().holder
     }
 
+    /// The ttl this holder goes by: the one it acquired with, or the last one
+    /// [`Lease::set_ttl`] wrote.
     pub fn ttl(&self) -> Duration {
-        self.shared().timing.ttl
+        self.shared().state.lock().unwrap().hold.timing.ttl
     }
 
     pub fn client(&self) -> &Client {
@@ -357,11 +383,188 @@ impl Lease {
         self.ensure_held(Duration::ZERO)
     }
 
+    /// Change the lease's ttl (redis-py's `extend`, with the new ttl whole): a renewal made at
+    /// once writes it, and every renewal after it (at the same fraction of the new ttl as
+    /// before: ttl/3 by default). Waiters go by the ttl of the record they see; this holder's
+    /// deadline follows the ttl of its last write that landed, and while a write with a shorter
+    /// ttl may land it believes no longer than that write's send + the shorter ttl. Returns the
+    /// time left. Fails with [`crate::ErrorKind::Invalid`] for a ttl out of range (or, on a
+    /// store such as GCS, renewals it cannot sustain), and for a queued lock's grant (it keeps
+    /// the ttl it queued with); [`crate::ErrorKind::Lost`] if the lease is lost.
+    pub async fn set_ttl(&self, ttl: Duration) -> Result<Duration> {
+        let s = self.shared();
+        let timing = {
+            let st = s.state.lock().unwrap();
+            st.hold.timing.with_ttl(ttl)
+        };
+        let timing = timing.map_err(|e| e.with_lease(self.url()))?;
+        let min_write = s.client.store().min_write_interval();
+        if timing.renew < min_write {
+            return Err(crate::Error::invalid(format!(
+                "a ttl of {} renews every {}, more often than the {} this store needs between \
+                 writes of one object: use a ttl of at least {}",
+                crate::format_duration(ttl),
+                crate::format_duration(timing.renew),
+                crate::format_duration(min_write),
+                crate::format_duration(
+                    ttl.mul_f64(min_write.as_secs_f64() / timing.renew.as_secs_f64())
+                ),
+            ))
+            .with_lease(self.url()));
+        }
+        self.change(|hold| hold.want_ttl(ttl)).await
+    }
+
+    /// Change the data stored in the lease's record while holding it (etcd's `Proclaim`;
+    /// `None` removes it): a renewal made at once writes it. Returns the time left. Fails with
+    /// [`crate::ErrorKind::Invalid`] for data over 16 KiB, and for a queued lock's grant;
+    /// [`crate::ErrorKind::Lost`] if the lease is lost.
+    pub async fn set_data(&self, data: Option<&str>) -> Result<Duration> {
+        if let Some(d) = data {
+            if d.len() > crate::record::MAX_DATA_LEN {
+                return Err(crate::Error::invalid(format!(
+                    "data is {} bytes; at most {} bytes fit in a lease",
+                    d.len(),
+                    crate::record::MAX_DATA_LEN
+                ))
+                .with_lease(self.url()));
+            }
+        }
+        let data = data.map(str::to_string);
+        self.change(move |hold| hold.want_data(data)).await
+    }
+
+    /// Ask for a change of the record, then renew at once to write it.
+    async fn change(&self, f: impl FnOnce(&mut Hold)) -> Result<Duration> {
+        if let Some(grant) = self.grant() {
+            return Err(crate::Error::invalid(format!(
+                "{} is a queued lock's grant: it keeps the ttl and data it queued with (the \
+                 lock's record lists them); set_ttl and set_data are for leases",
+                grant.url
+            ))
+            .with_lease(&grant.url));
+        }
+        let s = self.shared();
+        {
+            let mut st = s.state.lock().unwrap();
+            if st.hold.phase == Phase::Held {
+                f(&mut st.hold);
+            }
+        }
+        let renewed = self.renew().await;
+        s.rescheduled.notify_one();
+        renewed
+    }
+
     /// Release the lease: write `released` (same epoch) so a waiter can take it at once.
     /// Idempotent. Fails with [`crate::ErrorKind::Lost`] if the lease was lost before it could
     /// be released: whatever was done under it may have overlapped with another holder.
     pub async fn release(&self) -> Result<()> {
         self.shared().release().await
+    }
+}
+
+/// Fenced writes and reads of the objects a lease guards, carried out by `fence.rs` (which says
+/// how the store enforces them).
+impl Lease {
+    fn fencer(&self) -> Fencer<'_> {
+        Fencer {
+            io: &self.client().inner,
+            key: self.key(),
+            url: self.url(),
+            token: self.token(),
+            holder: self.holder(),
+            grant: self.grant().map(|g| GrantRef {
+                key: &g.key,
+                url: &g.url,
+                token: g.token,
+                mode: g.mode,
+            }),
+            cache: self.fence_cache(),
+        }
+    }
+
+    /// The key in the store of the object `key` names for this lease: `key` read like a
+    /// relative path from the lease's directory (`x`, `./x`: beside the lease; `jobs/x`: below
+    /// it; `../x`: one level up, never above the store's root; `/x`: at the store's root). Every
+    /// fenced operation of this lease places its key so ([`object_key`](crate::object_key)).
+    pub fn object_key(&self, key: &str) -> Result<String> {
+        self.fencer().object_key(key)
+    }
+
+    /// The URL of the object `key` names for this lease (see [`Lease::object_key`]).
+    pub fn object_url(&self, key: &str) -> Result<String> {
+        self.fencer().object_url(key)
+    }
+
+    /// Read the object `key` names for this lease (placed as [`Lease::object_key`] says), with
+    /// the epoch, lease and holder of the fenced write that wrote it.
+    pub async fn fenced_get(&self, key: &str) -> Result<Option<FencedObject>> {
+        self.fencer().fenced_get(key).await
+    }
+
+    /// Read the object `key` names for this lease (placed as [`Lease::object_key`] says) and
+    /// fence it with this lease's token: from the moment this returns, no request whose token
+    /// this one's refuses can change it — for a shared grant (a reader), no writer whose grant
+    /// ended before this one began (docs/protocol.md §7, "What each token fences"). A stale
+    /// writer's write, conditional on an older version or not, then fails `Fenced`, so the
+    /// data read does not change under this holder while it holds, except by writers of
+    /// disjoint scopes (which promise not to touch this one's part).
+    ///
+    /// Costs 1 GET, plus 1 conditional PUT of the same bytes with this token added to the
+    /// object's metadata the first time a grant reads the object (none when the object's fence
+    /// already refuses all this token would: read again under the same grant, or after a later
+    /// reader). Where nothing is, it leaves an empty marker that every fenced read sees as
+    /// absent (`None`), so a stale writer cannot create the object under the readers either.
+    /// Returns the object as read, or `None`.
+    pub async fn fenced_read(&self, key: &str) -> Result<Option<FencedObject>> {
+        self.fencer().fenced_read(key).await
+    }
+
+    /// Write `bytes` at `key` (placed as [`Lease::object_key`] says) unless a holder with a higher epoch of
+    /// this lease has written it; then fail with [`ErrorKind::Fenced`](crate::ErrorKind::Fenced). Returns the new version
+    /// (empty when the write landed but a newer writer replaced it before this call learned its
+    /// version: it happened, and nothing can be conditioned on it any more).
+    ///
+    /// Not a read-modify-write: another writer of this epoch or a lower one may have written
+    /// between a [`Client::fenced_get`](crate::Client::fenced_get) and this write. Use [`Lease::fenced_put_if`] or
+    /// [`Lease::fenced_update`] for that.
+    pub async fn fenced_put(&self, key: &str, bytes: impl Into<Bytes>) -> Result<Version> {
+        self.fencer().fenced_put(key, bytes.into()).await
+    }
+
+    /// Write `bytes` at `key` only if the object is still at `expected` (as returned by
+    /// [`Client::fenced_get`](crate::Client::fenced_get) or an earlier fenced write; its etag alone will do), or still
+    /// absent when `expected` is `None`. A change by a holder with a higher epoch is [`ErrorKind::Fenced`](crate::ErrorKind::Fenced); any other
+    /// change since is [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) (read again and decide again).
+    pub async fn fenced_put_if(
+        &self,
+        key: &str,
+        bytes: impl Into<Bytes>,
+        expected: Option<&Version>,
+    ) -> Result<Version> {
+        self.fencer()
+            .fenced_put_if(key, bytes.into(), expected)
+            .await
+    }
+
+    /// Read-modify-write `key`: `f` gets the current object (or `None`) and returns the new
+    /// contents, written with [`Lease::fenced_put_if`]; on a [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) it reads
+    /// and calls `f` again. No update is lost, and none applied twice.
+    pub async fn fenced_update<F>(&self, key: &str, f: F) -> Result<Version>
+    where
+        F: FnMut(Option<&FencedObject>) -> Bytes,
+    {
+        self.fencer().fenced_update(key, f).await
+    }
+
+    /// Delete `key` unless a holder with a higher epoch has written it (then `Fenced`).
+    /// Returns false if there was nothing to delete. Needs a store with conditional deletes.
+    ///
+    /// A deleted key carries no fence any more: a zombie could create it again. Where that
+    /// matters, write an empty value with [`Lease::fenced_put`] instead of deleting.
+    pub async fn fenced_delete(&self, key: &str) -> Result<bool> {
+        self.fencer().fenced_delete(key).await
     }
 }
 
@@ -499,6 +702,7 @@ impl Shared {
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return,
+                _ = self.rescheduled.notified() => continue,
                 _ = clock.sleep_until(next) => {}
             }
             tokio::select! {
@@ -524,17 +728,20 @@ impl Shared {
         loop {
             // A fresh nonce per attempt: an attempt that gave up may still land, and must not be
             // taken for a later one.
-            let (write, deadline) = {
-                let st = self.state.lock().unwrap();
+            let (write, deadline, timing) = {
+                let mut st = self.state.lock().unwrap();
                 let write = st.hold.next_write(RecordState::Held, clock.wall(), rng);
-                (write, st.hold.deadline())
+                if let Some((record, _)) = &write {
+                    st.hold.sending(record, clock.now());
+                }
+                (write, st.hold.deadline(), st.hold.timing)
             };
             let Some((record, cond)) = write else {
                 return false;
             };
             match self
                 .client
-                .write(&self.key, &record, cond, deadline, &self.timing)
+                .write(&self.key, &record, cond, deadline, &timing)
                 .await
             {
                 Ok(Written::Landed { version, t_send }) => {

@@ -54,6 +54,14 @@ pub struct LeaseOptions {
     /// Take over a record whose age by the store's own clock exceeds `ttl + grace +
     /// resolution`. `None` follows the store's default.
     pub store_clock_rule: Option<bool>,
+    /// Take over at once a record whose holder, on this machine, is provably gone: same boot,
+    /// same pid namespace, its processes absent or replaced (docs/protocol.md §4). `None`
+    /// follows the store's default: on for the local file store, off elsewhere.
+    pub dead_holder_rule: Option<bool>,
+    /// Other processes of this machine that act under the lease while it is held (`lease
+    /// run`'s watchdog): the holder record names them, and a waiter takes over early only once
+    /// they are gone too.
+    pub companion_pids: Vec<u32>,
     /// Exclusive (the default) or shared with other shared holders (docs/protocol.md §10).
     /// Shared makes the lock a queued lock.
     pub mode: Mode,
@@ -75,6 +83,12 @@ pub struct LeaseOptions {
     /// (docs/protocol.md §3). On by default; off writes no history (records already carrying
     /// one keep it).
     pub history: bool,
+    /// Who in this process asks: an acquisition that would wait for a lease (or a conflicting
+    /// grant) the same owner holds in this process fails at once with
+    /// [`Held`](crate::ErrorKind::Held), since it would wait for itself. `None` (the default):
+    /// the tokio task that acquires, if any; the bindings name the thread (Python, C) or the
+    /// asyncio task; an empty string: nobody (no check). Leases are not re-entrant.
+    pub owner: Option<String>,
 }
 
 impl Default for LeaseOptions {
@@ -97,12 +111,15 @@ impl LeaseOptions {
             request_timeout: None,
             observation_rule: true,
             store_clock_rule: None,
+            dead_holder_rule: None,
+            companion_pids: Vec::new(),
             mode: Mode::Exclusive,
             permits: None,
             scope: Scope::Whole,
             queue: false,
             kill_after: None,
             history: true,
+            owner: None,
         }
     }
 
@@ -156,6 +173,18 @@ impl LeaseOptions {
             }
         }
         Ok(())
+    }
+
+    /// Who in this process asks (see the `owner` field; `""`: nobody).
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+
+    /// The calling thread asks (see the `owner` field): what blocking bindings use, whose calls
+    /// run in tasks of their own.
+    pub fn owned_by_this_thread(self) -> Self {
+        self.owner(this_thread())
     }
 
     /// Wait at most `wait` for the lease (`Duration::ZERO`: try once).
@@ -226,6 +255,11 @@ impl LeaseOptions {
 
     pub fn store_clock_rule(mut self, on: bool) -> Self {
         self.store_clock_rule = Some(on);
+        self
+    }
+
+    pub fn dead_holder_rule(mut self, on: bool) -> Self {
+        self.dead_holder_rule = Some(on);
         self
     }
 
@@ -325,6 +359,16 @@ impl LeaseOptions {
     }
 }
 
+/// The calling thread as an owner ([`LeaseOptions::owner`]); thread ids are never reused within
+/// a process.
+pub(crate) fn this_thread() -> String {
+    let thread = std::thread::current();
+    match thread.name() {
+        Some(name) => format!("thread {name:?} ({:?})", thread.id()),
+        None => format!("thread {:?}", thread.id()),
+    }
+}
+
 /// Timings derived from [`LeaseOptions`], checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Timing {
@@ -355,6 +399,32 @@ impl Timing {
     /// The grace a waiter allows a record with the given ttl.
     pub fn grace_for(&self, record_ttl: Duration) -> Duration {
         self.grace.unwrap_or_else(|| default_grace(record_ttl))
+    }
+
+    /// These timings for a holder whose ttl becomes `ttl` ([`crate::Lease::set_ttl`]): the renew
+    /// interval and the request timeout stay the same fractions of the ttl (ttl/3 and ttl/6 by
+    /// default), so whatever held for the old ttl holds for the new one. `Invalid` for a ttl
+    /// out of range.
+    pub fn with_ttl(&self, ttl: Duration) -> Result<Timing> {
+        if !(MIN_TTL..=MAX_TTL).contains(&ttl) {
+            return Err(Error::invalid(format!(
+                "ttl {} is out of range: use {} to {}",
+                format_duration(ttl),
+                format_duration(MIN_TTL),
+                format_duration(MAX_TTL)
+            )));
+        }
+        let scale = |d: Duration| {
+            let nanos = d.as_nanos() * ttl.as_nanos() / self.ttl.as_nanos().max(1);
+            Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+                .max(Duration::from_millis(1))
+        };
+        Ok(Timing {
+            ttl,
+            renew: scale(self.renew),
+            request_timeout: scale(self.request_timeout),
+            ..*self
+        })
     }
 }
 

@@ -25,6 +25,7 @@ use crate::protocol::write::Written;
 use crate::protocol::Backoff;
 use crate::record::{timestamp, Holder, Parsed, Record, RecordState};
 use crate::store::{Cond, Get, Put, Version, Watch};
+use crate::store_clock;
 
 /// The key of participant `id`'s session lease for the lock at `key`.
 pub(crate) fn session_key(key: &str, id: &str) -> String {
@@ -279,7 +280,9 @@ impl Client {
                     // it a queued lock whose tokens start above its epoch.
                     Some(Seen::Present { .. }) => {
                         let known = self.memo(key).epoch;
-                        match self.decide_confirmed(key, &mut view, timing, known).await {
+                        match store_clock::decide_confirmed(self, key, &mut view, timing, known)
+                            .await
+                        {
                             Decision::TakeOver { version, epoch, .. } => {
                                 let next = QueueRecord::new(epoch - 1, req.opts.permits)
                                     .apply(&Change::Join(entry.clone()))?
@@ -549,7 +552,8 @@ impl Client {
                 }) if r.state == RecordState::Released => true,
                 Some(Seen::Present { .. }) => {
                     watch.absent_since = None;
-                    match self.decide_confirmed(key, &mut watch.view, timing, 0).await {
+                    match store_clock::decide_confirmed(self, key, &mut watch.view, timing, 0).await
+                    {
                         Decision::TakeOver {
                             version,
                             epoch,

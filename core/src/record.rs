@@ -46,10 +46,38 @@ pub struct Holder {
     pub user: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// Where the holder's process runs, so that a waiter on the same machine can prove it gone
+    /// and take over at once (docs/protocol.md §4). Older readers ignore it.
+    /// (Boxed: holders are in many enums, and most of them never name processes.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<Box<HolderProcess>>,
+}
+
+/// What a waiter needs to prove a holder's processes gone: that it runs on this very boot of
+/// this machine, in this pid namespace (where its pids mean what they mean to us), and which
+/// processes those pids were (their start times, which a later process reusing a pid does not
+/// share).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HolderProcess {
+    /// The machine's boot id (`/proc/sys/kernel/random/boot_id`): random per boot, so another
+    /// machine's (over a network file system) or an earlier boot's never matches.
+    pub boot: String,
+    /// The holder's pid namespace (`pid:[4026531836]`).
+    pub pid_ns: String,
+    /// The time namespace its start times were read in (`time:[4026531834]`, `-` without time
+    /// namespaces): `/proc` shifts start times by the reader's namespace offsets.
+    pub time_ns: String,
+    /// The start time of the holder's `pid`, in clock ticks after boot (`/proc/PID/stat`).
+    pub start: u64,
+    /// Other processes that act under the lease and must be gone too (`lease run`'s watchdog,
+    /// which outlives the command it kills), as `[pid, start]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<(u32, u64)>,
 }
 
 impl Holder {
-    /// A short description for messages: `"worker-3" (id 1234abcd, host h, pid 7)`.
+    /// A short description for messages: `"worker-3" (id 1234abcd, host h, pid 7)`; without a
+    /// label, what ran it: `a python process (id 1234abcd, host h, pid 7)`.
     pub fn describe(&self) -> String {
         let short_id: String = self.id.chars().take(8).collect();
         let mut details = vec![format!("id {short_id}")];
@@ -61,7 +89,20 @@ impl Holder {
         }
         match &self.label {
             Some(label) => format!("{label:?} ({})", details.join(", ")),
-            None => format!("holder ({})", details.join(", ")),
+            None => format!("{} ({})", self.unlabelled(), details.join(", ")),
+        }
+    }
+
+    /// What a holder without a label is called: the language or tool its `client` field names
+    /// (`lease 0.1.0 (python)`: `a python process`), else `an unnamed holder`.
+    fn unlabelled(&self) -> String {
+        let tool = self.client.as_deref().and_then(|c| {
+            let (_, name) = c.rsplit_once('(')?;
+            name.strip_suffix(')').filter(|n| !n.is_empty())
+        });
+        match tool {
+            Some(tool) => format!("a {tool} process"),
+            None => "an unnamed holder".into(),
         }
     }
 }
@@ -170,6 +211,8 @@ impl Tenure {
                 pid: h.pid,
                 user: None,
                 client: None,
+                // What proves a local holder gone matters only while it holds.
+                process: None,
             },
             acquired_at: record.acquired_at.clone(),
             ended_at,
@@ -363,6 +406,7 @@ mod tests {
                 pid: Some(1),
                 user: None,
                 client: None,
+                process: None,
             },
             acquired_at: Some(timestamp(SystemTime::UNIX_EPOCH)),
             renewed_at: None,
@@ -457,7 +501,15 @@ mod tests {
             id: "0123456789".into(),
             ..Default::default()
         };
-        assert_eq!(h.describe(), "holder (id 01234567)");
+        assert_eq!(h.describe(), "an unnamed holder (id 01234567)");
+        // Without a label, what ran it: not "holder (id …)" (issue 28).
+        let h = Holder {
+            id: "0123456789".into(),
+            pid: Some(7),
+            client: Some("lease 0.1.0 (python)".into()),
+            ..Default::default()
+        };
+        assert_eq!(h.describe(), "a python process (id 01234567, pid 7)");
     }
 
     /// A `lease run` holder as the CLI writes it, with `label` and `host`.
@@ -470,6 +522,14 @@ mod tests {
             pid: Some(123_456),
             user: Some("deploy".into()),
             client: Some("lease-cli/0.1.0".into()),
+            // `lease run` names its watchdog too (docs/protocol.md §4).
+            process: Some(Box::new(HolderProcess {
+                boot: "6f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b".into(),
+                pid_ns: "pid:[4026531836]".into(),
+                time_ns: "time:[4026531834]".into(),
+                start: 123_456_789,
+                also: vec![(123_457, 123_456_790)],
+            })),
         };
         r.renewed_at = r.acquired_at.clone();
         r.write = Some("0123456789abcdef".into());

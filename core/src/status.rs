@@ -1,22 +1,24 @@
-//! Reading a lease without writing: `status` and `watch`.
+//! Reading a lease without writing: the drivers of [`Client::status`](crate::Client::status)
+//! (`read`) and [`Client::watch`](crate::Client::watch) (`Watcher`).
 //!
 //! Readers need only read permission. `watch` polls with `if-none-match`, so an unchanged
 //! record costs a 304 and no body.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::Stream;
 use serde::Serialize;
 use tracing::warn;
 
-use crate::client::{local_wake, Client};
 use crate::error::{ErrorKind, Result};
+use crate::io::{local_wake, Io};
 use crate::options::{LeaseOptions, Timing, MAX_TTL};
 use crate::protocol::queue::{Entry, QueueRecord, Scope};
 use crate::protocol::view::{Seen, View};
 use crate::protocol::Backoff;
 use crate::record::{Holder, Parsed, RecordState, Tenure};
-use crate::store::{validate_key, Version};
+use crate::store::{validate_key, Get, Version};
 
 /// What a lease looks like from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -397,57 +399,46 @@ impl HolderJson<'_> {
     }
 }
 
-/// Read-only calls of the client.
-impl Client {
-    /// The lease at `key` as the store shows it now. Needs only read permission.
-    pub async fn status(&self, key: &str) -> Result<Status> {
-        let url = self.lease_url(key);
-        validate_key(key).map_err(|e| e.with_lease(&url))?;
-        let timing = LeaseOptions::default().timing(&self.store().capabilities())?;
-        let mut backoff = Backoff::for_timing(&timing);
-        let mut attempts = 0;
-        loop {
-            match self.get(key, None, timing.request_timeout).await {
-                Ok(get) => {
-                    let queue = crate::queue::queue_read(&get);
-                    let mut view = View::default();
-                    view.absorb(get, self.clock().now());
-                    return Ok(Status::from_read(&url, queue.as_ref(), &view, &timing));
-                }
-                Err(e) if e.kind() == ErrorKind::Unavailable && attempts < 3 => {
-                    attempts += 1;
-                    self.clock().sleep(backoff.next(&self.inner.rng)).await;
-                }
-                Err(e) => return Err(e.with_lease(&url)),
-            }
-        }
-    }
-
-    /// Watch the lease at `key`: the first `next()` returns its status now, each later one
-    /// returns when holder, epoch, state or data change. Polls every `poll`.
-    pub fn watch(&self, key: &str, poll: Duration) -> Result<Watcher> {
-        let url = self.lease_url(key);
-        validate_key(key).map_err(|e| e.with_lease(&url))?;
-        let timing = LeaseOptions::default()
-            .poll_interval(poll)
-            .timing(&self.store().capabilities())
-            .map_err(|e| e.with_lease(&url))?;
-        Ok(Watcher {
-            client: self.clone(),
-            key: key.to_string(),
-            url,
-            poll: timing.poll,
-            view: View::default(),
-            queue: None,
-            last: None,
-            timing,
-        })
+/// A queued lock's record and its version, when `get` found a valid one. (`queue.rs` reads it
+/// the same way for its acquisitions; this file does not import it: until issue 22, `queue.rs`
+/// adds methods to the `Client` whose `status` calls this file.)
+fn queue_read(get: &Get) -> Option<(QueueRecord, Version)> {
+    match get {
+        Get::Found(obj) => match QueueRecord::parse(obj.bytes.as_deref()?)? {
+            Ok(r) => Some((r, obj.version.clone())),
+            Err(_) => None,
+        },
+        _ => None,
     }
 }
 
-/// A stream of lease changes; see [`Client::watch`].
+/// The lease at `key` as the store shows it now ([`Client::status`](crate::Client::status)).
+pub(crate) async fn read(io: &Io, key: &str) -> Result<Status> {
+    let url = io.lease_url(key);
+    validate_key(key).map_err(|e| e.with_lease(&url))?;
+    let timing = LeaseOptions::default().timing(&io.store().capabilities())?;
+    let mut backoff = Backoff::for_timing(&timing);
+    let mut attempts = 0;
+    loop {
+        match io.get(key, None, timing.request_timeout).await {
+            Ok(get) => {
+                let queue = queue_read(&get);
+                let mut view = View::default();
+                view.absorb(get, io.clock().now());
+                return Ok(Status::from_read(&url, queue.as_ref(), &view, &timing));
+            }
+            Err(e) if e.kind() == ErrorKind::Unavailable && attempts < 3 => {
+                attempts += 1;
+                io.clock().sleep(backoff.next(&io.rng)).await;
+            }
+            Err(e) => return Err(e.with_lease(&url)),
+        }
+    }
+}
+
+/// A stream of lease changes; see [`Client::watch`](crate::Client::watch).
 pub struct Watcher {
-    client: Client,
+    io: Arc<Io>,
     key: String,
     url: String,
     poll: Duration,
@@ -459,33 +450,53 @@ pub struct Watcher {
 }
 
 impl Watcher {
+    /// Watch the lease at `key` ([`Client::watch`](crate::Client::watch)).
+    pub(crate) fn new(io: Arc<Io>, key: &str, poll: Duration) -> Result<Watcher> {
+        let url = io.lease_url(key);
+        validate_key(key).map_err(|e| e.with_lease(&url))?;
+        let timing = LeaseOptions::default()
+            .poll_interval(poll)
+            .timing(&io.store().capabilities())
+            .map_err(|e| e.with_lease(&url))?;
+        Ok(Watcher {
+            io,
+            key: key.to_string(),
+            url,
+            poll: timing.poll,
+            view: View::default(),
+            queue: None,
+            last: None,
+            timing,
+        })
+    }
+
     /// The next change (the current status on the first call).
     pub async fn next(&mut self) -> Result<Status> {
-        let clock = self.client.clock().clone();
+        let clock = self.io.clock().clone();
         let mut backoff = Backoff::for_timing(&self.timing);
         loop {
             if self.last.is_some() {
-                let wake = local_wake(self.client.store().url(), &self.key);
-                let poll = self.client.inner.rng.jitter(self.poll, 0.1);
+                let wake = local_wake(self.io.store().url(), &self.key);
+                let poll = self.io.rng.jitter(self.poll, 0.1);
                 tokio::select! {
                     _ = clock.sleep(poll) => {}
                     _ = wake.notified() => {}
                 }
             }
             match self
-                .client
+                .io
                 .get(&self.key, self.view.version(), self.timing.request_timeout)
                 .await
             {
                 Ok(get) => {
-                    if !matches!(get, crate::store::Get::NotModified { .. }) {
-                        self.queue = crate::queue::queue_read(&get);
+                    if !matches!(get, Get::NotModified { .. }) {
+                        self.queue = queue_read(&get);
                     }
                     self.view.absorb(get, clock.now())
                 }
                 Err(e) if e.kind() == ErrorKind::Unavailable => {
                     warn!(lease = %self.url, "watch: read failed, retrying: {e}");
-                    clock.sleep(backoff.next(&self.client.inner.rng)).await;
+                    clock.sleep(backoff.next(&self.io.rng)).await;
                     continue;
                 }
                 Err(e) => return Err(e.with_lease(&self.url)),

@@ -16,8 +16,8 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use tracing::warn;
 
-use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
+use crate::io::Io;
 use crate::options::Timing;
 use crate::protocol::takeover::{self, Decision};
 use crate::protocol::view::View;
@@ -32,114 +32,110 @@ pub(crate) fn clock_key(key: &str) -> String {
 pub(crate) const PROBE_BODY: &[u8] =
     b"{\"lease\":\"store clock probe: its last-modified time is the store's clock (docs/protocol.md section 4)\"}\n";
 
-impl Client {
-    /// The store's clock by a stamp of its own, for the lease at `key`: `Ok(None)` when the
-    /// store gave no stamp. A failed condition on the probe means another client's probe landed
-    /// after our read of it: its stamp, read back, serves as well.
-    pub(crate) async fn stamp(&self, key: &str, timing: &Timing) -> Result<Option<SystemTime>> {
-        let timeout = timing.request_timeout;
-        if self.store().answers_carry_store_clock() {
-            return Ok(match self.get(key, None, timeout).await? {
-                Get::Found(o) => o.server_now,
-                Get::NotModified { server_now } | Get::NotFound { server_now } => server_now,
-            });
-        }
-        let probe = clock_key(key);
-        let cond = match self.get(&probe, None, timeout).await? {
-            Get::Found(o) if o.bytes.as_deref() == Some(PROBE_BODY) => Cond::Match(o.version),
-            Get::Found(_) => {
-                return Err(Error::new(
-                    ErrorKind::Store,
-                    format!(
-                        "{} holds something other than lease's clock probe: it is left alone",
-                        self.lease_url(&probe)
-                    ),
-                ))
-            }
-            _ => Cond::Create,
-        };
-        self.put_raw(&probe, Bytes::from_static(PROBE_BODY), cond, timing)
-            .await?;
-        Ok(match self.get(&probe, None, timeout).await? {
-            Get::Found(o) => o.last_modified,
-            _ => None,
-        })
+/// The store's clock by a stamp of its own, for the lease at `key`: `Ok(None)` when the
+/// store gave no stamp. A failed condition on the probe means another client's probe landed
+/// after our read of it: its stamp, read back, serves as well.
+pub(crate) async fn stamp(io: &Io, key: &str, timing: &Timing) -> Result<Option<SystemTime>> {
+    let timeout = timing.request_timeout;
+    if io.store().answers_carry_store_clock() {
+        return Ok(match io.get(key, None, timeout).await? {
+            Get::Found(o) => o.server_now,
+            Get::NotModified { server_now } | Get::NotFound { server_now } => server_now,
+        });
     }
+    let probe = clock_key(key);
+    let cond = match io.get(&probe, None, timeout).await? {
+        Get::Found(o) if o.bytes.as_deref() == Some(PROBE_BODY) => Cond::Match(o.version),
+        Get::Found(_) => {
+            return Err(Error::new(
+                ErrorKind::Store,
+                format!(
+                    "{} holds something other than lease's clock probe: it is left alone",
+                    io.lease_url(&probe)
+                ),
+            ))
+        }
+        _ => Cond::Create,
+    };
+    io.put_raw(&probe, Bytes::from_static(PROBE_BODY), cond, timing)
+        .await?;
+    Ok(match io.get(&probe, None, timeout).await? {
+        Get::Found(o) => o.last_modified,
+        _ => None,
+    })
+}
 
-    /// Say once per store and process why its `Date` is not used: `why` is the stamp's error,
-    /// or `None` when `Date` ran ahead of the store's stamp.
-    pub(crate) fn warn_date_refused(&self, key: &str, why: Option<&Error>) {
-        static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-        let url = self.store().url().to_string();
-        let first = WARNED
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap()
-            .insert(url.clone());
-        if !first {
-            return;
-        }
-        let lease = self.lease_url(key);
-        match why {
-            None => warn!(
-                lease = %lease,
-                "the answers of {url} carry a Date ahead of the store's own clock (the \
-                 Last-Modified it stamps on writes): a gateway or proxy in front of the store \
-                 sets its own Date (nginx does unless configured with `proxy_pass_header Date;`). \
-                 Takeovers by the store's clock now go by the store's own stamps; fix the \
-                 gateway so that waiters can take over a dead holder's lease at once again"
-            ),
-            Some(e) => warn!(
-                lease = %lease,
-                "cannot read the store's clock from a write of the probe object {}: {e}; \
-                 takeovers of {url} by the store's clock wait until a record has been seen \
-                 unchanged for its ttl",
-                clock_key(key)
-            ),
-        }
+/// Say once per store and process why its `Date` is not used: `why` is the stamp's error,
+/// or `None` when `Date` ran ahead of the store's stamp.
+pub(crate) fn warn_date_refused(io: &Io, key: &str, why: Option<&Error>) {
+    static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let url = io.store().url().to_string();
+    let first = WARNED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .insert(url.clone());
+    if !first {
+        return;
+    }
+    let lease = io.lease_url(key);
+    match why {
+        None => warn!(
+            lease = %lease,
+            "the answers of {url} carry a Date ahead of the store's own clock (the \
+             Last-Modified it stamps on writes): a gateway or proxy in front of the store \
+             sets its own Date (nginx does unless configured with `proxy_pass_header Date;`). \
+             Takeovers by the store's clock now go by the store's own stamps; fix the \
+             gateway so that waiters can take over a dead holder's lease at once again"
+        ),
+        Some(e) => warn!(
+            lease = %lease,
+            "cannot read the store's clock from a write of the probe object {}: {e}; \
+             takeovers of {url} by the store's clock wait until a record has been seen \
+             unchanged for its ttl",
+            clock_key(key)
+        ),
     }
 }
 
-impl Client {
-    /// [`takeover::decide`] for drivers that are not step machines (the queued locks' session
-    /// checks): a [`Decision::Stamp`] is carried out at once (a probe beside the lock at `key`)
-    /// and the decision made again, so this never returns `Stamp`.
-    pub(crate) async fn decide_confirmed(
-        &self,
-        key: &str,
-        view: &mut View,
-        timing: &Timing,
-        known: u64,
-    ) -> Decision {
-        let clock = self.clock();
-        let decision = takeover::decide(view, timing, known, clock.now(), clock.wall());
-        if decision != Decision::Stamp {
-            return decision;
+/// [`takeover::decide`] for drivers that are not step machines (the queued locks' session
+/// checks): a [`Decision::Stamp`] is carried out at once (a probe beside the lock at `key`)
+/// and the decision made again, so this never returns `Stamp`.
+pub(crate) async fn decide_confirmed(
+    io: &Io,
+    key: &str,
+    view: &mut View,
+    timing: &Timing,
+    known: u64,
+) -> Decision {
+    let clock = io.clock();
+    let decision = takeover::decide(view, timing, known, clock.now(), clock.wall());
+    if decision != Decision::Stamp {
+        return decision;
+    }
+    let stamp = match stamp(io, key, timing).await {
+        Ok(stamp) => stamp,
+        Err(e) if e.kind() == ErrorKind::Unavailable => {
+            // Look again at the next poll.
+            return Decision::Wait {
+                until: clock.now() + timing.poll,
+                holder: view.record().map(|r| r.holder.clone()),
+                epoch: view.record().map(|r| r.epoch),
+            };
         }
-        let stamp = match self.stamp(key, timing).await {
-            Ok(stamp) => stamp,
-            Err(e) if e.kind() == ErrorKind::Unavailable => {
-                // Look again at the next poll.
-                return Decision::Wait {
-                    until: clock.now() + timing.poll,
-                    holder: view.record().map(|r| r.holder.clone()),
-                    epoch: view.record().map(|r| r.epoch),
-                };
-            }
-            Err(e) => {
-                self.warn_date_refused(key, Some(&e));
-                None
-            }
-        };
-        let grace = timing.grace_for(timing.ttl);
-        if view.absorb_stamp(stamp, clock.now(), timing.resolution, grace) && stamp.is_some() {
-            self.warn_date_refused(key, None);
+        Err(e) => {
+            warn_date_refused(io, key, Some(&e));
+            None
         }
-        match takeover::decide(view, timing, known, clock.now(), clock.wall()) {
-            Decision::Stamp => {
-                unreachable!("a view with a stamp, or a refused Date, asks for none")
-            }
-            d => d,
+    };
+    let grace = timing.grace_for(timing.ttl);
+    if view.absorb_stamp(stamp, clock.now(), timing.resolution, grace) && stamp.is_some() {
+        warn_date_refused(io, key, None);
+    }
+    match takeover::decide(view, timing, known, clock.now(), clock.wall()) {
+        Decision::Stamp => {
+            unreachable!("a view with a stamp, or a refused Date, asks for none")
         }
+        d => d,
     }
 }

@@ -285,7 +285,8 @@ async fn identical_bytes_do_not_let_a_zombie_through_where_versions_hash_the_byt
     let earlier = c.acquire("lock", &opts()).await.unwrap();
     earlier.fenced_put("data", "same").await.unwrap();
     earlier.release().await.unwrap();
-    let zombie = a.acquire("lock", &opts()).await.unwrap(); // epoch n
+    // (Another owner of `a`: the broken lease above still believes it is this task's.)
+    let zombie = a.acquire("lock", &opts().owner("zombie")).await.unwrap(); // epoch n
     a_conn
         .faults()
         .push(Op::Get, Fault::DelayBefore(Duration::ZERO));

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use lease::record::{Holder, Parsed, Record, RecordState, FORMAT};
-use lease::{parse_duration, ErrorKind, FencingToken, LeaseUrl};
+use lease::{parse_duration, ErrorKind, FencingToken, LeaseUrl, Mode, Scope};
 
 fn holder() -> impl Strategy<Value = Holder> {
     (
@@ -25,6 +25,7 @@ fn holder() -> impl Strategy<Value = Holder> {
             pid,
             user: None,
             client: Some("lease (proptest)".into()),
+            process: None,
         })
 }
 
@@ -133,10 +134,27 @@ proptest! {
 
     /// Tokens: any string parses or is `Invalid`; tokens print and parse back.
     #[test]
-    fn tokens_round_trip(lease in "[a-z0-9:/._#-]{1,40}", epoch in any::<u64>(), holder in proptest::option::of("[0-9a-f]{1,32}")) {
+    fn tokens_round_trip(
+        lease in "[a-z0-9:/._#-]{1,40}",
+        epoch in any::<u64>(),
+        holder in proptest::option::of("[0-9a-f]{1,32}"),
+        shared in any::<bool>(),
+        scope in prop_oneof![
+            Just(None),
+            (any::<u64>(), 1u64..1000).prop_map(|(a, n)| Some(Scope::range(a / 2, a / 2 + n).unwrap())),
+            proptest::collection::vec("[^/\\p{Cc}.]{1,6}", 1..4)
+                .prop_map(|s| Some(Scope::path(&s.join("/")).unwrap())),
+        ],
+    ) {
         let mut t = FencingToken::new(lease, epoch);
         if let Some(h) = holder {
             t = t.with_holder(h);
+        }
+        if shared {
+            t = t.with_mode(Mode::Shared);
+        }
+        if let Some(s) = scope {
+            t = t.with_scope(s);
         }
         prop_assert_eq!(t.to_string().parse::<FencingToken>().unwrap(), t);
     }

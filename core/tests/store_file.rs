@@ -57,7 +57,196 @@ async fn leaves_no_temporary_files() {
         .collect();
     let mut names = names;
     names.sort();
-    assert_eq!(names, vec![".b.lock".to_string(), "b".to_string()]);
+    // Nor the sidecar lock file: it goes with the write that used it (issue 28).
+    assert_eq!(names, vec!["b".to_string()]);
+}
+
+/// Every file and folder under `dir`, dotfiles included, as paths relative to it.
+fn everything_under(dir: &std::path::Path) -> Vec<String> {
+    let mut found = vec![];
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            found.push(path.strip_prefix(dir).unwrap().display().to_string());
+            if path.is_dir() {
+                todo.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+fn written(put: lease::store::Put) -> lease::store::Version {
+    match put {
+        lease::store::Put::Written { version, .. } => version,
+        other => panic!("not written: {other:?}"),
+    }
+}
+
+/// Sidecar lock files and the folders that objects leave empty are removed (issue 28): a
+/// store's directory used to fill with `.NAME.lock` files and empty `NAME.q/` folders.
+#[tokio::test]
+async fn no_lock_files_or_empty_folders_are_left_behind() {
+    let (dir, s) = store();
+    let s = std::sync::Arc::new(s);
+    let client = lease::Client::new(s.clone());
+    let held = client
+        .acquire("job", &lease::LeaseOptions::new(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    held.renew().await.unwrap();
+    held.release().await.unwrap();
+    assert_eq!(everything_under(dir.path()), ["job"]);
+    // A queued lock's session object (`KEY.q/ID`), used once and deleted.
+    let v = written(
+        s.put("job.q/abc", "1".into(), Cond::Create, &Meta::new())
+            .await
+            .unwrap(),
+    );
+    let v = written(
+        s.put("job.q/abc", "2".into(), Cond::Match(v), &Meta::new())
+            .await
+            .unwrap(),
+    );
+    s.delete("job.q/abc", &v).await.unwrap();
+    // Nested folders go as far up as they are empty, never the store's own directory.
+    let v = written(
+        s.put("a/b/x", "1".into(), Cond::Create, &Meta::new())
+            .await
+            .unwrap(),
+    );
+    s.put("a/keep", "1".into(), Cond::Create, &Meta::new())
+        .await
+        .unwrap();
+    s.delete("a/b/x", &v).await.unwrap();
+    assert_eq!(everything_under(dir.path()), ["a", "a/keep", "job"]);
+    let v = written(
+        s.put("top", "1".into(), Cond::Create, &Meta::new())
+            .await
+            .unwrap(),
+    );
+    s.delete("top", &v).await.unwrap();
+    assert!(dir.path().is_dir());
+}
+
+/// Set when this test binary runs as one process of the hammer below.
+const HAMMER_DIR: &str = "LEASE_TEST_HAMMER_DIR";
+const HAMMER_ROUNDS: u32 = 60;
+
+/// Removing lock files and empty folders must not cost mutual exclusion (the classic race:
+/// unlinking a lock file another process has open and is about to lock). Four processes each
+/// increment one counter by read + conditional write, and create and delete objects in one
+/// folder that the others remove when empty: every increment that reported success is in the
+/// counter (two writers inside one object's lock at once would lose one), no create fails
+/// because its folder was removed under it, and nothing is left but the counter.
+#[test]
+fn lock_files_and_folders_removed_under_concurrent_processes_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "hammer_process",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(HAMMER_DIR, dir.path())
+                .env("LEASE_TEST_HAMMER_ID", i.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut won = 0;
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "a hammer process failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        won += stdout
+            .lines()
+            .find_map(|l| l.split_once("HAMMER: won ").map(|(_, n)| n))
+            .unwrap_or_else(|| panic!("no count from a hammer process:\n{stdout}"))
+            .trim()
+            .parse::<u32>()
+            .unwrap();
+    }
+    assert_eq!(won, 4 * HAMMER_ROUNDS);
+    let counter: u32 = std::fs::read_to_string(dir.path().join("counter"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        counter, won,
+        "increments were lost: mutual exclusion failed"
+    );
+    assert_eq!(everything_under(dir.path()), ["counter"]);
+}
+
+/// One process of the hammer above; runs only when that test starts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a helper process, started by lock_files_and_folders_removed_under_concurrent_processes_lose_nothing"]
+async fn hammer_process() {
+    let dir = std::env::var_os(HAMMER_DIR).expect("started by the parent test");
+    let id = std::env::var("LEASE_TEST_HAMMER_ID").unwrap();
+    let s = FileStore::open(dir).unwrap();
+    let mut won = 0;
+    for round in 0..HAMMER_ROUNDS {
+        loop {
+            let (value, cond) = match s.get("counter", GetOptions::default()).await.unwrap() {
+                Get::Found(o) => {
+                    let n: u32 = std::str::from_utf8(&o.bytes.unwrap())
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    (n, Cond::Match(o.version))
+                }
+                _ => (0, Cond::Create),
+            };
+            match s
+                .put(
+                    "counter",
+                    (value + 1).to_string().into(),
+                    cond,
+                    &Meta::new(),
+                )
+                .await
+            {
+                Ok(lease::store::Put::Written { .. }) => {
+                    won += 1;
+                    break;
+                }
+                Ok(lease::store::Put::ConditionFailed) => {}
+                // A lock held past the bound on a loaded machine: nothing was changed.
+                Err(e) if e.message().contains("nothing was changed") => {}
+                Err(e) => panic!("increment failed: {e}"),
+            }
+        }
+        let key = format!("q/{id}-{round}");
+        let v = written(
+            s.put(&key, "x".into(), Cond::Create, &Meta::new())
+                .await
+                .unwrap(),
+        );
+        let v = written(
+            s.put(&key, "y".into(), Cond::Match(v), &Meta::new())
+                .await
+                .unwrap(),
+        );
+        assert!(matches!(
+            s.delete(&key, &v).await.unwrap(),
+            lease::store::Delete::Deleted
+        ));
+    }
+    println!("HAMMER: won {won}");
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! Fencing the store enforces: tokens, fenced writes and reads (`lease_object`), gates.
 
 use lease_core::store::Version;
-use lease_core::{FencingGate, FencingToken};
+use lease_core::{FencedObject, FencingGate, FencingToken, Mode, Scope};
 use std::ffi::{c_char, c_int, CString};
 use std::sync::Arc;
 
@@ -10,8 +10,10 @@ use crate::{boundary::*, error::*, held::*, runtime::*, store::*};
 /// The fencing token of a lease, `LEASE_URL#EPOCH@HOLDER` (e.g.
 /// `s3://bucket/locks/gc#1767225600000@3f2a9c…`): the value to hand to resources that check it
 /// (a `lease_gate`, a database, an HTTP API). The holder id tells two holders apart should they
-/// ever share an epoch, so that fenced writes and gates never admit both. Parse it with
-/// `lease_token_parse_holder` (or `lease_token_parse`). Does not block.
+/// ever share an epoch, so that fenced writes and gates never admit both. A queued lock's
+/// shared or scoped grant adds `;shared`, `;path=PATH` or `;range=START..END`. Parse it with
+/// `lease_token_parse_holder` (or `lease_token_parse`) and `lease_token_parse_grant`. Does not
+/// block.
 ///
 /// On success writes a new string to `*token_out` (free it with `lease_string_free`).
 ///
@@ -93,6 +95,61 @@ pub unsafe extern "C" fn lease_token_parse_holder(
                 .map_or(std::ptr::null_mut(), |h| c_string(h).into_raw());
             // SAFETY: non-NULL; the caller's contract.
             unsafe { *holder_out = holder };
+        }
+        Ok(())
+    })
+}
+
+/// What a fencing token says of its grant, which decides what it fences (docs/protocol.md §7):
+/// a queued lock's shared or scoped grant adds `;shared`, `;path=PATH` or `;range=START..END`
+/// to its token. `LEASE_INVALID` if `token` is not a token.
+///
+/// On success writes, for each out-parameter that is not NULL: `LEASE_MODE_SHARED` or
+/// `LEASE_MODE_EXCLUSIVE` (every plain lease's token) to `*mode_out`; the path the grant holds
+/// to `*scope_out` (a new string: free it with `lease_string_free`; NULL for the whole lock or
+/// a byte range); the bytes `[start, end)` it holds to `*range_start_out` and `*range_end_out`
+/// (both 0 when it holds no range). Does not block.
+///
+/// # Safety
+/// `token` is NULL or a NUL-terminated string; the out-parameters are NULL or point to
+/// writable storage; `err` is NULL or points to writable storage for a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lease_token_parse_grant(
+    token: *const c_char,
+    mode_out: *mut lease_mode,
+    scope_out: *mut *mut c_char,
+    range_start_out: *mut u64,
+    range_end_out: *mut u64,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let token: FencingToken = unsafe { str_arg(token, "token") }?.parse()?;
+        let (path, (start, end)) = match token.scope() {
+            Scope::Whole => (None, (0, 0)),
+            Scope::Path(p) => (Some(p.as_str()), (0, 0)),
+            Scope::Range { start, end } => (None, (*start, *end)),
+        };
+        let mode = match token.mode() {
+            Mode::Exclusive => lease_mode::LEASE_MODE_EXCLUSIVE,
+            Mode::Shared => lease_mode::LEASE_MODE_SHARED,
+        };
+        if !mode_out.is_null() {
+            // SAFETY: non-NULL; the caller's contract.
+            unsafe { *mode_out = mode };
+        }
+        if !scope_out.is_null() {
+            let s = path.map_or(std::ptr::null_mut(), |p| c_string(p).into_raw());
+            // SAFETY: non-NULL; the caller's contract.
+            unsafe { *scope_out = s };
+        }
+        if !range_start_out.is_null() {
+            // SAFETY: non-NULL; the caller's contract.
+            unsafe { *range_start_out = start };
+        }
+        if !range_end_out.is_null() {
+            // SAFETY: non-NULL; the caller's contract.
+            unsafe { *range_end_out = end };
         }
         Ok(())
     })
@@ -331,17 +388,57 @@ pub unsafe extern "C" fn lease_fenced_get(
         let key = unsafe { str_arg(key, "key") }?;
         let out = out_arg(out, "out")?;
         let obj = store.rt.block_on(store.client.fenced_get(key))??;
-        let obj = obj.map(|o| {
-            Box::into_raw(Box::new(lease_object {
-                data: o.bytes.to_vec(),
-                epoch: o.epoch.unwrap_or(0),
-                lease: o.lease.as_deref().map(c_string),
-                holder: o.holder.as_deref().map(c_string),
-                version: c_string(&o.version.etag),
-            }))
-        });
         // SAFETY: checked non-NULL; the caller's contract.
-        unsafe { *out = obj.unwrap_or(std::ptr::null_mut()) };
+        unsafe { *out = object_ptr(obj) };
+        Ok(())
+    })
+}
+
+/// A new `lease_object` for the caller to free, or NULL.
+fn object_ptr(obj: Option<FencedObject>) -> *mut lease_object {
+    obj.map_or(std::ptr::null_mut(), |o| {
+        Box::into_raw(Box::new(lease_object {
+            data: o.bytes.to_vec(),
+            epoch: o.epoch.unwrap_or(0),
+            lease: o.lease.as_deref().map(c_string),
+            holder: o.holder.as_deref().map(c_string),
+            version: c_string(&o.version.etag),
+        }))
+    })
+}
+
+/// Read the object at `key` (placed as `lease_fenced_put` places it) and fence it with this
+/// lease's token: from then on no holder whose grant ended before this one began can change it,
+/// so a reader (a shared grant) sees its data stay while it holds, whatever a stale writer
+/// does (docs/protocol.md §7). The first read of an object under a grant writes it back
+/// unchanged with this token in its metadata (1 GET + 1 PUT); reading it again costs 1 GET.
+/// Where nothing is, it leaves an empty marker that fenced reads see as absent. Returns
+/// `LEASE_FENCED` when a later conflicting grant wrote or fenced the object (this grant has
+/// ended). Blocks.
+///
+/// On success writes to `*out` a new object (free it with `lease_object_free`), or NULL when
+/// there is no object at `key`.
+///
+/// # Safety
+/// `l` is NULL or a live lease; `key` is NULL or a NUL-terminated string; `out` points to
+/// writable storage for a pointer; `err` is NULL or points to writable storage for a pointer.
+/// Must not be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_fenced_read(
+    l: *const lease,
+    key: *const c_char,
+    out: *mut *mut lease_object,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        // SAFETY: the caller's contract.
+        let key = unsafe { str_arg(key, "key") }?;
+        let out = out_arg(out, "out")?;
+        let obj = l.rt.block_on(l.held.fenced_read(key))??;
+        // SAFETY: checked non-NULL; the caller's contract.
+        unsafe { *out = object_ptr(obj) };
         Ok(())
     })
 }

@@ -50,6 +50,12 @@ pub struct lease_options {
     /// Non-zero: queue an exclusive request in arrival order (a queued lock) rather than race
     /// for a plain lease. Shared, permits, a scope or a range always queue.
     pub queue: i32,
+    /// Who in this process asks: acquiring a lease (or a conflicting grant) its own owner
+    /// holds fails at once with `LEASE_HELD` instead of waiting for itself (leases are not
+    /// re-entrant). NULL: the calling thread (the default); an empty string: nobody, no check
+    /// (the Go binding's choice: goroutines move between threads); any other string names an
+    /// owner.
+    pub owner: *const c_char,
 }
 
 /// What a held lease was granted (`lease_grant_mode`).
@@ -81,6 +87,7 @@ pub extern "C" fn lease_options_default() -> lease_options {
         range_start: 0,
         range_end: 0,
         queue: 0,
+        owner: std::ptr::null(),
     }
 }
 
@@ -117,6 +124,11 @@ pub(crate) unsafe fn convert_options(
     // SAFETY: the caller's contract.
     let scope = unsafe { opt_str_arg(o.scope, "scope") }?;
     lo = queue_options(lo, &o, scope.as_deref())?;
+    // SAFETY: the caller's contract.
+    lo = match unsafe { opt_str_arg(o.owner, "owner") }? {
+        None => lo.owned_by_this_thread(),
+        Some(owner) => lo.owner(owner),
+    };
     // SAFETY: the caller's contract.
     let cancel = unsafe { o.cancel.as_ref() }.map(|t| t.token.clone());
     Ok((lo, cancel))
@@ -386,6 +398,67 @@ pub unsafe extern "C" fn lease_on_lost(
                 "{url} (epoch {epoch}) was lost: {reason}"
             )));
         });
+        Ok(())
+    })
+}
+
+/// Change the lease's ttl to `ttl_ms` (100 ms to 24 h): a renewal made at once writes it, and
+/// the renewals after it follow it (at the same fraction of the ttl: ttl/3). Waiters go by the
+/// record's ttl; while a shorter ttl's write may land, this holder believes no longer than its
+/// send + the shorter ttl. On success writes the milliseconds left to `*remaining_ms` (when not
+/// NULL). `LEASE_INVALID` (out of range; a queued lock's grant keeps its ttl), `LEASE_LOST`.
+/// Blocks.
+///
+/// # Safety
+/// `l` is NULL or a live lease; `remaining_ms` is NULL or points to writable storage for a
+/// `uint64_t`; `err` is NULL or points to writable storage for a pointer. Must not be called
+/// from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_set_ttl(
+    l: *const lease,
+    ttl_ms: u64,
+    remaining_ms: *mut u64,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        let left =
+            l.rt.block_on(l.held.set_ttl(Duration::from_millis(ttl_ms)))??;
+        if !remaining_ms.is_null() {
+            // SAFETY: checked non-NULL; the caller's contract.
+            unsafe { *remaining_ms = left.as_millis() as u64 };
+        }
+        Ok(())
+    })
+}
+
+/// Change the data stored in the lease's record to `data` (at most 16 KiB; NULL removes it): a
+/// renewal made at once writes it. On success writes the milliseconds left to `*remaining_ms`
+/// (when not NULL). `LEASE_INVALID`, `LEASE_LOST`. Blocks.
+///
+/// # Safety
+/// `l` is NULL or a live lease; `data` is NULL or a NUL-terminated string; `remaining_ms` is
+/// NULL or points to writable storage for a `uint64_t`; `err` is NULL or points to writable
+/// storage for a pointer. Must not be called from a runtime thread (a lost callback): that
+/// returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_set_data(
+    l: *const lease,
+    data: *const c_char,
+    remaining_ms: *mut u64,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        // SAFETY: the caller's contract.
+        let data = unsafe { opt_str_arg(data, "data") }?;
+        let left = l.rt.block_on(l.held.set_data(data.as_deref()))??;
+        if !remaining_ms.is_null() {
+            // SAFETY: checked non-NULL; the caller's contract.
+            unsafe { *remaining_ms = left.as_millis() as u64 };
+        }
         Ok(())
     })
 }

@@ -198,7 +198,8 @@ fn tokens_of_any_bytes_parse_or_are_refused_cleanly() {
                     &mut err,
                 )
             };
-            if answer(code, err, &[LEASE_INVALID])? {
+            let parsed = answer(code, err, &[LEASE_INVALID])?;
+            if parsed {
                 prop_assert!(!url.is_null());
                 // SAFETY: strings written by the call, freed once.
                 unsafe {
@@ -209,6 +210,39 @@ fn tokens_of_any_bytes_parse_or_are_refused_cleanly() {
             } else {
                 prop_assert!(
                     url.is_null() && holder.is_null(),
+                    "output written on failure"
+                );
+            }
+            // The grant's mode and scope: the same verdict, outputs only on success.
+            let mut mode = lease_mode::LEASE_MODE_NONE;
+            let mut scope: *mut c_char = null_mut();
+            let (mut start, mut end) = (7u64, 7u64);
+            let mut err = null_mut();
+            // SAFETY: NUL-terminated token, valid out-pointers.
+            let code = unsafe {
+                lease_token_parse_grant(
+                    token.as_ptr(),
+                    &mut mode,
+                    &mut scope,
+                    &mut start,
+                    &mut end,
+                    &mut err,
+                )
+            };
+            prop_assert_eq!(answer(code, err, &[LEASE_INVALID])?, parsed);
+            if parsed {
+                prop_assert!(mode != lease_mode::LEASE_MODE_NONE);
+                prop_assert!(start < end || (start, end) == (0, 0));
+                // SAFETY: a string written by the call (or NULL), freed once.
+                unsafe {
+                    if !scope.is_null() {
+                        prop_assert!(CStr::from_ptr(scope).to_str().is_ok());
+                    }
+                    lease_string_free(scope);
+                }
+            } else {
+                prop_assert!(
+                    mode == lease_mode::LEASE_MODE_NONE && scope.is_null() && start == 7,
                     "output written on failure"
                 );
             }
@@ -281,6 +315,19 @@ fn fenced_keys_and_data_of_any_bytes_round_trip_or_are_refused_cleanly() {
                     let mut len = 0usize;
                     let p = lease_object_data(obj, &mut len);
                     prop_assert!(!p.is_null());
+                    prop_assert_eq!(std::slice::from_raw_parts(p, len), &data[..]);
+                    lease_object_free(obj);
+                }
+                // A fenced read of it gives the same bytes.
+                let mut obj: *mut lease_object = null_mut();
+                // SAFETY: live lease, the same key, a valid out-pointer.
+                let code = unsafe { lease_fenced_read(l, key.as_ptr(), &mut obj, null_mut()) };
+                prop_assert_eq!(code, LEASE_OK);
+                prop_assert!(!obj.is_null(), "a written object is missing");
+                // SAFETY: a live object, freed once after its bytes are compared.
+                unsafe {
+                    let mut len = 0usize;
+                    let p = lease_object_data(obj, &mut len);
                     prop_assert_eq!(std::slice::from_raw_parts(p, len), &data[..]);
                     lease_object_free(obj);
                 }

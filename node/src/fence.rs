@@ -89,17 +89,34 @@ pub struct ParsedToken {
     /// The holder id (`Lease.holder.id`); `null` for a token without one (`URL#EPOCH`).
     #[napi(ts_type = "string | null")]
     pub holder: Either<String, Null>,
+    /// A shared grant's token (a reader's, or a permit's): `;shared`.
+    pub shared: bool,
+    /// The path the grant holds (`;path=P`), or `null` (the whole lock, or a byte range).
+    #[napi(ts_type = "string | null")]
+    pub scope: Either<String, Null>,
+    /// The bytes `[start, end]` the grant holds (`;range=A..B`, the end excluded), or `null`.
+    #[napi(ts_type = "[number, number] | null")]
+    pub range: Either<Vec<f64>, Null>,
 }
 
 /// Parse a fencing token (`URL#EPOCH@HOLDER`, as `Lease.token` prints it and `lease run`
-/// exports in `LEASE_TOKEN`, or `URL#EPOCH`); throws `LEASE_INVALID` if it is not one.
+/// exports in `LEASE_TOKEN`, or `URL#EPOCH`; a queued lock's shared or scoped grant adds
+/// `;shared`, `;path=P`, `;range=A..B`); throws `LEASE_INVALID` if it is not one.
 #[napi]
 pub fn parse_token(env: Env, token: String) -> Result<ParsedToken> {
     let t: FencingToken = token.parse().map_err(|e| error::to_napi(&env, &e))?;
+    let (scope, range) = match t.scope() {
+        lease::Scope::Whole => (None, None),
+        lease::Scope::Path(p) => (Some(p.clone()), None),
+        lease::Scope::Range { start, end } => (None, Some(vec![*start as f64, *end as f64])),
+    };
     Ok(ParsedToken {
         lease: t.lease().to_string(),
         epoch: t.epoch() as f64,
         holder: or_null(t.holder().map(str::to_string)),
+        shared: t.mode() == lease::Mode::Shared,
+        scope: or_null(scope),
+        range: or_null(range),
     })
 }
 

@@ -17,7 +17,7 @@ use napi::{Env, Result};
 use napi_derive::napi;
 
 use crate::error;
-use crate::options::{millis, ms};
+use crate::options::{millis, ms, time, Time};
 use crate::runtime;
 
 struct Entry {
@@ -175,8 +175,9 @@ impl Lease {
         error::holder_value(env, self.inner.holder())
     }
 
-    /// `URL#EPOCH@HOLDER`: the token to hand to resources that check it (`parseToken` takes it
-    /// apart).
+    /// `URL#EPOCH@HOLDER` (for a queued lock's shared or scoped grant followed by `;shared`,
+    /// `;path=P`, `;range=A..B`): the token to hand to resources that check it (`parseToken`
+    /// takes it apart).
     #[napi(getter)]
     pub fn token(&self) -> String {
         self.inner.token().to_string()
@@ -219,6 +220,36 @@ impl Lease {
     pub fn renew<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
         let inner = self.inner.clone();
         runtime::call(env, async move { inner.renew().await }, |_, d| Ok(ms(d)))
+    }
+
+    /// Change the lease's ttl (milliseconds, or a string with its unit such as `'1m'`, as
+    /// `acquire`'s `ttl`): a renewal made at once writes it, and the renewals after it follow
+    /// it (redis-py's `extend`, with the new ttl whole). Resolves to the milliseconds left;
+    /// rejects with `LEASE_INVALID` (out of range; a queued lock's grant keeps its ttl) or
+    /// `LEASE_LOST`.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn set_ttl<'e>(
+        &self,
+        env: &'e Env,
+        #[napi(ts_arg_type = "number | string")] ttl: Time,
+    ) -> Result<Unknown<'e>> {
+        let ttl = time("ttl", &ttl).map_err(|e| error::to_napi(env, &e))?;
+        let inner = self.inner.clone();
+        runtime::call(env, async move { inner.set_ttl(ttl).await }, |_, d| {
+            Ok(ms(d))
+        })
+    }
+
+    /// Change the data stored in the lease's record (etcd's `Proclaim`; `null` removes it): a
+    /// renewal made at once writes it. Resolves to the milliseconds left.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn set_data<'e>(&self, env: &'e Env, data: Option<String>) -> Result<Unknown<'e>> {
+        let inner = self.inner.clone();
+        runtime::call(
+            env,
+            async move { inner.set_data(data.as_deref()).await },
+            |_, d| Ok(ms(d)),
+        )
     }
 
     /// Release the lease so a waiter can take it at once. Idempotent. Rejects with `LEASE_LOST`
@@ -293,6 +324,26 @@ impl Lease {
             async move {
                 let url = inner.object_url(&key)?;
                 Ok((url, inner.fenced_get(&key).await?))
+            },
+            |_, (url, obj)| Ok(obj.map(|o| crate::fence::object_of(url, o))),
+        )
+    }
+
+    /// Read `key` (placed as `fencedPut` places it) and fence it with this lease's token: from
+    /// then on no holder whose grant ended before this one began can change it, so a reader (a
+    /// shared grant) sees its data stay while it holds, whatever a stale writer does. The first
+    /// read of an object under a grant writes it back unchanged with this token in its
+    /// metadata (1 GET + 1 PUT); reading it again costs 1 GET. Where nothing is, it leaves an
+    /// empty marker that fenced reads see as `null`. Rejects with `LEASE_FENCED` when a later
+    /// conflicting grant wrote or fenced it (this grant has ended).
+    #[napi(ts_return_type = "Promise<FencedObject | null>")]
+    pub fn fenced_read<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
+        let inner = self.inner.clone();
+        runtime::call(
+            env,
+            async move {
+                let url = inner.object_url(&key)?;
+                Ok((url, inner.fenced_read(&key).await?))
             },
             |_, (url, obj)| Ok(obj.map(|o| crate::fence::object_of(url, o))),
         )

@@ -45,10 +45,6 @@ pub fn init(_exports: Object, env: Env) -> Result<()> {
     Ok(())
 }
 
-/// Release what this JavaScript environment still holds, now (index.js calls it from
-/// `process.on('exit')`, which `process.exit()` fires but after which the environment's cleanup
-/// hook does not run).
-#[napi(js_name = "_releaseAll", skip_typescript)]
 /// This process's lease metrics (the numbers every language shares): a list of `{ name, help,
 /// type, samples }`, each sample `{ labels, value }` or, for a histogram, `{ labels, buckets:
 /// [[le, cumulative count], …], sum, count }`. `bucket-lease/prometheus` hands them to
@@ -64,6 +60,10 @@ pub fn metrics_text() -> String {
     lease::metrics::encode_text()
 }
 
+/// Release what this JavaScript environment still holds, now (index.js calls it from
+/// `process.on('exit')`, which `process.exit()` fires but after which the environment's cleanup
+/// hook does not run).
+#[napi(js_name = "_releaseAll", skip_typescript)]
 pub fn release_all(env: Env) {
     held::release_all(env.raw() as usize);
 }

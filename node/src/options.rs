@@ -57,6 +57,11 @@ pub struct LeaseOptions {
     /// Queue an exclusive request in arrival order (a queued lock) instead of racing for a
     /// plain lease. Shared, permits, a scope or a range always queue.
     pub queue: Option<bool>,
+    /// Who in this process asks, named by the caller (as Go's `Owner`): acquiring a lease (or a
+    /// conflicting grant) that the same owner holds rejects at once with `LEASE_HELD` instead of
+    /// waiting for itself. Unset: nobody in particular, it waits like any other (one thread runs
+    /// every async function, and any of them may release the lease).
+    pub owner: Option<String>,
 }
 
 /// Stands in for the `signal` field: the JavaScript layer turns an `AbortSignal` into a
@@ -109,6 +114,8 @@ impl LeaseOptions {
         };
         o.label = self.label.clone();
         o.data = self.data.clone();
+        // "" is the core's "nobody": no check (not the tokio task, which is new for each call).
+        o.owner = Some(self.owner.clone().unwrap_or_default());
         if let Some(p) = &self.poll_interval {
             o.poll_interval = Some(time("pollInterval", p)?);
         }

@@ -62,6 +62,10 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
   const parsed = lease.parseToken(mine.token);
   const n: number = parsed.epoch;
   const holderId: string | null = parsed.holder;
+  const shared: boolean = parsed.shared;
+  const grantScope: string | null = parsed.scope;
+  const grantRange: [number, number] | null = parsed.range;
+  const fenced: FencedObject | null = await mine.fencedRead('data/x');
   const version: string = lease.version;
   try {
     await lease.acquire(url, { wait: 0 });
@@ -70,7 +74,7 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
     if (le.code === lease.codes.HELD) console.log(le.holder?.id, le.epoch);
     if (le.code === lease.codes.CONFLICT) console.log('read again');
   }
-  void [holderLabel, expires, leader, obj, n, holderId, version];
+  void [holderLabel, expires, leader, obj, n, holderId, version, shared, grantScope, grantRange, fenced];
 }
 
 void main;

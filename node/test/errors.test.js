@@ -139,6 +139,35 @@ it('invalid for a bad url', async () => {
   });
 });
 
+it('a mistyped url is refused with the fix, not made a local lock (issue 28)', async () => {
+  for (const [typo, fix] of [
+    ['s3:/bucket/x', 's3://bucket/x'],
+    ['gs:/b/x', 'gs://b/x'],
+    ['file:/tmp/x', 'file:///tmp/x'],
+  ]) {
+    await assert.rejects(lease.acquire(typo, { wait: 0 }), (e) => {
+      assert.equal(e.code, 'LEASE_INVALID');
+      assert.ok(e.message.includes(`did you mean "${fix}"`), e.message);
+      return true;
+    });
+  }
+});
+
+it('a holder without a label is named by its process (issue 28)', async () => {
+  const url = makeUrl('file', 'nolabel');
+  const l = await lease.acquire(url);
+  try {
+    await assert.rejects(lease.acquire(url, { wait: 0 }), (e) => {
+      assert.equal(e.code, 'LEASE_HELD');
+      assert.ok(e.message.includes('a node process (id '), e.message);
+      assert.ok(e.message.includes(`pid ${process.pid}`), e.message);
+      return true;
+    });
+  } finally {
+    await l.release();
+  }
+});
+
 it('fenced for real is in fencing.test.js; corrupt for a corrupt record', async () => {
   const d = tmpDir();
   fs.writeFileSync(path.join(d, 'bad'), '{not json');

@@ -390,13 +390,16 @@ eachStore('fencing', (store, url) => {
     const l = await lease.acquire(url('token'), { ttl: 30_000 });
     try {
       assert.equal(l.token, `${l.url}#${l.epoch}@${l.holder.id}`);
-      assert.deepEqual(lease.parseToken(l.token), { lease: l.url, epoch: l.epoch, holder: l.holder.id });
+      assert.deepEqual(lease.parseToken(l.token), { lease: l.url, epoch: l.epoch, holder: l.holder.id, shared: false, scope: null, range: null });
     } finally {
       await l.release();
     }
     // A token without a holder (built by hand from LEASE_EPOCH) still parses.
-    assert.deepEqual(lease.parseToken('s3://b/locks/a#b#7'), { lease: 's3://b/locks/a#b', epoch: 7, holder: null });
-    for (const bad of ['', 'x', 'x#', '#7', 'x#-1', 'x#7@', 'x#7@a-b', 'x#seven']) {
+    assert.deepEqual(lease.parseToken('s3://b/locks/a#b#7'), { lease: 's3://b/locks/a#b', epoch: 7, holder: null, shared: false, scope: null, range: null });
+    // A queued lock's shared or scoped grant says so.
+    assert.deepEqual(lease.parseToken('s3://b/l#7@ab;shared;path=t/u%20v'), { lease: 's3://b/l', epoch: 7, holder: 'ab', shared: true, scope: 't/u v', range: null });
+    assert.deepEqual(lease.parseToken('s3://b/l#7@ab;range=0..4096').range, [0, 4096]);
+    for (const bad of ['', 'x', 'x#', '#7', 'x#-1', 'x#7@', 'x#7@a-b', 'x#seven', 'x#7@ab;readers', 'x#7@ab;range=4..4']) {
       assert.throws(() => lease.parseToken(bad), { code: 'LEASE_INVALID' }, bad);
     }
   });

@@ -120,6 +120,43 @@ eachStore('lease', (store, url) => {
     }
   });
 
+  it('setTtl and setData change a held lease (issue 28)', async () => {
+    const u = url('change');
+    const l = await lease.acquire(u, { ttl: 30_000, data: '10.0.0.1:80' });
+    try {
+      const left = await l.setTtl('1m');
+      assert.ok(left > 59_000 && left <= 60_000, String(left));
+      assert.equal(l.ttl, 60_000);
+      assert.equal((await lease.status(u)).ttlMs, 60_000);
+      await l.setData('10.0.0.2:80');
+      assert.equal((await lease.status(u)).data, '10.0.0.2:80');
+      await l.setData(null);
+      assert.equal((await lease.status(u)).data, null);
+      await assert.rejects(l.setTtl(10), (e) => e.code === 'LEASE_INVALID' && /out of range/.test(e.message));
+      await assert.rejects(l.setTtl({}), TypeError);
+      await assert.rejects(l.setData(5), TypeError);
+    } finally {
+      await l.release();
+    }
+    await assert.rejects(l.setTtl(30_000), (e) => e.code === 'LEASE_LOST');
+  });
+
+  it('an owner does not wait for what it holds (issue 28)', async () => {
+    const u = url('owner');
+    const l = await lease.acquire(u, { ttl: 30_000, owner: 'job 7' });
+    try {
+      // The same owner rejects at once (a wait would end in LEASE_TIMEOUT); no owner waits.
+      await assert.rejects(
+        lease.acquire(u, { owner: 'job 7', wait: 5_000 }),
+        (e) => e.code === 'LEASE_HELD' && /would wait for itself/.test(e.message),
+      );
+      await assert.rejects(lease.acquire(u, { wait: 300 }), { code: 'LEASE_TIMEOUT' });
+      await assert.rejects(lease.acquire(u, { owner: 7 }), TypeError);
+    } finally {
+      await l.release();
+    }
+  });
+
   it('renewals go on while the event loop is blocked', async () => {
     const u = url('blocked');
     // ttl 3 s, not less: status() judges expiry from the store's clock, whose timestamps have
@@ -150,7 +187,7 @@ eachStore('lease', (store, url) => {
       assert.ok(l.ensureHeld(1_000) > 1_000);
       assert.throws(() => l.ensureHeld(20_000), { code: 'LEASE_LOST' });
       assert.equal(l.token, `${l.url}#${l.epoch}@${l.holder.id}`);
-      assert.deepEqual(lease.parseToken(l.token), { lease: l.url, epoch: l.epoch, holder: l.holder.id });
+      assert.deepEqual(lease.parseToken(l.token), { lease: l.url, epoch: l.epoch, holder: l.holder.id, shared: false, scope: null, range: null });
     } finally {
       await l.release();
     }

@@ -67,6 +67,10 @@ describe('bucket-lease/pg', { skip: DSN ? false : 'LEASE_TEST_PG is not set (scr
     for (const bad of ['x#y', '#1', `${L}#1@`]) {
       await assert.rejects(admit(c, 'jobs', bad), { code: 'LEASE_INVALID' });
     }
+    // A queued lock's shared or scoped grant: refused, never read as a whole-lock token.
+    for (const grant of [`${L}#9@aa;shared`, `${L}#9@aa;path=tables/users`, `${L}#9@aa;range=0..10`]) {
+      await assert.rejects(admit(c, 'jobs', grant), { code: 'LEASE_INVALID', message: /shared or scoped grant/ });
+    }
     await assert.rejects(pgfence.fence(c, 'jobs', `${L}#7@aa`), { code: 'LEASE_INVALID', message: /outside a transaction/ });
     await assert.rejects(pgfence.fence(c, 'jobs', 7), { code: 'ERR_INVALID_ARG_TYPE' });
     await assert.rejects(pgfence.fence(c, 'jobs', `${L}#7@aa`, { wait: 1 }), { code: 'ERR_INVALID_ARG_TYPE' });

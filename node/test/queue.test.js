@@ -91,6 +91,47 @@ for (const store of ['file', 'moto']) {
       assert.deepEqual((await lease.status(u)).holders[0].scope, { path: 'tables/users' });
       await p.release();
     });
+
+    // Issue 22: holders of disjoint ranges do not fence each other; readers fence what they
+    // read, so a stale writer's write never lands under them.
+    it('fencing per scope and for readers', async () => {
+      const u = makeUrl(store, 'fence');
+      // Keys beside the lock, unique to this run (moto's bucket is shared by every test).
+      const [blob, data, none] = ['blob', 'data', 'none'].map((k) => `node-fence-${process.pid}-${Date.now()}-${k}`);
+      const a = await lease.acquire(u, { ttl: TTL, range: [0, 100], wait: 0 });
+      const b = await lease.acquire(u, { ttl: TTL, range: [100, 200], wait: 0 });
+      assert.deepEqual(lease.parseToken(a.token), { lease: a.url, epoch: a.epoch, holder: a.holder.id, shared: false, scope: null, range: [0, 100] });
+      await a.fencedUpdate(blob, (old) => `${old ? old.data : ''}a`);
+      await b.fencedUpdate(blob, (old) => `${old ? old.data : ''}b`);
+      await a.fencedUpdate(blob, (old) => `${old.data}a`); // not fenced by b's later token
+      await a.release();
+      await b.release();
+
+      const writer = await lease.acquire(u, { ttl: TTL, queue: true, wait: 0 });
+      await writer.fencedPut(data, 'v0');
+      const seen = await writer.fencedRead(data); // an exclusive holder may fence-read too
+      assert.equal(seen.data.toString(), 'v0');
+      await writer.release(); // its grant ended; the object stays in its hands
+      const readers = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await lease.acquire(u, { ttl: TTL, shared: true, wait: 0 });
+        assert.ok(r.token.endsWith(';shared'), r.token);
+        assert.equal(lease.parseToken(r.token).shared, true);
+        assert.equal((await r.fencedRead(data)).data.toString(), 'v0');
+        assert.equal(await r.fencedRead(none), null);
+        readers.push(r);
+      }
+      await assert.rejects(writer.fencedPut(data, 'v1', { ifVersion: seen.version }), { code: 'LEASE_FENCED', epoch: readers[1].epoch });
+      await assert.rejects(writer.fencedPut(data, 'v1'), { code: 'LEASE_FENCED' });
+      await assert.rejects(writer.fencedPut(none, 'x', { ifAbsent: true }), { code: 'LEASE_FENCED' });
+      await assert.rejects(readers[0].fencedPut(data, 'x'), { code: 'LEASE_INVALID', message: /fenced_read/ });
+      assert.equal((await readers[0].fencedRead(data)).data.toString(), 'v0');
+      assert.equal((await lease.fencedGet(u, { key: none })), null);
+      const gate = new lease.FencingGate();
+      await gate.admit('doc', readers[0]);
+      await assert.rejects(gate.admit('doc', writer.token), { code: 'LEASE_FENCED' });
+      for (const r of readers) await r.release();
+    });
   });
 }
 

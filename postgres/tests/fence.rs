@@ -205,6 +205,50 @@ async fn bad_input_and_a_missing_install_are_typed() {
     assert!(e.to_string().contains("migrate"), "{e}");
 }
 
+/// A queued lock's shared or scoped grant's token (`;shared`, `;path=P`, `;range=A..B`) is
+/// `Invalid` with a message saying what to do, never read as a whole-lock token: one row per
+/// resource cannot apply the per-scope rule (docs/postgres.md). `;exclusive` alone names the
+/// whole lock held exclusively, as the library's parser reads it: admitted.
+#[tokio::test]
+async fn a_shared_or_scoped_grants_token_is_refused_as_invalid() {
+    let Some(dsn) = dsn() else { return };
+    let (mut c, _) = setup(&dsn, "scoped").await;
+    let l = "s3://bucket/locks/jobs";
+    let grants = [
+        token(l, 7, Some("aa")).with_mode(lease::Mode::Shared),
+        token(l, 7, Some("aa")).with_scope(lease::Scope::path("tables/a#b;c").unwrap()),
+        token(l, 7, Some("aa")).with_scope(lease::Scope::Range { start: 0, end: 10 }),
+        token(l, 7, None)
+            .with_mode(lease::Mode::Shared)
+            .with_scope(lease::Scope::Range { start: 0, end: 10 }),
+    ];
+    for t in &grants {
+        let e = admit(&mut c, "jobs", t).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{t}: {e}");
+        assert!(e.to_string().contains("shared or scoped grant"), "{t}: {e}");
+    }
+    let rows = c.query("SELECT 1 FROM lease_fence", &[]).await.unwrap();
+    assert!(rows.is_empty(), "a refused grant was recorded");
+    for text in [format!("{l}#7@aa;exclusive"), format!("{l}#8;exclusive")] {
+        c.execute("SELECT lease_fence('jobs', $1)", &[&text])
+            .await
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+    let row = c
+        .query_one("SELECT epoch::text, holder FROM lease_fence", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, Option<String>>(1)),
+        ("8".into(), None)
+    );
+    // A whole-lock exclusive token of a lower epoch is still refused by the row they left.
+    let e = admit(&mut c, "jobs", &token(l, 7, Some("aa")))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
+}
+
 #[tokio::test]
 async fn a_later_admission_waits_for_the_earlier_transaction() {
     let Some(dsn) = dsn() else { return };

@@ -17,24 +17,15 @@ Library logs go to the ``logging`` logger ``lease``. See python/README.md for th
 
 from __future__ import annotations
 
-import atexit
-import datetime
-import os
-import weakref
-from typing import (
-    Any,
-    AsyncIterator,
-    Callable,
-    Dict,
-    Iterator,
-    List,
-    Optional,
-    Tuple,
-    Union,
-)
+# Only the API is public: what the module imports for itself is bound under a private name (or
+# for type checkers only), and `dir(lease)` lists `__all__`.
+import atexit as _atexit
+import difflib as _difflib
+import weakref as _weakref
+from typing import TYPE_CHECKING
 
 from . import _lease
-from ._aio import AcquireAsync, await_core
+from ._aio import AcquireAsync, await_core, task_owner
 from ._errors import (
     Conflict,
     CorruptRecord,
@@ -63,6 +54,31 @@ from ._types import (
     HealthEvent,
     Token,
 )
+
+if TYPE_CHECKING:
+    import datetime
+    import os
+    from typing import (
+        Any,
+        AsyncIterator,
+        Callable,
+        Dict,
+        Iterator,
+        List,
+        Mapping,
+        NoReturn,
+        Optional,
+        Tuple,
+        Union,
+    )
+
+    #: A lease URL: ``s3://bucket/key?…``, ``file:///dir/name``, ``memory://ns/name``, a path
+    #: (``str`` or ``os.PathLike``), or a bare name (in ``$LEASE_HOME``).
+    URL = Union[str, "os.PathLike[str]"]
+    #: A duration: seconds as an int or a float, a ``datetime.timedelta``, or a str with its
+    #: unit (``"30s"``, ``"500ms"``, ``"5m"``; a number alone in a str is refused).
+    Seconds = Union[int, float, datetime.timedelta, str]
+    OnLost = Optional[Callable[[LeaseLost], object]]
 
 __version__: str = _lease.__version__
 
@@ -110,16 +126,48 @@ __all__ = [
     "__version__",
 ]
 
-#: A lease URL: ``s3://bucket/key?…``, ``file:///dir/name``, ``memory://ns/name``, a path
-#: (``str`` or ``os.PathLike``), or a bare name (in ``$LEASE_HOME``).
-URL = Union[str, "os.PathLike[str]"]
-#: A duration: seconds as an int or a float, a ``datetime.timedelta``, or a str with its unit
-#: (``"30s"``, ``"500ms"``, ``"5m"``; a number alone in a str is refused).
-Seconds = Union[int, float, datetime.timedelta, str]
-OnLost = Optional[Callable[[LeaseLost], object]]
+
+
+def __dir__() -> "list[str]":
+    return sorted(__all__)
+
 
 # Leases acquired by this process that may still be held, released at interpreter exit.
-_live: "weakref.WeakSet[Lease]" = weakref.WeakSet()
+_live: "_weakref.WeakSet[Lease]" = _weakref.WeakSet()
+
+# Keywords of peers' locks, and what to write here instead: py-filelock's `timeout=` is how long
+# to wait, redis-py's is how long the lock lasts, so neither is taken as an alias.
+_PEERS = {
+    "timeout": "lease has no timeout=: to bound the wait for the lease, use wait= (py-filelock's "
+    "timeout=); for how long the lease lasts, use ttl= (redis-py's timeout=)",
+    "blocking": "lease has no blocking=: waiting is the default; for blocking=False, use "
+    "lease.try_acquire(url), which returns None when the lease is held (or wait=0, which "
+    "raises LeaseHeld)",
+    "blocking_timeout": "lease has no blocking_timeout=: use wait= (seconds to wait for the "
+    "lease)",
+    "poll_interval": "use poll= (seconds between a waiter's reads)",
+}
+
+
+def _no_such_keywords(call: str, wrong: "Mapping[str, object]", known: "Tuple[str, ...]") -> None:
+    """Raise the ``TypeError`` Python raises for unexpected keyword arguments, saying what to
+    write instead."""
+    if not wrong:
+        return
+    name = sorted(wrong)[0]
+    hint = _PEERS.get(name)
+    if call == "try_acquire" and name in ("wait", "timeout", "blocking", "blocking_timeout"):
+        hint = "try_acquire tries once and never waits: to wait, use lease.acquire(url, wait=…)"
+    if hint is None:
+        close = _difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]}=?" if close else "it takes " + ", ".join(
+            k + "=" for k in known)
+    raise TypeError(f"{call}() got an unexpected keyword argument {name!r}: {hint}")
+
+
+_ACQUIRE_KEYWORDS = ("ttl", "wait", "label", "data", "on_lost", "unavailable_timeout", "shared",
+                     "permits", "scope", "range", "queue", "poll")
+_TRY_KEYWORDS = tuple(k for k in _ACQUIRE_KEYWORDS if k not in ("wait", "unavailable_timeout"))
 
 
 def acquire(
@@ -137,6 +185,7 @@ def acquire(
     range: Optional[Tuple[int, int]] = None,
     queue: bool = False,
     poll: Optional[Seconds] = None,
+    **wrong: NoReturn,
 ) -> Lease:
     """Acquire the lease at ``url``, waiting up to ``wait`` seconds (``None``: as long as a
     holder keeps it, ``0``: try once and raise :class:`LeaseHeld`). Raises
@@ -160,10 +209,13 @@ def acquire(
     object (overlapping ranges conflict); ``queue=True`` queues an exclusive request too.
     ``poll``: how often a waiter reads the lock (default ttl/10 within 50 ms..2 s).
     """
-    lease = _lease._acquire(
-        url, ttl, wait, label, data, on_lost, unavailable_timeout,
-        shared, permits, scope, range, queue, poll,
+    _no_such_keywords("acquire", wrong, _ACQUIRE_KEYWORDS)
+    options = _lease.Options(
+        ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost,
+        unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
+        range=range, queue=queue, poll=poll,
     )
+    lease = _lease._acquire(url, options)
     _live.add(lease)
     return lease
 
@@ -181,12 +233,16 @@ def try_acquire(
     range: Optional[Tuple[int, int]] = None,
     queue: bool = False,
     poll: Optional[Seconds] = None,
+    **wrong: NoReturn,
 ) -> Optional[Lease]:
     """Try once: the :class:`Lease`, or ``None`` when someone else holds it (or, for a queued
     lock, when it cannot be granted now). The queued-lock options are :func:`acquire`'s."""
-    lease = _lease._try_acquire(
-        url, ttl, label, data, on_lost, shared, permits, scope, range, queue, poll
+    _no_such_keywords("try_acquire", wrong, _TRY_KEYWORDS)
+    options = _lease.Options(
+        ttl=ttl, label=label, data=data, on_lost=on_lost, shared=shared, permits=permits,
+        scope=scope, range=range, queue=queue, poll=poll,
     )
+    lease = _lease._try_acquire(url, options)
     if lease is not None:
         _live.add(lease)
     return lease
@@ -207,16 +263,21 @@ def acquire_async(
     range: Optional[Tuple[int, int]] = None,
     queue: bool = False,
     poll: Optional[Seconds] = None,
+    **wrong: NoReturn,
 ) -> AcquireAsync:
     """:func:`acquire` for asyncio: ``l = await lease.acquire_async(url)``, or
     ``async with lease.acquire_async(url) as l:`` (released on exit). Cancelling the task
     cancels the wait; if the lease was acquired at that moment it is released."""
 
+    _no_such_keywords("acquire_async", wrong, _ACQUIRE_KEYWORDS)
+    options = _lease.Options(
+        ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost,
+        unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
+        range=range, queue=queue, poll=poll,
+    )
+
     def start(done: Callable[[bool, object], None]) -> _lease.Pending:
-        return _lease._acquire_start(
-            url, ttl, wait, label, data, on_lost, unavailable_timeout,
-            shared, permits, scope, range, queue, poll, done,
-        )
+        return _lease._acquire_start(url, options, done, task_owner())
 
     return AcquireAsync(start)
 
@@ -267,10 +328,13 @@ async def fenced_get_async(url: URL, *, key: Optional[str] = None) -> Optional[F
 
 def parse_token(token: str) -> Token:
     """Take a fencing token apart: ``URL#EPOCH@HOLDER`` (what :attr:`Lease.token` is and
-    ``lease run`` exports as ``LEASE_TOKEN``), or ``URL#EPOCH`` (then ``holder`` is ``None``).
-    Raises :class:`InvalidArgument` if it is not one."""
-    lease_url, epoch, holder = _lease._parse_token(token)
-    return Token(lease=lease_url, epoch=epoch, holder=holder)
+    ``lease run`` exports as ``LEASE_TOKEN``), or ``URL#EPOCH`` (then ``holder`` is ``None``),
+    with ``;shared`` and ``;path=P`` or ``;range=A..B`` after it for a queued lock's shared or
+    scoped grant. Raises :class:`InvalidArgument` if it is not one."""
+    lease_url, epoch, holder, shared, scope, rng = _lease._parse_token(token)
+    return Token(
+        lease=lease_url, epoch=epoch, holder=holder, shared=shared, scope=scope, range=rng
+    )
 
 
 class FencingGate:
@@ -384,7 +448,8 @@ class Election:
         wait: Optional[Seconds] = None,
         on_lost: OnLost = None,
     ) -> None:
-        self._e = _lease.ElectionCore(url, ttl, wait, label, data, on_lost)
+        options = _lease.Options(ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost)
+        self._e = _lease.ElectionCore(url, options)
 
     @property
     def url(self) -> str:
@@ -436,7 +501,7 @@ class Election:
         self.resign()
 
 
-@atexit.register
+@_atexit.register
 def _release_at_exit() -> None:
     # Release what is still held, so others need not wait out the ttl; then stop calling
     # into Python from the library's threads.

@@ -10,11 +10,22 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Type, Union
 
 from ._errors import LeaseError
+from ._types import FencedObject
 
 if TYPE_CHECKING:
     from ._lease import Lease, Pending
 
 Done = Callable[[bool, Any], None]
+
+
+def task_owner() -> str:
+    """The asyncio task that awaits an acquisition, as its owner: acquiring what the same task
+    holds fails at once (``LeaseHeld``) instead of waiting for itself. Its name and address
+    (``Task-N`` names count up, so a later task at the same address is another owner)."""
+    task = asyncio.current_task()
+    if task is None:
+        return ""
+    return f"asyncio task {task.get_name()} ({id(task):#x})"
 
 
 def _discard(value: Any) -> None:
@@ -65,6 +76,16 @@ async def release_async(lease: "Lease") -> None:
     await await_core(lease._release_start)
 
 
+async def set_ttl_async(lease: "Lease", ttl: Any) -> float:
+    left: float = await await_core(lambda done: lease._set_ttl_start(ttl, done))
+    return left
+
+
+async def set_data_async(lease: "Lease", data: Optional[str]) -> float:
+    left: float = await await_core(lambda done: lease._set_data_start(data, done))
+    return left
+
+
 async def fenced_put_async(
     lease: "Lease",
     key: str,
@@ -76,6 +97,11 @@ async def fenced_put_async(
         lambda done: lease._fenced_put_start(key, data, done, if_version, if_absent)
     )
     return version
+
+
+async def fenced_read_async(lease: "Lease", key: str) -> Optional[FencedObject]:
+    d = await await_core(lambda done: lease._fenced_read_start(key, done))
+    return FencedObject._from_dict(d)
 
 
 async def fenced_delete_async(lease: "Lease", key: str) -> bool:

@@ -16,6 +16,27 @@ _OnLost = Optional[Callable[[LeaseLost], object]]
 _Data = Union[bytes, bytearray, str]
 
 @final
+class Options:
+    """The options of an acquisition, checked once (``lease.acquire``'s keywords)."""
+
+    def __init__(
+        self,
+        *,
+        ttl: _Seconds,
+        wait: Optional[_Seconds] = None,
+        label: Optional[str] = None,
+        data: Optional[str] = None,
+        on_lost: _OnLost = None,
+        unavailable_timeout: Optional[_Seconds] = None,
+        shared: Optional[bool] = None,
+        permits: Optional[int] = None,
+        scope: Optional[str] = None,
+        range: Optional[Tuple[int, int]] = None,
+        queue: Optional[bool] = None,
+        poll: Optional[_Seconds] = None,
+    ) -> None: ...
+
+@final
 class Pending:
     def cancel(self) -> None: ...
 
@@ -31,7 +52,8 @@ class Lease:
     def url(self) -> str: ...
     @property
     def token(self) -> str:
-        """``URL#EPOCH@HOLDER``, to hand to resources that check it
+        """``URL#EPOCH@HOLDER`` (for a queued lock's shared or scoped grant followed by
+        ``;shared``, ``;path=P``, ``;range=A..B``), to hand to resources that check it
         (:func:`lease.parse_token` takes it apart)."""
     @property
     def grant(self) -> Optional[Grant]:
@@ -95,6 +117,17 @@ class Lease:
         f: Callable[[Optional[FencedObject]], Union[_Data, Awaitable[_Data]]],
     ) -> str:
         """:meth:`fenced_update` for asyncio; ``f`` may be a plain or an async function."""
+    def fenced_read(self, key: str) -> Optional[FencedObject]:
+        """Read ``key`` (placed as :meth:`fenced_put` places it) and fence it with this
+        lease's token: from then on no holder whose grant ended before this one began can
+        change it, so a reader (a shared grant) sees its data stay while it holds, whatever a
+        stale writer does. The first read of an object under a grant writes it back unchanged
+        with this token in its metadata (1 GET + 1 PUT); reading it again costs 1 GET. Where
+        nothing is, it leaves an empty marker that fenced reads see as ``None``. Raises
+        :class:`Fenced` when a later conflicting grant wrote or fenced it (this grant has
+        ended)."""
+    async def fenced_read_async(self, key: str) -> Optional[FencedObject]: ...
+    def _fenced_read_start(self, key: str, done: _Done) -> Pending: ...
     def fenced_delete(self, key: str) -> bool:
         """Delete ``key`` unless a newer holder wrote it (:class:`Fenced`); ``False`` when
         there was nothing to delete. :class:`StoreError` on stores without conditional
@@ -120,6 +153,20 @@ class Lease:
     def _fenced_get(self, key: str) -> Optional[Dict[str, Any]]: ...
     def _fenced_get_start(self, key: str, done: _Done) -> Pending: ...
     def renew(self) -> float: ...
+    def set_ttl(self, ttl: _Seconds) -> float:
+        """Change the lease's ttl (redis-py's ``extend``, with the new ttl whole): a renewal made
+        at once writes it, and the renewals after it follow it. Returns the seconds left.
+        Raises :class:`InvalidArgument` (out of range; a queued lock's grant keeps its ttl) or
+        :class:`LeaseLost`."""
+    def set_data(self, data: Optional[str]) -> float:
+        """Change the data stored in the lease's record (etcd's ``Proclaim``; ``None`` removes
+        it): a renewal made at once writes it. Returns the seconds left."""
+    async def set_ttl_async(self, ttl: _Seconds) -> float:
+        """:meth:`set_ttl` for asyncio."""
+    async def set_data_async(self, data: Optional[str]) -> float:
+        """:meth:`set_data` for asyncio."""
+    def _set_ttl_start(self, ttl: _Seconds, done: _Done) -> Pending: ...
+    def _set_data_start(self, data: Optional[str], done: _Done) -> Pending: ...
     def release(self) -> None: ...
     async def release_async(self) -> None: ...
     def _release_start(self, done: _Done) -> Pending: ...
@@ -145,15 +192,7 @@ class LeaderStream:
 
 @final
 class ElectionCore:
-    def __init__(
-        self,
-        url: _URL,
-        ttl: _Seconds,
-        wait: Optional[_Seconds],
-        label: Optional[str],
-        data: Optional[str],
-        on_lost: _OnLost,
-    ) -> None: ...
+    def __init__(self, url: _URL, options: Options) -> None: ...
     @property
     def url(self) -> str: ...
     def campaign(self) -> Lease: ...
@@ -175,50 +214,9 @@ class GateCore:
 
 def _fenced_get(url: _URL, key: Optional[str] = None) -> Optional[Dict[str, Any]]: ...
 def _fenced_get_start(url: _URL, key: Optional[str], done: _Done) -> Pending: ...
-def _acquire(
-    url: _URL,
-    ttl: _Seconds,
-    wait: Optional[_Seconds],
-    label: Optional[str],
-    data: Optional[str],
-    on_lost: _OnLost,
-    unavailable_timeout: Optional[_Seconds],
-    shared: Optional[bool],
-    permits: Optional[int],
-    scope: Optional[str],
-    range: Optional[Tuple[int, int]],
-    queue: Optional[bool],
-    poll: Optional[_Seconds],
-) -> Lease: ...
-def _try_acquire(
-    url: _URL,
-    ttl: _Seconds,
-    label: Optional[str],
-    data: Optional[str],
-    on_lost: _OnLost,
-    shared: Optional[bool],
-    permits: Optional[int],
-    scope: Optional[str],
-    range: Optional[Tuple[int, int]],
-    queue: Optional[bool],
-    poll: Optional[_Seconds],
-) -> Optional[Lease]: ...
-def _acquire_start(
-    url: _URL,
-    ttl: _Seconds,
-    wait: Optional[_Seconds],
-    label: Optional[str],
-    data: Optional[str],
-    on_lost: _OnLost,
-    unavailable_timeout: Optional[_Seconds],
-    shared: Optional[bool],
-    permits: Optional[int],
-    scope: Optional[str],
-    range: Optional[Tuple[int, int]],
-    queue: Optional[bool],
-    poll: Optional[_Seconds],
-    done: _Done,
-) -> Pending: ...
+def _acquire(url: _URL, options: Options) -> Lease: ...
+def _try_acquire(url: _URL, options: Options) -> Optional[Lease]: ...
+def _acquire_start(url: _URL, options: Options, done: _Done, owner: str) -> Pending: ...
 def _seconds(name: str, value: object) -> float: ...
 def _status(url: _URL) -> Dict[str, Any]: ...
 def _status_start(url: _URL, done: _Done) -> Pending: ...
@@ -230,7 +228,9 @@ def _error_for_kind(
     holder_id: Optional[str] = None,
 ) -> LeaseError: ...
 def _error_kinds() -> List[str]: ...
-def _parse_token(token: str) -> Tuple[str, int, Optional[str]]: ...
+def _parse_token(
+    token: str,
+) -> Tuple[str, int, Optional[str], bool, Optional[str], Optional[Tuple[int, int]]]: ...
 def _shutdown() -> None: ...
 def _refresh_log_level() -> None: ...
 def _log_through_tracing(level: str, message: str) -> None: ...

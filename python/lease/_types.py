@@ -250,12 +250,63 @@ class FencedObject:
         return self.data.decode("utf-8")
 
 
-class Token(NamedTuple):
-    """A fencing token taken apart (:func:`lease.parse_token`): ``URL#EPOCH@HOLDER``."""
-
+class _TokenParts(NamedTuple):
     lease: str
     """The lease's URL."""
     epoch: int
     """The holder's epoch."""
     holder: Optional[str]
     """The holder id (``Lease.holder.id``); ``None`` for a token without one (``URL#EPOCH``)."""
+
+
+class Token(_TokenParts):
+    """A fencing token taken apart (:func:`lease.parse_token`): ``URL#EPOCH@HOLDER``, and for
+    a queued lock's shared or scoped grant ``;shared``, ``;path=P`` or ``;range=A..B`` after
+    it (what the token fences depends on them: docs/protocol.md §7).
+
+    Still the tuple ``(lease, epoch, holder)`` it always was (it unpacks and compares as
+    before); ``shared``, ``scope`` and ``range`` are attributes beside it."""
+
+    shared: bool
+    """A shared grant's token (a reader's, or a permit's)."""
+    scope: Optional[str]
+    """The path the grant holds, or ``None`` (the whole lock, or a byte range)."""
+    range: Optional[Tuple[int, int]]
+    """The bytes ``(start, end)`` the grant holds (the end excluded), or ``None``."""
+
+    def __new__(
+        cls,
+        lease: str,
+        epoch: int,
+        holder: Optional[str],
+        shared: bool = False,
+        scope: Optional[str] = None,
+        range: Optional[Tuple[int, int]] = None,  # noqa: A002 - the name `acquire` takes
+    ) -> "Token":
+        self = super().__new__(cls, lease, epoch, holder)
+        self.shared = shared
+        self.scope = scope
+        self.range = range
+        return self
+
+    def _grant(self) -> Tuple[bool, Optional[str], Optional[Tuple[int, int]]]:
+        return (self.shared, self.scope, self.range)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Token) and self._grant() != other._grant():
+            return False
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self._grant()))
+
+    def __repr__(self) -> str:
+        more = "".join(
+            f", {k}={v!r}"
+            for k, v in (("shared", self.shared), ("scope", self.scope), ("range", self.range))
+            if v
+        )
+        return f"Token(lease={self.lease!r}, epoch={self.epoch!r}, holder={self.holder!r}{more})"

@@ -8,10 +8,10 @@ use tokio_util::sync::CancellationToken;
 use crate::error::IntoPyResult;
 use crate::held::PyLease;
 use crate::json;
-use crate::options::{self, Target};
+use crate::options::{self, Options, Target};
 use crate::runtime::{self, block, Pending};
 use crate::status::{forked_error, poll_of};
-use lease::{Election, LeaderWatch, LeaseOptions};
+use lease::{Election, LeaderWatch};
 
 /// `{ holder, epoch, data }` (the core's `Leader` JSON), or `None` when nobody leads.
 fn leader_dict(py: Python<'_>, l: Option<lease::Leader>) -> PyResult<Py<PyAny>> {
@@ -53,31 +53,20 @@ impl ElectionCore {
 #[pymethods]
 impl ElectionCore {
     #[new]
-    fn new(
-        py: Python<'_>,
-        url: &Bound<'_, PyAny>,
-        ttl: &Bound<'_, PyAny>,
-        wait: &Bound<'_, PyAny>,
-        label: &Bound<'_, PyAny>,
-        data: &Bound<'_, PyAny>,
-        on_lost: &Bound<'_, PyAny>,
-    ) -> PyResult<Self> {
+    fn new(py: Python<'_>, url: &Bound<'_, PyAny>, options: &Bound<'_, Options>) -> PyResult<Self> {
         crate::log::refresh_level(py, false);
         let t = options::target(url)?;
-        let opts: LeaseOptions = options::options(ttl, Some(wait), Some(label), Some(data), None)?;
+        let o = options.get();
         // Check the options now rather than at the first campaign.
-        opts.timing(&t.client.store().capabilities()).py()?;
-        if !on_lost.is_none() {
-            options::check_callable("on_lost", on_lost)?;
-        }
+        o.core.timing(&t.client.store().capabilities()).py()?;
         Ok(ElectionCore {
             inner: std::mem::ManuallyDrop::new(Arc::new(Election::new(
                 t.client.clone(),
                 t.key.clone(),
-                opts,
+                o.core.clone(),
             ))),
             target: t,
-            on_lost: (!on_lost.is_none()).then(|| on_lost.clone().unbind()),
+            on_lost: o.on_lost.as_ref().map(|f| f.clone_ref(py)),
             pid: runtime::pid(),
         })
     }

@@ -1,5 +1,5 @@
-//! Store-enforced fencing: `Lease.fenced_put` / `fenced_delete` (their bodies, called from the
-//! `Lease` methods in `held`), `lease.fenced_get`, `lease.parse_token`, and
+//! Store-enforced fencing: `Lease.fenced_put` / `fenced_delete` / `fenced_read` (their bodies,
+//! called from the `Lease` methods in `held`), `lease.fenced_get`, `lease.parse_token`, and
 //! `lease.FencingGate` (over `GateCore`). `Lease.fenced_update` is Python (`lease/_update.py`),
 //! over `Lease._fenced_get` and the conditional `fenced_put` here, so the caller's function runs
 //! on the caller's thread, never on a runtime thread.
@@ -128,13 +128,32 @@ pub fn put_start(
     Ok(Pending::abort(abort))
 }
 
-/// `Lease._fenced_get`: read the object `key` names for the lease (beside it, as `fenced_put`
-/// places it; what `fenced_update` reads).
-pub fn get_in(py: Python<'_>, lease: &Lease, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+/// How a lease reads an object: plainly (`Lease._fenced_get`, what `fenced_update` reads), or
+/// fencing it with the lease's token (`Lease.fenced_read`).
+#[derive(Clone, Copy)]
+pub enum Read {
+    Plain,
+    Fenced,
+}
+
+async fn read(lease: Lease, key: String, how: Read) -> lease::Result<Option<FencedObject>> {
+    match how {
+        Read::Plain => lease.fenced_get(&key).await,
+        Read::Fenced => lease.fenced_read(&key).await,
+    }
+}
+
+/// Read the object `key` names for the lease (beside it, as `fenced_put` places it): a dict
+/// for `lease.FencedObject`, or None.
+pub fn get_in(
+    py: Python<'_>,
+    lease: &Lease,
+    key: &Bound<'_, PyAny>,
+    how: Read,
+) -> PyResult<Py<PyAny>> {
     let key = key_text("key", key)?;
     let object_url = lease.object_url(&key).py()?;
-    let lease = lease.clone();
-    let obj = block(py, async move { lease.fenced_get(&key).await }, None)?.py()?;
+    let obj = block(py, read(lease.clone(), key, how), None)?.py()?;
     object_dict(py, &object_url, obj)
 }
 
@@ -142,29 +161,45 @@ pub fn get_in_start(
     py: Python<'_>,
     lease: &Lease,
     key: &Bound<'_, PyAny>,
+    how: Read,
     done: Py<PyAny>,
 ) -> PyResult<Pending> {
     let key = key_text("key", key)?;
     let object_url = lease.object_url(&key).py()?;
-    let lease = lease.clone();
-    let abort = runtime::spawn_settle(
-        py,
-        async move { lease.fenced_get(&key).await },
-        done,
-        move |py, obj| object_dict(py, &object_url, obj),
-    )?;
+    let abort = runtime::spawn_settle(py, read(lease.clone(), key, how), done, move |py, obj| {
+        object_dict(py, &object_url, obj)
+    })?;
     Ok(Pending::abort(abort))
 }
 
-/// `lease.parse_token(text)`: `(lease, epoch, holder)`; `InvalidArgument` if it is not one.
+/// A parsed token as `lease.parse_token` builds its `Token` from it: `(lease, epoch, holder,
+/// shared, scope, range)`.
+type TokenParts = (
+    String,
+    u64,
+    Option<String>,
+    bool,
+    Option<String>,
+    Option<(u64, u64)>,
+);
+
+/// `lease.parse_token(text)`; `InvalidArgument` if it is not one.
 #[pyfunction]
-pub fn _parse_token(token: &Bound<'_, PyAny>) -> PyResult<(String, u64, Option<String>)> {
+pub fn _parse_token(token: &Bound<'_, PyAny>) -> PyResult<TokenParts> {
     let text = token_text(token)?;
     let t: FencingToken = text.parse().py()?;
+    let (scope, range) = match t.scope() {
+        lease::Scope::Whole => (None, None),
+        lease::Scope::Path(p) => (Some(p.clone()), None),
+        lease::Scope::Range { start, end } => (None, Some((*start, *end))),
+    };
     Ok((
         t.lease().to_string(),
         t.epoch(),
         t.holder().map(str::to_string),
+        t.mode() == lease::Mode::Shared,
+        scope,
+        range,
     ))
 }
 

@@ -438,6 +438,84 @@ impl PyLease {
             .py()
     }
 
+    /// Change the lease's ttl (seconds, a timedelta or a str with a unit, as `acquire`'s
+    /// `ttl=`): a renewal made at once writes it, and the renewals after it follow it. Returns
+    /// the seconds left. Raises `InvalidArgument` (out of range, a queued lock's grant) or
+    /// `LeaseLost`.
+    fn set_ttl(&self, py: Python<'_>, ttl: &Bound<'_, PyAny>) -> PyResult<f64> {
+        let ttl = options::ttl_seconds(ttl)?;
+        let lease = self.owned()?.clone();
+        block(py, async move { lease.set_ttl(ttl).await }, None)?
+            .map(|d| d.as_secs_f64())
+            .py()
+    }
+
+    /// Change the data stored in the lease's record (`None` removes it): a renewal made at
+    /// once writes it. Returns the seconds left. Raises `InvalidArgument` or `LeaseLost`.
+    fn set_data(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<f64> {
+        let data = options::opt_text("data", Some(data))?;
+        let lease = self.owned()?.clone();
+        block(
+            py,
+            async move { lease.set_data(data.as_deref()).await },
+            None,
+        )?
+        .map(|d| d.as_secs_f64())
+        .py()
+    }
+
+    /// `set_ttl` for asyncio: `await l.set_ttl_async("5m")` (the loop goes on meanwhile).
+    fn set_ttl_async<'py>(
+        slf: Bound<'py, Self>,
+        ttl: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static SET_TTL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &SET_TTL, "lease._aio", "set_ttl_async")?.call1((slf, ttl))
+    }
+
+    /// `set_data` for asyncio: `await l.set_data_async("10.0.0.2:80")`.
+    fn set_data_async<'py>(
+        slf: Bound<'py, Self>,
+        data: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static SET_DATA: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &SET_DATA, "lease._aio", "set_data_async")?.call1((slf, data))
+    }
+
+    /// Start `set_ttl`; `done(ok, seconds_left)` is called when finished (arguments checked
+    /// here, at once).
+    fn _set_ttl_start(
+        &self,
+        py: Python<'_>,
+        ttl: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        let ttl = options::ttl_seconds(ttl)?;
+        let lease = self.owned()?.clone();
+        runtime::spawn_settle(py, async move { lease.set_ttl(ttl).await }, done, seconds)?;
+        Ok(Pending::detached())
+    }
+
+    /// Start `set_data`; `done(ok, seconds_left)` is called when finished.
+    fn _set_data_start(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        let data = options::opt_text("data", Some(data))?;
+        let lease = self.owned()?.clone();
+        runtime::spawn_settle(
+            py,
+            async move { lease.set_data(data.as_deref()).await },
+            done,
+            seconds,
+        )?;
+        Ok(Pending::detached())
+    }
+
     /// Write `data` (bytes, bytearray or str) at `key` in this lease's store, stamped with
     /// this lease, epoch and holder, unless a newer holder (or another lease) wrote it: then
     /// raise `Fenced` (its `epoch` is the newer one). With `if_version` (a version read with
@@ -484,7 +562,7 @@ impl PyLease {
 
     /// Read `key` in this lease's store (a dict for `lease.FencedObject`, or None).
     fn _fenced_get(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        crate::fence::get_in(py, self.owned()?, key)
+        crate::fence::get_in(py, self.owned()?, key, crate::fence::Read::Plain)
     }
 
     fn _fenced_get_start(
@@ -493,7 +571,42 @@ impl PyLease {
         key: &Bound<'_, PyAny>,
         done: Py<PyAny>,
     ) -> PyResult<Pending> {
-        crate::fence::get_in_start(py, self.owned()?, key, done)
+        crate::fence::get_in_start(py, self.owned()?, key, crate::fence::Read::Plain, done)
+    }
+
+    /// Read `key` and fence it with this lease's token (a `lease.FencedObject`, or None): from
+    /// then on no holder whose grant ended before this one began (for a reader: no stale
+    /// writer) can change it. The first read of an object under a grant writes it back
+    /// unchanged with this token (1 GET + 1 PUT); later ones only read.
+    fn fenced_read<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static OBJECT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let d = crate::fence::get_in(py, self.owned()?, key, crate::fence::Read::Fenced)?;
+        import_attr(py, &OBJECT, "lease._types", "FencedObject")?
+            .getattr("_from_dict")?
+            .call1((d,))
+    }
+
+    /// `fenced_read()` for asyncio.
+    fn fenced_read_async<'py>(
+        slf: Bound<'py, Self>,
+        key: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        static READ: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let py = slf.py();
+        import_attr(py, &READ, "lease._aio", "fenced_read_async")?.call1((slf, key))
+    }
+
+    fn _fenced_read_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        crate::fence::get_in_start(py, self.owned()?, key, crate::fence::Read::Fenced, done)
     }
 
     /// Delete `key` unless a newer holder wrote it (`Fenced`); false if it did not exist.
@@ -673,4 +786,9 @@ impl PyLease {
             state
         )
     }
+}
+
+/// Seconds left, as a Python float (what `set_ttl` and `set_data` return).
+fn seconds(py: Python<'_>, left: Duration) -> PyResult<Py<PyAny>> {
+    Ok(left.as_secs_f64().into_pyobject(py)?.into_any().unbind())
 }

@@ -42,7 +42,6 @@ fn _log_through_tracing(level: &str, message: &str) {
     }
 }
 
-#[pymodule]
 /// This process's metrics: a list of {name, help, type, samples} (the core's
 /// `metrics::Snapshot::to_json`).
 #[pyfunction]
@@ -56,6 +55,7 @@ fn _metrics_text() -> String {
     lease::metrics::encode_text()
 }
 
+#[pymodule]
 fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::init_pid();
     lease::set_client_name("python");
@@ -67,6 +67,7 @@ fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<election::ElectionCore>()?;
     m.add_class::<election::LeaderStream>()?;
     m.add_class::<fence::GateCore>()?;
+    m.add_class::<options::Options>()?;
     m.add_function(wrap_pyfunction!(acquire::_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(acquire::_try_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(acquire::_acquire_start, m)?)?;

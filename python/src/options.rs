@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{
-    PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt, PyList, PyString, PyTuple,
+    PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyDict, PyFloat, PyInt, PyList, PyString,
+    PyTuple,
 };
 
 use crate::error::{invalid, type_error, IntoPyResult};
@@ -238,21 +239,162 @@ pub fn check_callable(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
     )))
 }
 
-/// Lease options from the keyword arguments every acquiring call takes.
-pub fn options(
-    ttl: &Bound<'_, PyAny>,
-    wait: Option<&Bound<'_, PyAny>>,
-    label: Option<&Bound<'_, PyAny>>,
-    data: Option<&Bound<'_, PyAny>>,
-    unavailable_timeout: Option<&Bound<'_, PyAny>>,
-) -> PyResult<LeaseOptions> {
-    let ttl = ttl_seconds(ttl)?;
-    let mut opts = LeaseOptions::new(ttl);
-    opts.wait = opt_seconds("wait", wait)?;
-    opts.label = opt_text("label", label)?;
-    opts.data = opt_text("data", data)?;
-    opts.unavailable_timeout = opt_seconds("unavailable_timeout", unavailable_timeout)?;
-    Ok(opts)
+/// The options of an acquisition as one object, checked here once: what `lease.acquire`,
+/// `acquire_async`, `try_acquire` and `Election` build from their keyword arguments and hand to
+/// the core (Node's `LeaseOptions` object and C's `lease_options` are its counterparts). Types
+/// are checked here (`TypeError`), and values as far as Python's forms go (`InvalidArgument`);
+/// the core checks the ranges when it acquires.
+#[pyclass(module = "lease._lease", name = "Options", frozen)]
+pub struct Options {
+    pub core: LeaseOptions,
+    /// Called once with a `lease.LeaseLost` when the lease is lost.
+    pub on_lost: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl Options {
+    /// Keyword arguments only, each checked once; an unknown one is a `TypeError` naming it.
+    /// They come as one mapping (the names are listed once, in `KEYWORDS`), so no function
+    /// takes a dozen positional arguments.
+    #[new]
+    #[pyo3(
+        signature = (**kwargs),
+        text_signature = "(*, ttl, wait=None, label=None, data=None, on_lost=None, \
+                          unavailable_timeout=None, shared=None, permits=None, scope=None, \
+                          range=None, queue=None, poll=None)"
+    )]
+    fn new(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let kw = Keywords::of(kwargs)?;
+        // `ttl=None` is given, and told what a ttl is; only a missing one is missing.
+        let ttl = kw
+            .given("ttl")
+            .ok_or_else(|| type_error("Options() missing required keyword argument: 'ttl'"))?;
+        let (wait, label, data, on_lost) = (
+            kw.get("wait"),
+            kw.get("label"),
+            kw.get("data"),
+            kw.get("on_lost"),
+        );
+        let unavailable_timeout = kw.get("unavailable_timeout");
+        let (shared, permits, scope, range) = (
+            kw.get("shared"),
+            kw.get("permits"),
+            kw.get("scope"),
+            kw.get("range"),
+        );
+        let (queue, poll) = (kw.get("queue"), kw.get("poll"));
+        let mut core = LeaseOptions::new(ttl_seconds(ttl)?);
+        core.wait = opt_seconds("wait", wait)?;
+        core.label = opt_text("label", label)?;
+        core.data = opt_text("data", data)?;
+        core.unavailable_timeout = opt_seconds("unavailable_timeout", unavailable_timeout)?;
+        let on_lost = on_lost.filter(|f| !f.is_none());
+        if let Some(f) = on_lost {
+            check_callable("on_lost", f)?;
+        }
+        let none = |o: Option<&Bound<'_, PyAny>>| o.is_none_or(|o| o.is_none());
+        if flag("shared", shared)? {
+            core = core.shared();
+        }
+        if !none(permits) {
+            let n = whole_number("permits", permits.expect("not none"))?;
+            let n =
+                u32::try_from(n).map_err(|_| invalid(format!("permits={n} is out of range")))?;
+            core = core.permits(n);
+        }
+        let scope = match scope.filter(|s| !s.is_none()) {
+            None => None,
+            Some(s) => match s.cast::<PyString>() {
+                Ok(text) => {
+                    let text = text.to_cow().map_err(|_| {
+                        invalid("scope is not valid UTF-8 (it contains a lone surrogate)")
+                    })?;
+                    Some(Scope::path(&text).py()?)
+                }
+                Err(_) => {
+                    return Err(type_error(format!(
+                        "scope must be a str (a path such as \"tables/users\") or None, not {}",
+                        type_name(s)
+                    )))
+                }
+            },
+        };
+        let range = match range.filter(|r| !r.is_none()) {
+            None => None,
+            Some(r) => Some(byte_range(r)?),
+        };
+        match (scope, range) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "give a scope (a path) or a range (bytes), not both: one request covers one \
+                     scope",
+                ))
+            }
+            (Some(s), None) | (None, Some(s)) => core = core.scope(s),
+            (None, None) => {}
+        }
+        if flag("queue", queue)? {
+            core = core.queue();
+        }
+        // The core checks its range (1 ms ..= 1 h) with the other timings.
+        if let Some(poll) = opt_seconds("poll", poll)? {
+            core = core.poll_interval(poll);
+        }
+        core.check_queue().py()?;
+        Ok(Options {
+            core,
+            on_lost: on_lost.map(|f| f.clone().unbind()),
+        })
+    }
+}
+
+/// The keyword arguments `Options` takes.
+const KEYWORDS: [&str; 12] = [
+    "ttl",
+    "wait",
+    "label",
+    "data",
+    "on_lost",
+    "unavailable_timeout",
+    "shared",
+    "permits",
+    "scope",
+    "range",
+    "queue",
+    "poll",
+];
+
+/// `Options`' keyword arguments by their place in `KEYWORDS`, as given (`None` included).
+struct Keywords<'py>([Option<Bound<'py, PyAny>>; KEYWORDS.len()]);
+
+impl<'py> Keywords<'py> {
+    fn of(kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Self> {
+        let mut values: [Option<Bound<'py, PyAny>>; KEYWORDS.len()] = Default::default();
+        for (key, value) in kwargs.into_iter().flatten() {
+            let name = key.extract::<String>()?;
+            let Some(i) = KEYWORDS.iter().position(|k| *k == name) else {
+                return Err(type_error(format!(
+                    "Options() got an unexpected keyword argument '{name}'"
+                )));
+            };
+            values[i] = Some(value);
+        }
+        Ok(Keywords(values))
+    }
+
+    /// The argument `name` as given, `None` included.
+    fn given(&self, name: &str) -> Option<&Bound<'py, PyAny>> {
+        let i = KEYWORDS
+            .iter()
+            .position(|k| *k == name)
+            .expect("a known keyword");
+        self.0[i].as_ref()
+    }
+
+    /// The argument `name`; `None` when absent or given as `None`.
+    fn get(&self, name: &str) -> Option<&Bound<'py, PyAny>> {
+        self.given(name).filter(|v| !v.is_none())
+    }
 }
 
 /// The longest ttl taken as a bare number of seconds. A larger number was most likely meant
@@ -280,21 +422,11 @@ pub fn ttl_seconds(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     Ok(ttl)
 }
 
-/// The queued-lock keyword arguments (docs/protocol.md §10): `shared`, `permits`, `scope` (a
-/// path), `range` (a `(start, end)` pair of ints, the end excluded), `queue`, `poll`.
-pub struct QueueArgs<'a, 'py> {
-    pub shared: &'a Bound<'py, PyAny>,
-    pub permits: &'a Bound<'py, PyAny>,
-    pub scope: &'a Bound<'py, PyAny>,
-    pub range: &'a Bound<'py, PyAny>,
-    pub queue: &'a Bound<'py, PyAny>,
-    pub poll: &'a Bound<'py, PyAny>,
-}
-
-fn flag(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    if obj.is_none() {
+/// A bool argument; `None` (or absent) is false.
+fn flag(name: &str, obj: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(false);
-    }
+    };
     if obj.is_instance_of::<PyBool>() {
         return obj.extract::<bool>();
     }
@@ -340,58 +472,6 @@ fn byte_range(obj: &Bound<'_, PyAny>) -> PyResult<Scope> {
     let start = whole_number("range start", &items[0])?;
     let end = whole_number("range end", &items[1])?;
     Scope::range(start, end).py()
-}
-
-/// Apply the queued-lock arguments to `opts`, checked as the core checks them.
-pub fn queue_options(opts: &mut LeaseOptions, q: &QueueArgs<'_, '_>) -> PyResult<()> {
-    if flag("shared", q.shared)? {
-        *opts = std::mem::take(opts).shared();
-    }
-    if !q.permits.is_none() {
-        let n = whole_number("permits", q.permits)?;
-        let n = u32::try_from(n).map_err(|_| invalid(format!("permits={n} is out of range")))?;
-        *opts = std::mem::take(opts).permits(n);
-    }
-    let scope = if q.scope.is_none() {
-        None
-    } else {
-        match q.scope.cast::<PyString>() {
-            Ok(s) => {
-                let text = s.to_cow().map_err(|_| {
-                    invalid("scope is not valid UTF-8 (it contains a lone surrogate)")
-                })?;
-                Some(Scope::path(&text).py()?)
-            }
-            Err(_) => {
-                return Err(type_error(format!(
-                    "scope must be a str (a path such as \"tables/users\") or None, not {}",
-                    type_name(q.scope)
-                )))
-            }
-        }
-    };
-    let range = if q.range.is_none() {
-        None
-    } else {
-        Some(byte_range(q.range)?)
-    };
-    match (scope, range) {
-        (Some(_), Some(_)) => {
-            return Err(invalid(
-                "give a scope (a path) or a range (bytes), not both: one request covers one scope",
-            ))
-        }
-        (Some(s), None) | (None, Some(s)) => *opts = std::mem::take(opts).scope(s),
-        (None, None) => {}
-    }
-    if flag("queue", q.queue)? {
-        *opts = std::mem::take(opts).queue();
-    }
-    // The core checks its range (1 ms ..= 1 h) with the other timings.
-    if let Some(poll) = opt_seconds("poll", Some(q.poll))? {
-        *opts = std::mem::take(opts).poll_interval(poll);
-    }
-    opts.check_queue().py()
 }
 
 /// Check a duration argument the way every call does (used by the Python layer for `poll`).

@@ -11,11 +11,12 @@ With CI=true a missing server fails its store's tests; elsewhere they are skippe
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Iterator, List
+from typing import Callable, Iterator, List, TypeVar
 
 import pytest
 
@@ -65,6 +66,16 @@ def make_url(kind: str, tmp_path: Path, name: str) -> str:
         _missing(env)
     assert base is not None
     return s3_url(base, f"locks/{key}")
+
+
+T = TypeVar("T")
+
+
+def in_another_thread(f: Callable[[], T]) -> T:
+    """``f()`` on a thread of its own (its result, or its exception raised here): a waiter
+    for a lease this thread holds, which this thread itself may not wait for."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(f).result()
 
 
 @pytest.fixture(params=store_params())

@@ -228,3 +228,42 @@ def test_renewals_go_on_while_c_code_holds_the_gil_with_async_results_pending(
     assert reason is None, f"lost while the GIL was held: {reason}"
     assert held and mine.ensure_held() > 0
     mine.release()
+
+
+def test_a_task_does_not_wait_for_what_it_holds(url: str) -> None:
+    async def main() -> None:
+        async with lease.acquire_async(url) as l:
+            with pytest.raises(lease.LeaseHeld, match="would wait for itself"):
+                await lease.acquire_async(url, wait=5)
+
+            # Another task waits for it, and gets it once this one releases.
+            async def other() -> int:
+                async with lease.acquire_async(url, wait=30) as o:
+                    return o.epoch
+
+            waiter = asyncio.create_task(other())
+            await asyncio.sleep(0.3)
+            assert not waiter.done()
+        assert await waiter == l.epoch + 1
+
+    asyncio.run(main())
+
+
+def test_set_ttl_and_set_data_async(url: str) -> None:
+    async def main() -> None:
+        async with lease.acquire_async(url, ttl=30, data="10.0.0.1:80") as l:
+            left = await l.set_ttl_async("1m")
+            assert 59 < left <= 60 and l.ttl == 60
+            await l.set_data_async("10.0.0.2:80")
+            s = await lease.status_async(url)
+            assert (s.ttl, s.data) == (60, "10.0.0.2:80")
+            await l.set_data_async(None)
+            assert (await lease.status_async(url)).data is None
+            with pytest.raises(lease.InvalidArgument, match="out of range"):
+                await l.set_ttl_async(0.01)
+            with pytest.raises(TypeError):
+                await l.set_data_async(5)  # type: ignore[arg-type]
+        with pytest.raises(lease.LeaseLost):
+            await l.set_ttl_async(60)
+
+    asyncio.run(main())

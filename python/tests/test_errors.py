@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import pickle
@@ -14,7 +15,7 @@ import pytest
 
 import lease
 
-from conftest import make_url
+from conftest import in_another_thread, make_url
 
 CLASSES: Dict[str, Type[lease.LeaseError]] = {
     "held": lease.LeaseHeld,
@@ -79,7 +80,7 @@ def test_timeout_for_real(tmp_path: Path) -> None:
     url = make_url("file", tmp_path, "timeout")
     with lease.acquire(url):
         with pytest.raises(lease.LeaseTimeout):
-            lease.acquire(url, wait=0.1)
+            in_another_thread(lambda: lease.acquire(url, wait=0.1))
 
 
 def test_lost_for_real(tmp_path: Path) -> None:
@@ -131,6 +132,43 @@ def test_unavailable_for_an_unreachable_s3_endpoint(monkeypatch: pytest.MonkeyPa
     with pytest.raises(lease.StoreUnavailable) as info:
         lease.status(url)
     assert info.value.retryable and info.value.url is not None
+
+
+@pytest.mark.parametrize(
+    "typo,fix",
+    [("s3:/bucket/x", "s3://bucket/x"), ("gs:/b/x", "gs://b/x"), ("file:/tmp/x", "file:///tmp/x")],
+)
+def test_a_mistyped_url_is_refused_with_the_fix(
+    typo: str, fix: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """It used to become a bare name: a lock on this machine only (issue 28)."""
+    monkeypatch.setenv("LEASE_HOME", str(tmp_path))
+    with pytest.raises(lease.InvalidArgument, match=f'did you mean "{fix}"'):
+        lease.acquire(typo, wait=0)
+    assert list(tmp_path.iterdir()) == []
+    # Names with a colon that cannot be a scheme are still bare names.
+    with lease.acquire("db:migrate", wait=0) as l:
+        assert l.url.endswith("/db:migrate")
+
+
+def test_a_raised_error_is_not_also_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The error is the report: it was also logged as `read failed` (issue 28)."""
+    caplog.set_level(logging.INFO, logger="lease")
+    with pytest.raises(lease.InvalidArgument, match="is a directory"):
+        lease.acquire(f"file://{tmp_path}/", wait=0)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_holder_without_a_label_is_named_by_its_process(tmp_path: Path) -> None:
+    """Not "held by holder (id …)" (issue 28)."""
+    url = make_url("file", tmp_path, "nolabel")
+    with lease.acquire(url):
+        with pytest.raises(lease.LeaseHeld) as info:
+            lease.acquire(url, wait=0)
+    message = str(info.value)
+    assert "a python process (id " in message and f"pid {os.getpid()}" in message, message
 
 
 def test_invalid_for_a_bad_url() -> None:
@@ -306,3 +344,54 @@ def test_cli_reads_what_python_wrote(tmp_path: Path, lease_bin: str) -> None:
     with lease.acquire(url):
         out = subprocess.run([lease_bin, "run", "-n", url, "--", "true"], timeout=60)
         assert out.returncode == 75  # held by someone else
+
+
+# Peers' keywords (py-filelock, redis-py): a TypeError that says what to write here.
+
+ACQUIRERS: Any = [lease.acquire, lease.acquire_async, lease.try_acquire]
+
+
+@pytest.mark.parametrize("call", ACQUIRERS, ids=lambda c: c.__name__)
+def test_peers_keywords_say_what_to_use(tmp_path: Path, call: Any) -> None:
+    url = make_url("file", tmp_path, "peers")
+    cases = [
+        ({"timeout": 5}, ["wait=", "try_acquire"] if call is lease.try_acquire else ["wait=", "ttl="]),
+        ({"blocking": False}, ["try_acquire"]),
+        ({"blocking_timeout": 5}, ["wait="]),
+        ({"tll": 30}, ["did you mean ttl="]),
+    ]
+    for kwargs, says in cases:
+        with pytest.raises(TypeError) as info:
+            call(url, **kwargs)
+        assert not isinstance(info.value, lease.LeaseError)
+        message = str(info.value)
+        assert f"unexpected keyword argument {next(iter(kwargs))!r}" in message, message
+        for s in says:
+            assert s in message, message
+    # Nothing was acquired on the way.
+    assert lease.status(url).state == "free"
+
+
+def test_dir_lists_the_api_only() -> None:
+    names = dir(lease)
+    assert names == sorted(lease.__all__), set(names) ^ set(lease.__all__)
+    for name in ("os", "atexit", "weakref", "datetime", "Optional", "Union", "Callable"):
+        assert name not in names and not hasattr(lease, name), name
+    import types
+
+    assert not [n for n in names if isinstance(getattr(lease, n), types.ModuleType)]
+
+
+def test_options_are_one_object_of_known_keywords() -> None:
+    # What every acquiring call builds from its keywords (issue 27): keyword arguments only,
+    # each name checked.
+    options = lease._lease.Options(ttl=30, wait=0, label="x", queue=True, poll="100ms")
+    assert isinstance(options, lease._lease.Options)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tll'"):
+        lease._lease.Options(ttl=30, tll=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="missing required keyword argument: 'ttl'"):
+        lease._lease.Options(wait=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        lease._lease.Options(30)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="permits"):
+        lease._lease.Options(ttl=30, permits="2")  # type: ignore[arg-type]

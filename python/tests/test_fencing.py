@@ -416,7 +416,15 @@ def test_tokens_name_their_holder(url: str) -> None:
         assert (t.lease, t.epoch, t.holder) == (l.url, l.epoch, l.holder.id)
     # A token without a holder (built by hand from LEASE_EPOCH) still parses.
     assert lease.parse_token("s3://b/locks/a#b#7") == lease.Token("s3://b/locks/a#b", 7, None)
-    for bad in ["", "x", "x#", "#7", "x#-1", "x#7@", "x#7@a-b", "x#seven"]:
+    # A queued lock's shared or scoped grant says so, beside the tuple it always was.
+    t = lease.parse_token("s3://b/l#7@ab;shared;path=t/u%20v")
+    assert t == ("s3://b/l", 7, "ab") and (t.shared, t.scope, t.range) == (True, "t/u v", None)
+    assert t == lease.Token("s3://b/l", 7, "ab", shared=True, scope="t/u v")
+    assert t != lease.Token("s3://b/l", 7, "ab")
+    lease_url, epoch, holder = lease.parse_token("s3://b/l#7@ab;range=0..4096")
+    assert lease.parse_token("s3://b/l#7@ab;range=0..4096").range == (0, 4096)
+    assert "shared=True" in repr(t) and "shared" not in repr(lease.Token("x", 1, None))
+    for bad in ["", "x", "x#", "#7", "x#-1", "x#7@", "x#7@a-b", "x#seven", "x#7@a;readers"]:
         with pytest.raises(lease.InvalidArgument):
             lease.parse_token(bad)
     with pytest.raises(TypeError, match="token must be a str"):

@@ -16,6 +16,8 @@ import pytest
 
 import lease
 
+from conftest import in_another_thread
+
 # Timed assertions carry a generous margin: these bound behaviour, they do not measure it.
 MARGIN = 3.0
 
@@ -83,7 +85,7 @@ def test_timeout_raises_lease_timeout_in_about_the_requested_time(url: str) -> N
     with lease.acquire(url, ttl=30):
         t0 = time.monotonic()
         with pytest.raises(lease.LeaseTimeout) as info:
-            lease.acquire(url, wait=0.5)
+            in_another_thread(lambda: lease.acquire(url, wait=0.5))
         took = time.monotonic() - t0
     assert isinstance(info.value, TimeoutError)
     assert 0.5 <= took < 0.5 + MARGIN, took
@@ -91,7 +93,8 @@ def test_timeout_raises_lease_timeout_in_about_the_requested_time(url: str) -> N
 
 
 def test_a_waiter_gets_the_lease_when_released(url: str) -> None:
-    holder = lease.acquire(url, ttl=30)
+    # Held by another thread: this one may wait for it.
+    holder = in_another_thread(lambda: lease.acquire(url, ttl=30))
     threading.Timer(0.3, holder.release).start()
     with lease.acquire(url, wait=30) as l:
         assert l.epoch == holder.epoch + 1
@@ -390,3 +393,45 @@ def test_core_logs_reach_python_logging(
     finally:
         caplog.set_level(logging.WARNING, logger="lease")
         lease._lease._refresh_log_level()
+
+
+# Issue 28: a held lease's ttl and data change while it is held; a thread does not wait for
+# what it holds itself.
+
+
+def test_set_ttl_and_set_data_while_holding(url: str) -> None:
+    with lease.acquire(url, ttl=30, data="10.0.0.1:80") as l:
+        left = l.set_ttl(60)
+        assert 59 < left <= 60 and l.ttl == 60
+        s = lease.status(url)
+        assert (s.ttl, s.data) == (60, "10.0.0.1:80")
+        assert 29 < l.set_ttl("30s") <= 30 and lease.status(url).ttl == 30
+        l.set_data("10.0.0.2:80")
+        assert lease.status(url).data == "10.0.0.2:80"
+        l.set_data(None)
+        assert lease.status(url).data is None
+        with pytest.raises(lease.InvalidArgument, match="out of range"):
+            l.set_ttl(0.01)
+        with pytest.raises(TypeError):
+            l.set_data(5)  # type: ignore[arg-type]
+        assert l.held and l.ttl == 30
+    with pytest.raises(lease.LeaseLost):
+        l.set_ttl(60)
+
+
+def test_acquiring_what_this_thread_holds_fails_at_once(url: str) -> None:
+    with lease.acquire(url, label="mine") as l:
+        # LeaseHeld at once: a wait would end in LeaseTimeout.
+        with pytest.raises(lease.LeaseHeld) as info:
+            lease.acquire(url, wait=5)
+        assert "would wait for itself" in str(info.value), str(info.value)
+        assert info.value.holder is not None and info.value.holder.id == l.holder.id
+        assert lease.try_acquire(url) is None
+        # Another thread of this process waits for it as usual.
+        threading.Timer(0.3, l.release).start()
+        other = in_another_thread(lambda: lease.acquire(url, wait=30))
+        assert other.epoch == l.epoch + 1
+        other.release()
+    # Released: this thread acquires it again.
+    with lease.acquire(url, wait=5):
+        pass

@@ -73,6 +73,10 @@ def test_the_admission_rule_and_its_errors(schema: str) -> None:
         for bad in ["x#y", "#1", f"{L}#1@", f"{L}#18446744073709551616"]:
             with pytest.raises(lease.InvalidArgument):
                 admit(c, "jobs", bad)
+        # A queued lock's shared or scoped grant: refused, never read as a whole-lock token.
+        for grant in [f"{L}#9@aa;shared", f"{L}#9@aa;path=tables/users", f"{L}#9@aa;range=0..10"]:
+            with pytest.raises(lease.InvalidArgument, match="shared or scoped grant"):
+                admit(c, "jobs", grant)
         with pytest.raises(lease.InvalidArgument):
             admit(c, "", f"{L}#7@aa")
         with pytest.raises(TypeError):

@@ -8,6 +8,7 @@ import asyncio
 import multiprocessing as mp
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -272,3 +273,51 @@ def test_bad_queue_options(tmp_path: Path, kw: Dict[str, Any], error: type) -> N
         with pytest.raises(lease.InvalidArgument):
             lease.acquire(url, ttl=TTL, wait=0, **kw)
     assert lease.status(url).state == "free"
+
+
+def test_fencing_per_scope_and_for_readers(qurl: str) -> None:
+    """Issue 22: holders of disjoint ranges do not fence each other; readers fence what they
+    read, so a stale writer's write never lands under them."""
+    # Keys beside the lock, unique to this run (moto's bucket is shared by every test).
+    blob, data, none = (f"py-fence-{uuid.uuid4().hex[:12]}-{k}" for k in ("blob", "data", "none"))
+    a = lease.acquire(qurl, ttl=TTL, range=(0, 100), wait=0, poll=POLL)
+    b = lease.acquire(qurl, ttl=TTL, range=(100, 200), wait=0, poll=POLL)
+    assert lease.parse_token(a.token).range == (0, 100)
+    a.fenced_update(blob, lambda old: (old.data if old else b"") + b"a")
+    b.fenced_update(blob, lambda old: (old.data if old else b"") + b"b")
+    a.fenced_update(blob, lambda old: (old.data if old else b"") + b"a")  # not fenced by b
+    a.release()
+    b.release()
+
+    writer = lease.acquire(qurl, ttl=TTL, queue=True, wait=0, poll=POLL)
+    writer.fenced_put(data, b"v0")
+    seen = writer.fenced_read(data)  # an exclusive holder may fence-read too
+    assert seen is not None and seen.data == b"v0"
+    writer.release()  # its grant ended; the object stays in its hands
+    readers = []
+    for _ in range(2):
+        r = lease.acquire(qurl, ttl=TTL, shared=True, wait=0, poll=POLL)
+        t = lease.parse_token(r.token)
+        assert r.token.endswith(";shared") and t.shared and t == (r.url, r.epoch, r.holder.id)
+        got = r.fenced_read(data)
+        assert got is not None and got.data == b"v0"
+        assert r.fenced_read(none) is None
+        readers.append(r)
+    with pytest.raises(lease.Fenced) as fenced:
+        writer.fenced_put(data, b"v1", if_version=seen.version)
+    assert fenced.value.epoch == readers[1].epoch
+    with pytest.raises(lease.Fenced):
+        writer.fenced_put(data, b"v1")
+    with pytest.raises(lease.Fenced):
+        writer.fenced_put(none, b"x", if_absent=True)
+    with pytest.raises(lease.InvalidArgument, match="fenced_read"):
+        readers[0].fenced_put(data, b"x")
+    again = asyncio.run(readers[0].fenced_read_async(data))
+    assert again is not None and again.data == b"v0"
+    assert lease.fenced_get(qurl, key=none) is None
+    gate = lease.FencingGate()
+    gate.admit("doc", readers[0])
+    with pytest.raises(lease.Fenced):
+        gate.admit("doc", writer.token)
+    for r in readers:
+        r.release()

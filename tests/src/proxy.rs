@@ -139,6 +139,11 @@ impl Request {
 /// reply status (`Some(status)`); a raw HTTP reply it returns is sent instead.
 pub type Intercept = Arc<dyn Fn(&Request, Option<u16>) -> Option<Vec<u8>> + Send + Sync>;
 
+/// A fixture's change to a request before it is forwarded: the headers to send in place of the
+/// client's (the request line and body are kept). For a fixture that plays an authorization
+/// the emulator lacks and must re-authorize the request the emulator's way.
+pub type Rewrite = Arc<dyn Fn(&Request) -> Vec<(String, String)> + Send + Sync>;
+
 /// A complete HTTP/1.1 reply with a body, for an [`Intercept`].
 pub fn reply(status: u16, content_type: &str, headers: &[(&str, &str)], body: &str) -> Vec<u8> {
     let mut head = format!("HTTP/1.1 {status} Fixture\r\nContent-Type: {content_type}\r\n");
@@ -152,6 +157,7 @@ pub fn reply(status: u16, content_type: &str, headers: &[(&str, &str)], body: &s
 #[derive(Default)]
 struct State {
     intercept: Option<Intercept>,
+    rewrite: Option<Rewrite>,
     date_ahead: Option<Duration>,
     landed: Vec<Landed>,
     script: VecDeque<(On, Fault)>,
@@ -266,6 +272,11 @@ impl FaultProxy {
         self.state.lock().unwrap().intercept = intercept;
     }
 
+    /// Forward requests with the headers `rewrite` gives (see [`Rewrite`]).
+    pub fn set_rewrite(&self, rewrite: Option<Rewrite>) {
+        self.state.lock().unwrap().rewrite = rewrite;
+    }
+
     pub fn counts(&self) -> Counts {
         self.state.lock().unwrap().counts.clone()
     }
@@ -315,15 +326,15 @@ impl State {
     }
 }
 
-struct Head {
+pub(crate) struct Head {
     /// The whole head as received, with the final empty line.
-    raw: Vec<u8>,
-    first_line: String,
-    headers: Vec<(String, String)>,
+    pub(crate) raw: Vec<u8>,
+    pub(crate) first_line: String,
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl Head {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -331,7 +342,9 @@ impl Head {
     }
 }
 
-async fn read_head<R: AsyncBufReadExt + Unpin>(r: &mut R) -> std::io::Result<Option<Head>> {
+pub(crate) async fn read_head<R: AsyncBufReadExt + Unpin>(
+    r: &mut R,
+) -> std::io::Result<Option<Head>> {
     let mut raw = Vec::new();
     let mut first_line = String::new();
     let mut headers = Vec::new();
@@ -519,11 +532,11 @@ async fn serve(
             cw.write_all(&error_reply(status, code)).await?;
             continue;
         }
-        let (intercept, date_ahead) = {
+        let (intercept, rewrite, date_ahead) = {
             let st = state.lock().unwrap();
-            (st.intercept.clone(), st.date_ahead)
+            (st.intercept.clone(), st.rewrite.clone(), st.date_ahead)
         };
-        let request = intercept.as_ref().map(|_| Request {
+        let request = (intercept.is_some() || rewrite.is_some()).then(|| Request {
             method: method.clone(),
             target: head
                 .first_line
@@ -552,7 +565,14 @@ async fn serve(
             upstream = Some((BufReader::new(r), w));
         }
         let (ur, uw) = upstream.as_mut().expect("connected above");
-        if state.lock().unwrap().strip_conditions {
+        if let (Some(rewrite), Some(req)) = (&rewrite, &request) {
+            let mut raw = format!("{}\r\n", head.first_line);
+            for (k, v) in rewrite(req) {
+                raw.push_str(&format!("{k}: {v}\r\n"));
+            }
+            raw.push_str("\r\n");
+            uw.write_all(raw.as_bytes()).await?;
+        } else if state.lock().unwrap().strip_conditions {
             let mut raw = Vec::new();
             for line in head.raw.split_inclusive(|&b| b == b'\n') {
                 let lower = String::from_utf8_lossy(line).to_ascii_lowercase();

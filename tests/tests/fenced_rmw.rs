@@ -1,7 +1,11 @@
 //! Fenced read-modify-write with real processes, on the file store and the S3, GCS and Azure
 //! test servers of scripts/stores.sh (issue 11, item 6): a version-conditional write never loses an update that a plain fenced
 //! write loses, and a history of appends made under SIGSTOP pauses and takeovers shows every
-//! acknowledged append exactly once and no append that was reported refused.
+//! acknowledged append exactly once and no append that was reported refused. And fencing per
+//! scope and for readers (issue 22, items 4 and 5), on the file store, moto and MinIO: holders
+//! of disjoint ranges of one lock do not fence each other's writes to the object they share,
+//! and a writer stopped between its read and its write past its ttl cannot change what readers
+//! with later grants read once they fenced it (readers that only read: it does).
 
 #![allow(clippy::disallowed_methods)] // real processes in real time
 
@@ -23,8 +27,15 @@ struct Worker {
 
 impl Worker {
     fn start(url: &str, ttl_ms: u64) -> Worker {
+        Worker::start_with(url, ttl_ms, &[])
+    }
+
+    /// A worker whose `acquire` asks for a queued lock's grant: `queue`, `shared`,
+    /// `range=A..B`, `path=P`.
+    fn start_with(url: &str, ttl_ms: u64, grant: &[&str]) -> Worker {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lease-contender"))
             .args(["step", url, &ttl_ms.to_string()])
+            .args(grant)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -264,5 +275,112 @@ fn appends_under_pauses_and_takeovers_keep_their_history() {
     let dir = tempfile::tempdir().unwrap();
     for (name, url, key, ttl) in stores(dir.path(), "appends") {
         appends_under_pauses(&url, &key, 3, 4, ttl).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+/// The stores of the queued-lock scenarios: the file store, moto and MinIO.
+fn queue_stores(dir: &std::path::Path, name: &str) -> Vec<(String, String, String, u64)> {
+    stores(dir, name)
+        .into_iter()
+        .filter(|(store, ..)| ["file", "moto", "minio"].contains(&store.as_str()))
+        .collect()
+}
+
+/// The text of a `got`/`read` answer (`got VERSION TEXT`).
+fn text_of(answer: &str) -> &str {
+    answer.splitn(3, ' ').nth(2).unwrap_or_default()
+}
+
+#[test]
+fn holders_of_disjoint_ranges_do_not_fence_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, url, key, ttl) in queue_stores(dir.path(), "ranges") {
+        let mut a = Worker::start_with(&url, ttl, &["range=0..100"]);
+        let mut b = Worker::start_with(&url, ttl, &["range=100..200"]);
+        let ea: u64 = a.ask("acquire")["acquired ".len()..].parse().unwrap();
+        let eb: u64 = b.ask("acquire")["acquired ".len()..].parse().unwrap();
+        assert!(eb > ea, "{name}");
+        assert_eq!(a.ask(&format!("append {key} a1")), "ok", "{name}");
+        assert_eq!(b.ask(&format!("append {key} b1")), "ok", "{name}");
+        // The earlier, live holder writes after the later one did: not fenced.
+        assert_eq!(a.ask(&format!("append {key} a2")), "ok", "{name}");
+        assert_eq!(b.ask(&format!("put {key} a1,b1,a2,b2")), "ok", "{name}");
+        assert_eq!(a.ask(&format!("append {key} a3")), "ok", "{name}");
+        assert_eq!(
+            text_of(&b.ask(&format!("get {key}"))),
+            "a1,b1,a2,b2,a3",
+            "{name}"
+        );
+        // A holder of an overlapping range granted once a is gone (stopped past its ttl):
+        // a, continued, is fenced.
+        assert_eq!(b.ask("release"), "released");
+        a.signal(libc::SIGSTOP);
+        let mut c = Worker::start_with(&url, ttl, &["range=50..150"]);
+        assert!(c.ask("acquire").starts_with("acquired"), "{name}");
+        assert_eq!(c.ask(&format!("append {key} c1")), "ok", "{name}");
+        a.signal(libc::SIGCONT);
+        assert_eq!(a.ask(&format!("put {key} stale")), "err fenced", "{name}");
+        assert_eq!(
+            text_of(&c.ask(&format!("get {key}"))),
+            "a1,b1,a2,b2,a3,c1",
+            "{name}"
+        );
+        eprintln!(
+            "{name}: disjoint ranges did not fence each other; the stale overlapping one was"
+        );
+    }
+}
+
+/// A writer reads, is stopped past its ttl; two readers are granted after it was removed and
+/// read; it continues and writes conditionally on the version it read, and plainly. With
+/// fenced reads both writes are refused and the readers' data stays; with plain reads (the
+/// negative control) the write lands under them.
+fn stale_writer_under_readers(url: &str, key: &str, ttl_ms: u64, fence: bool) -> (String, String) {
+    let mut writer = Worker::start_with(url, ttl_ms, &["queue"]);
+    assert!(writer.ask("acquire").starts_with("acquired"));
+    assert_eq!(writer.ask(&format!("put {key} v0")), "ok");
+    let got = writer.ask(&format!("get {key}"));
+    let version = got.split(' ').nth(1).unwrap().to_string();
+    writer.signal(libc::SIGSTOP);
+    let read = if fence { "read" } else { "get" };
+    let mut readers: Vec<Worker> = (0..2)
+        .map(|_| Worker::start_with(url, ttl_ms, &["shared"]))
+        .collect();
+    for r in &mut readers {
+        // Granted once the stopped writer's session lapsed and it was removed.
+        assert!(r.ask("acquire").starts_with("acquired"));
+        assert_eq!(text_of(&r.ask(&format!("{read} {key}"))), "v0");
+    }
+    writer.signal(libc::SIGCONT);
+    let conditional = writer.ask(&format!("put-if {key} {version} v1"));
+    let plain = writer.ask(&format!("put {key} v2"));
+    for r in &mut readers {
+        let now = r.ask(&format!("get {key}"));
+        if fence {
+            assert_eq!(text_of(&now), "v0", "the readers' data changed under them");
+        }
+    }
+    (conditional, plain)
+}
+
+#[test]
+fn a_stale_writer_cannot_change_what_fencing_readers_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, url, key, ttl) in queue_stores(dir.path(), "readers") {
+        let (conditional, plain) =
+            stale_writer_under_readers(&url, &format!("{key}-fenced"), ttl, true);
+        assert_eq!(
+            (conditional.as_str(), plain.as_str()),
+            ("err fenced", "err fenced"),
+            "{name}"
+        );
+        // Negative control: readers that do not fence what they read; the stale write lands.
+        let lock = url.replacen("/lock", "/lock2", 1);
+        let (conditional, _) =
+            stale_writer_under_readers(&lock, &format!("{key}-plain"), ttl, false);
+        assert_eq!(conditional, "ok", "{name}: the scenario must show the hole");
+        eprintln!(
+            "{name}: the stale write was refused under fencing readers, landed under plain ones"
+        );
     }
 }

@@ -13,19 +13,7 @@ use bytes::Bytes;
 use lease::store::{Cond, DynStore, Get, GetOptions, Meta, Put};
 use lease::{Client, LeaseOptions, StoreUrl};
 use lease_systests::proxy::{endpoint_addr, reply, FaultProxy, Intercept, Request};
-
-fn server(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but {var} is not set: run through scripts/test")
-        }
-        _ => {
-            eprintln!("\n!!! SKIPPED: {var} unset (scripts/stores.sh) !!!\n");
-            None
-        }
-    }
-}
+use lease_systests::server;
 
 fn unique(what: &str) -> String {
     let t = std::time::SystemTime::now()

@@ -12,6 +12,18 @@
 //! fenced writes add a trailer that makes each write's bytes unique. Negative controls: plain
 //! (unconditional) fenced writes lose updates; without the trailer on such a store, a zombie's
 //! write lands after the newer holder's.
+//!
+//! **Scopes and a reader** ([`FenceModel::scoped`], issue 22): three grants of one queued lock
+//! share the object — a live writer of bytes 2..4 (token 1), a zombie writer of bytes 0..2
+//! (token 2, whose grant ended before the reader's began), and a reader of bytes 0..2 (token 3)
+//! that fences what it reads with the protocol's own fenced-read machine
+//! (`lease::protocol::fence::PinOp`). Checked: no write or fence lands after a conflicting one
+//! (overlapping scopes, either exclusive) with a higher token; the reader's data (the items of
+//! the writers whose scopes overlap its own) does not change after its read returned; a live
+//! grant (the disjoint writer, the reader) is never refused `Fenced`. Negative controls through
+//! the `mutants` feature: one token per object (`FenceIgnoresScopes`: the live disjoint writer is
+//! refused), and readers that do not fence (`ReadersDoNotPin`: the zombie's write lands under
+//! the reader).
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -21,10 +33,12 @@ use bytes::Bytes;
 use stateright::{Model, Property};
 
 use lease::clock::Instant;
-use lease::protocol::fence::{user_bytes, Expect, FenceEvent, FenceOp, FenceStep};
+use lease::protocol::fence::{
+    user_bytes, Expect, FenceEntry, FenceEvent, FenceOp, FenceStep, PinOp, PinStep, Stamp,
+};
 use lease::protocol::Entropy;
 use lease::store::{Cond, Meta, Object, Put, Version};
-use lease::{Error, ErrorKind, FencingToken};
+use lease::{Error, ErrorKind, FencingToken, Mode, Scope};
 
 pub(crate) fn origin() -> Instant {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
@@ -86,6 +100,8 @@ pub enum Phase {
     Idle,
     Reading(Flight),
     Writing(FenceOp, Flight, String),
+    /// A reader's fenced read.
+    Pinning(PinOp, Flight),
     Done,
 }
 
@@ -104,10 +120,16 @@ pub struct State {
     writers: Vec<Writer>,
     orphans: Vec<Req>,
     faults: u8,
-    /// Nonces of the writes that landed, with their epochs, in landing order.
-    landed: Vec<(String, u64)>,
+    /// Nonces of the writes that landed (fenced reads' too), with who made them, in landing
+    /// order.
+    landed: Vec<(String, usize)>,
     bad: Option<String>,
     acknowledged: u8,
+    /// What the reader read (its view: the items of the writers it conflicts with), once its
+    /// fenced read returned.
+    reader_saw: Option<String>,
+    /// A write of a grant that had ended was refused `Fenced`.
+    stale_refused: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -137,19 +159,90 @@ pub struct FenceModel {
     pub append: bool,
     pub max_faults: u8,
     pub updates: u8,
+    /// Three grants with scopes and a reader (see the module's documentation) instead of two
+    /// writers of the whole lease.
+    pub scoped: bool,
 }
 
 pub const URL: &str = "model://lock";
 
-pub(crate) fn epoch_of(w: usize) -> u64 {
-    w as u64 + 1
+/// The properties of the scoped model, each a part of "fenced writes keep their history".
+pub const ORDER: &str = "no write lands after a conflicting one with a higher token";
+pub const READER: &str = "a reader's data does not change while it holds";
+pub const LIVE: &str = "a live disjoint-scope writer (or reader) is never refused";
+
+/// One participant: its token (with its mode and scope), and whether it is live (its grant
+/// holds; a zombie's ended before a conflicting later grant began).
+#[derive(Clone, Debug)]
+pub struct Role {
+    pub token: FencingToken,
+    pub live: bool,
 }
 
-pub(crate) fn token(w: usize) -> FencingToken {
-    FencingToken::new(URL, epoch_of(w)).with_holder(format!("holder{w}"))
+impl Role {
+    fn reader(&self) -> bool {
+        self.token.mode() == Mode::Shared
+    }
+
+    fn entry(&self) -> FenceEntry {
+        FenceEntry::of_token(&self.token)
+    }
+}
+
+fn role(w: usize, epoch: u64, mode: Mode, scope: Scope, live: bool) -> Role {
+    Role {
+        token: FencingToken::new(URL, epoch)
+            .with_holder(format!("holder{w}"))
+            .with_mode(mode)
+            .with_scope(scope),
+        live,
+    }
+}
+
+/// Who made the write a nonce names (`w{W}n{N}`).
+fn writer_of(nonce: &str) -> usize {
+    nonce[1..nonce.find('n').unwrap()].parse().unwrap()
 }
 
 impl FenceModel {
+    /// The participants: a zombie (epoch 1) and a newer holder (epoch 2) of the whole lease;
+    /// or, scoped, a live writer of bytes 2..4, a zombie writer of bytes 0..2 and a reader of
+    /// bytes 0..2 granted after the zombie's grant ended.
+    pub fn roles(&self) -> Vec<Role> {
+        if self.scoped {
+            let r = |a, b| Scope::range(a, b).unwrap();
+            vec![
+                role(0, 1, Mode::Exclusive, r(2, 4), true),
+                role(1, 2, Mode::Exclusive, r(0, 2), false),
+                role(2, 3, Mode::Shared, r(0, 2), true),
+            ]
+        } else {
+            vec![
+                role(0, 1, Mode::Exclusive, Scope::Whole, false),
+                role(1, 2, Mode::Exclusive, Scope::Whole, true),
+            ]
+        }
+    }
+
+    /// What the reader sees of `bytes`: the items of the writers whose grants conflict with
+    /// its own (items are `W.N`, comma-separated).
+    fn reader_view(&self, bytes: &[u8]) -> String {
+        let roles = self.roles();
+        let Some(reader) = roles.iter().find(|r| r.reader()) else {
+            return String::new();
+        };
+        String::from_utf8_lossy(bytes)
+            .split(',')
+            .filter(|item| {
+                item.split('.')
+                    .next()
+                    .and_then(|w| w.parse::<usize>().ok())
+                    .is_some_and(|w| roles[w].token.scope().overlaps(reader.token.scope()))
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     fn version(&self, o: &Stored) -> Version {
         if self.content_versions {
             // Like an S3 ETag: the bytes alone decide it.
@@ -189,14 +282,50 @@ impl FenceModel {
                 if !allowed {
                     return Answer::Put(Put::ConditionFailed);
                 }
-                let epoch: u64 = meta["lease-epoch"].parse().unwrap();
                 let nonce = meta["lease-write"].clone();
-                if s.landed.iter().any(|(_, e)| *e > epoch) {
-                    s.bad = Some(format!("epoch {epoch} landed after a higher epoch"));
+                let roles = self.roles();
+                let who = writer_of(&nonce);
+                let me = roles[who].entry();
+                // No write or fence lands after a conflicting one with a higher token (for two
+                // whole-lease writers: no lower epoch after a higher one).
+                if let Some((_, w)) = s.landed.iter().find(|(_, w)| {
+                    let e = roles[*w].entry();
+                    e.token > me.token
+                        && e.scope.overlaps(&me.scope)
+                        && (e.mode == Mode::Exclusive || me.mode == Mode::Exclusive)
+                }) {
+                    s.bad = Some(format!(
+                        "order: epoch {} landed after the conflicting epoch {}",
+                        me.token, roles[*w].token
+                    ));
+                }
+                s.landed.push((nonce, who));
+                let new = user_bytes(bytes.clone(), meta);
+                // The reader's data does not change while it holds.
+                if let Some(saw) = &s.reader_saw {
+                    let now = self.reader_view(&new);
+                    if *saw != now {
+                        s.bad = Some(format!(
+                            "reader: its data changed while it held: it read {saw:?}, now {now:?}"
+                        ));
+                    }
+                }
+                let stored = Stored {
+                    generation: s.generations + 1,
+                    bytes: bytes.clone(),
+                    meta: meta.clone(),
+                };
+                if roles[who].reader() {
+                    s.generations += 1;
+                    let version = self.version(&stored);
+                    s.store = Some(stored);
+                    return Answer::Put(Put::Written {
+                        version,
+                        server_now: None,
+                    });
                 }
                 // Every write appends one id to what its writer read: it must extend what is
                 // there, or an update was lost.
-                let new = user_bytes(bytes.clone(), meta);
                 let old = s
                     .store
                     .as_ref()
@@ -214,14 +343,8 @@ impl FenceModel {
                     ));
                 }
                 s.generations += 1;
-                let stored = Stored {
-                    generation: s.generations,
-                    bytes: bytes.clone(),
-                    meta: meta.clone(),
-                };
                 let version = self.version(&stored);
                 s.store = Some(stored);
-                s.landed.push((nonce, epoch));
                 Answer::Put(Put::Written {
                     version,
                     server_now: None,
@@ -232,14 +355,14 @@ impl FenceModel {
 
     fn flight(&self, s: &State, w: usize) -> Option<Flight> {
         match &s.writers[w].phase {
-            Phase::Reading(f) | Phase::Writing(_, f, _) => Some(f.clone()),
+            Phase::Reading(f) | Phase::Writing(_, f, _) | Phase::Pinning(_, f) => Some(f.clone()),
             _ => None,
         }
     }
 
     fn set_flight(&self, s: &mut State, w: usize, f: Flight) {
         match &mut s.writers[w].phase {
-            Phase::Reading(x) | Phase::Writing(_, x, _) => *x = f,
+            Phase::Reading(x) | Phase::Writing(_, x, _) | Phase::Pinning(_, x) => *x = f,
             _ => unreachable!(),
         }
     }
@@ -258,7 +381,8 @@ impl FenceModel {
         match s.writers[w].phase.clone() {
             Phase::Reading(_) => {
                 let current = match answer {
-                    Answer::Object(o) => o,
+                    // A fenced read's marker is absent to a fenced get.
+                    Answer::Object(o) => o.filter(|o| !Stamp::of(&o.meta).absent),
                     _ => {
                         // A failed read: read again.
                         s.writers[w].phase = Phase::Reading(Flight::Sent(Req::Get));
@@ -291,7 +415,7 @@ impl FenceModel {
                 s.writers[w].nonces = nonces.get();
                 let op = FenceOp::new(
                     URL,
-                    token(w),
+                    self.roles()[w].token.clone(),
                     nonce.clone(),
                     payload,
                     expect,
@@ -309,8 +433,51 @@ impl FenceModel {
                 };
                 self.run(s, w, op, event, nonce);
             }
+            Phase::Pinning(op, flight) => {
+                let event = match (Self::req(&flight), answer) {
+                    (_, Answer::Object(o)) => FenceEvent::Read(Ok(o)),
+                    (_, Answer::Put(p)) => FenceEvent::Put(Ok(p)),
+                    (Req::Put { .. }, Answer::Unavailable) => FenceEvent::Put(Err(unavailable())),
+                    (_, Answer::Unavailable) => FenceEvent::Read(Err(unavailable())),
+                };
+                self.pin(s, w, op, event);
+            }
             _ => unreachable!(),
         }
+    }
+
+    /// Run reader `w`'s fenced read to its next request, or to its end.
+    fn pin(&self, s: &mut State, w: usize, mut op: PinOp, mut event: FenceEvent) {
+        let nonces = Cell::new(s.writers[w].nonces);
+        loop {
+            match op.step(event, origin(), &Counter(&nonces, w)) {
+                PinStep::Read => {
+                    s.writers[w].phase = Phase::Pinning(op, Flight::Sent(Req::Get));
+                    break;
+                }
+                PinStep::Put { bytes, cond, meta } => {
+                    let req = Req::Put { bytes, cond, meta };
+                    s.writers[w].phase = Phase::Pinning(op, Flight::Sent(req));
+                    break;
+                }
+                PinStep::Sleep(_) => event = FenceEvent::Slept,
+                PinStep::Done(Ok(obj)) => {
+                    let bytes = obj
+                        .filter(|o| !Stamp::of(&o.meta).absent)
+                        .map(|o| user_bytes(o.bytes.unwrap(), &o.meta))
+                        .unwrap_or_default();
+                    s.reader_saw = Some(self.reader_view(&bytes));
+                    s.writers[w].phase = Phase::Done;
+                    break;
+                }
+                PinStep::Done(Err(e)) => {
+                    s.bad = Some(format!("the reader's fenced read failed: {e}"));
+                    s.writers[w].phase = Phase::Done;
+                    break;
+                }
+            }
+        }
+        s.writers[w].nonces = nonces.get();
     }
 
     fn run(&self, s: &mut State, w: usize, mut op: FenceOp, mut event: FenceEvent, nonce: String) {
@@ -339,6 +506,15 @@ impl FenceModel {
 
     fn done(&self, s: &mut State, w: usize, nonce: &str, outcome: Result<Version, Error>) {
         let landed = s.landed.iter().any(|(n, _)| n == nonce);
+        if let Err(e) = &outcome {
+            s.stale_refused |= e.kind() == ErrorKind::Fenced && !self.roles()[w].live;
+            if e.kind() == ErrorKind::Fenced && self.roles()[w].live {
+                s.bad = Some(format!(
+                    "live: the live grant {} was refused: {e}",
+                    self.roles()[w].token
+                ));
+            }
+        }
         let writer = &mut s.writers[w];
         match outcome {
             Ok(_) => {
@@ -384,13 +560,15 @@ impl Model for FenceModel {
                     updates_left: self.updates,
                     conflicts_left: 2,
                 };
-                2
+                self.roles().len()
             ],
             orphans: vec![],
             faults: 0,
             landed: vec![],
             bad: None,
             acknowledged: 0,
+            reader_saw: None,
+            stale_refused: false,
         }]
     }
 
@@ -433,7 +611,23 @@ impl Model for FenceModel {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut s = last.clone();
         match action {
-            Action::Start(w) => s.writers[w].phase = Phase::Reading(Flight::Sent(Req::Get)),
+            Action::Start(w) => {
+                let role = &self.roles()[w];
+                if role.reader() {
+                    let nonces = Cell::new(s.writers[w].nonces);
+                    let nonce = Counter(&nonces, w).nonce();
+                    s.writers[w].nonces = nonces.get();
+                    let op = PinOp::new(
+                        URL,
+                        role.token.clone(),
+                        nonce,
+                        self.writers_see_unique_versions,
+                    );
+                    self.pin(&mut s, w, op, FenceEvent::Start);
+                } else {
+                    s.writers[w].phase = Phase::Reading(Flight::Sent(Req::Get));
+                }
+            }
             Action::Deliver(w) => {
                 let req = Self::req(&self.flight(&s, w)?);
                 let answer = self.apply(&mut s, &req);
@@ -486,11 +680,35 @@ impl Model for FenceModel {
             Property::always("fenced writes keep their history", |_, s: &State| {
                 s.bad.is_none()
             }),
-            Property::sometimes("both writers' updates land", |_, s: &State| {
-                let epochs: std::collections::BTreeSet<u64> =
-                    s.landed.iter().map(|(_, e)| *e).collect();
-                epochs.len() == 2
+            Property::always(ORDER, |_, s: &State| {
+                !s.bad.as_deref().is_some_and(|b| b.starts_with("order:"))
             }),
+            Property::always(READER, |_, s: &State| {
+                !s.bad.as_deref().is_some_and(|b| b.starts_with("reader:"))
+            }),
+            Property::always(LIVE, |_, s: &State| {
+                !s.bad.as_deref().is_some_and(|b| b.starts_with("live:"))
+            }),
+            Property::sometimes(
+                "every writer's update lands",
+                |m: &FenceModel, s: &State| {
+                    let roles = m.roles();
+                    let writers: std::collections::BTreeSet<usize> = s
+                        .landed
+                        .iter()
+                        .map(|(_, w)| *w)
+                        .filter(|w| !roles[*w].reader())
+                        .collect();
+                    writers.len() == roles.iter().filter(|r| !r.reader()).count()
+                },
+            ),
+            Property::sometimes("a stale write is refused", |_, s: &State| s.stale_refused),
+            Property::sometimes(
+                "the reader reads what the zombie wrote",
+                |m: &FenceModel, s: &State| {
+                    !m.scoped || s.reader_saw.as_deref().is_some_and(|v| v.starts_with("1."))
+                },
+            ),
         ]
     }
 }
@@ -504,6 +722,16 @@ pub fn model() -> FenceModel {
         append: true,
         max_faults: if deep { 3 } else { 2 },
         updates: if deep { 2 } else { 1 },
+        scoped: false,
+    }
+}
+
+/// The scoped model with a reader: three participants, one update each, 2 faults
+/// (`LEASE_MODEL=deep`: 3 faults, two updates each).
+pub fn scoped_model() -> FenceModel {
+    FenceModel {
+        scoped: true,
+        ..model()
     }
 }
 

@@ -11,7 +11,8 @@
 //! operator may break the lease. Checked: at most one client believes it holds the lease at any
 //! instant (by its own clock, given the grace covers the drift); epochs strictly increase; a
 //! takeover does happen (so the check is not vacuous); and, in a fault-free variant, a crashed
-//! holder is replaced within the documented bound.
+//! holder is replaced within the documented bound. A holder may also change its ttl while it
+//! holds (`ttl_change`), to a shorter or a longer one.
 //!
 //! `cargo test --release -p lease-verify` runs the bounded checks; `LEASE_MODEL=deep` explores
 //! a larger bound (docs/verification.md has the figures).
@@ -27,15 +28,17 @@ use lease::clock::Instant;
 use lease::options::{LeaseOptions, Timing};
 use lease::protocol::acquire::{Acquirer, Event, Plan, Step};
 use lease::protocol::breaking::{self, BreakMode, BreakPlan};
+use lease::protocol::dead_holder::{Probe, Proc};
 use lease::protocol::hold::{Hold, LostReason};
 use lease::protocol::view::View;
 use lease::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
 use lease::protocol::Entropy;
-use lease::record::{Holder, Record, RecordState};
+use lease::record::{Holder, HolderProcess, Record, RecordState};
 use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
 use lease::Error;
 
 use crate::network::{inject, Fault, Net};
+pub use crate::network::{Answer, Flight, Req};
 
 // ---------------------------------------------------------------------------------------------
 // Time and randomness of the model.
@@ -97,46 +100,6 @@ pub struct Stored {
     modified: u32,
 }
 
-/// A request on its way, or its answer.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Req {
-    Get {
-        if_none_match: Option<Version>,
-    },
-    Put {
-        bytes: Bytes,
-        cond: Cond,
-    },
-    /// Write the probe object and read its stamp back: the store's own clock (an acquirer's
-    /// [`Step::Stamp`]). It never touches the lease record.
-    Stamp,
-}
-
-/// Where a request is. Without faults a request is applied and answered within the tick it
-/// is sent in; faults hold it up across ticks.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Flight {
-    /// Sent; it will be applied and answered at once, unless a fault intervenes.
-    Sent(Req),
-    /// Held up in the network: applied (and answered) at a later tick, or never.
-    Delayed(Req),
-    /// Applied; the answer is held up.
-    Answered(Req, Answer),
-    /// Applied; the answer was lost (the client will time out).
-    Lost(Req),
-}
-
-/// A store's answer (errors are only `Unavailable`: the model's network fails, the store does
-/// not).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Answer {
-    Get(Get),
-    Put(Put),
-    /// The store's stamp of the probe write.
-    Stamp(SystemTime),
-    Unavailable,
-}
-
 /// What a client is waiting for.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Io {
@@ -163,6 +126,8 @@ pub struct ClientState {
     since: u32,
     /// Ticks this client's clock is behind true time (0 or 1: bounded drift).
     lag: u32,
+    /// Whether this client changed its ttl already (at most once).
+    ttl_changed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -187,6 +152,8 @@ pub struct State {
     /// When a holder crashed (fault-free liveness variant), and whether someone acquired since.
     crashed_holding_at: Option<u32>,
     acquired_after_crash: bool,
+    /// Someone acquired within the ttl of a crashed holder's crash (the dead-holder rule).
+    replaced_early: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -209,6 +176,8 @@ pub enum Action {
     Timeout(usize),
     Wake(usize),
     Renew(usize),
+    /// The holder changes its ttl to the model's `ttl_change` and renews at once.
+    SetTtl(usize),
     Release(usize),
     Crash(usize),
     Drift(usize),
@@ -237,6 +206,18 @@ pub struct LeaseModel {
     pub faulty: Option<usize>,
     /// The only fault is a request held up (no lost or failed answers): a narrower search.
     pub only_delays: bool,
+    /// A holder may change its ttl to this, once, while it holds (`Lease::set_ttl`).
+    pub ttl_change: Option<Duration>,
+    /// Clients are processes of one machine, client `c` in pid namespace `pid_namespaces[c]`
+    /// with pid `100 + c`: records name their processes and waiters probe them, taking over at
+    /// once a holder provably gone (`protocol::dead_holder`). `None`: records name no
+    /// processes (as from another machine).
+    pub pid_namespaces: Option<Vec<u8>>,
+    /// With `pid_namespaces`: client `c` runs on the machine boot `boots[c]` (empty: all on one
+    /// boot). Machines sharing a directory over a network file system: each one's init pid
+    /// namespace has the same name (`pid:[4026531836]` on every Linux host), so only the boot
+    /// id tells them apart.
+    pub boots: Vec<u8>,
     /// The answers' `Date` runs this many ticks ahead of the store's clock: every offset from
     /// 0 to this one is an initial state (0: the store's own `Date`).
     pub date_ahead: u32,
@@ -252,10 +233,21 @@ impl LeaseModel {
     }
 
     fn plan(&self, c: usize) -> Plan {
+        let process = self.pid_namespaces.as_ref().map(|ns| {
+            Box::new(HolderProcess {
+                boot: self.boot(c),
+                pid_ns: format!("pid:[{}]", ns[c]),
+                time_ns: "time".into(),
+                start: 1,
+                also: vec![],
+            })
+        });
         Plan {
             url: "model://lease".into(),
             holder: Holder {
                 id: format!("client-{c}"),
+                pid: Some(100 + c as u32),
+                process,
                 ..Holder::default()
             },
             timing: self.timing(),
@@ -266,6 +258,49 @@ impl LeaseModel {
             // No decision reads the history (docs/protocol.md §3); leaving it out keeps the
             // model's records, and so its state space, as they were.
             history: false,
+            probe_holders: self.pid_namespaces.is_some(),
+        }
+    }
+
+    /// The boot id of client `c`'s machine.
+    fn boot(&self, c: usize) -> String {
+        format!("boot-{}", self.boots.get(c).copied().unwrap_or(0))
+    }
+
+    /// What client `w` finds of `pids` on its machine: the process of a client in its own pid
+    /// namespace on its own boot is there until it crashes; a pid of another namespace or
+    /// machine names no process in `w`'s (what a waiter would see of a container's holder, or
+    /// of another host's).
+    fn probe(&self, s: &State, w: usize, pids: &[u32]) -> Probe {
+        let ns = self
+            .pid_namespaces
+            .as_ref()
+            .expect("probes only with processes");
+        Probe {
+            boot: Some(self.boot(w)),
+            pid_ns: Some(format!("pid:[{}]", ns[w])),
+            time_ns: Some("time".into()),
+            procs: pids
+                .iter()
+                .map(|&pid| {
+                    let h = pid.checked_sub(100).map(|h| h as usize);
+                    let state = match h {
+                        Some(h)
+                            if h < self.clients
+                                && ns[h] == ns[w]
+                                && self.boot(h) == self.boot(w) =>
+                        {
+                            if matches!(s.clients[h].phase, Phase::Crashed) {
+                                Proc::Absent
+                            } else {
+                                Proc::Started(1)
+                            }
+                        }
+                        _ => Proc::Absent,
+                    };
+                    (pid, state)
+                })
+                .collect(),
         }
     }
 }
@@ -359,6 +394,11 @@ impl LeaseModel {
             }
             Step::Stamp => Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Stamp))),
             Step::Sleep { until, .. } => Phase::Acquiring(m, Io::Sleep(until)),
+            // The driver answers at once, from what the machine shows.
+            Step::Probe { pids } => {
+                let probe = self.probe(s, c, &pids);
+                return self.acquirer_step(s, c, m, Event::Probed(probe));
+            }
             Step::Acquired {
                 record,
                 version,
@@ -370,8 +410,12 @@ impl LeaseModel {
                 if s.granted > 0 {
                     s.acquired_twice = true;
                 }
-                if s.crashed_holding_at.is_some() {
+                if let Some(crash) = s.crashed_holding_at {
                     s.acquired_after_crash = true;
+                    // Before the dead holder's ttl was out: only a proof of its death allows it.
+                    if s.t < crash + self.timing().ttl.as_secs() as u32 {
+                        s.replaced_early = true;
+                    }
                 }
                 s.granted = s.granted.max(record.epoch);
                 Phase::Holding(
@@ -533,6 +577,7 @@ impl Model for LeaseModel {
                         acquisitions: 0,
                         since: 0,
                         lag: 0,
+                        ttl_changed: false,
                     };
                     self.clients
                 ],
@@ -545,6 +590,7 @@ impl Model for LeaseModel {
                 acquired_twice: false,
                 crashed_holding_at: None,
                 acquired_after_crash: false,
+                replaced_early: false,
             })
             .collect()
     }
@@ -571,6 +617,9 @@ impl Model for LeaseModel {
                     if now >= h.renew_at() && now < h.deadline() {
                         actions.push(Action::Renew(c));
                         due = true;
+                    }
+                    if self.ttl_change.is_some() && !client.ttl_changed && now < h.deadline() {
+                        actions.push(Action::SetTtl(c));
                     }
                     actions.push(Action::Release(c));
                 }
@@ -672,17 +721,21 @@ impl Model for LeaseModel {
                 }
                 _ => return None,
             },
-            Action::Renew(c) | Action::Release(c) => {
+            Action::Renew(c) | Action::SetTtl(c) | Action::Release(c) => {
                 let Phase::Holding(mut h, None) = s.clients[c].phase.clone() else {
                     return None;
                 };
                 if matches!(action, Action::Release(_)) {
                     h.start_release();
                 }
-                let state = if matches!(action, Action::Renew(_)) {
-                    RecordState::Held
-                } else {
+                if let (Action::SetTtl(_), Some(ttl)) = (&action, self.ttl_change) {
+                    s.clients[c].ttl_changed = true;
+                    h.want_ttl(ttl);
+                }
+                let state = if matches!(action, Action::Release(_)) {
                     RecordState::Released
+                } else {
+                    RecordState::Held
                 };
                 let now = at(self.local(&s, c));
                 let nonces = Cell::new(s.clients[c].nonces);
@@ -692,12 +745,14 @@ impl Model for LeaseModel {
                     s.clients[c].phase = Phase::Idle;
                     return Some(s);
                 };
+                // What the driver does before a write: a shorter ttl caps the belief from now.
+                h.sending(&record, now);
                 let op = WriteOp::new(
                     "model://lease",
                     &record,
                     cond,
                     h.deadline().max(now),
-                    &self.timing(),
+                    &h.timing,
                 );
                 self.hold_step(&mut s, c, h, op, record, WriteEvent::Start);
             }
@@ -768,7 +823,7 @@ impl Model for LeaseModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(
                 "at most one holder believes",
                 |m: &LeaseModel, s: &State| {
@@ -779,7 +834,20 @@ impl Model for LeaseModel {
             Property::sometimes("a second holder gets the lease", |_, s: &State| {
                 s.acquired_twice
             }),
-        ]
+        ];
+        // Where a crash can be proven, the proof is used (the check is not vacuous).
+        let one_namespace = self
+            .pid_namespaces
+            .as_ref()
+            .is_some_and(|ns| ns.iter().all(|n| *n == ns[0]))
+            && self.boots.iter().all(|b| Some(b) == self.boots.first());
+        if self.crashes && one_namespace {
+            properties.push(Property::sometimes(
+                "a crashed holder is replaced within its ttl",
+                |_, s: &State| s.replaced_early,
+            ));
+        }
+        properties
     }
 }
 
@@ -864,6 +932,9 @@ pub fn base() -> LeaseModel {
         crashes: false,
         faulty: None,
         only_delays: false,
+        ttl_change: None,
+        pid_namespaces: None,
+        boots: vec![],
         date_ahead: 0,
     }
 }

@@ -1,9 +1,53 @@
 //! The network faults the lease and queued-lock models share: a request held up (it lands
 //! later, or never), applied with its answer held up or lost, or failed without being applied.
 //! Each model says where a participant's request is and what answering it does ([`Net`]); the
-//! fault itself is the same everywhere ([`inject`]).
+//! fault itself is the same everywhere ([`inject`]). The requests, where they are, and the
+//! answers are the same for every model too ([`Req`], [`Flight`], [`Answer`]).
 
-use crate::lease_model::{Answer, Flight, Req};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use lease::store::{Cond, Get, Put, Version};
+
+/// A request on its way, or its answer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Req {
+    Get {
+        if_none_match: Option<Version>,
+    },
+    Put {
+        bytes: Bytes,
+        cond: Cond,
+    },
+    /// Write the probe object and read its stamp back: the store's own clock (an acquirer's
+    /// `Step::Stamp`). It never touches the lease record.
+    Stamp,
+}
+
+/// Where a request is. Without faults a request is applied and answered within the tick it
+/// is sent in; faults hold it up across ticks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Flight {
+    /// Sent; it will be applied and answered at once, unless a fault intervenes.
+    Sent(Req),
+    /// Held up in the network: applied (and answered) at a later tick, or never.
+    Delayed(Req),
+    /// Applied; the answer is held up.
+    Answered(Req, Answer),
+    /// Applied; the answer was lost (the client will time out).
+    Lost(Req),
+}
+
+/// A store's answer (errors are only `Unavailable`: the model's network fails, the store does
+/// not).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Answer {
+    Get(Get),
+    Put(Put),
+    /// The store's stamp of the probe write.
+    Stamp(SystemTime),
+    Unavailable,
+}
 
 /// A fault on one participant's request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

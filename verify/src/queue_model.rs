@@ -28,8 +28,7 @@ use lease::record::Holder;
 use lease::store::{Cond, Get, Object, Put, Version};
 
 pub use crate::lease_model::{check, deep};
-use crate::lease_model::{Answer, Flight, Req};
-use crate::network::{inject, Fault, Net};
+use crate::network::{inject, Answer, Fault, Flight, Net, Req};
 
 // ---------------------------------------------------------------------------------------------
 // The state.

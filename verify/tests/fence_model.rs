@@ -75,3 +75,23 @@ fn without_unique_bytes_a_zombie_lands_on_a_store_whose_versions_hash_the_bytes(
         "the checker did not find the zombie write"
     );
 }
+
+#[test]
+fn fencing_per_scope_and_for_readers_keeps_its_history() {
+    for content_versions in [false, true] {
+        let m = FenceModel {
+            content_versions,
+            writers_see_unique_versions: !content_versions,
+            ..scoped_model()
+        };
+        let started = std::time::Instant::now();
+        let c = run(m, "scoped fence model").threads(2).spawn_bfs().join();
+        eprintln!(
+            "scoped fence model (versions hash the bytes: {content_versions}): {} unique states in \
+             {:.1?}",
+            c.unique_state_count(),
+            started.elapsed()
+        );
+        c.assert_properties();
+    }
+}

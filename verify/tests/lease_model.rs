@@ -48,6 +48,28 @@ fn mutual_exclusion_across_an_operators_break() {
 }
 
 #[test]
+fn mutual_exclusion_when_a_holder_changes_its_ttl() {
+    // A holder shortens its ttl (4 s to 1 s) or lengthens it (to 8 s) while it holds
+    // (`Lease::set_ttl`), under one fault or a crash: waiters go by the ttl of the record they
+    // see, the holder by its last landed write's, and no longer than a shorter write's send +
+    // its ttl while that write may land. The faults are the changing holder's (its write
+    // held up, landing late, its answer lost); `LEASE_MODEL=deep` faults anyone's and adds
+    // crashes and drift.
+    for (ttl, what) in [(1, "ttl shortened"), (8, "ttl lengthened")] {
+        let m = LeaseModel {
+            ttl_change: Some(Duration::from_secs(ttl)),
+            max_faults: 1,
+            faulty: if deep() { None } else { Some(0) },
+            max_time: if deep() { 10 } else { 7 },
+            crashes: deep(),
+            drift: deep(),
+            ..base()
+        };
+        check(m, what);
+    }
+}
+
+#[test]
 fn mutual_exclusion_with_a_date_ahead_of_the_store() {
     // Every answer's Date runs 0..=7 ticks ahead of the store's clock (ttl 4, grace 1,
     // resolution 1: from 6 ahead a just-written record looks old enough by its Date). Takeovers
@@ -92,6 +114,61 @@ fn a_crashed_holder_is_replaced_within_the_bound() {
         ..base()
     };
     check(Liveness(m), "liveness");
+}
+
+/// Both clients are processes of one machine in one pid namespace, so records name their
+/// processes and a waiter takes a crashed holder's lease over at once (issue 28): never a live
+/// holder's, under a fault or a crash, and a crashed holder is indeed replaced within its ttl
+/// (a `sometimes` property).
+#[test]
+fn mutual_exclusion_when_dead_holders_are_taken_over_at_once() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 0]),
+        ..base()
+    };
+    check(m, "dead holders proven gone");
+}
+
+/// A holder in another pid namespace (a container sharing the directory) cannot be proven gone
+/// from ours: it is waited out like a remote one (its pid names nothing, or another process,
+/// in ours), crash or not.
+#[test]
+fn a_holder_in_another_pid_namespace_is_waited_out() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 1]),
+        ..base()
+    };
+    check(m, "holders in two pid namespaces");
+}
+
+/// Machines sharing a directory over a network file system (one pid namespace name, two
+/// boots): a holder on the other machine is never proven gone from here, crash or not.
+#[test]
+fn a_holder_on_another_machine_is_waited_out() {
+    let m = LeaseModel {
+        max_faults: 1,
+        crashes: true,
+        pid_namespaces: Some(vec![0, 0]),
+        boots: vec![0, 1],
+        ..base()
+    };
+    check(m, "holders on two machines");
+}
+
+#[test]
+fn a_crashed_holder_proven_gone_is_replaced_within_the_bound() {
+    let m = LeaseModel {
+        max_faults: 1, // the crash
+        crashes: true,
+        max_time: 12,
+        pid_namespaces: Some(vec![0, 0]),
+        ..base()
+    };
+    check(Liveness(m), "liveness, dead holders proven gone");
 }
 
 #[test]

@@ -15,6 +15,13 @@
 //! | `Fenced` reported for writes that landed           | `an_unknown_outcome_taken_as_not_landed_…` |
 //! | fenced read-modify-write lost updates              | `fence_model.rs::plain_fenced_writes_lose_updates` |
 //!
+//! And for fencing per scope and for readers (issue 22, items 4 and 5):
+//!
+//! | Rule broken                                        | Control                                   |
+//! |----------------------------------------------------|-------------------------------------------|
+//! | one token per object (`FenceIgnoresScopes`)        | `one_token_per_object_refuses_a_live_…`   |
+//! | readers that do not fence (`ReadersDoNotPin`)      | `readers_that_do_not_fence_see_a_stale_…` |
+//!
 //! And for queued locks (issue 13), each rule the design relies on, broken:
 //!
 //! | Queued-lock rule broken                            | Control                                   |
@@ -25,6 +32,19 @@
 //! | a holder believes while its leave is in flight     | `a_holder_believing_while_leaving_…`      |
 //! | a lapsed participant joins again (driver rule)     | `queue_model.rs::a_lapsed_participant_that_joins_again_is_listed_twice` |
 //! | only heads check sessions (`QueueOnlyHeadsCheck`)  | `a_queue_where_only_heads_check_strands_…` |
+//!
+//! And for what a new user trips over (issue 28):
+//!
+//! | Rule broken                                        | Control                                   |
+//! |----------------------------------------------------|-------------------------------------------|
+//! | a dead holder's pids read in any pid namespace (`DeadHolderAnyPidNamespace`) | `a_dead_holder_rule_without_…` |
+//! | a file-store lock not rechecked after its file was removed (`LockFileNotRechecked`) | `a_lock_file_not_rechecked_…` |
+//!
+//! And for a holder that changes its ttl (issue 28 item 7):
+//!
+//! | Rule broken                                        | Control                                   |
+//! |----------------------------------------------------|-------------------------------------------|
+//! | believing by the longer ttl while a shorter one's write may land (`NoCapOnShorterTtl`) | `a_holder_that_shortens_its_ttl_without_a_cap_…` |
 //!
 
 #![allow(clippy::disallowed_methods)] // times the checker with the wall clock
@@ -201,6 +221,43 @@ fn an_unknown_outcome_taken_as_not_landed_reports_fenced_for_a_write_that_landed
     );
 }
 
+/// Fencing per scope (issue 22 item 4) reverted to one token per object: a live writer of a
+/// disjoint range is refused once a later grant wrote or a reader fenced the object.
+#[test]
+fn one_token_per_object_refuses_a_live_holder_of_a_disjoint_scope() {
+    let m = fence_model::scoped_model();
+    let all = &[fence_model::ORDER, fence_model::READER, fence_model::LIVE];
+    assert_eq!(
+        violated(m.clone(), all, None, "scoped fencing, fixed"),
+        None
+    );
+    assert_eq!(
+        violated(
+            m,
+            all,
+            Some(Mutant::FenceIgnoresScopes),
+            "scoped fencing, one token"
+        ),
+        Some(fence_model::LIVE)
+    );
+}
+
+/// Readers that do not fence what they read (issue 22 item 5): the zombie writer's write lands
+/// under the reader, whose data changes while it holds.
+#[test]
+fn readers_that_do_not_fence_see_a_stale_write_land_under_them() {
+    let m = fence_model::scoped_model();
+    assert_eq!(
+        violated(
+            m,
+            &[fence_model::READER, fence_model::ORDER, fence_model::LIVE],
+            Some(Mutant::ReadersDoNotPin),
+            "readers not fencing"
+        ),
+        Some(fence_model::READER)
+    );
+}
+
 /// The queued-lock model's safety properties, mutual exclusion first.
 const QUEUE: &[&str] = &[
     queue_model::MUTUAL_EXCLUSION,
@@ -289,5 +346,144 @@ fn a_queue_where_only_heads_check_strands_the_waiters_behind_a_dead_head() {
             "conserve, two deaths"
         ),
         Some(queue_model::SERVED)
+    );
+}
+
+/// A holder on this machine is taken over at once when its processes are provably gone; the
+/// proof needs its pid namespace to be ours. Without that check, a waiter reads the pid of a
+/// live holder in another namespace (a container sharing the directory) in its own, finds no
+/// such process, and takes the lease over: two holders.
+#[test]
+fn a_dead_holder_rule_without_the_pid_namespace_check_takes_over_a_live_holder() {
+    let m = LeaseModel {
+        pid_namespaces: Some(vec![0, 1]),
+        ..base()
+    };
+    assert_eq!(
+        violated(
+            m,
+            LEASE,
+            Some(Mutant::DeadHolderAnyPidNamespace),
+            "a holder in another pid namespace"
+        ),
+        Some("at most one holder believes")
+    );
+}
+
+/// Successful increments of one counter that the counter does not show, when `tasks` tasks of
+/// this process each make `rounds` increments by read + conditional write on the file store.
+fn lost_increments(tasks: u32, rounds: u32) -> u32 {
+    use lease::store::file::FileStore;
+    use lease::store::{Cond, Get, GetOptions, Meta, Put, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let workers: Vec<_> = (0..tasks)
+            .map(|_| {
+                // A store each, as separate processes would have.
+                let s = FileStore::open(dir.path()).unwrap();
+                tokio::spawn(async move {
+                    let mut won = 0;
+                    while won < rounds {
+                        let (n, cond) = match s.get("counter", GetOptions::default()).await {
+                            Ok(Get::Found(o)) => {
+                                let text = String::from_utf8(o.bytes.unwrap().to_vec()).unwrap();
+                                (text.parse::<u32>().unwrap(), Cond::Match(o.version))
+                            }
+                            _ => (0, Cond::Create),
+                        };
+                        let next = (n + 1).to_string().into();
+                        if let Ok(Put::Written { .. }) =
+                            s.put("counter", next, cond, &Meta::new()).await
+                        {
+                            won += 1;
+                        }
+                    }
+                    won
+                })
+            })
+            .collect();
+        let mut won = 0;
+        for w in workers {
+            won += w.await.unwrap();
+        }
+        let counter: u32 = std::fs::read_to_string(dir.path().join("counter"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        won - counter
+    })
+}
+
+/// The file store removes its sidecar lock files once done (issue 28), and a lock counts only
+/// once its file is still the one under its name. Without that check (the store's own switch,
+/// `store::file::negative_control::set_lock_file_not_rechecked`, `LockFileNotRechecked`)
+/// a writer that locked a removed file and one that locked the new file write at once: the
+/// conditional writes of concurrent increments lose some. With it, none is lost (and
+/// `core/tests/store_file.rs` hammers it with real processes).
+#[test]
+fn a_lock_file_not_rechecked_after_removal_loses_updates() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    mutants::set(None);
+    assert_eq!(
+        lost_increments(8, 150),
+        0,
+        "the store's own scheme lost updates"
+    );
+    lease::store::file::negative_control::set_lock_file_not_rechecked(true);
+    let lost = lost_increments(8, 150);
+    lease::store::file::negative_control::set_lock_file_not_rechecked(false);
+    eprintln!("lock files not rechecked: {lost} of 1200 increments lost");
+    assert!(lost > 0, "the hammer did not show the race");
+}
+
+/// The proof also needs the holder's boot to be ours. Two machines sharing a directory over a
+/// network file system both name their init pid namespace `pid:[4026531836]`; without the boot
+/// check, a waiter finds no process with the other machine's live holder's pid here and takes
+/// the lease over: two holders.
+#[test]
+fn a_dead_holder_rule_without_the_boot_check_takes_over_another_machines_holder() {
+    let m = LeaseModel {
+        pid_namespaces: Some(vec![0, 0]),
+        boots: vec![0, 1],
+        ..base()
+    };
+    assert_eq!(
+        violated(
+            m,
+            LEASE,
+            Some(Mutant::DeadHolderAnyBoot),
+            "a holder on another machine"
+        ),
+        Some("at most one holder believes")
+    );
+}
+
+/// A holder that changes its ttl (issue 28 item 7): while a write with a shorter ttl may land,
+/// it believes no longer than that write's send + the shorter ttl.
+#[test]
+fn a_holder_that_shortens_its_ttl_without_a_cap_is_found_with_a_second_holder() {
+    // 4 s to 1 s: the shorter record lands and its answer is held up; a waiter that sees it
+    // takes over after 1 s + grace, while the holder, uncapped, believes by the 4 s.
+    let m = LeaseModel {
+        ttl_change: Some(std::time::Duration::from_secs(1)),
+        max_faults: 1,
+        faulty: Some(0),
+        max_time: 7,
+        ..base()
+    };
+    assert_eq!(violated(m.clone(), LEASE, None, "ttl shortened"), None);
+    assert_eq!(
+        violated(
+            m,
+            LEASE,
+            Some(Mutant::NoCapOnShorterTtl),
+            "ttl shortened, no cap"
+        ),
+        Some("at most one holder believes")
     );
 }

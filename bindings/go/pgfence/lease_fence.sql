@@ -18,7 +18,10 @@
 -- `lease run`'s $LEASE_TOKEN are) when its epoch is above the one recorded for the resource, or
 -- equal to it and of the same holder, and records it; it raises SQLSTATE LF001 for a lower
 -- epoch, an equal epoch of another holder, or a token of another lease (the library's `Fenced`
--- in every language), and LF002 for a malformed token or an empty resource (`Invalid`).
+-- in every language), and LF002 for a malformed token or an empty resource (`Invalid`), and
+-- for a queued lock's shared or scoped grant's token (`;shared`, `;path=P`, `;range=A..B`):
+-- one row per resource cannot apply the per-scope rule, so such a token is refused rather than
+-- taken for a whole-lock one.
 --
 -- Why it is safe: the upsert below locks the resource's row until the caller's transaction
 -- ends, whether it admits the token or not. A later holder's lease_fence on that resource waits
@@ -68,7 +71,12 @@ DECLARE
     -- URL#EPOCH@HOLDER, parsed from the right as the library does: the URL may hold a '#'.
     -- (String functions and capture-free patterns: a regexp_match with captures cost ~50 µs.)
     hash int := strpos(reverse(token), '#');
-    tail text := right(token, hash - 1);
+    whole_tail text := right(token, hash - 1);
+    -- A queued lock's grant may follow: ;shared, ;path=P, ;range=A..B (a path escapes '#' and
+    -- ';'). Only ;exclusive alone names the whole lock, as no suffix does.
+    semi int := strpos(whole_tail, ';');
+    grant_text text := CASE WHEN semi = 0 THEN '' ELSE substr(whole_tail, semi) END;
+    tail text := CASE WHEN semi = 0 THEN whole_tail ELSE left(whole_tail, semi - 1) END;
     at int := strpos(tail, '@');
     t_lease text := left(token, length(token) - hash);
     t_epoch_text text := CASE WHEN at = 0 THEN tail ELSE left(tail, at - 1) END;
@@ -89,6 +97,16 @@ BEGIN
         RAISE EXCEPTION 'lease_fence: invalid fencing token %: expected LEASE_URL#EPOCH or LEASE_URL#EPOCH@HOLDER',
             coalesce(quote_literal(token), 'NULL')
             USING ERRCODE = 'LF002';
+    END IF;
+    -- One row per resource keeps one token, compared by epoch alone: right for a token of the
+    -- whole lock held exclusively, wrong for the others (a later reader's or a disjoint scope's
+    -- token would refuse a live holder; a reader's would fence writers). Refused, never
+    -- misread as a whole-lock token (docs/postgres.md).
+    IF grant_text <> '' AND grant_text <> ';exclusive' THEN
+        RAISE EXCEPTION 'lease_fence: token % is a queued lock''s shared or scoped grant (%): lease_fence admits only a token of the whole lock held exclusively',
+            quote_literal(token), substr(grant_text, 2)
+            USING ERRCODE = 'LF002',
+                  HINT = 'fence database writes with a plain lease''s token or an exclusive grant of the whole lock (acquired without shared, path or range); per-scope and reader fencing is for objects in the store (docs/postgres.md)';
     END IF;
     t_epoch := t_epoch_text::numeric;
 

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
+use super::dead_holder::{self, Probe};
 use super::takeover::{decide, Decision};
 use super::view::View;
 use super::write::{WriteEvent, WriteOp, WriteStep, Written};
@@ -49,6 +50,9 @@ pub struct Plan {
     pub unavailable_timeout: Option<Duration>,
     /// Append the tenure this acquisition replaces to the record's history (§3).
     pub history: bool,
+    /// Ask whether a holder on this machine is gone (`Step::Probe`), to take over at once
+    /// ([`dead_holder`]).
+    pub probe_holders: bool,
 }
 
 /// What happened since the last step.
@@ -62,6 +66,8 @@ pub enum Event {
     Slept,
     /// The caller cancelled (delivered instead of `Slept` when a sleep was cut short).
     Cancelled,
+    /// What this machine says of the holder's processes, as `Step::Probe` asked.
+    Probed(Probe),
 }
 
 /// What to do next.
@@ -85,6 +91,11 @@ pub enum Step {
         until: Instant,
         wake_on_release: bool,
     },
+    /// Say what these pids are on this machine, with its boot id and namespaces
+    /// (`Event::Probed`): the record's holder may be a process of this machine that is gone.
+    Probe {
+        pids: Vec<u32>,
+    },
     /// The lease is ours: `record` at `version`, written by a write sent at `t_send`.
     Acquired {
         record: Record,
@@ -98,6 +109,7 @@ pub enum Step {
 enum Phase {
     Idle,
     Reading,
+    Probing,
     Stamping,
     Waiting,
     BackingOff,
@@ -138,6 +150,10 @@ pub struct Acquirer {
     /// The last valid record seen: if the key is then found absent, its tenure ended by
     /// deletion, and the history goes on in the record created next.
     last_seen: Option<Record>,
+    /// Who holds the lease while this acquisition waits for it (the holder, `None` for a
+    /// corrupt record, and its epoch), for the driver to tell a waiting user; `None` when not
+    /// waiting for a holder.
+    waiting_for: Option<(Option<Holder>, Option<u64>)>,
 }
 
 impl Acquirer {
@@ -161,7 +177,14 @@ impl Acquirer {
             start: now,
             last_answer: now,
             last_seen: None,
+            waiting_for: None,
         }
+    }
+
+    /// Who holds the lease, and at which epoch, when the last step was a wait for a holder
+    /// (`Some((None, _))`: a corrupt record); `None` otherwise.
+    pub fn waiting_for(&self) -> Option<(Option<&Holder>, Option<u64>)> {
+        self.waiting_for.as_ref().map(|(h, e)| (h.as_ref(), *e))
     }
 
     /// The highest epoch seen for the key.
@@ -186,6 +209,7 @@ impl Acquirer {
         if matches!(event, Event::Cancelled) {
             self.cancelled = true;
         }
+        self.waiting_for = None;
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Writing { op, record } => self.writing(op, record, event, now, wall, entropy),
             Phase::LettingGo { op, record } => {
@@ -194,6 +218,13 @@ impl Acquirer {
             Phase::Reading => match event {
                 Event::Read(result) => self.after_read(result, now, wall, entropy),
                 other => unreachable!("a read answers with Read, not {other:?}"),
+            },
+            Phase::Probing => match event {
+                Event::Probed(probe) => {
+                    self.view.probe = Some(probe);
+                    self.decide_and_act(now, wall, entropy)
+                }
+                other => unreachable!("a probe answers with Probed, not {other:?}"),
             },
             Phase::Stamping => match event {
                 Event::Stamped(result) => self.after_stamp(result, now, wall, entropy),
@@ -341,6 +372,10 @@ impl Acquirer {
         if self.cancelled {
             return self.cancelled_error();
         }
+        if let Some(pids) = self.to_probe() {
+            self.phase = Phase::Probing;
+            return Step::Probe { pids };
+        }
         let (cond, epoch, rev) = match decide(&self.view, &self.plan.timing, self.known, now, wall)
         {
             Decision::Create { epoch } => (Cond::Create, epoch, 1),
@@ -483,10 +518,22 @@ impl Acquirer {
         }
         self.fresh = false;
         self.phase = Phase::Waiting;
+        self.waiting_for = Some((holder, epoch));
         Step::Sleep {
             until: wake_at,
             wake_on_release: true,
         }
+    }
+
+    /// The pids to ask about before deciding: those of a held record's holder, once per answer
+    /// of the store (a dead process stays dead: an answer that it is gone stays true).
+    fn to_probe(&self) -> Option<Vec<u32>> {
+        if !self.plan.probe_holders || self.view.probe.is_some() {
+            return None;
+        }
+        let record = self.view.record()?;
+        let pids = dead_holder::pids(&record.holder);
+        (record.state == RecordState::Held && !pids.is_empty()).then_some(pids)
     }
 
     /// A record of ours in the view whose write's outcome stayed unknown.
@@ -618,6 +665,7 @@ fn write_event(event: Event) -> WriteEvent {
         Event::Stamped(_) => unreachable!("no stamp is asked for while writing"),
         // A write in flight resolves its outcome even when cancelled.
         Event::Slept | Event::Cancelled => WriteEvent::Slept,
+        Event::Probed(_) => unreachable!("probes are asked for between writes"),
     }
 }
 

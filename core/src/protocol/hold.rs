@@ -1,8 +1,15 @@
 //! A held lease: its deadline, its renewals, its loss, its release, and tidying up after a loss.
 //!
 //! The holder believes it holds the lease until `t_send + ttl`, `t_send` being its monotonic
-//! clock read before sending the last write that landed. It renews every `renew` interval after
-//! that `t_send` and stops believing at the deadline even when it cannot reach the store.
+//! clock read before sending the last write that landed and `ttl` that write's. It renews every
+//! `renew` interval after that `t_send` and stops believing at the deadline even when it cannot
+//! reach the store.
+//!
+//! A holder may change its ttl (and data) while it holds ([`Hold::want_ttl`]): its next writes
+//! carry the new ttl. Waiters go by the ttl of the record they see, from when they see it; so
+//! from the moment a write with a shorter ttl is sent, the holder believes at most until that
+//! send + the shorter ttl ([`Hold::sending`]), since the write may land before its answer comes
+//! back, or without one.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -174,6 +181,19 @@ pub struct Hold {
     pub token: Option<u64>,
     /// Renewal attempts that failed since the last one landed (health: `late`).
     pub failed_renewals: u32,
+    /// A ttl and data the holder asked for that no landed write carries yet.
+    pub wanted: Wanted,
+    /// The latest instant the holder may believe while a write with a shorter ttl than the
+    /// last landed one may land: its send + its ttl.
+    pub cap: Option<Instant>,
+}
+
+/// A change a holder asked for, carried by its renewals until one lands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Wanted {
+    pub ttl: Option<Duration>,
+    /// `Some(None)` clears the data.
+    pub data: Option<Option<String>>,
 }
 
 impl Hold {
@@ -193,6 +213,8 @@ impl Hold {
             phase: Phase::Held,
             token: None,
             failed_renewals: 0,
+            wanted: Wanted::default(),
+            cap: None,
         }
     }
 
@@ -211,7 +233,8 @@ impl Hold {
 
     /// The instant the holder stops believing it holds the lease.
     pub fn deadline(&self) -> Instant {
-        self.last_send + self.timing.ttl
+        let deadline = self.last_send + self.timing.ttl;
+        self.cap.map_or(deadline, |cap| deadline.min(cap))
     }
 
     /// When the next renewal is due.
@@ -298,11 +321,57 @@ impl Hold {
         record.state = state;
         record.renewed_at = Some(timestamp(wall));
         record.write = Some(entropy.nonce());
+        if state == RecordState::Held {
+            if let Some(ttl) = self.wanted.ttl {
+                record.ttl_ms = ttl.as_millis() as u64;
+            }
+            if let Some(data) = &self.wanted.data {
+                record.data = data.clone();
+            }
+        }
         Some((record, Cond::Match(self.version.clone())))
     }
 
-    /// A renewal landed.
+    /// Ask for a new ttl: the next renewal carries it. The caller checked it
+    /// ([`Timing::with_ttl`]).
+    pub fn want_ttl(&mut self, ttl: Duration) {
+        self.wanted.ttl = Some(ttl);
+    }
+
+    /// Ask for new data (`None`: none): the next renewal carries it.
+    pub fn want_data(&mut self, data: Option<String>) {
+        self.wanted.data = Some(data);
+    }
+
+    /// `record` is about to be sent at `now` (or later): if its ttl is shorter than the one the
+    /// holder goes by, it may land at any moment, and waiters then go by its ttl from when it
+    /// lands, after `now`: believe no longer than `now` + its ttl.
+    pub fn sending(&mut self, record: &Record, now: Instant) {
+        if record.ttl() < self.timing.ttl
+            && !super::mutants::on(super::mutants::Mutant::NoCapOnShorterTtl)
+        {
+            let cap = now + record.ttl();
+            self.cap = Some(self.cap.map_or(cap, |c| c.min(cap)));
+        }
+    }
+
+    /// A renewal landed: the deadline follows its ttl from its send. A write conditional on
+    /// the version it replaced can no longer land, so no cap is left.
     pub fn renewed(&mut self, record: Record, version: Version, t_send: Instant) {
+        if record.ttl() != self.timing.ttl {
+            // Checked when it was asked for; a ttl this holder did not ask for (none) keeps
+            // the timings.
+            if let Ok(timing) = self.timing.with_ttl(record.ttl()) {
+                self.timing = timing;
+            }
+        }
+        if self.wanted.ttl == Some(record.ttl()) {
+            self.wanted.ttl = None;
+        }
+        if self.wanted.data.as_ref() == Some(&record.data) {
+            self.wanted.data = None;
+        }
+        self.cap = None;
         self.record = record;
         self.version = version;
         self.last_send = t_send;

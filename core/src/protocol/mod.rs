@@ -11,6 +11,7 @@
 //!
 //! - [`view`]: what a client has seen of a record.
 //! - [`takeover`]: create, take over or wait — the two takeover rules.
+//! - [`dead_holder`]: a holder on this machine whose processes are provably gone.
 //! - [`mod@write`]: one conditional write, its read-back and resends, until its outcome is known.
 //! - [`acquire`]: acquiring a lease, from the first read to a landed write.
 //! - [`hold`]: a held lease — deadline, renewal, loss, release, tidying up after a loss.
@@ -23,6 +24,7 @@
 
 pub mod acquire;
 pub mod breaking;
+pub mod dead_holder;
 pub mod fence;
 pub mod hold;
 pub mod mutants;

@@ -29,9 +29,28 @@ pub enum Mutant {
     /// Queued locks: only the waiters at the head of their line check anyone's session, so a
     /// dead head waiter behind a dead holder strands everyone behind it.
     QueueOnlyHeadsCheck = 7,
+    /// Fencing: one token per object, as before scopes — every recorded token refuses every
+    /// lower one, whatever the scopes and modes, and a write records only its own token (a
+    /// live holder of a disjoint scope is refused once a later grant wrote).
+    FenceIgnoresScopes = 20,
+    /// Fencing: a fenced read does not record the reader's token on the object (a stale
+    /// writer's write lands under readers with later grants).
+    ReadersDoNotPin = 21,
     /// The store-clock rule trusts an answer's `Date` as the store's clock (issue 29): a
     /// gateway whose clock runs ahead makes a live holder's record look expired.
     TrustDate = 8,
+    /// A holder on this machine is taken for gone when its pids are absent (or other processes)
+    /// in the waiter's pid namespace, whatever namespace its own pids were in: a live holder in
+    /// a container sharing the directory is taken over.
+    DeadHolderAnyPidNamespace = 9,
+    /// A holder is taken for gone when its pids are absent here, whatever boot its record names:
+    /// a live holder on another machine sharing the directory over a network file system (whose
+    /// init pid namespace has the same name as ours, as on every Linux host) is taken over.
+    DeadHolderAnyBoot = 10,
+    /// A holder that shortens its ttl goes on believing by the longer one until the shorter
+    /// one's write is known to have landed, although waiters go by the shorter one from when it
+    /// lands.
+    NoCapOnShorterTtl = 11,
 }
 
 #[cfg(feature = "negative-controls")]

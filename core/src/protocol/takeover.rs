@@ -14,6 +14,8 @@
 //! in front of the store sets its own (nginx does by default), so `Date` only says *when* to
 //! look: when it says the record is old enough, the decision is [`Decision::Stamp`], and the
 //! takeover waits for a stamp that agrees (issue 29).
+//!
+//! or at once when its holder, on this machine, is provably gone ([`super::dead_holder`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -110,6 +112,9 @@ pub fn decide(
         epoch: next_epoch,
         rev: rev + 1,
     };
+    if holder_proven_gone(view) {
+        return take_over();
+    }
     let grace = timing.grace_for(record_ttl);
     let mut until: Option<Instant> = None;
     if timing.observation_rule {
@@ -154,6 +159,18 @@ pub fn decide(
         until: until.unwrap_or(now + MAX_TTL),
         holder,
         epoch,
+    }
+}
+
+/// Whether the view holds a record held by a holder that its probe proves gone
+/// ([`dead_holder`](super::dead_holder)): taken over at once. (Here, not in `dead_holder.rs`,
+/// which the view's `Probe` comes from: the two would import each other.)
+fn holder_proven_gone(view: &View) -> bool {
+    match (view.record(), &view.probe) {
+        (Some(r), Some(probe)) => {
+            r.state == RecordState::Held && super::dead_holder::proven_gone(&r.holder, probe)
+        }
+        _ => false,
     }
 }
 
@@ -228,6 +245,7 @@ mod tests {
                 first_seen: origin(),
             }),
             server_now: Some((modified() + date_age, origin())),
+            probe: None,
             stamp: None,
             date_refused: false,
         }

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use super::dead_holder::Probe;
 use crate::clock::Instant;
 use crate::record::{Parsed, Prev, Record};
 use crate::store::{Get, Version};
@@ -15,6 +16,9 @@ pub struct View {
     /// came. A gateway in front of the store may set its own `Date`: this only says when to
     /// look for a stamp (docs/protocol.md §4).
     pub server_now: Option<(SystemTime, Instant)>,
+    /// What this machine said of the record's holder's processes since the last answer
+    /// ([`dead_holder`](super::dead_holder)); `None` until probed again.
+    pub probe: Option<Probe>,
     /// The store's own clock: the `last_modified` of a write read back (the probe object's),
     /// and when (on our clock) that answer came. The store's clock then reads at least the
     /// stamp plus the time since.
@@ -54,6 +58,7 @@ impl View {
                 first_seen: now,
             }),
             server_now: None,
+            probe: None,
             stamp: None,
             date_refused: false,
         }
@@ -129,6 +134,7 @@ impl View {
     /// Take in the answer to a read made with `if_none_match = self.version()`, received at
     /// `now`.
     pub fn absorb(&mut self, get: Get, now: Instant) {
+        self.probe = None;
         match get {
             Get::Found(obj) => {
                 let server_now = obj.server_now;

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -226,6 +227,13 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         Duration::ZERO
     }
 
+    /// Whether a waiter takes over at once a lease whose holder, on this machine, is provably
+    /// gone (`protocol::dead_holder`; `LeaseOptions::dead_holder_rule` overrides): the local
+    /// file store's default, as flock(1) frees a dead holder's lock.
+    fn dead_holder_rule(&self) -> bool {
+        false
+    }
+
     /// Whether an answer's `server_now` is read from the same clock that stamps
     /// `last_modified`, with nothing that can stand between (memory, file). Remote stores'
     /// answers carry a `Date` that a gateway in front of the store may set from its own clock
@@ -316,6 +324,58 @@ pub fn validate_meta(meta: &Meta) -> Result<()> {
         return Err(Error::invalid("metadata larger than 2 KiB"));
     }
     Ok(())
+}
+
+// How a store writes its URL (`Store::url`), which `url/` parses back: here, at the root of
+// `store/`, so that the backends need nothing from `url/`, which opens them.
+
+/// What a query's keys and values must escape to be read back: what splits a query (`&`,
+/// `=`, `#`), what begins one (`?`), escapes (`%`) and spaces. (An Azure SAS token is full of
+/// `&` and `=`.)
+const IN_QUERY: &percent_encoding::AsciiSet = &percent_encoding::AsciiSet::EMPTY
+    .add(b'%')
+    .add(b'&')
+    .add(b'=')
+    .add(b'?')
+    .add(b'#')
+    .add(b' ');
+
+/// `base?k=v&…`, keys and values escaped so that the URL parses back to the same options: how
+/// every store writes its own URL.
+pub(crate) fn with_query(base: &str, options: &[(String, String)]) -> String {
+    let mut url = base.to_string();
+    for (i, (k, v)) in options.iter().enumerate() {
+        url.push(if i == 0 { '?' } else { '&' });
+        url.extend(percent_encoding::utf8_percent_encode(k, IN_QUERY));
+        url.push('=');
+        url.extend(percent_encoding::utf8_percent_encode(v, IN_QUERY));
+    }
+    url
+}
+
+/// A file store's directory as written after `file://`.
+pub(crate) fn file_root_in_url(root: &Path) -> String {
+    path_in_url(&root.to_string_lossy()).into_owned()
+}
+
+/// What a path or key must escape to be read back from a URL: `%` (escapes begin with it) and
+/// `?` (the query begins with it). Everything else stays as written, for people to read.
+const IN_URL: &percent_encoding::AsciiSet = &percent_encoding::AsciiSet::EMPTY.add(b'%').add(b'?');
+
+/// `path` (a key, or a file store's directory) as written in a URL that parses back to it.
+pub(crate) fn path_in_url(path: &str) -> std::borrow::Cow<'_, str> {
+    percent_encoding::utf8_percent_encode(path, IN_URL).into()
+}
+
+/// A store's URL (without its query) joined with a key: one `/` between them, never fewer
+/// (`file:///` + `k` is `file:///k`, not `file:/k`); the key escaped as [`path_in_url`] says.
+pub(crate) fn join_key(base: &str, key: &str) -> String {
+    let key = path_in_url(key);
+    if base.ends_with('/') {
+        format!("{base}{key}")
+    } else {
+        format!("{base}/{key}")
+    }
 }
 
 #[cfg(test)]

@@ -107,6 +107,10 @@ pub(crate) struct Token {
     pub expires: Option<Instant>,
 }
 
+/// How long a refresh may take while the current token still works (at most a tenth of the
+/// time it has left): past that, the current token is used and the next request tries again.
+const REFRESH_BUDGET: Duration = Duration::from_millis(300);
+
 /// The token a credential last fetched, refreshed before it expires. Concurrent callers wait
 /// for one fetch.
 #[derive(Debug, Default)]
@@ -134,7 +138,28 @@ impl TokenCache {
                 _ => {}
             }
         }
-        let token = match fetch().await {
+        // While the token we have still works, a refresh gets a short budget: a metadata server
+        // that blips takes its retries (over a second) or, hung, the whole request timeout, and
+        // the request the token is for must not wait for that; the next request tries again
+        // (issue 29: a holder with a 6 s ttl lost its lease this way during a blip).
+        let valid_for = cached
+            .as_ref()
+            .and_then(|(token, _)| token.expires)
+            .map(|at| at.saturating_duration_since(now))
+            .filter(|left| !left.is_zero());
+        let fetched = match valid_for {
+            Some(left) => {
+                let budget = (left / 10).min(REFRESH_BUDGET);
+                tokio::select! {
+                    fetched = fetch() => fetched,
+                    _ = SystemClock.sleep(budget) => Err(Error::unavailable(format!(
+                        "the token endpoint did not answer within {budget:?}"
+                    ))),
+                }
+            }
+            None => fetch().await,
+        };
+        let token = match fetched {
             Ok(token) => token,
             // The endpoint is out for a moment (a metadata server's blip) while the token we
             // have still works: use it until it expires (issue 29).
@@ -512,13 +537,10 @@ mod tests {
         assert_eq!(token.expires, Some(now + Duration::from_secs(60)));
     }
 
-    /// A metadata server that blips while the cached token is still valid: the cached token
-    /// is used (issue 29); once it has expired, the failure is the caller's.
-    #[tokio::test]
-    async fn a_failed_refresh_uses_the_token_until_it_expires() {
-        let now = SystemClock.now();
-        // A token of an hour with a minute left: due for a refresh (five minutes before).
-        let cache = TokenCache {
+    /// A cache holding an hour's token "old" with a minute left: due for a refresh (five
+    /// minutes before it expires) but still valid.
+    fn due_for_refresh(now: Instant) -> TokenCache {
+        TokenCache {
             cached: tokio::sync::Mutex::new(Some((
                 Token {
                     value: "old".into(),
@@ -526,7 +548,15 @@ mod tests {
                 },
                 Duration::from_secs(3600),
             ))),
-        };
+        }
+    }
+
+    /// A metadata server that blips while the cached token is still valid: the cached token
+    /// is used (issue 29); once it has expired, the failure is the caller's.
+    #[tokio::test]
+    async fn a_failed_refresh_uses_the_token_until_it_expires() {
+        let now = SystemClock.now();
+        let cache = due_for_refresh(now);
         let blip = || async { Err(Error::unavailable("HTTP 503 from the metadata server")) };
         assert_eq!(cache.get(blip).await.unwrap(), "old");
         let expired = TokenCache::default();
@@ -541,5 +571,16 @@ mod tests {
             .unwrap();
         let e = expired.get(blip).await.unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::Unavailable);
+    }
+
+    /// A refresh that does not answer (a hung metadata server, or one whose retries take
+    /// seconds) while the current token still works: the current token is used after
+    /// `REFRESH_BUDGET`, not after the fetch gives up (issue 29).
+    #[tokio::test]
+    async fn a_slow_refresh_does_not_hold_up_a_request_while_the_token_works() {
+        let now = SystemClock.now();
+        let cache = due_for_refresh(now);
+        let hung = || std::future::pending::<Result<Token>>();
+        assert_eq!(cache.get(hung).await.unwrap(), "old");
     }
 }

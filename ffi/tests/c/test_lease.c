@@ -176,8 +176,10 @@ static void test_life_cycle(void) {
   CHECK(status_has(store, name, "\"data\":\"10.0.0.7:8080\""));
   CHECK(status_has(store, name, "(c)\""));
 
-  /* Someone else: try once -> held; a bounded wait -> timeout. */
+  /* Someone else (another owner of this process: this thread would wait for itself, see
+   * test_owner_and_changes): try once -> held; a bounded wait -> timeout. */
   lease_options other = lease_options_default();
+  other.owner = "someone else";
   other.wait_ms = 0;
   lease *l2 = (lease *)0x1; /* outputs are written only on success */
   CHECK_CODE(LEASE_HELD, lease_acquire(store, name, &other, &l2, &err));
@@ -570,6 +572,21 @@ static void test_bad_input(void) {
     CHECK(code_and_message(lease_store_open(rt, "\xc3\x28", &store, &e), &e, msg, sizeof msg) ==
           LEASE_INVALID);
     CHECK(strstr(msg, "UTF-8") != NULL);
+  }
+  /* A mistyped URL is refused with the likely fix (issue 28). */
+  {
+    const char *typos[][2] = {{"s3:/my-bucket", "did you mean \"s3://my-bucket\""},
+                              {"file:/tmp/locks", "did you mean \"file:///tmp/locks\""}};
+    for (size_t i = 0; i < sizeof typos / sizeof typos[0]; i++) {
+      lease_error *e = NULL;
+      char msg[512];
+      CHECK(code_and_message(lease_store_open(rt, typos[i][0], &store, &e), &e, msg,
+                             sizeof msg) == LEASE_INVALID);
+      if (strstr(msg, typos[i][1]) == NULL) {
+        fprintf(stderr, "store_open(%s): %s\n", typos[i][0], msg);
+        exit(1);
+      }
+    }
   }
   store = open_store(rt);
 
@@ -1478,13 +1495,139 @@ static void test_queue_scopes_and_bad_options(void) {
   lease_runtime_free(rt);
 }
 
+/* Issue 22: holders of disjoint ranges do not fence each other's writes to the object they
+ * share; readers fence what they read, so a stale writer's write never lands under them; tokens
+ * say their grant's mode and scope. */
+static void test_queue_fencing(void) {
+  char name[128];
+  name_of(name, sizeof name, "queue-fence");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options o = lease_options_default();
+  o.ttl_ms = 10000;
+  o.wait_ms = 0;
+  lease *a = NULL, *b = NULL;
+  o.range_start = 0;
+  o.range_end = 100;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &o, &a, &err));
+  o.range_start = 100;
+  o.range_end = 200;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &o, &b, &err));
+  CHECK_CODE(LEASE_OK, lease_fenced_put(a, "blob", (const uint8_t *)"a", 1, NULL, &err));
+  CHECK_CODE(LEASE_OK, lease_fenced_put(b, "blob", (const uint8_t *)"ab", 2, NULL, &err));
+  /* The earlier, live holder of a disjoint range is not fenced by the later one's write. */
+  CHECK_CODE(LEASE_OK, lease_fenced_put(a, "blob", (const uint8_t *)"aba", 3, NULL, &err));
+  char *token = NULL, *scope = (char *)0x1;
+  lease_mode mode = LEASE_MODE_NONE;
+  uint64_t start = 9, end = 9;
+  CHECK_CODE(LEASE_OK, lease_token(a, &token, &err));
+  CHECK_CODE(LEASE_OK, lease_token_parse_grant(token, &mode, &scope, &start, &end, &err));
+  CHECK(mode == LEASE_MODE_EXCLUSIVE && scope == NULL && start == 0 && end == 100);
+  CHECK(strstr(token, ";range=0..100") != NULL);
+  lease_string_free(token);
+  CHECK_CODE(LEASE_OK, lease_release(a, &err));
+  CHECK_CODE(LEASE_OK, lease_release(b, &err));
+  lease_free(a);
+  lease_free(b);
+
+  lease_options w = queue_opts("w", 0), r = queue_opts("r", 1);
+  w.wait_ms = r.wait_ms = 0;
+  lease *writer = NULL, *reader = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &w, &writer, &err));
+  CHECK_CODE(LEASE_OK, lease_fenced_put(writer, "data", (const uint8_t *)"v0", 2, NULL, &err));
+  /* Its grant ends; the handle stays in its hands, as a stopped process's would. */
+  CHECK_CODE(LEASE_OK, lease_release(writer, &err));
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &r, &reader, &err));
+  lease_object *obj = NULL;
+  CHECK_CODE(LEASE_OK, lease_fenced_read(reader, "data", &obj, &err));
+  size_t n = 0;
+  const uint8_t *data = lease_object_data(obj, &n);
+  CHECK(n == 2 && memcmp(data, "v0", 2) == 0);
+  lease_object_free(obj);
+  obj = (lease_object *)0x1;
+  CHECK_CODE(LEASE_OK, lease_fenced_read(reader, "none", &obj, &err));
+  CHECK(obj == NULL); /* nothing there: a marker now keeps stale writers from creating it */
+  lease_error *e = NULL;
+  CHECK(lease_fenced_put(writer, "data", (const uint8_t *)"v1", 2, NULL, &e) == LEASE_FENCED);
+  CHECK(lease_error_epoch(e) == lease_epoch(reader));
+  lease_error_free(e);
+  CHECK_CODE(LEASE_FENCED, lease_fenced_put_if(writer, "none", (const uint8_t *)"x", 1, NULL, NULL, &err));
+  e = NULL;
+  CHECK(lease_fenced_put(reader, "data", (const uint8_t *)"x", 1, NULL, &e) == LEASE_INVALID);
+  CHECK(strstr(lease_error_message(e), "fenced_read") != NULL);
+  lease_error_free(e);
+  CHECK_CODE(LEASE_INVALID, lease_fenced_read(reader, NULL, &obj, &err));
+  CHECK_CODE(LEASE_INVALID, lease_fenced_read(reader, "data", NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_fenced_read(NULL, "data", &obj, &err));
+  CHECK_CODE(LEASE_OK, lease_token(reader, &token, &err));
+  CHECK_CODE(LEASE_OK, lease_token_parse_grant(token, &mode, NULL, NULL, NULL, &err));
+  CHECK(mode == LEASE_MODE_SHARED);
+  lease_string_free(token);
+  CHECK_CODE(LEASE_OK, lease_token_parse_grant("s3://b/l#7@ab;path=t/u%20v", NULL, &scope, &start,
+                                               &end, &err));
+  CHECK(strcmp(scope, "t/u v") == 0 && start == 0 && end == 0);
+  lease_string_free(scope);
+  CHECK_CODE(LEASE_INVALID, lease_token_parse_grant("s3://b/l#7@ab;readers", NULL, NULL, NULL,
+                                                    NULL, &err));
+  CHECK_CODE(LEASE_OK, lease_release(reader, &err));
+  lease_free(reader);
+  lease_free(writer);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 struct test {
   const char *name;
   void (*run)(void);
 };
 
+/* Issue 28: this thread does not wait for a lease it holds (LEASE_HELD at once; another owner
+ * waits as usual); a held lease's ttl and data change with lease_set_ttl / lease_set_data. */
+static void test_owner_and_changes(void) {
+  char name[128];
+  name_of(name, sizeof name, "owner");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options opts = lease_options_default();
+  opts.data = "10.0.0.1:80";
+  lease *l = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &opts, &l, &err));
+
+  lease_options again = lease_options_default();
+  again.wait_ms = 5000;
+  lease *l2 = (lease *)0x1;
+  char msg[512];
+  lease_error *e = NULL;
+  double t0 = now_ms();
+  CHECK(code_and_message(lease_acquire(store, name, &again, &l2, &e), &e, msg, sizeof msg) ==
+        LEASE_HELD);
+  CHECK(now_ms() - t0 < 2500);
+  CHECK(strstr(msg, "would wait for itself") != NULL);
+  CHECK(l2 == (lease *)0x1);
+  again.owner = ""; /* nobody in particular: it waits (here until its wait runs out) */
+  again.wait_ms = 300;
+  CHECK_CODE(LEASE_TIMEOUT, lease_acquire(store, name, &again, &l2, &err));
+
+  uint64_t left = 0;
+  CHECK_CODE(LEASE_OK, lease_set_ttl(l, 60000, &left, &err));
+  CHECK(left > 59000 && left <= 60000);
+  CHECK(status_has(store, name, "\"ttl_ms\":60000"));
+  CHECK_CODE(LEASE_OK, lease_set_data(l, "10.0.0.2:80", NULL, &err));
+  CHECK(status_has(store, name, "\"data\":\"10.0.0.2:80\""));
+  CHECK_CODE(LEASE_OK, lease_set_data(l, NULL, &left, &err));
+  CHECK(status_has(store, name, "\"data\":null"));
+  CHECK_CODE(LEASE_INVALID, lease_set_ttl(l, 10, &left, &err));
+  CHECK_CODE(LEASE_INVALID, lease_set_ttl(NULL, 1000, &left, &err));
+  CHECK_CODE(LEASE_OK, lease_release(l, &err));
+  CHECK_CODE(LEASE_LOST, lease_set_ttl(l, 60000, NULL, &err));
+  lease_free(l);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 static const struct test tests[] = {
     {"life_cycle", test_life_cycle},
+    {"owner_and_changes", test_owner_and_changes},
     {"contention", test_contention},
     {"shared_handle", test_shared_handle},
     {"cancel", test_cancel},
@@ -1499,6 +1642,7 @@ static const struct test tests[] = {
     {"queue_readers_writer", test_queue_readers_writer},
     {"queue_semaphore", test_queue_semaphore},
     {"queue_scopes_and_bad_options", test_queue_scopes_and_bad_options},
+    {"queue_fencing", test_queue_fencing},
 };
 
 int main(int argc, char **argv) {

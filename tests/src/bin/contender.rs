@@ -10,11 +10,13 @@
 //! lease-contender take URL TTL_MS
 //!     acquire (waiting), print "took EPOCH BOOT_NS WALL_NS": when it acquired, on CLOCK_BOOTTIME
 //!     (the file store's clock) and CLOCK_REALTIME (an S3 server's on this machine); release.
-//! lease-contender step URL TTL_MS
+//! lease-contender step URL TTL_MS [queue|shared|range=A..B|path=P]…
 //!     a worker driven line by line from stdin, answering each command with one line:
-//!     `acquire` → `acquired EPOCH`; `get KEY` → `got VERSION TEXT` (`-` for none);
-//!     `put KEY TEXT`, `put-if KEY VERSION TEXT` (`-`: must be absent), `append KEY ITEM`
-//!     (fenced_update appending `,ITEM`) → `ok` or `err KIND`; `release` → `released`.
+//!     `acquire` → `acquired EPOCH` (a queued lock's grant with the options given);
+//!     `get KEY` → `got VERSION TEXT` (`-` for none); `read KEY` (fenced_read) → `read
+//!     VERSION TEXT` or `err KIND`; `put KEY TEXT`, `put-if KEY VERSION TEXT` (`-`: must be
+//!     absent), `append KEY ITEM` (fenced_update appending `,ITEM`) → `ok` or `err KIND`;
+//!     `release` → `released`.
 //! lease-contender append URL N OUTCOMES KEY TTL_MS HOLD_MS
 //!     N times: acquire, wait HOLD_MS (a stretch of work, when a pause may strike), append
 //!     `PID-I` to the list at KEY with fenced_update, write "PID-I ok|KIND" to OUTCOMES, release.
@@ -26,7 +28,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use lease::clock::Clock;
 use lease::store::Version;
-use lease::{Client, FencedObject, Lease, LeaseOptions};
+use lease::{Client, FencedObject, Lease, LeaseOptions, Scope};
 
 /// A clock in nanoseconds, comparable between processes on one machine.
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -52,7 +54,13 @@ fn options(ttl_ms: Option<&String>) -> LeaseOptions {
     let ttl = ttl_ms.map_or(5_000, |t| {
         t.parse().unwrap_or_else(|_| fail("TTL_MS is a number"))
     });
-    LeaseOptions::new(Duration::from_millis(ttl)).wait(Duration::from_secs(600))
+    let opts = LeaseOptions::new(Duration::from_millis(ttl)).wait(Duration::from_secs(600));
+    // A test of the takeover rules' timing turns off the file store's dead-holder rule, which
+    // takes over a killed holder on this machine at once (docs/protocol.md §4).
+    match std::env::var("LEASE_CONTENDER_DEAD_HOLDER_RULE").as_deref() {
+        Ok("off") => opts.dead_holder_rule(false),
+        _ => opts,
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -121,7 +129,21 @@ async fn main() {
             println!("took {} {boot} {wall}", held.epoch());
             held.release().await.unwrap_or_else(|e| fail(e));
         }
-        "step" => step(&client, &key, options(args.get(2))).await,
+        "step" => {
+            let mut opts = options(args.get(2));
+            for extra in args.iter().skip(3) {
+                opts = match extra.split_once('=') {
+                    None if extra == "queue" => opts.queue(),
+                    None if extra == "shared" => opts.shared(),
+                    Some(("range", r)) => {
+                        opts.scope(Scope::parse_range(r).unwrap_or_else(|e| fail(e)))
+                    }
+                    Some(("path", p)) => opts.scope(Scope::path(p).unwrap_or_else(|e| fail(e))),
+                    _ => fail(format!("unknown step option {extra:?}")),
+                };
+            }
+            step(&client, &key, opts).await
+        }
         "append" => {
             let n: u64 = args
                 .get(2)
@@ -218,6 +240,15 @@ async fn step(client: &Client, key: &str, opts: LeaseOptions) {
                     String::from_utf8_lossy(&o.bytes)
                 )),
                 None => answer("got - -".into()),
+            },
+            ["read", k] => match lease().fenced_read(k).await {
+                Ok(Some(o)) => answer(format!(
+                    "read {} {}",
+                    o.version.etag,
+                    String::from_utf8_lossy(&o.bytes)
+                )),
+                Ok(None) => answer("read - -".into()),
+                Err(e) => answer(format!("err {}", e.kind())),
             },
             ["put", k, text] => answer(outcome(lease().fenced_put(k, text.to_string()).await)),
             ["put-if", k, version, text] => {

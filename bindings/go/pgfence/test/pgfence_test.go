@@ -119,6 +119,16 @@ func TestAdmissionRuleAndErrors(t *testing.T) {
 	if err := admit(db, "", tok(t, l+"#7@aa"), nil); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("empty resource: %v", err)
 	}
+	// A queued lock's shared or scoped grant: refused as invalid, never read as a whole-lock
+	// token (docs/postgres.md), and nothing recorded.
+	for _, s := range []string{l + "#9@aa;shared", l + "#9@aa;path=tables/users", l + "#9@aa;range=0..10"} {
+		if err := admit(db, "jobs", tok(t, s), nil); !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "shared or scoped grant") {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if err := admit(db, "jobs", tok(t, l+"#6@cc"), nil); !errors.Is(err, lease.ErrFenced) {
+		t.Fatalf("a refused grant changed the row: %v", err)
+	}
 }
 
 func TestWaitsAndRepeatableRead(t *testing.T) {

@@ -17,6 +17,7 @@ fn plan() -> Plan {
         wait_deadline: None,
         unavailable_timeout: None,
         history: false,
+        probe_holders: false,
     }
 }
 
@@ -627,4 +628,139 @@ fn an_unanswered_stamp_is_retried_and_refuses_nothing() {
     to_a_stamp(&mut r, 0.0);
     r.step(Event::Stamped(Ok(None)), 0.0);
     assert!(r.m.date_refused());
+}
+
+/// A held record whose holder names its processes on this machine (pids 100 and 101), at
+/// epoch 7, as read at generation 1.
+fn held_by_local_process(state: RecordState) -> (Record, Get) {
+    let mut rec = record("other", 7, state);
+    rec.holder.pid = Some(100);
+    rec.holder.process = Some(Box::new(crate::record::HolderProcess {
+        boot: "boot".into(),
+        pid_ns: "pid:[1]".into(),
+        time_ns: "time:[1]".into(),
+        start: 5,
+        also: vec![(101, 6)],
+    }));
+    let get = found(&rec, 1);
+    (rec, get)
+}
+
+/// What this machine says of pids 100 and 101, on the holder's boot and namespaces.
+fn probed(procs: &[(u32, dead_holder::Proc)]) -> Event {
+    Event::Probed(Probe {
+        boot: Some("boot".into()),
+        pid_ns: Some("pid:[1]".into()),
+        time_ns: Some("time:[1]".into()),
+        procs: procs.to_vec(),
+    })
+}
+
+/// The dead-holder rule (issue 28): with it on, a held record naming processes is probed
+/// before deciding; a probe proving every one gone takes the lease over at once (epoch + 1, on
+/// the version read), one that does not leaves the usual wait, which names the holder.
+#[test]
+fn a_local_holder_is_probed_and_taken_over_at_once_only_when_proven_gone() {
+    use dead_holder::Proc;
+    let (rec, get) = held_by_local_process(RecordState::Held);
+    let mut on = plan();
+    on.probe_holders = true;
+
+    // Gone: both pids absent, or reused by later processes.
+    for procs in [
+        [(100, Proc::Absent), (101, Proc::Absent)],
+        [(100, Proc::Started(9)), (101, Proc::Absent)],
+    ] {
+        let mut r = Run::new(on.clone(), 0.0);
+        expect_read(r.step(Event::Start, 0.0));
+        match r.read(get.clone(), 0.5) {
+            Step::Probe { pids } => assert_eq!(pids, [100, 101]),
+            other => panic!("expected a probe, got {other:?}"),
+        }
+        assert_eq!(r.m.waiting_for(), None, "a probe is not a wait");
+        let (taken, cond) = expect_put(r.step(probed(&procs), 0.6));
+        assert_eq!((taken.epoch, &taken.holder.id), (8, &"me".to_string()));
+        assert_eq!(cond, Cond::Match(version(1)));
+        assert_eq!(r.m.waiting_for(), None);
+    }
+
+    // One still there (or unknown): the usual wait, once per answer of the store (not probed
+    // again before deciding).
+    for procs in [
+        [(100, Proc::Started(5)), (101, Proc::Absent)],
+        [(100, Proc::Absent), (101, Proc::Unknown)],
+    ] {
+        let mut r = Run::new(on.clone(), 0.0);
+        expect_read(r.step(Event::Start, 0.0));
+        assert!(matches!(r.read(get.clone(), 0.5), Step::Probe { .. }));
+        expect_sleep(r.step(probed(&procs), 0.6));
+        assert_eq!(
+            r.m.waiting_for(),
+            Some((Some(&rec.holder), Some(7))),
+            "the wait names the holder and its epoch"
+        );
+    }
+}
+
+/// Without the rule, or for a record that names no processes, or one not held: no probe.
+#[test]
+fn no_probe_without_the_rule_or_a_local_holder_that_holds() {
+    let (rec, get) = held_by_local_process(RecordState::Held);
+    // The rule off: the usual wait, which names the holder.
+    let mut r = Run::new(plan(), 0.0);
+    expect_read(r.step(Event::Start, 0.0));
+    expect_sleep(r.read(get, 0.5));
+    assert_eq!(r.m.waiting_for(), Some((Some(&rec.holder), Some(7))));
+    // Woken: no longer waiting for anyone until the next decision.
+    expect_read(r.step(Event::Slept, 1.0));
+    assert_eq!(r.m.waiting_for(), None);
+
+    let mut on = plan();
+    on.probe_holders = true;
+    // A record naming no processes (another machine's, an older version's): the usual wait.
+    let mut r = Run::new(on.clone(), 0.0);
+    expect_read(r.step(Event::Start, 0.0));
+    expect_sleep(r.read(held_by_other(), 0.5));
+    // A released record naming processes: taken at once, without a probe.
+    let (_, released) = held_by_local_process(RecordState::Released);
+    let mut r = Run::new(on, 0.0);
+    expect_read(r.step(Event::Start, 0.0));
+    let (taken, _) = expect_put(r.read(released, 0.5));
+    assert_eq!(taken.epoch, 8);
+}
+
+/// The store-clock rule's stamp (issue 29), as the acquirer handles its outcome: an answer
+/// whose `Date` says the record is old enough asks for a stamp; a stamp that did not come
+/// (`Unavailable`) is tried again later and refuses no `Date`; a stamp that cannot be had
+/// (another error) refuses `Date` from then on (the driver warns once), and the observation
+/// rule decides.
+#[test]
+fn a_stamp_that_did_not_come_is_retried_and_one_that_cannot_be_had_refuses_date() {
+    let old_by_date = || {
+        let mut o = object(&record("other", 7, RecordState::Held).to_bytes(), 1);
+        o.last_modified = Some(wall(0.0));
+        o.server_now = Some(wall(100.0));
+        Get::Found(o)
+    };
+    let mut p = plan();
+    p.timing.store_clock_rule = true;
+    let asked = |p: &Plan| {
+        let mut r = Run::new(p.clone(), 0.0);
+        expect_read(r.step(Event::Start, 0.0));
+        assert!(
+            matches!(r.read(old_by_date(), 0.5), Step::Stamp),
+            "a stamp is asked for"
+        );
+        assert!(!r.m.date_refused());
+        r
+    };
+    let mut r = asked(&p);
+    expect_sleep(r.step(Event::Stamped(Err(unavailable())), 0.6));
+    assert!(!r.m.date_refused(), "no answer refuses nothing");
+    let mut r = asked(&p);
+    expect_sleep(r.step(
+        Event::Stamped(Err(Error::invalid("cannot write the probe"))),
+        0.6,
+    ));
+    assert!(r.m.date_refused(), "no stamp to be had: Date is refused");
 }

@@ -528,3 +528,90 @@ fn health_and_loss_names_are_stable() {
         ["expired", "taken_over", "broken", "vanished", "overwritten"]
     );
 }
+
+/// A holder that asked for a ttl and data (`Lease::set_ttl`, `set_data`).
+fn changing() -> Hold {
+    let mut h = held();
+    h.record.data = Some("old".into());
+    h.want_ttl(secs(4.0));
+    h.want_data(Some("new".into()));
+    h
+}
+
+#[test]
+fn a_wanted_ttl_and_data_ride_on_renewals_not_on_a_release() {
+    let e = Counter::default();
+    let mut h = changing();
+    let (r, _) = h.next_write(RecordState::Held, wall(5.0), &e).unwrap();
+    assert_eq!((r.ttl(), r.data.as_deref()), (secs(4.0), Some("new")));
+    // A release keeps what the record says: waiters need no new ttl for a free lease.
+    let (r, _) = h.next_write(RecordState::Released, wall(5.0), &e).unwrap();
+    assert_eq!((r.ttl(), r.data.as_deref()), (secs(10.0), Some("old")));
+    // Wanting no data clears it.
+    h.want_data(None);
+    let (r, _) = h.next_write(RecordState::Held, wall(5.0), &e).unwrap();
+    assert_eq!(r.data, None);
+    // Nothing wanted: the record's own.
+    let (r, _) = in_phase(Phase::Held)
+        .next_write(RecordState::Held, wall(5.0), &e)
+        .unwrap();
+    assert_eq!((r.ttl(), r.data), (secs(10.0), None));
+}
+
+#[test]
+fn a_shorter_ttl_in_flight_caps_belief_at_its_send_plus_its_ttl() {
+    let e = Counter::default();
+    let mut h = changing();
+    let (shorter, _) = h.next_write(RecordState::Held, wall(3.0), &e).unwrap();
+    h.sending(&shorter, at(3.0));
+    assert_eq!(h.deadline(), at(7.0));
+    assert!(h.believes(at(6.999)));
+    assert!(!h.believes(at(7.0)));
+    // A later send of it moves no cap later; an earlier one's is the earlier.
+    h.sending(&shorter, at(5.0));
+    assert_eq!(h.deadline(), at(7.0));
+    h.sending(&shorter, at(1.0));
+    assert_eq!(h.deadline(), at(5.0));
+    // It lands, sent at 3: the deadline follows its ttl from its send, with no cap left, and
+    // the timings follow the new ttl; what it carried is no longer wanted.
+    h.renewed(shorter, version(2), at(3.0));
+    assert_eq!((h.deadline(), h.cap), (at(7.0), None));
+    assert_eq!(h.timing, timing().with_ttl(secs(4.0)).unwrap());
+    assert_eq!(h.wanted, Wanted::default());
+}
+
+#[test]
+fn only_a_shorter_ttl_caps_belief() {
+    let e = Counter::default();
+    // Renewed at 3 (deadline 13); a write of the same ttl, or a longer one, caps nothing even
+    // when taken as sent before that renewal.
+    let mut h = held();
+    let mut next = h.record.successor();
+    next.write = Some("n9".into());
+    h.renewed(next, version(2), at(3.0));
+    let (same, _) = h.next_write(RecordState::Held, wall(3.0), &e).unwrap();
+    h.sending(&same, at(1.0));
+    assert_eq!((h.deadline(), h.cap), (at(13.0), None));
+    h.want_ttl(secs(20.0));
+    let (longer, _) = h.next_write(RecordState::Held, wall(3.0), &e).unwrap();
+    h.sending(&longer, at(1.0));
+    assert_eq!((h.deadline(), h.cap), (at(13.0), None));
+}
+
+#[test]
+fn a_landed_renewal_clears_only_the_changes_it_carried() {
+    let e = Counter::default();
+    let mut h = changing();
+    // A renewal sent before the change was asked for lands: still wanted, timings unchanged.
+    let mut before = h.record.successor();
+    before.write = Some("n9".into());
+    h.renewed(before, version(2), at(3.0));
+    assert_eq!(h.wanted.ttl, Some(secs(4.0)));
+    assert_eq!(h.wanted.data, Some(Some("new".into())));
+    assert_eq!((h.timing.ttl, h.deadline()), (secs(10.0), at(13.0)));
+    // The next one carries both.
+    let (r, _) = h.next_write(RecordState::Held, wall(4.0), &e).unwrap();
+    h.renewed(r, version(3), at(4.0));
+    assert_eq!(h.wanted, Wanted::default());
+    assert_eq!(h.deadline(), at(8.0));
+}

@@ -96,6 +96,7 @@ fn a_known_view_is_the_released_record_first_seen_now() {
                 first_seen: at(2.0),
             }),
             server_now: None,
+            probe: None,
             stamp: None,
             date_refused: false,
         }

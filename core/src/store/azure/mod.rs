@@ -145,7 +145,7 @@ impl AzureStore {
             inner: Arc::new(Inner {
                 account: account.to_string(),
                 container: container.to_string(),
-                url: super::url::with_query(&name, options),
+                url: super::with_query(&name, options),
                 settings,
                 loaded: tokio::sync::OnceCell::new(),
                 tokens: TokenCache::default(),

@@ -10,7 +10,10 @@
 //!   directory. The lock is taken with non-blocking attempts between async sleeps, for at most
 //!   [`DEFAULT_LOCK_WAIT`]: a process stopped inside the lock costs each waiting call neither a
 //!   thread nor more than that wait, and the call fails `Unavailable`, naming the lock file and
-//!   its holder.
+//!   its holder. The holder removes the lock file when done, and a lock counts only if its file
+//!   is still the one under its name (`sidecar`): no lock file piles up.
+//! - A delete removes the folders it leaves empty, up to the store's directory; a writer whose
+//!   folder was removed between making it and creating its file in it makes it again.
 //! - Temporary files are `.NAME.HEX.tmp`, locked (`flock`) by their writer from creation until
 //!   they are renamed or removed. Those of writers killed mid-write are removed by a later
 //!   writer: the first write to a directory by a `FileStore`, and then at most every
@@ -33,6 +36,7 @@
 
 mod attrs;
 mod sidecar;
+pub use sidecar::negative_control;
 #[cfg(test)]
 mod tests;
 mod watch;
@@ -152,7 +156,7 @@ impl FileStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_error(e, "cannot access file store directory", &root)),
         }
-        let url = format!("file://{}", super::url::file_root_in_url(&root));
+        let url = format!("file://{}", super::file_root_in_url(&root));
         Ok(FileStore {
             inner: Arc::new(Inner {
                 root,
@@ -212,7 +216,8 @@ impl FileStore {
             .map_err(|e| Error::internal(format!("file store task failed: {e}")))?
     }
 
-    /// Run `f` under the exclusive sidecar lock of the object at `path`.
+    /// Run `f` under the exclusive sidecar lock of the object at `path`, then remove the lock
+    /// file (see `sidecar`: a lock file lives as long as a write that needs it).
     ///
     /// The lock is waited for here, with non-blocking attempts between async sleeps, not in a
     /// blocking thread: a thread blocked in `flock` can be neither cancelled nor bounded, and
@@ -223,31 +228,46 @@ impl FileStore {
         path: PathBuf,
         f: impl FnOnce(&Inner, &Path) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let lock = {
-            let path = path.clone();
-            self.blocking(move |_| SidecarLock::open(&path)).await?
-        };
-        if let Some(lock) = &lock {
-            self.wait_for(lock).await?;
-        }
+        let lock = self.lock(&path).await?;
         self.blocking(move |inner| {
             let out = f(inner, &path);
-            drop(lock);
+            if let Some(lock) = lock {
+                lock.remove();
+            }
             out
         })
         .await
     }
 
-    /// Take `lock`, or fail `Unavailable` after `lock_wait`.
-    async fn wait_for(&self, lock: &SidecarLock) -> Result<()> {
+    /// Take the sidecar lock of the object at `path` (`None`: its directory does not exist),
+    /// or fail `Unavailable` after `lock_wait`.
+    async fn lock(&self, path: &Path) -> Result<Option<SidecarLock>> {
+        let open = || {
+            let path = path.to_path_buf();
+            self.blocking(move |_| SidecarLock::open(&path))
+        };
         let clock = &self.inner.clock;
         let started = clock.now();
         let give_up_at = started + self.lock_wait;
         let mut pause = Duration::from_millis(1);
         let mut warned = false;
+        let Some(mut lock) = open().await? else {
+            return Ok(None);
+        };
         loop {
             if lock.try_lock()? {
-                return Ok(());
+                if lock.is_current()? {
+                    return Ok(Some(lock));
+                }
+                // Its last holder removed it: this lock guards nothing. Take the one under
+                // the name now.
+                match open().await? {
+                    Some(again) => lock = again,
+                    None => return Ok(None),
+                }
+                if lock.try_lock()? && lock.is_current()? {
+                    return Ok(Some(lock));
+                }
             }
             let now = clock.now();
             if now >= give_up_at {
@@ -397,22 +417,49 @@ impl Inner {
     /// temporary name is renamed or removed.
     fn write_temp(&self, path: &Path, bytes: &[u8], meta: &Meta) -> Result<(PathBuf, File)> {
         let dir = path.parent().expect("object paths have a parent");
-        fs::create_dir_all(dir).map_err(|e| match e.kind() {
-            // Some part of the path is a file: another lease's.
-            io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => Error::invalid(format!(
-                "cannot create directory {}: a lease name uses another lease's file as a directory",
-                dir.display()
-            )),
-            _ => io_error(e, "cannot create directory", dir),
-        })?;
         let temp = sidecar(path, &format!(".{:016x}.tmp", self.rng.next_u64()));
-        let result = (|| {
-            let mut f = OpenOptions::new()
+        // Another process removes a folder it left empty (`prune`), perhaps between our making
+        // it and our file landing in it: make it again. Once our file is in it, it is not empty.
+        let mut attempts = 0;
+        let created = loop {
+            attempts += 1;
+            match fs::create_dir_all(dir) {
+                // Made by another writer and removed in between (`create_dir_all` then fails
+                // with `EEXIST`, or `ENOENT` for a parent, on a folder that is gone): again.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::AlreadyExists | io::ErrorKind::NotFound
+                    ) && attempts < 100
+                        && !dir.exists() =>
+                {
+                    continue
+                }
+                made => made,
+            }
+            .map_err(|e| match e.kind() {
+                // Some part of the path is a file: another lease's.
+                io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => {
+                    Error::invalid(format!(
+                        "cannot create directory {}: a lease name uses another lease's file as \
+                         a directory",
+                        dir.display()
+                    ))
+                }
+                _ => io_error(e, "cannot create directory", dir),
+            })?;
+            match OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o644)
                 .open(&temp)
-                .map_err(|e| io_error(e, "cannot create temporary file", &temp))?;
+            {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 100 => continue,
+                other => break other,
+            }
+        };
+        let result = (|| {
+            let mut f = created.map_err(|e| io_error(e, "cannot create temporary file", &temp))?;
             // A fresh, randomly named file: nobody else locks it but a sweeper that found it
             // stale, which cannot happen this young.
             f.try_lock().map_err(|e| {
@@ -487,6 +534,20 @@ impl Inner {
         fs::remove_file(path).map_err(|e| io_error(e, "cannot delete", path))?;
         sync_dir(path.parent().expect("has parent"))?;
         Ok(Delete::Deleted)
+    }
+
+    /// Remove `dir` and the folders above it that are empty, up to the store's own directory
+    /// (kept). A folder is removed only when empty (`rmdir`), so nothing in it is lost; a
+    /// writer that made it again meanwhile makes it once more (`write_temp`).
+    fn prune(&self, dir: &Path) {
+        let mut dir = dir;
+        while dir != self.root && dir.starts_with(&self.root) && fs::remove_dir(dir).is_ok() {
+            debug!("removed the empty folder {}", dir.display());
+            match dir.parent() {
+                Some(up) => dir = up,
+                None => return,
+            }
+        }
     }
 
     /// Remove the temporary files in `dir` left by writers killed mid-write: older than
@@ -600,6 +661,10 @@ impl Store for FileStore {
         put
     }
 
+    fn dead_holder_rule(&self) -> bool {
+        true
+    }
+
     fn watch(&self, key: &str) -> Option<Box<dyn crate::store::Watch>> {
         let path = self.path_of(key).ok()?;
         watch::FileWatch::new(&path).map(|w| Box::new(w) as Box<dyn crate::store::Watch>)
@@ -607,9 +672,22 @@ impl Store for FileStore {
 
     async fn delete(&self, key: &str, version: &Version) -> Result<Delete> {
         let path = self.path_of(key)?;
+        let dir = path.parent().expect("has parent").to_path_buf();
         let version = version.clone();
-        self.locked(path, move |inner, path| inner.remove(path, &version))
-            .await
+        let deleted = self
+            .locked(path, move |inner, path| inner.remove(path, &version))
+            .await?;
+        if matches!(deleted, Delete::Deleted) {
+            // The folders it leaves empty go too (a queued lock's `NAME.q/` once its last
+            // session is deleted): a store's directory does not fill with empty folders.
+            let _ = self
+                .blocking(move |inner| {
+                    inner.prune(&dir);
+                    Ok(())
+                })
+                .await;
+        }
+        Ok(deleted)
     }
 }
 

@@ -1,8 +1,18 @@
 //! The sidecar files next to an object: its lock file (`.NAME.lock`), who holds that lock, and
 //! the names of temporary files.
+//!
+//! A lock file lives only as long as a write that needs it: whoever holds its lock removes it
+//! before letting go, so none piles up. That is the classic race of lock files removed by their
+//! holders: a process that opened the file before it was removed may lock it afterwards and
+//! hold a lock on a file nobody else can open, while a third creates a new file under the name
+//! and locks that. So a lock counts only once its file is still the one linked under the name
+//! ([`SidecarLock::is_current`]); otherwise the name is opened again. Only a holder removes
+//! the file, while holding it, so a file found current when locked stays linked until its
+//! holder is done: two processes can never both hold a current lock.
 
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::io_error;
@@ -15,26 +25,27 @@ pub(super) struct SidecarLock {
 }
 
 impl SidecarLock {
-    /// The lock file of the object at `path`; `None` when the object's directory does not
-    /// exist: nothing can be at `path` then, so a condition on it fails, and creating the
-    /// directory for a lock file would only leave litter.
+    /// The lock file of the object at `path`, created if needed; `None` when the object's
+    /// directory does not exist: nothing can be at `path` then, so a condition on it fails,
+    /// and creating the directory for a lock file would only leave litter.
     pub(super) fn open(path: &Path) -> Result<Option<SidecarLock>> {
-        if !path.parent().expect("has parent").exists() {
-            return Ok(None);
-        }
         let lock_path = sidecar(path, ".lock");
-        let file = OpenOptions::new()
+        let opened = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o644)
-            .open(&lock_path)
-            .map_err(|e| io_error(e, "cannot open lock file", &lock_path))?;
-        Ok(Some(SidecarLock {
-            file,
-            path: lock_path,
-        }))
+            .open(&lock_path);
+        match opened {
+            Ok(file) => Ok(Some(SidecarLock {
+                file,
+                path: lock_path,
+            })),
+            // The directory is missing (or was just removed, being empty).
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_error(e, "cannot open lock file", &lock_path)),
+        }
     }
 
     /// One attempt that never blocks: `Ok(false)` when another process holds the lock.
@@ -46,10 +57,34 @@ impl SidecarLock {
         }
     }
 
+    /// Whether the file locked is still the one linked under its name: `false` once its last
+    /// holder removed it (and perhaps another process made a new one), when this lock guards
+    /// nothing and the name must be opened again.
+    pub(super) fn is_current(&self) -> Result<bool> {
+        if negative_control::not_rechecked() {
+            return Ok(true);
+        }
+        let ours = self
+            .file
+            .metadata()
+            .map_err(|e| io_error(e, "cannot stat", &self.path))?;
+        match fs::symlink_metadata(&self.path) {
+            Ok(now) => Ok(now.dev() == ours.dev() && now.ino() == ours.ino()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_error(e, "cannot stat", &self.path)),
+        }
+    }
+
+    /// Remove the lock file, then let go of the lock: call while holding a current lock, once
+    /// the write it guarded is done. Best effort: a file left behind is removed by the next
+    /// holder.
+    pub(super) fn remove(self) {
+        let _ = fs::remove_file(&self.path);
+    }
+
     /// Who holds the lock, as far as `/proc/locks` tells: ` (pid 123 "flock", stopped)`, or
     /// nothing. Read only after a long wait.
     pub(super) fn holder(&self) -> String {
-        use std::os::unix::fs::MetadataExt;
         let Ok(meta) = self.file.metadata() else {
             return String::new();
         };
@@ -118,4 +153,32 @@ pub(super) fn sidecar(path: &Path, suffix: &str) -> PathBuf {
         .expect("object paths have a file name")
         .to_string_lossy();
     path.with_file_name(format!(".{name}{suffix}"))
+}
+
+/// The file store's negative control (verify/tests/negative_controls.rs), kept here rather than
+/// among the protocol's mutants: the lock file is the store's, not a protocol decision. With
+/// the `negative-controls` feature only; otherwise the check is a constant `false`.
+pub mod negative_control {
+    #[cfg(feature = "negative-controls")]
+    static NOT_RECHECKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    /// Count a sidecar lock without checking that its file is still the one under its name
+    /// (`LockFileNotRechecked`): a process that locked a removed file writes beside one that
+    /// locked the new one. Test processes only.
+    #[cfg(feature = "negative-controls")]
+    pub fn set_lock_file_not_rechecked(on: bool) {
+        NOT_RECHECKED.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[inline]
+    pub(super) fn not_rechecked() -> bool {
+        #[cfg(feature = "negative-controls")]
+        {
+            NOT_RECHECKED.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        #[cfg(not(feature = "negative-controls"))]
+        {
+            false
+        }
+    }
 }

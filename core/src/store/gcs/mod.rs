@@ -122,7 +122,7 @@ impl GcsStore {
         Ok(GcsStore {
             inner: Arc::new(Inner {
                 bucket: bucket.to_string(),
-                url: super::url::with_query(&format!("gs://{bucket}"), options),
+                url: super::with_query(&format!("gs://{bucket}"), options),
                 conditional_delete: settings.conditional_delete.unwrap_or(endpoint.google),
                 min_write_interval: settings.min_write_interval.unwrap_or(if endpoint.google {
                     MIN_WRITE_INTERVAL

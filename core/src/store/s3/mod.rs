@@ -104,7 +104,7 @@ impl S3Store {
     /// not contact the server (the first call does).
     pub fn open(bucket: &str, options: &[(String, String)]) -> Result<S3Store> {
         let settings = Settings::parse(bucket, options)?;
-        let url = super::url::with_query(&format!("s3://{bucket}"), options);
+        let url = super::with_query(&format!("s3://{bucket}"), options);
         let custom_endpoint = settings.endpoint.is_some()
             || env_nonempty("AWS_ENDPOINT_URL_S3").is_some()
             || env_nonempty("AWS_ENDPOINT_URL").is_some();

@@ -10,17 +10,19 @@
 //! | `memory://test/gc`                 | in-process namespace `test`   | `gc`       |
 //! | `nightly-gc`, `jobs/gc` (bare)     | the default local directory   | the name   |
 //!
-//! Stores are opened once per process and shared (the registry: [`StoreUrl::open`],
-//! [`Client::for_store`](crate::Client::for_store)), so every lease on one bucket reuses one
-//! client and its connections.
+//! This module reads and writes URLs; `open.rs` opens the store a URL names (the one place that
+//! knows every backend, which no backend imports). Stores are opened once per process and
+//! shared ([`StoreUrl::open`], [`Client::for_store`](crate::Client::for_store)), so every lease
+//! on one bucket reuses one client and its connections.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
-use super::file::{default_root, FileStore};
-use super::memory::MemoryStore;
-use super::{validate_key, DynStore};
+use super::file::default_root;
+use super::{file_root_in_url, join_key, validate_key, with_query};
 use crate::error::{Error, Result};
+
+mod open;
 
 /// Where a store is, with its options.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -279,6 +281,9 @@ impl LeaseUrl {
             return split_path(s, &path);
         }
         let Some((scheme, rest)) = s.split_once("://") else {
+            if let Some(why) = typo::mistyped_url(s) {
+                return Err(Error::invalid(format!("invalid lease name {s:?}: {why}")));
+            }
             validate_key(s)?;
             return Ok(LeaseUrl {
                 store: StoreUrl::DefaultFile,
@@ -424,6 +429,9 @@ impl StoreUrl {
             None => (s.trim_end_matches('/'), None),
         };
         if !base.contains("://") {
+            if let Some(why) = typo::mistyped_url(base) {
+                return Err(Error::invalid(format!("invalid store URL {s:?}: {why}")));
+            }
             return Err(Error::invalid(format!(
                 "invalid store URL {s:?}: expected s3://BUCKET, gs://BUCKET, \
                  az://ACCOUNT/CONTAINER, file:///DIR or memory://NAMESPACE"
@@ -464,101 +472,10 @@ impl StoreUrl {
             .to_string();
         Ok((store, path))
     }
-
-    /// Open a new store (and client) for this URL, outside the process's registry (what
-    /// [`StoreUrl::open`] and [`Client::for_store`](crate::Client::for_store) share): for
-    /// tests that want a store of their own.
-    pub fn open_new(&self) -> Result<DynStore> {
-        Ok(match self {
-            StoreUrl::Memory { namespace } => std::sync::Arc::new(MemoryStore::named(namespace)),
-            StoreUrl::File { root } => std::sync::Arc::new(FileStore::open(root.clone())?),
-            StoreUrl::DefaultFile => std::sync::Arc::new(FileStore::open_default()?),
-            StoreUrl::S3 { bucket, options } => open_s3(bucket, options)?,
-            StoreUrl::Gcs { bucket, options } => open_gcs(bucket, options)?,
-            StoreUrl::Azure {
-                account,
-                container,
-                options,
-            } => open_azure(account, container, options)?,
-        })
-    }
-}
-
-#[cfg(feature = "s3")]
-fn open_s3(bucket: &str, options: &[(String, String)]) -> Result<DynStore> {
-    Ok(std::sync::Arc::new(super::s3::S3Store::open(
-        bucket, options,
-    )?))
-}
-
-#[cfg(not(feature = "s3"))]
-fn open_s3(bucket: &str, _options: &[(String, String)]) -> Result<DynStore> {
-    Err(Error::store(format!(
-        "cannot open s3://{bucket}: this build of lease has no S3 support (feature \"s3\")"
-    )))
-}
-
-#[cfg(feature = "gcs")]
-fn open_gcs(bucket: &str, options: &[(String, String)]) -> Result<DynStore> {
-    Ok(std::sync::Arc::new(super::gcs::GcsStore::open(
-        bucket, options,
-    )?))
-}
-
-#[cfg(not(feature = "gcs"))]
-fn open_gcs(bucket: &str, _options: &[(String, String)]) -> Result<DynStore> {
-    Err(Error::store(format!(
-        "cannot open gs://{bucket}: this build of lease has no Google Cloud Storage support \
-         (feature \"gcs\")"
-    )))
-}
-
-#[cfg(feature = "azure")]
-fn open_azure(account: &str, container: &str, options: &[(String, String)]) -> Result<DynStore> {
-    Ok(std::sync::Arc::new(super::azure::AzureStore::open(
-        account, container, options,
-    )?))
-}
-
-#[cfg(not(feature = "azure"))]
-fn open_azure(account: &str, container: &str, _options: &[(String, String)]) -> Result<DynStore> {
-    Err(Error::store(format!(
-        "cannot open az://{account}/{container}: this build of lease has no Azure Blob Storage \
-         support (feature \"azure\")"
-    )))
 }
 
 fn write_options(f: &mut fmt::Formatter<'_>, options: &[(String, String)]) -> fmt::Result {
     f.write_str(&with_query("", options))
-}
-
-/// What a query's keys and values must escape to be read back: what splits a query (`&`,
-/// `=`, `#`), what begins one (`?`), escapes (`%`) and spaces. (An Azure SAS token is full of
-/// `&` and `=`.)
-const IN_QUERY: &percent_encoding::AsciiSet = &percent_encoding::AsciiSet::EMPTY
-    .add(b'%')
-    .add(b'&')
-    .add(b'=')
-    .add(b'?')
-    .add(b'#')
-    .add(b' ');
-
-/// `base?k=v&…`, keys and values escaped so that the URL parses back to the same options: how
-/// every store writes its own URL.
-pub(crate) fn with_query(base: &str, options: &[(String, String)]) -> String {
-    let mut url = base.to_string();
-    for (i, (k, v)) in options.iter().enumerate() {
-        url.push(if i == 0 { '?' } else { '&' });
-        url.extend(percent_encoding::utf8_percent_encode(k, IN_QUERY));
-        url.push('=');
-        url.extend(percent_encoding::utf8_percent_encode(v, IN_QUERY));
-    }
-    url
-}
-
-/// A file store's directory as written after `file://`.
-pub(crate) fn file_root_in_url(root: &Path) -> String {
-    path_in_url(&root.to_string_lossy()).into_owned()
 }
 
 impl fmt::Display for StoreUrl {
@@ -590,26 +507,6 @@ impl fmt::Display for StoreUrl {
     }
 }
 
-/// What a path or key must escape to be read back from a URL: `%` (escapes begin with it) and
-/// `?` (the query begins with it). Everything else stays as written, for people to read.
-const IN_URL: &percent_encoding::AsciiSet = &percent_encoding::AsciiSet::EMPTY.add(b'%').add(b'?');
-
-/// `path` (a key, or a file store's directory) as written in a URL that parses back to it.
-pub(crate) fn path_in_url(path: &str) -> std::borrow::Cow<'_, str> {
-    percent_encoding::utf8_percent_encode(path, IN_URL).into()
-}
-
-/// A store's URL (without its query) joined with a key: one `/` between them, never fewer
-/// (`file:///` + `k` is `file:///k`, not `file:/k`); the key escaped as [`path_in_url`] says.
-pub(crate) fn join_key(base: &str, key: &str) -> String {
-    let key = path_in_url(key);
-    if base.ends_with('/') {
-        format!("{base}{key}")
-    } else {
-        format!("{base}/{key}")
-    }
-}
-
 impl fmt::Display for LeaseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Keys are shown as written but for `%` and `?` (see `path_in_url`): they are for
@@ -629,3 +526,4 @@ impl fmt::Display for LeaseUrl {
 
 #[cfg(test)]
 mod tests;
+mod typo;

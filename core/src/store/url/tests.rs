@@ -293,3 +293,41 @@ fn a_store_url_keeps_its_path() {
         ErrorKind::Invalid
     );
 }
+
+/// A mistyped URL used to become a bare name, a lock on this machine only (issue 28): it is
+/// refused with the likely fix, by every entry point (they all parse names here), also where
+/// a store URL is expected (C, Go).
+#[test]
+fn mistyped_urls_are_refused_with_the_likely_fix() {
+    for (typo, fix) in [
+        ("s3:/bucket/x", "s3://bucket/x"),
+        ("gs:/b/x", "gs://b/x"),
+        ("file:/tmp/x", "file:///tmp/x"),
+        ("s3//bucket/x", "s3://bucket/x"),
+        ("az:acct/cont/x", "az://acct/cont/x"),
+    ] {
+        let e = LeaseUrl::parse(typo).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{typo}: {e}");
+        assert!(
+            e.message().contains(&format!("did you mean {fix:?}")),
+            "{typo}: {e}"
+        );
+    }
+    let e = LeaseUrl::parse("https:/host/x").unwrap_err();
+    assert!(e.message().contains("not a supported scheme"), "{e}");
+    let e = StoreUrl::parse("s3:/my-bucket").unwrap_err();
+    assert!(
+        e.message().contains("did you mean \"s3://my-bucket\""),
+        "{e}"
+    );
+    let e = StoreUrl::parse("file:/tmp/d").unwrap_err();
+    assert!(
+        e.message().contains("did you mean \"file:///tmp/d\""),
+        "{e}"
+    );
+    // Names with colons that cannot be a scheme are still bare names.
+    for name in ["db:migrate", "tenant:42/gc", "jobs/s3:x"] {
+        let l = LeaseUrl::parse(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((l.store, l.key.as_str()), (StoreUrl::DefaultFile, name));
+    }
+}
