@@ -709,6 +709,9 @@ impl Shared {
                 biased;
                 keep_going = self.renew_once() => if !keep_going { return },
                 _ = clock.sleep_until(deadline) => {
+                    // The renewal in flight (a write still resolving its outcome) did not land
+                    // in time: a failed renewal, counted as one.
+                    metrics::renewal_failed(self.metric_key());
                     self.mark_lost(LostReason::Expired);
                     return;
                 }

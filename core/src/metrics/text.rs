@@ -1,5 +1,7 @@
 //! The Prometheus text format of a [`Snapshot`], written by the `prometheus-client` crate's
-//! OpenMetrics encoder (escaping, number formatting, `# EOF`).
+//! OpenMetrics encoder (number formatting, histogram lines, `# EOF`). Label values are escaped
+//! here: the crate (0.24) writes them as given (prometheus/client_rust#151, open), and one
+//! lease name with a `"` would make Prometheus refuse the whole scrape.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -39,8 +41,13 @@ impl Collector for Encoded {
             };
             let mut family = encoder.encode_descriptor(name, f.help, None, metric_type)?;
             for s in &f.samples {
+                let escaped: Vec<(&str, String)> = s
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (*k, escape_label_value(v)))
+                    .collect();
                 let labels: Vec<(&str, &str)> =
-                    s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    escaped.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 let mut m = family.encode_family(&labels)?;
                 match (&s.value, f.kind) {
                     (Value::Number(v), Kind::Counter) => {
@@ -72,4 +79,19 @@ impl Collector for Encoded {
         }
         Ok(())
     }
+}
+
+/// A label value as the text formats want it: `\\`, `\"` and `\n` for a backslash, a double quote
+/// and a line feed (OpenMetrics, "Escaping"; Prometheus's text format says the same).
+fn escape_label_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }

@@ -248,3 +248,40 @@ fn a_read_back_that_fails_is_tried_again_until_the_write_gives_up() {
         "{e}"
     );
 }
+
+/// A store that came back (a partition healed): the read-backs that failed already paused, so
+/// the first one that answers "not landed" sends again at once. Waiting one more backoff there
+/// (up to renew/2) was the time a renewal lacked to land before the deadline (core/tests/
+/// health.rs, `a_partition_that_heals_before_the_deadline_ends_healthy`).
+#[test]
+fn after_failed_read_backs_a_write_not_landed_is_sent_again_at_once() {
+    for (cond, current) in [
+        (Cond::Match(version(1)), found(&theirs(), 1)),
+        (Cond::Create, not_found()),
+    ] {
+        let mut w = sent(cond.clone());
+        step(&mut w, WriteEvent::Put(Err(unavailable())), 1.0);
+        assert!(matches!(
+            step(&mut w, WriteEvent::Read(Err(unavailable())), 1.0),
+            WriteStep::Sleep(_)
+        ));
+        assert!(matches!(
+            step(&mut w, WriteEvent::Slept, 1.05),
+            WriteStep::Read
+        ));
+        match step(&mut w, read(current.clone()), 1.1) {
+            WriteStep::Put { bytes, cond: again } => {
+                assert_eq!((bytes, again), (ours().to_bytes(), cond.clone()));
+            }
+            other => panic!("expected the write sent again at once, got {other:?}"),
+        }
+        assert_eq!(w.t_send(), Some(at(0.0)), "t_send stays the first send's");
+        // The resend fails too, and the store answers at once: now it pauses again, so two
+        // sends are never back to back.
+        step(&mut w, WriteEvent::Put(Err(unavailable())), 1.2);
+        assert!(matches!(
+            step(&mut w, read(current), 1.3),
+            WriteStep::Sleep(_)
+        ));
+    }
+}
