@@ -158,3 +158,43 @@ fn request_costs_follow_the_price_list() {
     let spent = after - before;
     assert!((spent - (0.005 + 0.0004)).abs() < 1e-9, "{spent}");
 }
+
+/// The counting wrapper must not change what a store says of itself: a default of the `Store`
+/// trait that it did not forward turned the file store's dead-holder rule off (cli/tests/
+/// waiting.rs waited a killed holder out) and made the file and memory stores' answers look
+/// like a gateway's (takeovers confirmed by an extra stamp).
+#[tokio::test]
+async fn the_counted_store_says_what_the_store_says_of_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores: Vec<crate::store::DynStore> = vec![
+        std::sync::Arc::new(crate::store::file::FileStore::open(dir.path()).unwrap()),
+        std::sync::Arc::new(crate::store::memory::MemoryStore::named("t/counted")),
+    ];
+    for raw in stores {
+        let counted = instrumented::Instrumented::wrap(raw.clone());
+        assert_eq!(
+            (
+                counted.url(),
+                format!("{:?}", counted.capabilities()),
+                counted.min_write_interval(),
+                counted.dead_holder_rule(),
+                counted.answers_carry_store_clock(),
+                counted.watch("k").is_some(),
+            ),
+            (
+                raw.url(),
+                format!("{:?}", raw.capabilities()),
+                raw.min_write_interval(),
+                raw.dead_holder_rule(),
+                raw.answers_carry_store_clock(),
+                raw.watch("k").is_some(),
+            ),
+            "{}",
+            raw.url()
+        );
+        // Wrapped once: a store already counted (the process's, from `StoreUrl::open`) is not
+        // counted twice by the client built on it.
+        let again = instrumented::Instrumented::wrap(counted.clone());
+        assert!(std::sync::Arc::ptr_eq(&again, &counted));
+    }
+}

@@ -21,7 +21,10 @@ impl StoreUrl {
     /// the store of [`Client::for_store`](crate::Client::for_store)). Opening does not contact
     /// the store.
     pub fn open(&self) -> Result<DynStore> {
-        STORES.get_or_open(self, || self.open_new())
+        // Counted once here, so that every client built on it shares the one store.
+        STORES.get_or_open(self, || {
+            Ok(crate::metrics::Instrumented::wrap(self.open_new()?))
+        })
     }
 
     /// Open a new store for this URL, outside what this process shares (see
