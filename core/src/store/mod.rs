@@ -243,9 +243,9 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         false
     }
 
-    /// Whether this store already counts and traces its requests (the metrics' wrapper, which
-    /// [`StoreUrl::open`](crate::StoreUrl::open) hands out): a client built on it does not count
-    /// them twice. Stores themselves leave the default.
+    /// Whether this store already counts and traces its requests (the metrics' wrapper): a
+    /// client built on another client's store does not count them twice. Stores themselves
+    /// leave the default.
     #[doc(hidden)]
     fn counted(&self) -> bool {
         false

@@ -17,14 +17,11 @@ use crate::store::DynStore;
 static STORES: PerProcess<StoreUrl, DynStore> = PerProcess::new();
 
 impl StoreUrl {
-    /// Open the store, or return the one this process already opened for the same URL (also
-    /// the store of [`Client::for_store`](crate::Client::for_store)). Opening does not contact
-    /// the store.
+    /// Open the store, or return the one this process already opened for the same URL (the
+    /// store beneath [`Client::for_store`](crate::Client::for_store)'s, which counts its
+    /// requests through the metrics' wrapper). Opening does not contact the store.
     pub fn open(&self) -> Result<DynStore> {
-        // Counted once here, so that every client built on it shares the one store.
-        STORES.get_or_open(self, || {
-            Ok(crate::metrics::Instrumented::wrap(self.open_new()?))
-        })
+        STORES.get_or_open(self, || self.open_new())
     }
 
     /// Open a new store for this URL, outside what this process shares (see
