@@ -48,6 +48,12 @@ typedef enum lease_code {
   // version the caller read, by a writer of the same or a lower epoch (a higher epoch is
   // `LEASE_FENCED`): nothing was written. Read it again and decide again.
   LEASE_CONFLICT = 13,
+  // A queued lock's record has no room for another participant (its size limit is reached):
+  // nothing was written; the same call may succeed once others have left.
+  LEASE_QUEUE_FULL = 14,
+  // A stored record was written by a newer version of liblease (a format, mode or feature
+  // this version does not know): it is never taken over or written over. Upgrade.
+  LEASE_UNSUPPORTED = 15,
 } lease_code;
 
 // What a held lease was granted (`lease_grant_mode`).
@@ -125,7 +131,7 @@ typedef struct lease_options {
   // requests. Non-zero: a shared holder (a reader), beside other shared holders; an
   // exclusive holder (a writer) holds alone.
   int32_t shared;
-  // A semaphore of this many permits (1 to 128; implies shared), or 0 for none.
+  // A semaphore of this many permits (1 to 65,536; implies shared), or 0 for none.
   uint32_t permits;
   // Hold only this path of the lock (`"tables/users"`: it conflicts with the paths above
   // and under it), or NULL.

@@ -16,6 +16,8 @@ export declare const codes: {
   readonly STORE: 'LEASE_STORE'
   readonly CORRUPT: 'LEASE_CORRUPT'
   readonly INTERNAL: 'LEASE_INTERNAL'
+  readonly QUEUE_FULL: 'LEASE_QUEUE_FULL'
+  readonly UNSUPPORTED: 'LEASE_UNSUPPORTED'
 }
 
 /** The `code` of a lease error. */
@@ -400,7 +402,10 @@ export interface ParsedToken {
  */
 export declare function parseToken(token: string): ParsedToken
 
-/** A holder or a waiter of a queued lock (`Status.holders`, `Status.waiting`). */
+/**
+ * A holder or a waiter of a queued lock (`Status.holders`, `Status.departing`,
+ * `Status.waiting`). Who it is, `since` and `data` come from its session.
+ */
 export interface Participant {
   holder: Holder
   mode: 'exclusive' | 'shared'
@@ -413,6 +418,8 @@ export interface Participant {
   /** When it joined the queue. */
   since: string | null
   data: string | null
+  /** What its session shows. */
+  session: 'live' | 'expired' | 'broken' | 'released' | 'gone' | 'unknown'
 }
 
 /** The lease at `url` as the store shows it now (needs only read permission). */
@@ -449,6 +456,11 @@ export interface Status {
   holders: Participant[] | null
   /** A queued lock's waiters, in arrival order (`null` for a lease). */
   waiting: Participant[] | null
+  /**
+   * A queued lock's grants still listed whose sessions show they hold no more (expired,
+   * broken, released, gone): the waiters remove them (`null` for a lease).
+   */
+  departing: Participant[] | null
 }
 
 /** Try once: the lease, or `null` when someone else holds it. */

@@ -577,6 +577,8 @@ const codes = Object.freeze({
   STORE: 'LEASE_STORE',
   CORRUPT: 'LEASE_CORRUPT',
   INTERNAL: 'LEASE_INTERNAL',
+  QUEUE_FULL: 'LEASE_QUEUE_FULL',
+  UNSUPPORTED: 'LEASE_UNSUPPORTED',
 });
 
 module.exports = {

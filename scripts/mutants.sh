@@ -17,8 +17,18 @@
 #                                 mutants were caught at the recorded version, by tests that only
 #                                 grow (a merge keeps the bounded check small; the full run,
 #                                 --record, stays the authority and re-checks every line)
+#   scripts/mutants.sh --record-files FILE...
+#                                 every mutant of the named protocol files (no filter by diff),
+#                                 then update their lines of .cargo/mutants-pinned (the others are
+#                                 left as they are): pinned when every mutant of the file was
+#                                 tested and caught, unviable or excluded, and the file is
+#                                 committed unchanged; `-` otherwise. For those files it is what
+#                                 --record is (the full run, one file at a time), so a pin means
+#                                 the same; it takes minutes where --record takes ~40
 #
-# Arguments after `--` go to cargo-mutants (`-- -f core/src/protocol/hold.rs`, say).
+# Arguments after `--` go to cargo-mutants (`-- --re '^core/src/protocol/hold\.rs:'`: one file's
+# mutants; `-f FILE` does not narrow the run, cargo-mutants adds it to the configuration's
+# examine_globs, which already name every protocol file).
 # cargo-mutants is installed from crates.io into .cache/ the first time it is needed; builds go
 # to $CARGO_TARGET_DIR/mutants (dependencies compiled once), results to
 # $CARGO_TARGET_DIR/mutants-out/mutants.out.
@@ -34,12 +44,21 @@ PINNED=.cargo/mutants-pinned
 MAX="${LEASE_MUTANTS_MAX:-40}"
 
 mode=full
+files=()
 case "${1:-}" in
   --changed | --record | --advance) mode=${1#--}; shift ;;
+  --record-files)
+    mode=record-files
+    shift
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+      files+=("$1")
+      shift
+    done
+    ;;
 esac
 [ "${1:-}" = "--" ] && shift
-if [ "$mode" = record ] && [ $# -gt 0 ]; then
-  echo "mutants: --record takes no cargo-mutants arguments: it must see every mutant" >&2
+if { [ "$mode" = record ] || [ "$mode" = record-files ]; } && [ $# -gt 0 ]; then
+  echo "mutants: --$mode takes no cargo-mutants arguments: it must see every mutant" >&2
   exit 2
 fi
 
@@ -66,10 +85,12 @@ recorded() {
   awk -v p="$1" '$1 == p { print $2 }' "$PINNED" 2>/dev/null || true
 }
 
+# The per-file table of the last run; arguments narrow the list of mutants generated (the
+# files a --record-files run tested), so that the others do not count as excluded.
 summary() {
   local all
   all=$(mktemp)
-  mutants --list --no-config -p bucket-lease -f 'core/src/protocol/**/*.rs' >"$all"
+  mutants --list --no-config -p bucket-lease -f 'core/src/protocol/**/*.rs' "$@" >"$all"
   python3 scripts/lib/mutants-summary.py "$OUT/mutants.out/outcomes.json" "$all"
   rm -f "$all"
 }
@@ -138,37 +159,89 @@ if [ "$mode" = changed ] || [ "$mode" = advance ]; then
   exit 0
 fi
 
-install
-status=0
-mutants -o "$OUT" "$@" || status=$?
-summary
-if [ "$mode" = record ]; then
-  outcomes="$OUT/mutants.out/outcomes.json"
+# The version of $1 to record after the last run: its committed blob when every one of its
+# mutants (the list under .cargo/mutants.toml's exclusions) has an outcome in the run, each
+# caught or unviable, and the file is committed unchanged; `-` otherwise. (Counting outcomes
+# against the list, not only looking for missed ones, keeps a run that stopped early — a
+# failed baseline, an interrupt — from pinning what it never tested.)
+pin_of() {
+  local path=$1 listed
+  listed=$(mktemp)
+  mutants --list --re "^$(re_quote "$path"):" >"$listed"
+  if python3 - "$OUT/mutants.out/outcomes.json" "$path" "$listed" <<'PY' &&
+import json, sys
+outcomes = json.load(open(sys.argv[1]))["outcomes"]
+path = sys.argv[2]
+# (cargo-mutants 27 lists some "delete field" mutants of other files under --re: keep this file's.)
+want = {line.rstrip("\n") for line in open(sys.argv[3]) if line.startswith(path + ":")}
+good = {o["scenario"]["Mutant"]["name"] for o in outcomes
+        if isinstance(o["scenario"], dict) and "Mutant" in o["scenario"]
+        and o["scenario"]["Mutant"]["file"] == path
+        and o["summary"] in ("CaughtMutant", "Unviable")}
+sys.exit(0 if want <= good else 1)
+PY
+    git diff --quiet HEAD -- "$path" && git cat-file -e "HEAD:$path"; then
+    echo "$path $(git rev-parse "HEAD:$path")"
+  else
+    echo "$path -"
+  fi
+  rm -f "$listed"
+}
+
+re_quote() {
+  printf '%s' "$1" | sed 's/[].[^$*+?(){}|\\]/\\&/g'
+}
+
+# Rewrite $PINNED: the named files from the last run (pin_of), every other protocol file as
+# recorded before (`-` when it had no line).
+write_pins() {
+  local path tmp want
   tmp=$(mktemp)
   {
     echo "# Each protocol file at the version (git blob) whose every mutant the last full run of"
-    echo "# scripts/mutants.sh saw caught, unviable or excluded; \`-\`: not pinned yet. Written by"
-    echo "# \`scripts/mutants.sh --record\`; the base of \`scripts/mutants.sh --changed\`."
+    echo "# scripts/mutants.sh (--record, or --record-files for that file) saw caught, unviable"
+    echo "# or excluded; \`-\`: not pinned yet. The base of \`scripts/mutants.sh --changed\`."
     for path in $(protocol_files); do
-      bad=$(python3 - "$outcomes" "$path" <<'PY'
-import json, sys
-outcomes = json.load(open(sys.argv[1]))["outcomes"]
-bad = [o for o in outcomes
-       if isinstance(o["scenario"], dict) and "Mutant" in o["scenario"]
-       and o["scenario"]["Mutant"]["file"] == sys.argv[2]
-       and o["summary"] in ("MissedMutant", "Timeout")]
-print(len(bad))
-PY
-)
-      if [ "$bad" = 0 ] && git diff --quiet HEAD -- "$path" && git cat-file -e "HEAD:$path"; then
-        echo "$path $(git rev-parse "HEAD:$path")"
+      if printf '%s\n' "$@" | grep -qxF "$path"; then
+        pin_of "$path"
       else
-        echo "$path -"
+        want=$(recorded "$path")
+        echo "$path ${want:--}"
       fi
     done
   } >"$tmp"
   mv "$tmp" "$PINNED"
   echo "recorded in $PINNED:"
   cat "$PINNED"
+}
+
+install
+status=0
+if [ "$mode" = record-files ]; then
+  if [ ${#files[@]} -eq 0 ]; then
+    echo "mutants: --record-files needs at least one file of core/src/protocol/" >&2
+    exit 2
+  fi
+  alternatives=""
+  for path in "${files[@]}"; do
+    if ! protocol_files | grep -qxF "$path"; then
+      echo "mutants: $path is not a protocol source file (scripts/mutants.sh lists them:" \
+        "core/src/protocol/*.rs, not tests)" >&2
+      exit 2
+    fi
+    alternatives="${alternatives:+$alternatives|}$(re_quote "$path")"
+  done
+  # Every mutant of those files: cargo-mutants adds `-f` to the configuration's
+  # examine_globs (it would mutate every protocol file), so the files are chosen by name.
+  mutants -o "$OUT" --re "^($alternatives):" || status=$?
+  summary --re "^($alternatives):"
+  write_pins "${files[@]}"
+  exit "$status"
+fi
+mutants -o "$OUT" "$@" || status=$?
+summary
+if [ "$mode" = record ]; then
+  # shellcheck disable=SC2046 # one path per word
+  write_pins $(protocol_files)
 fi
 exit "$status"

@@ -67,14 +67,7 @@ as_owner() {
   fi
 }
 
-use_env_file() { # ENV_FILE
-  mkdir -p "$(dirname "$1")"
-  ENV_FILE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-  local id
-  id=$(printf '%s' "$ENV_FILE" | cksum | cut -d' ' -f1)
-  RUN=$STATE/run-$id
-  mkdir -p "$RUN"
-}
+. "$ROOT/scripts/lib/env-file.sh"
 
 parse_args() {
   local env=$STATE/env

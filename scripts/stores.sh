@@ -217,16 +217,7 @@ except urllib.error.HTTPError as e:
 EOF
 }
 
-# Each env file has its own set of servers (PIDs, data dirs, logs), so two runs in one work tree
-# with different env files never stop each other's servers.
-use_env_file() { # ENV_FILE
-  mkdir -p "$(dirname "$1")"
-  ENV_FILE=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-  local id
-  id=$(printf '%s' "$ENV_FILE" | cksum | cut -d' ' -f1)
-  RUN=$STATE/run-$id
-  mkdir -p "$RUN"
-}
+. "$ROOT/scripts/lib/env-file.sh"
 
 parse_env_file_arg() {
   ENV_ARG=$STATE/env

@@ -28,6 +28,8 @@ const (
 	CodePanic       Code = C.LEASE_PANIC
 	CodeForked      Code = C.LEASE_FORKED
 	CodeConflict    Code = C.LEASE_CONFLICT
+	CodeQueueFull   Code = C.LEASE_QUEUE_FULL
+	CodeUnsupported Code = C.LEASE_UNSUPPORTED
 )
 
 // String is the code's C name, e.g. "LEASE_HELD" ("LEASE_UNKNOWN" for a number that is not a code).
@@ -66,6 +68,12 @@ var (
 	ErrInternal = errors.New("lease: internal error")
 	// ErrForked: liblease was used in a child process after fork().
 	ErrForked = errors.New("lease: used after fork")
+	// ErrQueueFull: a queued lock's record has no room for another participant (its size
+	// limit is reached); nothing was written. Try again once others have left.
+	ErrQueueFull = errors.New("lease: queue full")
+	// ErrUnsupported: a stored record was written by a newer version of liblease (a format,
+	// mode or feature this one does not know); it is left as it is. Upgrade.
+	ErrUnsupported = errors.New("lease: written by a newer version")
 )
 
 func sentinel(c Code) error {
@@ -92,6 +100,10 @@ func sentinel(c Code) error {
 		return ErrCorrupt
 	case CodeForked:
 		return ErrForked
+	case CodeQueueFull:
+		return ErrQueueFull
+	case CodeUnsupported:
+		return ErrUnsupported
 	default: // CodeInternal, CodePanic, and codes added after this binding
 		return ErrInternal
 	}

@@ -136,7 +136,7 @@ type Options struct {
 	// Shared asks for a shared grant (a reader): it holds beside other shared holders, while an
 	// exclusive holder (a writer) holds alone. A waiting writer stops later readers.
 	Shared bool
-	// Permits makes the lock a semaphore of this many permits (1 to 128): a shared holder takes
+	// Permits makes the lock a semaphore of this many permits (1 to 65,536): a shared holder takes
 	// one. Implies Shared. 0: no permits.
 	Permits uint32
 	// Scope holds only this path of the lock ("tables/users": it conflicts with the paths above

@@ -685,10 +685,10 @@ func TestErrorMapping(t *testing.T) {
 		CodeHeld: ErrHeld, CodeTimeout: ErrTimeout, CodeCancelled: ErrCancelled, CodeLost: ErrLost,
 		CodeFenced: ErrFenced, CodeConflict: ErrConflict, CodeUnavailable: ErrUnavailable, CodeInvalid: ErrInvalid,
 		CodeStore: ErrStore, CodeCorrupt: ErrCorrupt, CodeInternal: ErrInternal, CodePanic: ErrInternal,
-		CodeForked: ErrForked,
+		CodeForked: ErrForked, CodeQueueFull: ErrQueueFull, CodeUnsupported: ErrUnsupported,
 	}
 	all := []error{ErrHeld, ErrTimeout, ErrCancelled, ErrLost, ErrFenced, ErrConflict, ErrUnavailable, ErrInvalid,
-		ErrStore, ErrCorrupt, ErrInternal, ErrForked}
+		ErrStore, ErrCorrupt, ErrInternal, ErrForked, ErrQueueFull, ErrUnsupported}
 	for code, want := range cases {
 		var err error = newError(code, "m")
 		for _, s := range all {
@@ -700,13 +700,14 @@ func TestErrorMapping(t *testing.T) {
 			t.Errorf("name of %d: %s", int(code), code)
 		}
 	}
-	if CodeConflict.String() != "LEASE_CONFLICT" || Code(14).String() != "LEASE_UNKNOWN" {
-		t.Error("LEASE_CONFLICT is 13, the last code")
+	if CodeUnsupported.String() != "LEASE_UNSUPPORTED" || Code(16).String() != "LEASE_UNKNOWN" {
+		t.Error("LEASE_UNSUPPORTED is 15, the last code")
 	}
 	if Code(99).String() != "LEASE_UNKNOWN" || !errors.Is(newError(Code(99), "m"), ErrInternal) {
 		t.Error("an unknown code is internal")
 	}
-	if CodeOK != 0 || CodeHeld != 1 || CodeFenced != 5 || CodeForked != 12 || CodeConflict != 13 {
+	if CodeOK != 0 || CodeHeld != 1 || CodeFenced != 5 || CodeForked != 12 || CodeConflict != 13 ||
+		CodeQueueFull != 14 || CodeUnsupported != 15 {
 		t.Error("the codes' numbers are fixed")
 	}
 	if (&Error{Code: CodeHeld}).Retryable() != true || (&Error{Code: CodeLost}).Retryable() {

@@ -236,7 +236,7 @@ func TestQueueRangesAndBadOptions(t *testing.T) {
 	for _, o := range []Options{
 		{Range: &ByteRange{5, 1}},
 		{Range: &ByteRange{5, 0}},
-		{Permits: 200},
+		{Permits: 65537},
 		{Scope: "a/../b"},
 		{Scope: "a", Range: &ByteRange{0, 1}},
 		{Scope: "a\x00b"},

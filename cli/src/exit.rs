@@ -25,12 +25,14 @@ pub const INTERRUPTED: u8 = 130;
 pub const HELP: &str = "\
 Exit codes of `lease run`:
   CMD's own status   CMD ran while the lease was held (128+N if a signal N killed it)
-  75                 the lease is held by someone else (-n, or --wait ran out); see -E
+  75                 the lease is held by someone else (-n, or --wait ran out), or its queue is
+                     full; see -E
   76                 the lease was lost, or renewals were too late, while CMD ran: CMD
                      was killed before the lease's deadline; see --lost-exit-code
   64                 bad arguments, lease name or URL
-  69                 the store failed (permissions, missing bucket or directory), or did not
-                     answer within --wait, -n or --unavailable-timeout
+  69                 the store failed (permissions, missing bucket or directory), did not
+                     answer within --wait, -n or --unavailable-timeout, holds a record of a
+                     newer version of lease, or the release could not be written
   126, 127           CMD could not be executed, or was not found
   130                interrupted while waiting for the lease
 
@@ -78,10 +80,12 @@ impl Exit {
 pub fn code_for(kind: ErrorKind) -> u8 {
     match kind {
         ErrorKind::Invalid => USAGE,
-        ErrorKind::Held | ErrorKind::Timeout => HELD,
+        ErrorKind::Held | ErrorKind::Timeout | ErrorKind::QueueFull => HELD,
         ErrorKind::Lost | ErrorKind::Fenced => LOST,
         ErrorKind::Cancelled => INTERRUPTED,
-        ErrorKind::Store | ErrorKind::Unavailable | ErrorKind::Corrupt => STORE,
+        ErrorKind::Store | ErrorKind::Unavailable | ErrorKind::Corrupt | ErrorKind::Unsupported => {
+            STORE
+        }
         _ => INTERNAL,
     }
 }

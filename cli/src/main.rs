@@ -94,6 +94,16 @@ enum Command {
         #[arg(long)]
         allow_two_holders: bool,
     },
+    /// Change the permits of a queued lock while it is in use: in one conditional write that
+    /// also grants whoever may go under the new limit. Grants already made stay (with fewer
+    /// permits, nobody new is granted until fewer than N hold); later requests must ask for N,
+    /// or for no number.
+    Permits {
+        /// The lock: a URL or a bare name.
+        lease: String,
+        /// The new number of permits, or `none` for no limit on shared holders.
+        permits: String,
+    },
     /// Internal: the watchdog between `lease run` and its command (cli/src/reaper.rs).
     #[command(name = "__reaper", hide = true)]
     Reaper(reaper::ReaperArgs),
@@ -286,6 +296,7 @@ fn main() -> ExitCode {
                 prefix,
                 json,
             } => show::doctor(&store, &prefix, json).await,
+            Command::Permits { lease, permits } => show::set_permits(&lease, &permits).await,
             Command::Reaper(_) => unreachable!("handled before the runtime starts"),
         }
     });

@@ -255,7 +255,9 @@ async fn acquire(
         }
     };
     result.map_err(|e| match e.kind() {
-        ErrorKind::Held | ErrorKind::Timeout => Exit::fail(args.conflict_exit_code, e.to_string()),
+        ErrorKind::Held | ErrorKind::Timeout | ErrorKind::QueueFull => {
+            Exit::fail(args.conflict_exit_code, e.to_string())
+        }
         ErrorKind::Cancelled => Exit::code(128 + interrupted_by.unwrap_or(libc::SIGINT) as u8),
         _ => exit::from_error(&e),
     })
@@ -463,11 +465,15 @@ impl Supervisor<'_> {
                 self.args.lost_exit_code,
                 format!("{e}; the command may have run without the lease at the end"),
             )),
-            Err(e) => {
-                // Held until the command ended; the record will expire by itself.
-                say!("warning: could not release {}: {e}", held.url());
-                Ok(Exit::code(code))
-            }
+            // Held until the command ended, but the release could not be written: the next
+            // holder waits until the lease expires (its ttl and grace). Not "all is well".
+            Err(e) => Err(Exit::fail(
+                exit::STORE,
+                format!(
+                    "the command exited with status {code}, but {e}; the next holder waits \
+                     until it expires (its ttl and grace)",
+                ),
+            )),
         }
     }
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lease::clock::{Clock, SystemClock};
-use lease::{format_duration, BreakMode, Client, LeaseState, QueueStatus, Scope, Status};
+use lease::{format_duration, BreakMode, Client, LeaseState, QueueStatus, Status};
 
 use crate::exit::{self, Exit};
 
@@ -56,26 +56,46 @@ fn human(s: &Status) -> String {
     out
 }
 
-/// A queued lock's holders (with their tokens) and its waiters, in the order they will go.
+/// A queued lock's holders (with their tokens), the grants on their way out, and its waiters,
+/// in the order they will go.
 fn queue_lines(q: &QueueStatus) -> String {
     let mut out = String::new();
     if let Some(n) = q.permits {
-        out += &format!("permits:    {n} ({} in use)\n", q.holders.len());
+        out += &format!(
+            "permits:    {n} ({} in use)\n",
+            q.holders.len() + q.departing.len()
+        );
     }
-    let describe = |e: &lease::protocol::queue::Entry| {
-        let scope = match &e.scope {
-            Scope::Whole => String::new(),
-            scope => format!(", {scope}"),
-        };
-        format!("{} ({}{scope})", e.holder.describe(), e.mode.as_str())
-    };
     out += &format!("holders:    {}\n", q.holders.len());
     for g in &q.holders {
-        out += &format!("  token {}  {}\n", g.token.unwrap_or_default(), describe(g));
+        out += &format!(
+            "  token {}  {}\n",
+            g.token.unwrap_or_default(),
+            g.describe()
+        );
+    }
+    if !q.departing.is_empty() {
+        out += &format!(
+            "departing:  {} (their sessions ended; the waiters remove them)\n",
+            q.departing.len()
+        );
+        for g in &q.departing {
+            out += &format!(
+                "  token {}  {}, session {}\n",
+                g.token.unwrap_or_default(),
+                g.describe(),
+                g.session.as_str()
+            );
+        }
     }
     out += &format!("waiting:    {}\n", q.waiting.len());
     for (i, w) in q.waiting.iter().enumerate() {
-        out += &format!("  {}. {}\n", i + 1, describe(w));
+        let session = if w.session.is_live() {
+            String::new()
+        } else {
+            format!(", session {}", w.session.as_str())
+        };
+        out += &format!("  {}. {}{session}\n", i + 1, w.describe());
     }
     out
 }
@@ -190,7 +210,35 @@ pub async fn break_lease(url: &str, yes: bool, allow_two_holders: bool) -> Resul
         BreakMode::WaitOutHolder
     };
     let lease_url = client.lease_url(&key);
-    match client.break_lease(&key, Some(who), mode).await? {
+    let before = client.break_lease(&key, Some(who), mode).await?;
+    // What it looks like now: the epoch the break wrote, or the lock's grants on their way out.
+    let after = client.status(&key).await.ok();
+    let now_at = after
+        .as_ref()
+        .and_then(|s| s.epoch)
+        .map_or_else(|| "?".to_string(), |e| e.to_string());
+    match before {
+        Some(before) if before.queue.is_some() => {
+            let q = before.queue.as_ref().expect("a queued lock");
+            let broken: Vec<String> = q
+                .holders
+                .iter()
+                .chain(&q.departing)
+                .map(|g| format!("{} token {}", g.describe(), g.token.unwrap_or_default()))
+                .collect();
+            let next = if allow_two_holders {
+                "the waiters may go on at once (the broken holders may still believe they hold \
+                 for up to their ttl)"
+            } else {
+                "each stops at its next renewal, and the waiters go on once it lets go, or at \
+                 the latest when its ttl and grace have passed"
+            };
+            println!(
+                "broke the grants of {lease_url}: {}; {next}; the lock's tokens are at {now_at}: \
+                 the next grant gets a higher one",
+                broken.join(", ")
+            );
+        }
         Some(before) if before.state == LeaseState::Broken && !allow_two_holders => {
             println!(
                 "{lease_url} is already broken; it is free once its holder lets go or in {}",
@@ -208,18 +256,43 @@ pub async fn break_lease(url: &str, yes: bool, allow_two_holders: bool) -> Resul
             if allow_two_holders {
                 println!(
                     "broke {lease_url}: it was held by {by} at epoch {epoch}; it is now released \
-                     (the broken holder may still believe it holds for up to its ttl)"
+                     at epoch {now_at} (the broken holder may still believe it holds for up to \
+                     its ttl)"
                 );
             } else {
                 println!(
-                    "broke {lease_url}: it was held by {by} at epoch {epoch}; the next holder may \
-                     start when that holder lets go, or at the latest when its ttl and grace have \
-                     passed"
+                    "broke {lease_url}: it was held by {by} at epoch {epoch}; it is now at epoch \
+                     {now_at}, held for the break; the next holder may start when that holder \
+                     lets go, or at the latest when its ttl and grace have passed"
                 );
             }
         }
         None => println!("{lease_url} is not held; nothing to break"),
     }
+    Ok(Exit::ok())
+}
+
+/// `lease permits URL N|none`.
+pub async fn set_permits(url: &str, permits: &str) -> Result<Exit, Exit> {
+    let permits = match permits {
+        "none" => None,
+        n => Some(n.parse::<u32>().map_err(|_| {
+            Exit::fail(
+                exit::USAGE,
+                format!("permits {n:?} is not a number: give a number of permits, or `none`"),
+            )
+        })?),
+    };
+    let (client, key) = Client::for_url(url)?;
+    let before = client.set_permits(&key, permits).await?;
+    let show = |p: Option<u32>| p.map_or_else(|| "no limit".to_string(), |n| n.to_string());
+    println!(
+        "{}: permits {} (were {}); requests must now ask for {} or for no number",
+        client.lease_url(&key),
+        show(permits),
+        show(before),
+        show(permits)
+    );
     Ok(Exit::ok())
 }
 

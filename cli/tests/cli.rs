@@ -2,77 +2,11 @@
 
 #![allow(clippy::disallowed_methods)] // these tests wait on real processes in real time
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn lease_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_lease")
-}
+mod common;
 
-/// A private default store (LEASE_HOME) for one test.
-struct Env {
-    home: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env {
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(lease_bin());
-        c.args(args)
-            .env("LEASE_HOME", self.home.path())
-            .env_remove("LEASE_LOG");
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.cmd(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.home.path().join(name)
-    }
-
-    fn status_json(&self, lease: &str) -> serde_json::Value {
-        let out = self.run(&["status", lease, "--json"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
-/// Wait (bounded) until `path` exists.
-fn wait_for(path: &Path) {
-    let start = Instant::now();
-    while !path.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use common::{stderr, wait_for, Env};
 
 #[test]
 fn two_no_wait_runs_exactly_one_runs_its_child() {

@@ -252,3 +252,160 @@ fn byte_ranges_of_one_object_overlapping_never_together_disjoint_in_parallel() {
         }
     }
 }
+
+/// Run `lease ARGS`, bounded, returning (exit code, stdout, stderr).
+fn lease(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lease"))
+        .args(args)
+        .env_remove("LEASE_LOG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn status_json(url: &str) -> serde_json::Value {
+    let (code, out, err) = lease(&["status", "--json", url]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// Poll `check` (bounded) until it holds.
+fn wait_until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Wait (bounded) for a child, returning its exit code and stderr.
+fn exit_of(mut child: Child) -> (i32, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code().unwrap_or(-1), err);
+        }
+        assert!(Instant::now() < deadline, "a child did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 22 item 2 and issue 28 item 5: `lease break` on a queued lock stops its holder at its
+/// next renewal, says which grants it broke and the lock's tokens, and `lease status` no longer
+/// shows the broken holder as holding; the next waiter gets in once that holder let go.
+#[test]
+fn break_stops_a_queued_holder_and_status_no_longer_shows_it_holding() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, url) in stores(dir.path(), "break") {
+        let holder = Command::new(env!("CARGO_BIN_EXE_lease"))
+            .args([
+                "run", "--queue", "--ttl", "3s", "--label", "victim", &url, "--", "sleep", "60",
+            ])
+            .env_remove("LEASE_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until("the holder to hold", || {
+            status_json(&url)["state"] == "held"
+        });
+        let (code, out, err) = lease(&["break", "--yes", &url]);
+        assert_eq!(code, 0, "{store}: {err}");
+        assert!(
+            out.contains("broke the grants") && out.contains("\"victim\""),
+            "{store}: {out}"
+        );
+        assert!(out.contains("tokens are at"), "{store}: {out}");
+        let s = status_json(&url);
+        assert_ne!(s["state"], "held", "{store}: {s}");
+        assert_eq!(s["holders"].as_array().unwrap().len(), 0, "{store}: {s}");
+        assert_eq!(s["departing"][0]["session"], "broken", "{store}: {s}");
+        let (text_code, text, _) = lease(&["status", &url]);
+        assert_eq!(text_code, 0);
+        assert!(
+            text.contains("departing:") && !text.contains("state:      held"),
+            "{text}"
+        );
+        let (code, err) = exit_of(holder);
+        assert_eq!(
+            code, 76,
+            "{store}: the broken holder exits with the lost code: {err}"
+        );
+        assert!(err.contains("broken by"), "{store}: {err}");
+        // It acknowledged the break by releasing: the next one gets in at once.
+        let (code, _, err) = lease(&["run", "--queue", "-n", "--ttl", "3s", &url, "--", "true"]);
+        assert_eq!(code, 0, "{store}: {err}");
+    }
+}
+
+/// Issue 22 item 7 / issue 28 item 5: permits, once set, are changed with `lease permits`,
+/// which the refusal names; it is safe while participants hold.
+#[test]
+fn permits_are_changed_with_lease_permits_while_the_lock_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, url) in stores(dir.path(), "permits") {
+        let holder = Command::new(env!("CARGO_BIN_EXE_lease"))
+            .args([
+                "run",
+                "--permits",
+                "1",
+                "--ttl",
+                "5s",
+                &url,
+                "--",
+                "sleep",
+                "3",
+            ])
+            .env_remove("LEASE_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until("the holder to hold", || {
+            status_json(&url)["state"] == "held"
+        });
+        let (code, _, err) = lease(&["run", "--permits", "2", "-n", &url, "--", "true"]);
+        assert_eq!(code, 64, "{store}: {err}");
+        assert!(
+            err.contains("lease permits"),
+            "{store}: the refusal names the way: {err}"
+        );
+        let (code, out, err) = lease(&["permits", &url, "2"]);
+        assert_eq!(code, 0, "{store}: {err}");
+        assert!(out.contains("permits 2 (were 1)"), "{store}: {out}");
+        // The second permit is free at once, beside the holder.
+        let (code, _, err) = lease(&["run", "--permits", "2", "-n", &url, "--", "true"]);
+        assert_eq!(code, 0, "{store}: {err}");
+        assert_eq!(status_json(&url)["permits"], 2);
+        let (code, _) = exit_of(holder);
+        assert_eq!(code, 0, "{store}");
+        let (code, _, err) = lease(&["permits", &url, "zero"]);
+        assert_eq!(code, 64, "{err}");
+    }
+}
+
+/// Issue 22 item 2: `lease run` does not exit as if all were well when its release could not
+/// be written (here the command leaves a record of a newer version in the lock's place).
+#[test]
+fn a_release_that_cannot_be_written_is_not_a_clean_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/locks/unreleased", dir.path().display());
+    let record = dir.path().join("locks/unreleased");
+    let script = format!("printf '{{\"format\":3}}' > '{}'", record.display());
+    let (code, _, err) = lease(&["run", "--queue", &url, "--", "sh", "-c", &script]);
+    assert_eq!(code, 69, "{err}");
+    assert!(err.contains("exited with status 0, but"), "{err}");
+    assert!(err.contains("newer version"), "{err}");
+}

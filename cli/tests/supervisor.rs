@@ -6,48 +6,24 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-struct Env {
-    home: tempfile::TempDir,
-}
+mod common;
 
-impl Env {
-    fn new() -> Env {
-        Env {
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
+use common::{stderr, Env};
 
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_lease"));
-        c.args(args)
-            .env("LEASE_HOME", self.home.path())
-            .env_remove("LEASE_LOG");
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.home.path().join(name)
-    }
-
-    /// When the lease record `name` was last written, by the writer's wall clock: its holder
-    /// read its deadline clock just after this, so `written + ttl` is at or before that deadline.
-    fn last_write(&self, name: &str) -> SystemTime {
-        let text = std::fs::read_to_string(self.path(name)).unwrap();
-        let record: serde_json::Value = serde_json::from_str(&text).unwrap();
-        ["acquired_at", "renewed_at"]
-            .iter()
-            .filter_map(|k| record[k].as_str())
-            .map(|t| humantime::parse_rfc3339(t).unwrap())
-            .max()
-            .unwrap()
-    }
+/// When the lease record `name` was last written, by the writer's wall clock: its holder
+/// read its deadline clock just after this, so `written + ttl` is at or before that deadline.
+fn last_write(env: &Env, name: &str) -> SystemTime {
+    let text = std::fs::read_to_string(env.path(name)).unwrap();
+    let record: serde_json::Value = serde_json::from_str(&text).unwrap();
+    ["acquired_at", "renewed_at"]
+        .iter()
+        .filter_map(|k| record[k].as_str())
+        .map(|t| humantime::parse_rfc3339(t).unwrap())
+        .max()
+        .unwrap()
 }
 
 /// A `lease run` whose command is a shell that starts a grandchild (`sleep 300`) in the
@@ -200,10 +176,6 @@ fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) -> Dura
     }
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 #[test]
 fn kill_9_of_lease_run_kills_the_command_and_what_it_started() {
     let env = Env::new();
@@ -265,7 +237,7 @@ fn stopped_past_the_ttl_the_command_is_killed_not_resumed() {
     );
     assert!(stopped(job.pid()), "lease run was continued by someone");
     // Continue it only once the deadline has surely passed.
-    let past = env.last_write("job") + Duration::from_millis(1200);
+    let past = last_write(&env, "job") + Duration::from_millis(1200);
     if let Ok(wait) = past.duration_since(SystemTime::now()) {
         std::thread::sleep(wait);
     }
@@ -294,7 +266,7 @@ fn a_sigstopped_lease_run_cannot_keep_its_command_past_the_deadline() {
         || job.both_dead(),
     );
     let died = SystemTime::now();
-    let deadline = env.last_write("job") + Duration::from_secs(1);
+    let deadline = last_write(&env, "job") + Duration::from_secs(1);
     assert!(
         died < deadline,
         "the command died {:?} after its holder's deadline",
@@ -345,7 +317,7 @@ fn when_renewals_fail_the_command_gets_sigterm_then_sigkill_before_the_deadline(
         || job.both_dead(),
     );
     let died = SystemTime::now();
-    let deadline = env.last_write("job") + ttl;
+    let deadline = last_write(&env, "job") + ttl;
     assert!(
         died < deadline,
         "the command died {:?} after its holder's deadline",

@@ -4,79 +4,33 @@
 
 #![allow(clippy::disallowed_methods)] // these tests wait on real processes in real time
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn lease_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_lease")
-}
+mod common;
 
-/// A private default store (LEASE_HOME) for one test.
-struct Env {
-    home: tempfile::TempDir,
-}
+use common::{lease_bin, stderr, wait_for, Env};
 
-impl Env {
-    fn new() -> Env {
-        Env {
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(lease_bin());
-        c.args(args)
-            .env("LEASE_HOME", self.home.path())
-            .env_remove("LEASE_LOG");
-        c
-    }
-
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.cmd(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.home.path().join(name)
-    }
-
-    /// A `lease run` of `args` holding `name` until killed, once its command runs (it writes
-    /// its pid to `started-NAME`).
-    fn holder(&self, args: &[&str], name: &str) -> (Child, i32) {
-        let started = self.path(&format!("started-{name}"));
-        let script = format!(
-            "echo $$ > {}.tmp; mv {0}.tmp {0}; exec sleep 3600",
-            started.display()
-        );
-        let mut all: Vec<&str> = vec!["run"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&[name, "--", "sh", "-c", &script]);
-        let child = self.spawn(&all);
-        wait_for(&started);
-        let pid = std::fs::read_to_string(&started)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        (child, pid)
-    }
-}
-
-/// Wait (bounded) until `path` exists.
-fn wait_for(path: &Path) {
-    let start = Instant::now();
-    while !path.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// A `lease run` of `args` holding `name` until killed, once its command runs (it writes
+/// its pid to `started-NAME`).
+fn holder(env: &Env, args: &[&str], name: &str) -> (Child, i32) {
+    let started = env.path(&format!("started-{name}"));
+    let script = format!(
+        "echo $$ > {}.tmp; mv {0}.tmp {0}; exec sleep 3600",
+        started.display()
+    );
+    let mut all: Vec<&str> = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&[name, "--", "sh", "-c", &script]);
+    let child = env.spawn(&all);
+    wait_for(&started);
+    let pid = std::fs::read_to_string(&started)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (child, pid)
 }
 
 /// Wait (bounded) until `path` contains `needle`; its contents.
@@ -94,10 +48,6 @@ fn wait_for_text(path: &Path, needle: &str) -> String {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn alive(pid: i32) -> bool {
@@ -124,7 +74,7 @@ fn skip_or_fail(test: &str, why: &str) {
 #[test]
 fn a_waiting_run_says_who_holds_the_lease_on_a_terminal() {
     let env = Env::new();
-    let (mut first, _) = env.holder(&["--ttl", "2s", "--label", "first"], "job");
+    let (mut first, _) = holder(&env, &["--ttl", "2s", "--label", "first"], "job");
     // Not a terminal: nothing, even while it waits through many polls.
     let out = env
         .cmd(&[
@@ -187,7 +137,7 @@ fn a_waiting_run_says_who_holds_the_lease_on_a_terminal() {
 #[test]
 fn a_killed_holder_on_this_machine_is_not_waited_out() {
     let env = Env::new();
-    let (mut first, command) = env.holder(&["--ttl", "1h"], "job");
+    let (mut first, command) = holder(&env, &["--ttl", "1h"], "job");
     let epoch = status_epoch(&env, "job");
     kill(&mut first, libc::SIGKILL);
     first.wait().unwrap();
@@ -208,7 +158,7 @@ fn a_killed_holder_on_this_machine_is_not_waited_out() {
 #[test]
 fn a_live_or_stopped_holder_is_waited_for() {
     let env = Env::new();
-    let (mut first, _) = env.holder(&["--ttl", "1h"], "job");
+    let (mut first, _) = holder(&env, &["--ttl", "1h"], "job");
     let try_once = || {
         env.cmd(&["run", "-n", "job", "--", "true"])
             .output()

@@ -1,19 +1,25 @@
 //! The client of one store, where every entry point starts: it hands each call to the driver
-//! that carries it out. Reading is in `status.rs`, fenced reads in `fence.rs`, acquiring in
-//! `acquire.rs` and `queue.rs`, holding in `lease.rs`; what all of them do with the store (timed
-//! calls, identity, what a client remembers about keys) is in `io.rs`; the decisions are in
+//! that carries it out, with the client's I/O (`io.rs`: timed calls, identity, what a client
+//! remembers about keys), never the client itself. Reading is in `status.rs`, fenced reads in
+//! `fence.rs`, acquiring in `acquire.rs` (leases in `acquirer.rs`, queued locks in `queue.rs`),
+//! breaks and a lock's permits in `breaking.rs`, holding in `lease.rs`; the decisions are in
 //! `protocol/`.
 
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::clock::{Clock, Rng, SystemClock};
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::fence::FencedObject;
 pub(crate) use crate::io::local_wake;
 use crate::io::Io;
+use crate::lease::Lease;
+use crate::options::LeaseOptions;
 use crate::per_process::PerProcess;
+use crate::protocol::breaking::BreakMode;
 use crate::status::{Status, Watcher};
 use crate::store::url::{LeaseUrl, StoreUrl};
 use crate::store::DynStore;
@@ -221,6 +227,55 @@ impl Client {
     /// The URL of the lease at `key`, for messages and `LEASE_URL`.
     pub fn lease_url(&self, key: &str) -> String {
         self.inner.lease_url(key)
+    }
+
+    /// Acquire the lease at `key`, waiting as `opts.wait` says.
+    pub async fn acquire(&self, key: &str, opts: &LeaseOptions) -> Result<Lease> {
+        crate::acquire::acquire(&self.inner, key, opts, false, None).await
+    }
+
+    /// Acquire, giving up with [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled) when
+    /// `cancel` fires.
+    ///
+    /// Prefer this to dropping the future: once a write has been sent, a cancelled acquire still
+    /// learns whether it landed and releases the lease if it did, so no phantom holder is left
+    /// for others to wait out.
+    pub async fn acquire_with_cancel(
+        &self,
+        key: &str,
+        opts: &LeaseOptions,
+        cancel: &CancellationToken,
+    ) -> Result<Lease> {
+        crate::acquire::acquire(&self.inner, key, opts, false, Some(cancel)).await
+    }
+
+    /// Try once: the lease, or `None` when someone else holds it.
+    pub async fn try_acquire(&self, key: &str, opts: &LeaseOptions) -> Result<Option<Lease>> {
+        match crate::acquire::acquire(&self.inner, key, opts, true, None).await {
+            Ok(lease) => Ok(Some(lease)),
+            Err(e) if e.kind() == ErrorKind::Held => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// An operator's forced takeover; see [`BreakMode`]. Returns the lease's status before the
+    /// break, or `None` when there was nothing held to break.
+    pub async fn break_lease(
+        &self,
+        key: &str,
+        label: Option<String>,
+        mode: BreakMode,
+    ) -> Result<Option<Status>> {
+        crate::breaking::break_lease(&self.inner, key, label, mode).await
+    }
+
+    /// Set the permits of the queued lock at `key` (`None`: no limit), in one conditional write
+    /// that also grants whoever may go under the new limit. Grants already made stay: with
+    /// fewer permits, no new grant is made until fewer than that many hold. Participants asking
+    /// for the old number are refused from then on (ask for none, or the new one). Returns the
+    /// permits before.
+    pub async fn set_permits(&self, key: &str, permits: Option<u32>) -> Result<Option<u32>> {
+        crate::breaking::set_permits(&self.inner, key, permits).await
     }
 
     /// The lease at `key` as the store shows it now. Needs only read permission.

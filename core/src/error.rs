@@ -37,11 +37,18 @@ pub enum ErrorKind {
     Corrupt,
     /// A bug in this library (including a caught panic at a language boundary).
     Internal,
+    /// A queued lock's record has no room for another participant: its limit (in bytes) is
+    /// reached. Nothing was written; the same call may succeed once others have left.
+    QueueFull,
+    /// A stored record was written by a newer version of this library (a format, mode or
+    /// feature this version does not know). It is never taken over or written over: upgrade
+    /// this client.
+    Unsupported,
 }
 
 impl ErrorKind {
     /// Every kind there is, in declaration order: what bindings map and their tests walk.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::Held,
         ErrorKind::Timeout,
         ErrorKind::Cancelled,
@@ -53,6 +60,8 @@ impl ErrorKind {
         ErrorKind::Store,
         ErrorKind::Corrupt,
         ErrorKind::Internal,
+        ErrorKind::QueueFull,
+        ErrorKind::Unsupported,
     ];
 
     /// The kind whose [`as_str`](Self::as_str) name is `name`.
@@ -74,6 +83,8 @@ impl ErrorKind {
             ErrorKind::Store => "store",
             ErrorKind::Corrupt => "corrupt",
             ErrorKind::Internal => "internal",
+            ErrorKind::QueueFull => "queue_full",
+            ErrorKind::Unsupported => "unsupported",
         }
     }
 
@@ -81,7 +92,7 @@ impl ErrorKind {
     pub fn is_retryable(self) -> bool {
         matches!(
             self,
-            ErrorKind::Unavailable | ErrorKind::Held | ErrorKind::Timeout
+            ErrorKind::Unavailable | ErrorKind::Held | ErrorKind::Timeout | ErrorKind::QueueFull
         )
     }
 }

@@ -180,9 +180,11 @@ impl Io {
         if_none_match: Option<&Version>,
         timeout: Duration,
     ) -> Result<Get> {
+        // A queued lock's record may be larger than a lease's (whose parser judges the size).
+        let max_len = (crate::protocol::queue::MAX_QUEUE_RECORD_LEN as u64).max(MAX_RECORD_LEN);
         let opts = GetOptions {
             if_none_match,
-            max_len: Some(MAX_RECORD_LEN),
+            max_len: Some(max_len),
         };
         self.timed(timeout, "read", self.store.get(key, opts)).await
     }

@@ -21,14 +21,16 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::client::{local_wake, Client};
 use crate::clock::Instant;
-use crate::error::Result;
+use crate::duration::format_duration;
+use crate::error::{Error, ErrorKind, Result};
 use crate::fence::{FencedObject, Fencer, GrantRef};
+use crate::io::{local_wake, Io};
 use crate::metrics;
 use crate::options::Timing;
 use crate::protocol::hold::{Hold, Phase};
-use crate::protocol::queue::{Mode, Scope};
+use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
+use crate::protocol::queue::{Change, Mode, Scope};
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
 use crate::record::{Holder, Record, RecordState};
@@ -54,10 +56,57 @@ struct HealthMonitor {
 struct State {
     hold: Hold,
     callbacks: Vec<LostCallback>,
+    /// A queued lock's grant: the lock's record as last confirmed (docs/protocol.md §10,
+    /// "Belief"). The holder believes only until the earlier of its session's deadline and
+    /// this confirmation's.
+    confirm: Option<GrantHold>,
+}
+
+impl State {
+    /// The instant this holder stops believing (unless a renewal and a confirmation land).
+    fn deadline(&self) -> Instant {
+        let d = self.hold.deadline();
+        self.confirm.as_ref().map_or(d, |c| d.min(c.deadline()))
+    }
+
+    fn remaining(&self, now: Instant) -> Duration {
+        let left = self.hold.remaining(now);
+        match &self.confirm {
+            Some(c) => left.min(c.deadline().saturating_duration_since(now)),
+            None => left,
+        }
+    }
+
+    fn ensure_held(&self, now: Instant, min: Duration) -> Result<Duration> {
+        let left = self.hold.ensure_held(now, min)?;
+        let Some(c) = &self.confirm else {
+            return Ok(left);
+        };
+        let confirmed = c.deadline().saturating_duration_since(now);
+        if confirmed.is_zero() {
+            return Err(self.hold.lost_error(&LostReason::Expired));
+        }
+        if confirmed < min {
+            return Err(Error::new(
+                ErrorKind::Lost,
+                format!(
+                    "{} has {} left (its grant was last confirmed in the lock's record {} ago), \
+                     less than the {} required",
+                    self.hold.url,
+                    format_duration(confirmed),
+                    format_duration(self.hold.timing.ttl.saturating_sub(confirmed)),
+                    format_duration(min)
+                ),
+            )
+            .with_lease(&self.hold.url)
+            .with_epoch(self.hold.token.unwrap_or(self.hold.epoch())));
+        }
+        Ok(left.min(confirmed))
+    }
 }
 
 struct Shared {
-    client: Client,
+    client: Arc<Io>,
     key: String,
     url: String,
     epoch: u64,
@@ -154,7 +203,7 @@ impl fmt::Debug for Lease {
 
 impl Lease {
     pub(crate) fn start(
-        client: Client,
+        client: Arc<Io>,
         key: String,
         url: String,
         record: Record,
@@ -180,6 +229,7 @@ impl Lease {
             state: Mutex::new(State {
                 hold,
                 callbacks: Vec::new(),
+                confirm: None,
             }),
             client,
             key,
@@ -260,10 +310,21 @@ impl Lease {
         self.shared().delete_session().await;
     }
 
-    /// Turn this session lease into the handle of `grant` (once).
-    pub(crate) fn set_grant(&self, grant: Grant) {
+    /// Turn this session lease into the handle of `grant` (once), as `confirmation` (the read
+    /// or write of the lock's record that showed it) showed it.
+    pub(crate) fn set_grant(&self, grant: Grant, confirmation: Confirmation) {
         let s = self.shared();
-        s.state.lock().unwrap().hold.token = Some(grant.token);
+        {
+            let mut st = s.state.lock().unwrap();
+            st.hold.token = Some(grant.token);
+            st.hold.url = grant.url.clone();
+            st.confirm = Some(GrantHold::new(
+                &grant.key,
+                &s.holder.id,
+                s.timing.ttl,
+                confirmation,
+            ));
+        }
         let _ = s.grant.set(grant);
     }
 
@@ -277,15 +338,11 @@ impl Lease {
         self.shared().state.lock().unwrap().hold.timing.ttl
     }
 
-    pub fn client(&self) -> &Client {
-        &self.shared().client
-    }
-
     /// How long this holder may still rely on the lease (zero once lost or released).
     pub fn remaining(&self) -> Duration {
         let s = self.shared();
         let now = s.client.clock().now();
-        s.state.lock().unwrap().hold.remaining(now)
+        s.state.lock().unwrap().remaining(now)
     }
 
     /// Whether this holder believes it holds the lease now: [`Hold::believes`], the decision the
@@ -302,7 +359,7 @@ impl Lease {
     pub fn ensure_held(&self, min_remaining: Duration) -> Result<Duration> {
         let s = self.shared();
         let now = s.client.clock().now();
-        s.state.lock().unwrap().hold.ensure_held(now, min_remaining)
+        s.state.lock().unwrap().ensure_held(now, min_remaining)
     }
 
     /// Why the lease was lost, if it was.
@@ -379,7 +436,9 @@ impl Lease {
     /// and return the time left afterwards. Fails with [`crate::ErrorKind::Lost`] if the lease
     /// is lost (or released).
     pub async fn renew(&self) -> Result<Duration> {
-        self.shared().renew_once().await;
+        if self.shared().renew_once().await {
+            self.shared().confirm_once().await;
+        }
         self.ensure_held(Duration::ZERO)
     }
 
@@ -469,7 +528,7 @@ impl Lease {
 impl Lease {
     fn fencer(&self) -> Fencer<'_> {
         Fencer {
-            io: &self.client().inner,
+            io: &self.shared().client,
             key: self.key(),
             url: self.url(),
             token: self.token(),
@@ -672,6 +731,14 @@ impl Shared {
     }
 
     fn mark_lost(&self, reason: LostReason) {
+        // A grant's session: say what it means for the grant.
+        let reason = match reason {
+            LostReason::Vanished if self.grant.get().is_some() => LostReason::SessionDeleted,
+            LostReason::TakenOver { holder, .. } if self.grant.get().is_some() => {
+                LostReason::Removed { by: holder }
+            }
+            other => other,
+        };
         let callbacks = {
             let mut st = self.state.lock().unwrap();
             if !st.hold.lose(reason.clone()) {
@@ -697,17 +764,24 @@ impl Shared {
                 if st.hold.phase != Phase::Held {
                     return;
                 }
-                (st.hold.renew_at(), st.hold.deadline())
+                (st.hold.renew_at(), st.deadline())
             };
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return,
                 _ = self.rescheduled.notified() => continue,
                 _ = clock.sleep_until(next) => {}
+                // A grant confirmed long ago (its reads failed) must not outlive its deadline.
+                _ = clock.sleep_until(deadline) => {
+                    self.mark_lost(LostReason::Expired);
+                    return;
+                }
             }
+            // Renew the session; then, for a grant, confirm the lock's record.
+            let renewed = async { self.renew_once().await && self.confirm_once().await };
             tokio::select! {
                 biased;
-                keep_going = self.renew_once() => if !keep_going { return },
+                keep_going = renewed => if !keep_going { return },
                 _ = clock.sleep_until(deadline) => {
                     // The renewal in flight (a write still resolving its outcome) did not land
                     // in time: a failed renewal, counted as one.
@@ -726,7 +800,7 @@ impl Shared {
             return false;
         }
         let clock = self.client.clock();
-        let rng = &self.client.inner.rng;
+        let rng = &self.client.rng;
         let mut backoff = Backoff::for_timing(&self.timing);
         loop {
             // A fresh nonce per attempt: an attempt that gave up may still land, and must not be
@@ -779,6 +853,65 @@ impl Shared {
         }
     }
 
+    /// A grant: read the lock's record (a 304 while unchanged) and confirm that it still lists
+    /// the grant, making it again if it was deleted ([`GrantHold`]). Retried until the belief's
+    /// deadline while the store does not answer. False when the grant is lost.
+    async fn confirm_once(&self) -> bool {
+        let Some(grant) = self.grant.get() else {
+            return true;
+        };
+        let clock = self.client.clock();
+        let rng = &self.client.rng;
+        let mut backoff = Backoff::for_timing(&self.timing);
+        let mut event = ConfirmEvent::Start;
+        loop {
+            let step = {
+                let mut st = self.state.lock().unwrap();
+                if st.hold.phase != Phase::Held {
+                    return false;
+                }
+                let Some(c) = st.confirm.as_mut() else {
+                    return true;
+                };
+                c.step(event, clock.now(), clock.wall())
+            };
+            event = match step {
+                ConfirmStep::Read { if_none_match } => ConfirmEvent::Read(
+                    self.client
+                        .read_record(&grant.key, if_none_match.as_ref(), &self.timing)
+                        .await,
+                ),
+                ConfirmStep::Write { bytes, cond } => {
+                    tracing::info!(
+                        lease = %grant.url,
+                        "the lock's record was deleted; making it again as this holder last saw it"
+                    );
+                    ConfirmEvent::Wrote(
+                        self.client
+                            .put_raw(&grant.key, bytes, cond, &self.timing)
+                            .await,
+                    )
+                }
+                ConfirmStep::Confirmed => return true,
+                ConfirmStep::Retry => {
+                    let deadline = self.state.lock().unwrap().deadline();
+                    let now = clock.now();
+                    if now >= deadline {
+                        return true; // the watchdog reports the loss
+                    }
+                    clock.sleep(backoff.next(rng).min(deadline - now)).await;
+                    ConfirmEvent::Start
+                }
+                ConfirmStep::Lost(reason) => {
+                    self.mark_lost(reason);
+                    // Release our session, so that nobody waits it out.
+                    self.tidy_after_loss(None).await;
+                    return false;
+                }
+            };
+        }
+    }
+
     async fn release(&self) -> Result<()> {
         let Some(grant) = self.grant.get() else {
             return self.release_record().await;
@@ -798,10 +931,10 @@ impl Shared {
             believed || st.hold.phase == Phase::Releasing
         };
         self.health_may_change();
-        let left = self
-            .client
-            .queue_leave(&grant.key, &self.holder.id, &self.timing)
-            .await;
+        let leave = Change::Leave(self.holder.id.clone());
+        let left = crate::lock_change::run(&self.client, &grant.key, leave, None, &self.timing)
+            .await
+            .map(|_| ());
         match left {
             // Still ours to give back: calling release again tries again.
             Err(e) if believed => return Err(e.with_lease(&grant.url)),
@@ -849,9 +982,9 @@ impl Shared {
             if st.hold.believes(clock.now()) {
                 st.hold.start_release();
             }
-            let write =
-                st.hold
-                    .next_write(RecordState::Released, clock.wall(), &self.client.inner.rng);
+            let write = st
+                .hold
+                .next_write(RecordState::Released, clock.wall(), &self.client.rng);
             (write, deadline, phase)
         };
         // Releasing: the health monitor ends without a call.
@@ -926,12 +1059,12 @@ impl Shared {
             },
         };
         let clock = self.client.clock();
-        let plan =
-            self.state
-                .lock()
-                .unwrap()
-                .hold
-                .tidy(&current, clock.wall(), &self.client.inner.rng);
+        let plan = self
+            .state
+            .lock()
+            .unwrap()
+            .hold
+            .tidy(&current, clock.wall(), &self.client.rng);
         let Some((record, cond)) = plan else {
             return;
         };

@@ -20,6 +20,8 @@
 //! See `docs/protocol.md` for the protocol and the reasoning behind it.
 
 mod acquire;
+mod acquirer;
+mod breaking;
 mod client;
 pub mod clock;
 mod duration;
@@ -29,6 +31,7 @@ mod fence;
 mod gate;
 mod io;
 mod lease;
+mod lock_change;
 pub mod metrics;
 pub mod options;
 mod owner;
@@ -43,7 +46,7 @@ pub mod store;
 mod store_clock;
 mod token;
 
-pub use acquire::WAITING_TARGET;
+pub use acquirer::WAITING_TARGET;
 pub use client::{current_user, set_client_name, Client, ClientBuilder};
 pub use duration::{format_duration, parse_duration, parse_duration_in};
 pub use election::{Election, Leader, LeaderWatch};
@@ -55,7 +58,9 @@ pub use options::LeaseOptions;
 pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use scope::{Mode, Scope};
-pub use status::{unix_ms, HolderJson, LeaseState, QueueStatus, Status, Watcher};
+pub use status::{
+    unix_ms, HolderJson, LeaseState, Participant, QueueStatus, SessionState, Status, Watcher,
+};
 pub use store::doctor;
 pub use store::url::{object_key, LeaseUrl, StoreUrl};
 pub use token::FencingToken;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::duration::format_duration;
 use crate::error::{Error, Result};
 use crate::record::{MAX_DATA_LEN, MAX_LABEL_LEN};
-use crate::scope::{Mode, Scope, MAX_PARTICIPANTS};
+use crate::scope::{Mode, Scope, MAX_PERMITS};
 use crate::store::Capabilities;
 
 /// Shortest ttl accepted.
@@ -161,9 +161,9 @@ impl LeaseOptions {
     /// Check the queued-lock options.
     pub fn check_queue(&self) -> Result<()> {
         if let Some(n) = self.permits {
-            if n == 0 || n as usize > MAX_PARTICIPANTS {
+            if n == 0 || n > MAX_PERMITS {
                 return Err(Error::invalid(format!(
-                    "permits {n} is out of range: use 1 to {MAX_PARTICIPANTS}"
+                    "permits {n} is out of range: use 1 to {MAX_PERMITS}"
                 )));
             }
             if self.mode == Mode::Exclusive {

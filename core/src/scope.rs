@@ -6,9 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// The most participants (grants and waiters) one lock's record lists; it keeps the record
-/// under the record size limit with room to spare.
-pub const MAX_PARTICIPANTS: usize = 128;
+/// The most permits a semaphore may have.
+pub const MAX_PERMITS: u32 = 65_536;
+/// The longest path scope, in bytes: every participant's entry is in the lock's one record,
+/// whose size is bounded (docs/protocol.md §10, "Capacity").
+pub const MAX_SCOPE_PATH_LEN: usize = 1024;
 
 /// Exclusive (a writer: alone in its scope) or shared (a reader: beside other readers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -43,9 +45,17 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// A path scope, checked: non-empty segments, no `.` or `..`, no leading or trailing `/`.
+    /// A path scope, checked: non-empty segments, no `.` or `..`, no leading or trailing `/`,
+    /// at most [`MAX_SCOPE_PATH_LEN`] bytes.
     pub fn path(path: &str) -> Result<Scope> {
         let trimmed = path.trim_matches('/');
+        if trimmed.len() > MAX_SCOPE_PATH_LEN {
+            return Err(Error::invalid(format!(
+                "scope path is {} bytes, over the {MAX_SCOPE_PATH_LEN}-byte limit: name the part \
+                 of the lock more briefly (a hash of a long name, say)",
+                trimmed.len()
+            )));
+        }
         let bad = trimmed.is_empty()
             || trimmed
                 .split('/')

@@ -14,7 +14,7 @@ use tracing::warn;
 use crate::error::{ErrorKind, Result};
 use crate::io::{local_wake, Io};
 use crate::options::{LeaseOptions, Timing, MAX_TTL};
-use crate::protocol::queue::{Entry, QueueRecord, Scope};
+use crate::protocol::queue::{session_key, Classified, Entry, Mode, QueueRecord, Scope};
 use crate::protocol::view::{Seen, View};
 use crate::protocol::Backoff;
 use crate::record::{Holder, Parsed, RecordState, Tenure};
@@ -82,14 +82,118 @@ pub struct Status {
     pub history: Vec<Tenure>,
 }
 
-/// Who holds a queued lock and who waits, in order.
+/// Who holds a queued lock, who is leaving it, and who waits, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueStatus {
     pub permits: Option<u32>,
-    /// In the order granted, each with its token.
-    pub holders: Vec<Entry>,
+    /// In the order granted, each with its token: the grants whose sessions are live (or were
+    /// not read).
+    pub holders: Vec<Participant>,
+    /// Grants still listed whose sessions show they hold no more (expired, broken, released,
+    /// deleted): the waiters remove them (docs/protocol.md §10, "Removing the gone").
+    pub departing: Vec<Participant>,
     /// In arrival order: the order they will be granted among those that conflict.
-    pub waiting: Vec<Entry>,
+    pub waiting: Vec<Participant>,
+}
+
+/// What a participant's session shows (read by `status`, which reads the sessions of every
+/// grant and of the first 32 (`SESSIONS_READ`) waiters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionState {
+    /// Held, and by the store's clock within its ttl.
+    Live,
+    /// Not renewed for longer than its ttl + grace + the clock's resolution.
+    Expired,
+    /// Broken by an operator (`lease break`).
+    Broken,
+    /// Released (by its participant, or by one that took it for gone).
+    Released,
+    /// Absent: deleted, or never made.
+    Gone,
+    /// Not read, or unreadable.
+    Unknown,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Live => "live",
+            SessionState::Expired => "expired",
+            SessionState::Broken => "broken",
+            SessionState::Released => "released",
+            SessionState::Gone => "gone",
+            SessionState::Unknown => "unknown",
+        }
+    }
+
+    /// Whether the participant may still believe it holds (or waits).
+    pub fn is_live(self) -> bool {
+        matches!(self, SessionState::Live | SessionState::Unknown)
+    }
+}
+
+/// How many waiters' sessions `status` reads (all the grants' are read).
+pub const SESSIONS_READ: usize = 32;
+
+/// A holder or a waiter of a queued lock: its entry in the lock's record, and what its session
+/// says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Participant {
+    /// Who it is, from its session (only `id` when the session was not read).
+    pub holder: Holder,
+    pub mode: Mode,
+    pub scope: Scope,
+    /// Its grant's fencing token; `None` while it waits.
+    pub token: Option<u64>,
+    /// Its session's ttl.
+    pub ttl: Duration,
+    /// When it joined (its session began), from its session.
+    pub since: Option<String>,
+    /// Its data, from its session.
+    pub data: Option<String>,
+    pub session: SessionState,
+}
+
+impl Participant {
+    /// `entry` as `session` (the status of its session record, if read) shows it.
+    pub fn new(entry: &Entry, session: Option<&Status>) -> Participant {
+        let ours = session
+            .and_then(|s| s.holder.as_ref())
+            .is_some_and(|h| h.id == entry.id);
+        let state = match session.map(|s| s.state) {
+            None | Some(LeaseState::Corrupt) => SessionState::Unknown,
+            Some(LeaseState::Free) => SessionState::Gone,
+            Some(LeaseState::Released) => SessionState::Released,
+            Some(LeaseState::Broken) => SessionState::Broken,
+            Some(LeaseState::Expired) => SessionState::Expired,
+            // Held by another: a checker's record (it took the session for gone).
+            Some(LeaseState::Held) if !ours => SessionState::Released,
+            Some(LeaseState::Held) => SessionState::Live,
+        };
+        let s = session.filter(|_| ours);
+        Participant {
+            holder: s.and_then(|s| s.holder.clone()).unwrap_or_else(|| Holder {
+                id: entry.id.clone(),
+                ..Holder::default()
+            }),
+            mode: entry.mode,
+            scope: entry.scope.clone(),
+            token: entry.token,
+            ttl: Duration::from_millis(entry.ttl_ms),
+            since: s.and_then(|s| s.acquired_at.clone()),
+            data: s.and_then(|s| s.data.clone()),
+            session: state,
+        }
+    }
+
+    /// `"label" (id 1234abcd, host h, pid 7) (shared, path a/b)`: for messages.
+    pub fn describe(&self) -> String {
+        let scope = match &self.scope {
+            Scope::Whole => String::new(),
+            scope => format!(", {scope}"),
+        };
+        format!("{} ({}{scope})", self.holder.describe(), self.mode.as_str())
+    }
 }
 
 impl Status {
@@ -156,20 +260,39 @@ impl Status {
         s
     }
 
-    /// The status of a queued lock's record: `held` while anyone holds a grant (the first
-    /// grant's holder is `holder`), `released` when nobody does; `epoch` is the highest token.
-    pub fn from_queue(url: &str, r: &QueueRecord, version: Version) -> Status {
-        let first = r.grants.first();
+    /// The status of a queued lock's record, with what the sessions read (`sessions`, by
+    /// participant id) say: `held` while any grant's session is live (or was not read), then
+    /// `broken` or `expired` while grants whose sessions ended are still listed, `released`
+    /// when nobody holds a grant. `epoch` is the highest token; `holder` the first live grant's.
+    pub fn from_queue(
+        url: &str,
+        r: &QueueRecord,
+        version: Version,
+        sessions: &std::collections::HashMap<String, Status>,
+    ) -> Status {
+        let participant = |e: &Entry| Participant::new(e, sessions.get(&e.id));
+        let (holders, departing): (Vec<Participant>, Vec<Participant>) = r
+            .grants
+            .iter()
+            .map(participant)
+            .partition(|p| p.session.is_live());
+        let waiting: Vec<Participant> = r.queue.iter().map(participant).collect();
+        let first = holders.first();
+        let state = if first.is_some() {
+            LeaseState::Held
+        } else if departing.iter().any(|p| p.session == SessionState::Broken) {
+            LeaseState::Broken
+        } else if !departing.is_empty() {
+            LeaseState::Expired
+        } else {
+            LeaseState::Released
+        };
         Status {
             url: url.to_string(),
-            state: if first.is_some() {
-                LeaseState::Held
-            } else {
-                LeaseState::Released
-            },
+            state,
             epoch: Some(r.epoch),
             holder: first.map(|g| g.holder.clone()),
-            ttl: first.map(|g| Duration::from_millis(g.ttl_ms)),
+            ttl: first.map(|g| g.ttl),
             expires_in: None,
             data: first.and_then(|g| g.data.clone()),
             acquired_at: first.and_then(|g| g.since.clone()),
@@ -178,8 +301,9 @@ impl Status {
             detail: None,
             queue: Some(QueueStatus {
                 permits: r.permits,
-                holders: r.grants.clone(),
-                waiting: r.queue.clone(),
+                holders,
+                departing,
+                waiting,
             }),
             history: Vec::new(),
         }
@@ -193,7 +317,7 @@ impl Status {
         timing: &Timing,
     ) -> Status {
         match queue {
-            Some((r, v)) => Status::from_queue(url, r, v.clone()),
+            Some((r, v)) => Status::from_queue(url, r, v.clone(), &Default::default()),
             None => Status::from_view(url, view, timing),
         }
     }
@@ -203,8 +327,9 @@ impl Status {
     pub fn differs_from(&self, other: &Status) -> bool {
         let ids = |s: &Status| {
             s.queue.as_ref().map(|q| {
-                let ids = |v: &[Entry]| v.iter().map(|e| e.holder.id.clone()).collect::<Vec<_>>();
-                (ids(&q.holders), ids(&q.waiting))
+                let ids =
+                    |v: &[Participant]| v.iter().map(|e| e.holder.id.clone()).collect::<Vec<_>>();
+                (ids(&q.holders), ids(&q.departing), ids(&q.waiting))
             })
         };
         self.state != other.state
@@ -264,6 +389,7 @@ struct StatusJson<'a> {
     /// `null` for a lease.
     permits: Option<u32>,
     holders: Option<Vec<ParticipantJson<'a>>>,
+    departing: Option<Vec<ParticipantJson<'a>>>,
     waiting: Option<Vec<ParticipantJson<'a>>>,
     /// The tenures before the current one, most recent first: `epoch`, `holder`,
     /// `acquired_at`, `ended_at`, `end`, `by`.
@@ -296,7 +422,8 @@ impl<'a> From<&'a Tenure> for TenureJson<'a> {
 
 /// A queued lock's participant: `holder`, `mode`, `scope` (`null` for the whole lock,
 /// `{"path": …}` or `{"start": …, "end": …}`), `token` (`null` while waiting), `ttl_ms`,
-/// `since`, `data`.
+/// `since`, `data`, `session` (what its session shows: `live`, `expired`, `broken`,
+/// `released`, `gone`, `unknown`).
 #[derive(Serialize)]
 struct ParticipantJson<'a> {
     holder: HolderJson<'a>,
@@ -306,6 +433,7 @@ struct ParticipantJson<'a> {
     ttl_ms: u64,
     since: Option<&'a str>,
     data: Option<&'a str>,
+    session: &'static str,
 }
 
 #[derive(Serialize)]
@@ -315,8 +443,8 @@ enum ScopeJson<'a> {
     Range { start: u64, end: u64 },
 }
 
-impl<'a> From<&'a Entry> for ParticipantJson<'a> {
-    fn from(e: &'a Entry) -> Self {
+impl<'a> From<&'a Participant> for ParticipantJson<'a> {
+    fn from(e: &'a Participant) -> Self {
         ParticipantJson {
             holder: HolderJson::from(&e.holder),
             mode: e.mode.as_str(),
@@ -329,9 +457,10 @@ impl<'a> From<&'a Entry> for ParticipantJson<'a> {
                 }),
             },
             token: e.token,
-            ttl_ms: e.ttl_ms,
+            ttl_ms: e.ttl.as_millis() as u64,
             since: e.since.as_deref(),
             data: e.data.as_deref(),
+            session: e.session.as_str(),
         }
     }
 }
@@ -357,6 +486,10 @@ impl Serialize for Status {
                 .queue
                 .as_ref()
                 .map(|q| q.holders.iter().map(ParticipantJson::from).collect()),
+            departing: self
+                .queue
+                .as_ref()
+                .map(|q| q.departing.iter().map(ParticipantJson::from).collect()),
             waiting: self
                 .queue
                 .as_ref()
@@ -399,19 +532,6 @@ impl HolderJson<'_> {
     }
 }
 
-/// A queued lock's record and its version, when `get` found a valid one. (`queue.rs` reads it
-/// the same way for its acquisitions; this file does not import it: until issue 22, `queue.rs`
-/// adds methods to the `Client` whose `status` calls this file.)
-fn queue_read(get: &Get) -> Option<(QueueRecord, Version)> {
-    match get {
-        Get::Found(obj) => match QueueRecord::parse(obj.bytes.as_deref()?)? {
-            Ok(r) => Some((r, obj.version.clone())),
-            Err(_) => None,
-        },
-        _ => None,
-    }
-}
-
 /// The lease at `key` as the store shows it now ([`Client::status`](crate::Client::status)).
 pub(crate) async fn read(io: &Io, key: &str) -> Result<Status> {
     let url = io.lease_url(key);
@@ -422,10 +542,13 @@ pub(crate) async fn read(io: &Io, key: &str) -> Result<Status> {
     loop {
         match io.get(key, None, timing.request_timeout).await {
             Ok(get) => {
-                let queue = queue_read(&get);
+                if let Some((r, version)) = queue_read(&get) {
+                    let sessions = sessions_of(io, key, &r, &timing).await;
+                    return Ok(Status::from_queue(&url, &r, version, &sessions));
+                }
                 let mut view = View::default();
                 view.absorb(get, io.clock().now());
-                return Ok(Status::from_read(&url, queue.as_ref(), &view, &timing));
+                return Ok(Status::from_view(&url, &view, &timing));
             }
             Err(e) if e.kind() == ErrorKind::Unavailable && attempts < 3 => {
                 attempts += 1;
@@ -434,6 +557,38 @@ pub(crate) async fn read(io: &Io, key: &str) -> Result<Status> {
             Err(e) => return Err(e.with_lease(&url)),
         }
     }
+}
+
+/// The statuses of the sessions of a queued lock's grants and first [`SESSIONS_READ`]
+/// waiters, by participant id (a session that could not be read is left out).
+pub(crate) async fn sessions_of(
+    io: &Io,
+    key: &str,
+    r: &QueueRecord,
+    timing: &Timing,
+) -> std::collections::HashMap<String, Status> {
+    use futures::stream::StreamExt;
+    // Owned ids: a closure over borrowed ones is not `Send` for every lifetime, as the
+    // bindings' runtimes need (rustc's "FnOnce is not general enough").
+    let ids: Vec<String> = r
+        .grants
+        .iter()
+        .chain(r.queue.iter().take(SESSIONS_READ))
+        .map(|e| e.id().to_string())
+        .collect();
+    futures::stream::iter(ids)
+        .map(|id: String| async move {
+            let skey = session_key(key, &id);
+            let get = io.get(&skey, None, timing.request_timeout).await.ok()?;
+            let mut view = View::default();
+            view.absorb(get, io.clock().now());
+            let status = Status::from_view(&skey, &view, timing);
+            Some((id, status))
+        })
+        .buffer_unordered(16)
+        .filter_map(|x| async move { x })
+        .collect()
+        .await
 }
 
 /// A stream of lease changes; see [`Client::watch`](crate::Client::watch).
@@ -525,6 +680,16 @@ impl Watcher {
 
 pub use crate::protocol::view::unix_ms;
 
+/// A queued lock's record and its version, when `get` shows a valid one.
+pub(crate) fn queue_read(get: &crate::store::Get) -> Option<(QueueRecord, Version)> {
+    match (get, crate::protocol::queue::classify_get(get)) {
+        (crate::store::Get::Found(obj), Some(Classified::Queue(r))) => {
+            Some((r, obj.version.clone()))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -569,7 +734,8 @@ mod tests {
                 "holder": {"id": "h1", "label": "gc", "host": null, "pid": 7, "user": null, "client": null},
                 "ttl_ms": 1500, "expires_in_ms": null, "data": null,
                 "acquired_at": "2026-11-24T08:00:00Z", "renewed_at": null, "detail": null,
-                "permits": null, "holders": null, "waiting": null, "history": [],
+                "permits": null, "holders": null, "departing": null, "waiting": null,
+                "history": [],
             })
         );
     }

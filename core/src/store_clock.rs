@@ -19,8 +19,6 @@ use tracing::warn;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::Io;
 use crate::options::Timing;
-use crate::protocol::takeover::{self, Decision};
-use crate::protocol::view::View;
 use crate::store::{Cond, Get};
 
 /// The probe object of the lease at `key`.
@@ -65,6 +63,18 @@ pub(crate) async fn stamp(io: &Io, key: &str, timing: &Timing) -> Result<Option<
     })
 }
 
+/// Carry out a step machine's `Stamp` step for the lease or queued lock at `key`: the
+/// stamp, its failure logged (a stamp that cannot be had refuses `Date`: warned once).
+pub(crate) async fn stamp_step(io: &Io, key: &str, timing: &Timing) -> Result<Option<SystemTime>> {
+    let stamp = stamp(io, key, timing).await;
+    match &stamp {
+        Err(e) if e.kind() != ErrorKind::Unavailable => warn_date_refused(io, key, Some(e)),
+        Err(e) => warn!(lease = %io.lease_url(key), "reading the store's clock failed: {e}"),
+        Ok(_) => {}
+    }
+    stamp
+}
+
 /// Say once per store and process why its `Date` is not used: `why` is the stamp's error,
 /// or `None` when `Date` ran ahead of the store's stamp.
 pub(crate) fn warn_date_refused(io: &Io, key: &str, why: Option<&Error>) {
@@ -95,47 +105,5 @@ pub(crate) fn warn_date_refused(io: &Io, key: &str, why: Option<&Error>) {
              unchanged for its ttl",
             clock_key(key)
         ),
-    }
-}
-
-/// [`takeover::decide`] for drivers that are not step machines (the queued locks' session
-/// checks): a [`Decision::Stamp`] is carried out at once (a probe beside the lock at `key`)
-/// and the decision made again, so this never returns `Stamp`.
-pub(crate) async fn decide_confirmed(
-    io: &Io,
-    key: &str,
-    view: &mut View,
-    timing: &Timing,
-    known: u64,
-) -> Decision {
-    let clock = io.clock();
-    let decision = takeover::decide(view, timing, known, clock.now(), clock.wall());
-    if decision != Decision::Stamp {
-        return decision;
-    }
-    let stamp = match stamp(io, key, timing).await {
-        Ok(stamp) => stamp,
-        Err(e) if e.kind() == ErrorKind::Unavailable => {
-            // Look again at the next poll.
-            return Decision::Wait {
-                until: clock.now() + timing.poll,
-                holder: view.record().map(|r| r.holder.clone()),
-                epoch: view.record().map(|r| r.epoch),
-            };
-        }
-        Err(e) => {
-            warn_date_refused(io, key, Some(&e));
-            None
-        }
-    };
-    let grace = timing.grace_for(timing.ttl);
-    if view.absorb_stamp(stamp, clock.now(), timing.resolution, grace) && stamp.is_some() {
-        warn_date_refused(io, key, None);
-    }
-    match takeover::decide(view, timing, known, clock.now(), clock.wall()) {
-        Decision::Stamp => {
-            unreachable!("a view with a stamp, or a refused Date, asks for none")
-        }
-        d => d,
     }
 }

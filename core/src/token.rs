@@ -24,6 +24,10 @@ use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_AL
 use crate::error::{Error, Result};
 use crate::scope::{Mode, Scope};
 
+/// The longest holder id a token may carry: a lease's holder ids are 32 hex digits, and the
+/// room above that is for ids made by hand in tests and tools.
+pub const MAX_TOKEN_HOLDER: usize = 128;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FencingToken {
     lease: String,
@@ -160,6 +164,14 @@ impl FromStr for FencingToken {
         if holder.is_some_and(|h| h.is_empty() || !h.bytes().all(|b| b.is_ascii_alphanumeric())) {
             return Err(bad("the holder is not alphanumeric"));
         }
+        // Holder ids are 32 hex digits; a longer one was not made by a lease and could not be
+        // recorded in an object's fence metadata as itself (fence::recorded would have to
+        // widen it to the whole lock and refuse its own holder next).
+        if holder.is_some_and(|h| h.len() > MAX_TOKEN_HOLDER) {
+            return Err(bad(&format!(
+                "the holder is longer than {MAX_TOKEN_HOLDER} characters"
+            )));
+        }
         let mut token = FencingToken::new(lease, epoch.parse().map_err(|_| bad("epoch overflow"))?);
         token.holder = holder.map(str::to_string);
         let (mut moded, mut scoped) = (false, false);
@@ -197,6 +209,16 @@ impl FromStr for FencingToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_holder_longer_than_any_lease_makes_is_refused_saying_so() {
+        let ok = format!("s3://b/k#7@{}", "a".repeat(MAX_TOKEN_HOLDER));
+        assert!(ok.parse::<FencingToken>().is_ok());
+        let long = format!("s3://b/k#7@{}", "a".repeat(MAX_TOKEN_HOLDER + 1));
+        let e = long.parse::<FencingToken>().unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Invalid);
+        assert!(e.message().contains("longer than 128"), "{e}");
+    }
 
     #[test]
     fn round_trip_and_order() {

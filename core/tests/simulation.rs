@@ -67,8 +67,13 @@ async fn contend(c: Contention) -> (Vec<Hold>, Vec<(Instant, u64)>, usize) {
                 {
                     Ok(l) => l,
                     Err(e) => {
+                        // `Lost`: a queued waiter paused past its session's ttl was removed
+                        // from the queue (nothing ran under it; docs/protocol.md §10).
                         assert!(
-                            matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Timeout),
+                            matches!(
+                                e.kind(),
+                                ErrorKind::Unavailable | ErrorKind::Timeout | ErrorKind::Lost
+                            ),
                             "{e}"
                         );
                         continue;

@@ -40,14 +40,11 @@ suite!(
 #[tokio::test]
 async fn leaves_no_temporary_files() {
     let (dir, s) = store();
-    let v = match s
-        .put("a/b", "1".into(), Cond::Create, &Meta::new())
-        .await
-        .unwrap()
-    {
-        lease::store::Put::Written { version, .. } => version,
-        _ => panic!(),
-    };
+    let v = written(
+        s.put("a/b", "1".into(), Cond::Create, &Meta::new())
+            .await
+            .unwrap(),
+    );
     s.put("a/b", "2".into(), Cond::Match(v), &Meta::new())
         .await
         .unwrap();
@@ -723,14 +720,11 @@ fn a_stopped_lock_holder_makes_writes_unavailable_within_a_bound_without_threads
 
 async fn stopped_lock_holder() {
     let (dir, s) = store();
-    let v = match s
-        .put("k", "1".into(), Cond::Create, &Meta::new())
-        .await
-        .unwrap()
-    {
-        lease::store::Put::Written { version, .. } => version,
-        other => panic!("{other:?}"),
-    };
+    let v = written(
+        s.put("k", "1".into(), Cond::Create, &Meta::new())
+            .await
+            .unwrap(),
+    );
     let lock_file = dir.path().join(".k.lock");
     std::fs::write(&lock_file, "").unwrap();
     let holder = StoppedLockHolder::start(&lock_file);
@@ -868,4 +862,37 @@ async fn stale_temporary_files_are_removed_and_live_ones_kept() {
         ]
     );
     drop(in_use_lock);
+}
+
+/// Many clients of one process writing one object queue on its lock file: when one call waits
+/// out the bound, it says the holder is another call of this very process, not another process
+/// (seen with a thousand participants of one queued lock in one process).
+#[tokio::test]
+async fn a_lock_held_within_this_process_is_named_as_such() {
+    use std::os::fd::AsRawFd;
+    let (dir, s) = store();
+    let s = s.with_lock_wait(Duration::from_millis(100));
+    let v = written(
+        s.put("k", "1".into(), Cond::Create, &Meta::new())
+            .await
+            .unwrap(),
+    );
+    let lock_file = dir.path().join(".k.lock");
+    let held = std::fs::File::create(&lock_file).unwrap();
+    // SAFETY: flock(2) on a file this test owns; released when `held` is closed.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let e = s
+        .put("k", "2".into(), Cond::Match(v), &Meta::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!(
+            "held by another call of this process (pid {})",
+            std::process::id()
+        )),
+        "unclear error: {msg}"
+    );
+    drop(held);
 }

@@ -152,6 +152,37 @@ async fn a_shorter_outage_does_not_end_a_wait() {
     assert!(got.epoch() > held.epoch());
 }
 
+/// A queued request does not fail on one transient fault of its session's first requests
+/// (found by tests/tests/queue_history on moto and MinIO: requests that could wait minutes
+/// failed within milliseconds of one lost reply or one 503). The record's read passes; the
+/// fault hits the session's read, or its create (failed, or applied with its reply lost).
+#[tokio::test(start_paused = true)]
+async fn a_queued_request_survives_one_transient_fault_at_its_sessions_start() {
+    use lease::store::memory::{Fault, Op};
+    for (op, fault) in [
+        (Op::Get, Fault::Fail),
+        (Op::Put, Fault::Fail),
+        (Op::Put, Fault::LoseReply),
+    ] {
+        let w = World::new();
+        let (a, conn) = w.client("a", 1);
+        // A no-op fault for the record's read, so the scripted one hits the session's request.
+        conn.faults()
+            .push(Op::Get, Fault::DelayBefore(Duration::ZERO));
+        conn.faults().push(op, fault);
+        let o = opts().queue().wait(secs(30.0));
+        let got = tokio::time::timeout(secs(3600.0), a.acquire("job", &o))
+            .await
+            .unwrap_or_else(|_| panic!("{op:?} {fault:?}: still trying after 1 h"));
+        let held = got.unwrap_or_else(|e| panic!("{op:?} {fault:?}: {e}"));
+        assert!(
+            held.grant().is_some(),
+            "{op:?} {fault:?}: not a queued grant"
+        );
+        held.release().await.unwrap();
+    }
+}
+
 #[test]
 fn the_unavailable_timeout_is_checked() {
     use lease::store::Store;

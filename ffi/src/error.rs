@@ -42,6 +42,12 @@ pub enum lease_code {
     /// version the caller read, by a writer of the same or a lower epoch (a higher epoch is
     /// `LEASE_FENCED`): nothing was written. Read it again and decide again.
     LEASE_CONFLICT = 13,
+    /// A queued lock's record has no room for another participant (its size limit is reached):
+    /// nothing was written; the same call may succeed once others have left.
+    LEASE_QUEUE_FULL = 14,
+    /// A stored record was written by a newer version of liblease (a format, mode or feature
+    /// this version does not know): it is never taken over or written over. Upgrade.
+    LEASE_UNSUPPORTED = 15,
 }
 
 pub(crate) use lease_code::*;
@@ -63,11 +69,13 @@ impl lease_code {
             LEASE_PANIC => c"LEASE_PANIC",
             LEASE_FORKED => c"LEASE_FORKED",
             LEASE_CONFLICT => c"LEASE_CONFLICT",
+            LEASE_QUEUE_FULL => c"LEASE_QUEUE_FULL",
+            LEASE_UNSUPPORTED => c"LEASE_UNSUPPORTED",
         }
     }
 
     pub(crate) fn from_int(code: c_int) -> Option<lease_code> {
-        const ALL: [lease_code; 14] = [
+        const ALL: [lease_code; 16] = [
             LEASE_OK,
             LEASE_HELD,
             LEASE_TIMEOUT,
@@ -82,6 +90,8 @@ impl lease_code {
             LEASE_PANIC,
             LEASE_FORKED,
             LEASE_CONFLICT,
+            LEASE_QUEUE_FULL,
+            LEASE_UNSUPPORTED,
         ];
         ALL.into_iter().find(|c| *c as c_int == code)
     }
@@ -101,6 +111,8 @@ pub(crate) fn code_of(kind: ErrorKind) -> lease_code {
         ErrorKind::Store => LEASE_STORE,
         ErrorKind::Corrupt => LEASE_CORRUPT,
         ErrorKind::Internal => LEASE_INTERNAL,
+        ErrorKind::QueueFull => LEASE_QUEUE_FULL,
+        ErrorKind::Unsupported => LEASE_UNSUPPORTED,
         // ErrorKind is non-exhaustive: a kind added to the core and not yet mapped here.
         _ => LEASE_INTERNAL,
     }

@@ -38,7 +38,7 @@ pub struct lease_options {
     /// requests. Non-zero: a shared holder (a reader), beside other shared holders; an
     /// exclusive holder (a writer) holds alone.
     pub shared: i32,
-    /// A semaphore of this many permits (1 to 128; implies shared), or 0 for none.
+    /// A semaphore of this many permits (1 to 65,536; implies shared), or 0 for none.
     pub permits: u32,
     /// Hold only this path of the lock (`"tables/users"`: it conflicts with the paths above
     /// and under it), or NULL.

@@ -49,6 +49,8 @@ mod tests {
             (ErrorKind::Store, LEASE_STORE),
             (ErrorKind::Corrupt, LEASE_CORRUPT),
             (ErrorKind::Internal, LEASE_INTERNAL),
+            (ErrorKind::QueueFull, LEASE_QUEUE_FULL),
+            (ErrorKind::Unsupported, LEASE_UNSUPPORTED),
         ];
         assert_eq!(kinds.len(), ErrorKind::ALL.len(), "a kind without a code");
         for (kind, code) in kinds {
@@ -80,12 +82,14 @@ mod tests {
             (LEASE_PANIC, 11),
             (LEASE_FORKED, 12),
             (LEASE_CONFLICT, 13),
+            (LEASE_QUEUE_FULL, 14),
+            (LEASE_UNSUPPORTED, 15),
         ];
         for (code, n) in fixed {
             assert_eq!(code as c_int, n, "{:?}", code.name());
             assert_eq!(lease_code::from_int(n), Some(code));
         }
-        assert!(lease_code::from_int(14).is_none());
+        assert!(lease_code::from_int(16).is_none());
         assert!(lease_code::from_int(-1).is_none());
     }
 

@@ -26,6 +26,8 @@ pub fn code(kind: ErrorKind) -> &'static str {
         ErrorKind::Store => "LEASE_STORE",
         ErrorKind::Corrupt => "LEASE_CORRUPT",
         ErrorKind::Internal => "LEASE_INTERNAL",
+        ErrorKind::QueueFull => "LEASE_QUEUE_FULL",
+        ErrorKind::Unsupported => "LEASE_UNSUPPORTED",
         // A kind the core adds later is still a lease error.
         _ => "LEASE_ERROR",
     }

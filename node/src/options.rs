@@ -139,7 +139,8 @@ impl LeaseOptions {
         if let Some(n) = self.permits {
             if !(n.is_finite() && n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n)) {
                 return Err(lease::Error::invalid(format!(
-                    "permits must be a whole number from 1 to 128 (got {n})"
+                    "permits must be a whole number from 1 to {} (got {n})",
+                    lease::scope::MAX_PERMITS
                 )));
             }
             o = o.permits(n as u32);

@@ -98,6 +98,10 @@ pub struct Status {
     /// A queued lock's waiters, in arrival order (`null` for a lease).
     #[napi(ts_type = "Participant[] | null")]
     pub waiting: Nullable,
+    /// A queued lock's grants still listed whose sessions show they hold no more (expired,
+    /// broken, released, gone): the waiters remove them (`null` for a lease).
+    #[napi(ts_type = "Participant[] | null")]
+    pub departing: Nullable,
     /// The tenures before the current one, most recent first (at most 10).
     pub history: Vec<Tenure>,
 }
@@ -119,7 +123,8 @@ pub struct Tenure {
     pub by: Nullable,
 }
 
-/// A holder or a waiter of a queued lock (`Status.holders`, `Status.waiting`).
+/// A holder or a waiter of a queued lock (`Status.holders`, `Status.departing`,
+/// `Status.waiting`). Who it is, `since` and `data` come from its session.
 #[napi(object)]
 pub struct Participant {
     pub holder: Holder,
@@ -138,6 +143,9 @@ pub struct Participant {
     pub since: Nullable,
     #[napi(ts_type = "string | null")]
     pub data: Nullable,
+    /// What its session shows.
+    #[napi(ts_type = "'live' | 'expired' | 'broken' | 'released' | 'gone' | 'unknown'")]
+    pub session: String,
 }
 
 /// Who holds (or last held) a lease.

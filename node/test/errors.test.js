@@ -22,6 +22,8 @@ const CODES = {
   store: 'LEASE_STORE',
   corrupt: 'LEASE_CORRUPT',
   internal: 'LEASE_INTERNAL',
+  queue_full: 'LEASE_QUEUE_FULL',
+  unsupported: 'LEASE_UNSUPPORTED',
 };
 
 describe('each kind maps to its code', () => {
@@ -35,7 +37,7 @@ describe('each kind maps to its code', () => {
       assert.equal(e.url, 'memory://x/y');
       assert.equal(e.epoch, 7);
       assert.equal(e.holder.id, 'abcd');
-      assert.equal(e.retryable, ['held', 'timeout', 'unavailable'].includes(kind));
+      assert.equal(e.retryable, ['held', 'timeout', 'unavailable', 'queue_full'].includes(kind));
       assert.equal(e.name, kind === 'cancelled' ? 'AbortError' : 'Error');
       assert.ok(Object.values(lease.codes).includes(code));
     });

@@ -167,7 +167,7 @@ describe('queued lock options', () => {
       { permits: 0 },
       { permits: -1 },
       { permits: 1.5 },
-      { permits: 200 },
+      { permits: 65537 },
       { scope: '' },
       { scope: 'a/../b' },
       { range: [5, 1] },

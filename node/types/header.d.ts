@@ -16,6 +16,8 @@ export declare const codes: {
   readonly STORE: 'LEASE_STORE'
   readonly CORRUPT: 'LEASE_CORRUPT'
   readonly INTERNAL: 'LEASE_INTERNAL'
+  readonly QUEUE_FULL: 'LEASE_QUEUE_FULL'
+  readonly UNSUPPORTED: 'LEASE_UNSUPPORTED'
 }
 
 /** The `code` of a lease error. */

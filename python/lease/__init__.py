@@ -37,8 +37,10 @@ from ._errors import (
     LeaseHeld,
     LeaseLost,
     LeaseTimeout,
+    QueueFull,
     StoreError,
     StoreUnavailable,
+    UnsupportedRecord,
 )
 from ._lease import Lease
 from ._types import (
@@ -123,6 +125,8 @@ __all__ = [
     "InvalidArgument",
     "CorruptRecord",
     "InternalError",
+    "QueueFull",
+    "UnsupportedRecord",
     "__version__",
 ]
 

@@ -21,6 +21,8 @@ __all__ = [
     "InvalidArgument",
     "CorruptRecord",
     "InternalError",
+    "QueueFull",
+    "UnsupportedRecord",
 ]
 
 
@@ -58,7 +60,7 @@ class LeaseError(Exception):
 
     @property
     def retryable(self) -> bool:
-        return self.kind in ("unavailable", "held", "timeout")
+        return self.kind in ("unavailable", "held", "timeout", "queue_full")
 
     def __str__(self) -> str:
         return self.message
@@ -120,6 +122,18 @@ class InternalError(LeaseError):
     """A bug in this library."""
 
 
+class QueueFull(LeaseError):
+    """A queued lock's record has no room for another participant (its size limit, stated in
+    the message, is reached): nothing was written; the same call may succeed once others have
+    left."""
+
+
+class UnsupportedRecord(LeaseError):
+    """A stored record was written by a newer version of this library (a format, mode or feature
+    this version does not know, named in the message): it is never taken over or written over.
+    Upgrade this client."""
+
+
 _DEFAULT_KIND = {
     "LeaseHeld": "held",
     "LeaseTimeout": "timeout",
@@ -132,4 +146,6 @@ _DEFAULT_KIND = {
     "InvalidArgument": "invalid",
     "CorruptRecord": "corrupt",
     "InternalError": "internal",
+    "QueueFull": "queue_full",
+    "UnsupportedRecord": "unsupported",
 }

@@ -60,7 +60,10 @@ class Grant(NamedTuple):
 
 
 class Participant(NamedTuple):
-    """A holder or a waiter of a queued lock (``Status.holders``, ``Status.waiting``)."""
+    """A holder or a waiter of a queued lock (``Status.holders``, ``Status.departing``,
+    ``Status.waiting``). Who it is (``holder``'s label, host, pid), ``since`` and ``data`` come
+    from its session; ``session`` says what that shows: ``"live"``, ``"expired"``, ``"broken"``,
+    ``"released"``, ``"gone"`` or ``"unknown"`` (not read)."""
 
     holder: Holder
     mode: Mode
@@ -72,6 +75,7 @@ class Participant(NamedTuple):
     """The ttl of its session, in seconds."""
     since: Optional[str]
     data: Optional[str]
+    session: str = "unknown"
 
     @classmethod
     def _from_json(cls, d: Dict[str, Any]) -> "Participant":
@@ -85,6 +89,7 @@ class Participant(NamedTuple):
             ttl=d["ttl_ms"] / 1000.0,
             since=d.get("since"),
             data=d.get("data"),
+            session=d.get("session", "unknown"),
         )
 
 
@@ -145,8 +150,10 @@ class Status:
     ``lease status --json`` (``ttl_ms``, ``expires_in_ms``).
 
     For a queued lock (shared, permits, scopes: docs/protocol.md §10) ``holders`` lists the
-    grants in the order granted, ``waiting`` the waiters in arrival order, and ``permits`` the
-    semaphore's size; all three are ``None`` for a plain lease.
+    grants in the order granted (those whose sessions are live), ``departing`` the grants still
+    listed whose sessions show they hold no more (expired, broken, released: the waiters remove
+    them), ``waiting`` the waiters in arrival order, and ``permits`` the semaphore's size; all
+    four are ``None`` for a plain lease.
     """
 
     url: str
@@ -163,6 +170,7 @@ class Status:
     holders: Optional[List[Participant]]
     waiting: Optional[List[Participant]]
     json: Dict[str, Any] = field(repr=False, compare=False)
+    departing: Optional[List[Participant]] = None
     #: The tenures before the current one, most recent first (at most 10; docs/protocol.md §3).
     history: List["Tenure"] = field(default_factory=list)
 
@@ -184,6 +192,7 @@ class Status:
             holders=_participants(d.get("holders")),
             waiting=_participants(d.get("waiting")),
             json=d,
+            departing=_participants(d.get("departing")),
             history=[Tenure._from_json(t) for t in d.get("history") or []],
         )
 

@@ -26,6 +26,8 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Store => "StoreError",
         ErrorKind::Corrupt => "CorruptRecord",
         ErrorKind::Internal => "InternalError",
+        ErrorKind::QueueFull => "QueueFull",
+        ErrorKind::Unsupported => "UnsupportedRecord",
         // A kind added to the core later is still a LeaseError.
         _ => "LeaseError",
     }

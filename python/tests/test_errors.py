@@ -29,6 +29,8 @@ CLASSES: Dict[str, Type[lease.LeaseError]] = {
     "store": lease.StoreError,
     "corrupt": lease.CorruptRecord,
     "internal": lease.InternalError,
+    "queue_full": lease.QueueFull,
+    "unsupported": lease.UnsupportedRecord,
 }
 
 
@@ -42,7 +44,7 @@ def test_each_kind_maps_to_its_class(kind: str) -> None:
     assert e.holder is not None and e.holder.id == "abcd"
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is type(e) and back.url == e.url and back.holder == e.holder
-    assert e.retryable == (kind in ("held", "timeout", "unavailable"))
+    assert e.retryable == (kind in ("held", "timeout", "unavailable", "queue_full"))
 
 
 def test_every_core_kind_has_its_own_class() -> None:

@@ -284,10 +284,12 @@ def test_status_of_a_free_lease_and_the_json_shape(url: str) -> None:
         j = s.to_json()
         assert set(j) == {
             "url", "state", "epoch", "holder", "ttl_ms", "expires_in_ms", "data",
-            "acquired_at", "renewed_at", "detail", "permits", "holders", "waiting", "history",
+            "acquired_at", "renewed_at", "detail", "permits", "holders", "departing", "waiting",
+            "history",
         }
         # A plain lease: the queued lock's keys are null.
         assert j["permits"] is None and j["holders"] is None and j["waiting"] is None
+        assert j["departing"] is None
         assert set(j["holder"]) == {"id", "label", "host", "pid", "user", "client"}
         assert j["ttl_ms"] == 20000 and j["epoch"] == l.epoch
         json.dumps(j)

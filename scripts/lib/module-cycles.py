@@ -25,29 +25,12 @@ then lands in its receiver's file, and the caller reaches that file through what
 cannot see; that is how a circle is broken (docs/verification.md §4), not one.
 
 Comments, string literals, `#[cfg(test)]` code and `tests.rs` / `*_tests.rs` files are left out.
-ISSUE_22 below is a temporary list of the loops the queued-lock rebuild removes; nothing else may
-be on it, and an entry that no longer matches fails too, so it is removed as soon as it can be.
+There are no exceptions: a circle is broken, not listed.
 """
 import os
 import re
 import sys
 import tempfile
-
-# (crate src, from file, to file, the calls that make the edge) -> why it is allowed, for now.
-# The queued-lock rebuild (issue 22, helper `queue-safety`) restructures exactly these three
-# files; the lead removes these entries after merging it, and the check fails while an entry
-# names an edge that no longer exists.
-ISSUE_22 = {
-    ("core/src", "queue.rs", "acquire.rs", "acquire_session"): "issue 22: a queued acquisition "
-    "begins its session through acquire.rs, which hands queued requests to queue.rs",
-    ("core/src", "lease.rs", "queue.rs", "queue_leave"): "issue 22: a granted lease leaves the "
-    "queue through queue.rs, which builds Lease and Grant from lease.rs",
-}
-# `impl Client` blocks away from client.rs that issue 22 removes (same rule as above).
-ISSUE_22_IMPLS = {
-    ("core/src", "acquire.rs", "Client"): "issue 22",
-    ("core/src", "queue.rs", "Client"): "issue 22",
-}
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -427,17 +410,12 @@ def shortest_cycle(graph, comp):
     return best
 
 
-def check(src, label=None, exceptions=None, impl_exceptions=None):
-    """(problems, exceptions used): one line per problem, saying what to fix."""
+def check(src, label=None):
+    """One line per problem, saying what to fix."""
     label = label or src
-    exceptions = ISSUE_22 if exceptions is None else exceptions
-    impl_exceptions = ISSUE_22_IMPLS if impl_exceptions is None else impl_exceptions
     crate = Crate(src)
-    problems, used = [], []
+    problems = []
     for rel, ty, trait, home in sorted(crate.misplaced):
-        if (label, rel, ty) in impl_exceptions:
-            used.append(("impl", f"impl {ty} in {rel}", impl_exceptions[(label, rel, ty)]))
-            continue
         what = f"impl {trait} for {ty}" if trait else f"impl {ty}"
         problems.append(
             f"{label}/{rel}: `{what}` is away from {label}/{home}, where {ty} is defined: a "
@@ -445,21 +423,6 @@ def check(src, label=None, exceptions=None, impl_exceptions=None):
             f"{home} (delegating to a function here that does not need {ty}), or make them "
             "functions of this file")
     edges = crate.edges()
-    for key, why in sorted(exceptions.items()):
-        lab, a, b, calls = key
-        if lab != label:
-            continue
-        reasons = edges.get((a, b), set())
-        if not reasons or not any(calls in r for r in reasons):
-            problems.append(f"{label}: the exception {a} -> {b} ({calls}) matches nothing any "
-                            "more: remove it from ISSUE_22 in scripts/lib/module-cycles.py")
-            continue
-        rest = {r for r in reasons if calls not in r}
-        used.append(("edge", f"{a} -> {b} ({', '.join(sorted(reasons - rest))})", why))
-        if rest:
-            edges[(a, b)] = rest
-        else:
-            del edges[(a, b)]
     folders = {f.mod for f in crate.files.values() if f.is_root}
     for folder in sorted(folders):
         graph, why = {}, {}
@@ -482,7 +445,7 @@ def check(src, label=None, exceptions=None, impl_exceptions=None):
                 f"{' -> '.join(loop)}: " + "; ".join(links)
                 + ". Move what they share into a module both may use (or the folder's root), "
                 "or pass it in")
-    return problems, used
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------
@@ -543,7 +506,7 @@ def self_test():
         for name, (files, expected) in cases.items():
             root = os.path.join(d, name.replace(" ", "-"))
             write(root, files)
-            got, _ = check(root, "x", {}, {})
+            got = check(root, "x")
             text = "\n".join(got)
             for e in expected:
                 assert e in text, f"{name}: expected {e!r} in:\n{text}"
@@ -566,33 +529,21 @@ def self_test():
         }
         root = os.path.join(d, "clean")
         write(root, clean)
-        got, _ = check(root, "x", {}, {})
+        got = check(root, "x")
         assert got == [], got
         # The circle the factory's place avoids: a backend that opens by URL.
         write(root, {"store/s3/mod.rs": "pub struct S3;\nimpl S3 { pub fn open() { "
                                         "crate::store::url::StoreUrl.open(); } }\n"})
-        got, _ = check(root, "x", {}, {})
+        got = check(root, "x")
         assert any("store: s3, url depend on each other" in p for p in got), got
         # The circle the facade avoids: a driver that takes the facade and calls back into it.
         write(root, {"store/s3/mod.rs": "pub struct S3;\nimpl S3 { pub fn open() {} }\n",
                      "a.rs": "pub(crate) fn go(c: &crate::Client) { c.go(); }\n"})
-        got, _ = check(root, "x", {}, {})
+        got = check(root, "x")
         assert any("a, client depend on each other" in p for p in got), got
-        # An exception names one edge and the call that makes it: it hides that edge only, and
-        # fails once the edge is gone.
-        got, used = check(root, "x", {("x", "client.rs", "a.rs", "crate::a::go"): "test"}, {})
-        assert got == [] and used, (got, used)
-        got, _ = check(root, "x", {("x", "a.rs", "client.rs", "crate::a::go"): "test"}, {})
-        assert any("a, client depend on each other" in p for p in got), got
-        write(root, {"a.rs": "pub(crate) fn go(io: &crate::io::Io) {}\n"})
-        got, _ = check(root, "x", {("x", "client.rs", "a.rs", "crate::a::go"): "test"}, {})
-        assert got == [], got
-        got, _ = check(root, "x", {("x", "a.rs", "client.rs", "go"): "test"}, {})
-        assert any("matches nothing any more" in p for p in got), got
     print("module-cycles: self-test passed (import circles through re-exports, `super::` and "
           "brace trees; impls away from their type; calls through `self.m()`, `T::m()` and "
-          "`x.m()` across files; free functions by path; exceptions that hide one edge and "
-          "fail once stale; trees without a circle pass)")
+          "`x.m()` across files; free functions by path; trees without a circle pass)")
 
 
 def main(args):
@@ -602,12 +553,9 @@ def main(args):
     bad = 0
     for src in args:
         label = src.rstrip("/")
-        problems, used = check(src, label)
-        for p in problems:
+        for p in check(src, label):
             print(p)
             bad = 1
-        for u in used:
-            print(f"{label}: allowed for now ({u[-1]}): {u[1]}")
     if not bad:
         print(f"module-cycles: no circles in {', '.join(args)}")
     return bad

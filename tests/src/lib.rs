@@ -1,20 +1,38 @@
-//! Helpers shared by the system tests and their binaries: the fault-injection proxy, and the
-//! stand-ins for the clouds' token endpoints (`cloud_identity`), and the lookup of the store
+//! Helpers shared by the system tests and their binaries: the fault-injection proxy, the
+//! stand-ins for the clouds' token endpoints (`cloud_identity`), the history checker of the
+//! multi-process tests (`history`), the clock the histories share and the lookup of the store
 //! test servers (`server`).
 
 pub mod cloud_identity;
+pub mod history;
 pub mod proxy;
 
+/// CLOCK_MONOTONIC in nanoseconds: the clock every process of this machine shares, which a
+/// step of the wall clock does not move (the histories' timestamps).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec for clock_gettime to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The URL of a store test server from `var` (set by scripts/stores.sh), or `None` with a loud
-/// skip message; under `CI=true` a missing server is a failure, never a skip.
+/// skip message (its `…_SKIPPED` reason when stores.sh gave one); under `CI=true` a missing
+/// server is a failure, never a skip.
 pub fn server(var: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true but {var} is not set: run through scripts/test")
-        }
         _ => {
-            eprintln!("\n!!! SKIPPED: {var} unset (scripts/stores.sh) !!!\n");
+            let why = std::env::var(format!("{var}_SKIPPED"))
+                .unwrap_or_else(|_| format!("{var} is unset (scripts/stores.sh sets it)"));
+            assert!(
+                !std::env::var("CI").is_ok_and(|v| v == "true"),
+                "CI=true but {var} is not set: {why}; run through scripts/test"
+            );
+            eprintln!("\n!!! SKIPPED {var}: {why} !!!\n");
             None
         }
     }

@@ -3,9 +3,11 @@
 //! It sits between a client and an S3 server (moto, MinIO) and, per request, either forwards it
 //! untouched or applies a [`Fault`]: a delay before forwarding, an error status answered without
 //! forwarding (500, 503 `SlowDown`, 409 `ConditionalRequestConflict`), forwarding and then
-//! dropping the reply (the write landed, the client never heard), or forwarding and then
-//! answering 412 in place of the real reply (what an SDK that retried a landed write reports).
-//! It counts requests by method and conditional header, and replies by status.
+//! dropping the reply (the write landed, the client never heard), forwarding and holding the
+//! reply back (a late reply), or forwarding and then answering 412 in place of the real reply
+//! (what an SDK that retried a landed write reports). It counts requests by method and
+//! conditional header, and replies by status, and keeps a log of the faults it applied, with
+//! when ([`FaultProxy::applied`]).
 //!
 //! Requests are passed through byte for byte (the `Host` header too, so signatures stay valid).
 //! Only what S3 clients send is understood: bodies with `Content-Length`; replies with
@@ -21,6 +23,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::monotonic_ns;
+
 /// What the proxy does to one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
@@ -32,6 +36,33 @@ pub enum Fault {
     DropReply,
     /// Forward, then answer 412 `PreconditionFailed` instead of the real reply.
     LandThen412,
+    /// Forward at once, then hold the reply back this long (the client may have given up).
+    DelayReply(Duration),
+}
+
+impl Fault {
+    /// A short name, for logs: `delay`, `status-503`, `drop-reply`, `land-then-412`,
+    /// `delay-reply`.
+    pub fn name(&self) -> String {
+        match self {
+            Fault::Delay(_) => "delay".into(),
+            Fault::Status(s, _) => format!("status-{s}"),
+            Fault::DropReply => "drop-reply".into(),
+            Fault::LandThen412 => "land-then-412".into(),
+            Fault::DelayReply(_) => "delay-reply".into(),
+        }
+    }
+}
+
+/// A fault the proxy applied: when (CLOCK_MONOTONIC, ns: the clock every process of this
+/// machine shares), to which request.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub t_ns: u64,
+    pub method: String,
+    /// The request's target (path and query).
+    pub target: String,
+    pub fault: Fault,
 }
 
 impl Fault {
@@ -165,6 +196,7 @@ struct State {
     partitioned: bool,
     strip_conditions: bool,
     counts: Counts,
+    applied: Vec<Applied>,
 }
 
 /// A running proxy. Dropping it stops accepting connections.
@@ -284,6 +316,11 @@ impl FaultProxy {
     /// Every write the server accepted through this proxy, in order.
     pub fn landed(&self) -> Vec<Landed> {
         self.state.lock().unwrap().landed.clone()
+    }
+
+    /// Every fault applied so far, in order.
+    pub fn applied(&self) -> Vec<Applied> {
+        self.state.lock().unwrap().applied.clone()
     }
 
     pub fn reset_counts(&self) {
@@ -498,12 +535,10 @@ async fn serve(
         let Some(head) = read_head(&mut cr).await? else {
             return Ok(());
         };
-        let method = head
-            .first_line
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .to_string();
+        let mut words = head.first_line.split_whitespace();
+        let method = words.next().unwrap_or("").to_string();
+        // The request's path and query.
+        let target = words.next().unwrap_or("").to_string();
         let body = read_body(&mut cr, &head, true, false).await?;
         let fault = {
             let mut st = state.lock().unwrap();
@@ -513,8 +548,14 @@ async fn serve(
                 .and_modify(|n| *n += 1)
                 .or_insert(1);
             let fault = st.decide(&method);
-            if fault.is_some() {
+            if let Some(f) = fault {
                 st.counts.faults += 1;
+                st.applied.push(Applied {
+                    t_ns: monotonic_ns(),
+                    method: method.clone(),
+                    target: target.clone(),
+                    fault: f,
+                });
             }
             fault
         };
@@ -538,12 +579,7 @@ async fn serve(
         };
         let request = (intercept.is_some() || rewrite.is_some()).then(|| Request {
             method: method.clone(),
-            target: head
-                .first_line
-                .split_whitespace()
-                .nth(1)
-                .unwrap_or("")
-                .to_string(),
+            target: target.clone(),
             headers: head.headers.clone(),
             body: body.clone(),
         });
@@ -615,6 +651,12 @@ async fn serve(
             Some(Fault::DropReply) => {
                 // The write landed; the client never hears. Close its connection.
                 return Ok(());
+            }
+            Some(Fault::DelayReply(d)) => {
+                tokio::time::sleep(d).await;
+                count_status(status);
+                cw.write_all(&reply.raw).await?;
+                cw.write_all(&reply_body).await?;
             }
             Some(Fault::LandThen412) => {
                 count_status(412);

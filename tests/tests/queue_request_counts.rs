@@ -72,10 +72,14 @@ async fn queued_lock_request_counts_on_every_store() {
         let held = a.acquire(&key, &opts).await.unwrap();
         let c = proxy.counts();
         eprintln!("{server}: acquire, lock free: {c:?}");
+        // (changed, issue 22) A record made where none is (the `Create`) grants nobody: the
+        // grant is the next write, conditional on the version the `Create` made, its tokens
+        // above the clock read after that answer (docs/protocol.md §10, "Tokens"): one more
+        // write, only when the record is made.
         assert_eq!(
             split(&c),
-            (2, 2, 0),
-            "{server}: session GET + PUT, record GET + PUT: {c:?}"
+            (2, 3, 0),
+            "{server}: session GET + PUT, record GET + Create + settling PUT: {c:?}"
         );
 
         pace().await;
@@ -84,11 +88,13 @@ async fn queued_lock_request_counts_on_every_store() {
         let c = proxy.counts();
         assert_eq!(
             split(&c),
-            (0, 1, 0),
-            "{server}: renew = 1 write to the session: {c:?}"
+            (1, 1, 0),
+            "{server}: renew = 1 write to the session + 1 read of the record (the confirmation, \
+             a 304): {c:?}"
         );
 
-        // Try once while held: one read, nothing written.
+        // Try once while held: a read of the record and one of the holder's session (to name
+        // it), nothing written.
         let b = Client::new(store.clone());
         proxy.reset_counts();
         let e = b
@@ -97,7 +103,7 @@ async fn queued_lock_request_counts_on_every_store() {
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Held, "{server}: {e}");
         let c = proxy.counts();
-        assert_eq!(split(&c), (1, 0, 0), "{server}: try once = 1 read: {c:?}");
+        assert_eq!(split(&c), (2, 0, 0), "{server}: try once = 2 reads: {c:?}");
 
         // A waiter for 3 s, polling every 200 ms: it begins its session and joins (2 reads +
         // 2 writes), polls the record, checks the holder's session, and leaves when its wait
@@ -119,9 +125,12 @@ async fn queued_lock_request_counts_on_every_store() {
         eprintln!("{server}: a waiter for 3 s, polling every 200 ms: {c:?}");
         let (reads, writes, dels) = split(&c);
         assert_eq!((writes, dels), (4, 1), "{server}: {c:?}");
+        // The waiter's polls are jittered by ±20% (160-240 ms apart: at most 19 conditional
+        // reads in 3 s), beside 5 plain reads (as counted on moto and MinIO); a slow machine
+        // polls less. (12..=20 failed on MinIO with 5 + 16.)
         assert!(
-            (12..=20).contains(&reads),
-            "{server}: about 15 polls: {c:?}"
+            (12..=5 + 19).contains(&reads),
+            "{server}: 12-19 polls and 5 other reads: {c:?}"
         );
 
         pace().await;

@@ -976,7 +976,7 @@ impl Net for LeaseModel {
         LeaseModel::set_flight(self, s, c, f)
     }
 
-    fn apply(s: &mut State, req: &Req) -> Answer {
+    fn apply(&self, s: &mut State, _c: usize, req: &Req) -> Answer {
         apply(s, req)
     }
 

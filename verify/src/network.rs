@@ -70,8 +70,8 @@ pub(crate) trait Net {
     /// The request participant `c` has sent and that is not yet applied.
     fn pending_req(&self, s: &Self::State, c: usize) -> Option<Req>;
     fn set_flight(&self, s: &mut Self::State, c: usize, f: Flight);
-    /// The store applies a request.
-    fn apply(s: &mut Self::State, req: &Req) -> Answer;
+    /// The store applies participant `c`'s request.
+    fn apply(&self, s: &mut Self::State, c: usize, req: &Req) -> Answer;
     /// Participant `c` gets an answer.
     fn answer(&self, s: &mut Self::State, c: usize, a: Answer);
 }
@@ -86,12 +86,12 @@ pub(crate) fn inject<N: Net>(n: &N, s: &mut N::State, c: usize, fault: Fault) ->
         }
         Fault::DelayAnswer => {
             let req = n.pending_req(s, c)?;
-            let answer = N::apply(s, &req);
+            let answer = n.apply(s, c, &req);
             n.set_flight(s, c, Flight::Answered(req, answer));
         }
         Fault::LoseReply => {
             let req = n.pending_req(s, c)?;
-            N::apply(s, &req);
+            n.apply(s, c, &req);
             n.set_flight(s, c, Flight::Lost(req));
         }
         Fault::Fail => n.answer(s, c, Answer::Unavailable),

@@ -1,34 +1,88 @@
-//! Model checking of queued locks (docs/protocol.md §10) with stateright, using the protocol's
-//! own pure code (`lease::protocol::queue`): every record the model's participants write is
-//! `QueueRecord::apply` of their change to the record they read, serialized with `to_bytes` and
-//! read back with `parse`; where a participant stands is `QueueRecord::position`. Only the
-//! driver's loops around them (read, apply, write conditionally, re-read on a failed condition
-//! or an unknown outcome) are the model's, as docs/protocol.md §10 describes them.
+//! Model checking of queued locks (docs/protocol.md §10) with stateright, driving the protocol's
+//! own machines — the very code `core/src/queue.rs` and `core/src/lease.rs` run:
+//! [`Waiter`] (from the first read to the grant), [`GrantHold`] (the holder's confirmation of
+//! the lock's record at each renewal) and [`ChangeOp`] (a leave), over the record's own algebra
+//! (`QueueRecord`). Nothing here decides what a participant does; the model only carries out
+//! the machines' steps against a modelled store and network, and plays the world around them.
 //!
 //! The model (docs/model.md, "Queued locks"): a few participants, each with one request (a mode
 //! and a scope), share one lock record in a store that applies conditional writes atomically.
 //! Each participant's *session* (an ordinary lease, model-checked by `lease_model`) is
-//! abstracted to `Alive`, `Lapsed` (its lease expired: it can never believe again in this
-//! acquisition) or `Crashed` (it stops for good). The network may hold a request up and apply
-//! it later, apply it and lose or hold up its answer, or fail it without applying it; a request
-//! whose sender gave up may still land. Checked: no two participants that believe at one
-//! instant hold conflicting grants, and at most `permits` cover any point; every believer is
-//! listed among the record's grants with its token; grants follow the order in which competing
-//! joins landed; tokens strictly increase; and, in a fault-free variant where holders release,
-//! crash or lapse, every participant whose session stays alive is served.
+//! abstracted: its owner is `Alive`, `Lapsed` (its lease expired: it never believes again in
+//! this acquisition) or `Crashed`, and its object in the store is held, ended (released by its
+//! owner or by a checker that took it over) or deleted. A checker's read of a session is
+//! answered from that abstraction with a session record the takeover rules judge as they would
+//! a real one: a live session was just renewed, a dead one is older than any ttl. The network
+//! may hold a request up and apply it later, apply it and lose or hold up its answer, or fail it
+//! without applying it; a request whose sender gave up may still land. The world may delete the
+//! lock's record or a session (by hand, or by a lifecycle rule) and write a record of a newer
+//! format over the lock's record.
+//!
+//! Checked: no two participants that believe at one instant hold conflicting grants, and at
+//! most `permits` cover any point — except a holder that has not confirmed the record since it
+//! was last deleted or replaced (the stated window: until its next renewal); every such
+//! confirmed believer is listed among the record's grants with its token; grants follow the
+//! order in which competing joins landed; tokens strictly increase, across deletions too; a
+//! record never exceeds its size limit; nothing is ever written over a record of a newer
+//! format; and, in a fault-free variant, every participant whose session stays alive is served.
 //!
 //! `cargo test --release -p lease-verify --test queue_model` runs the bounded checks;
 //! `LEASE_MODEL=deep` explores a larger bound (docs/verification.md has the figures).
 
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
 use bytes::Bytes;
 use stateright::{Model, Property};
 
-use lease::protocol::queue::{Change, Entry, Mode, Position, QueueRecord, Scope};
-use lease::record::Holder;
+use lease::clock::Instant;
+use lease::options::Timing;
+use lease::protocol::hold::LostReason;
+use lease::protocol::queue::change::{ChangeEvent, ChangeOp, ChangeStep};
+use lease::protocol::queue::holder::{ConfirmEvent, ConfirmStep, GrantHold};
+use lease::protocol::queue::waiter::{Ctx, Event, Step, WaitPlan, Waiter};
+use lease::protocol::queue::{classify, Change, Classified, Entry, Mode, QueueRecord, Scope};
+use lease::protocol::write::Written;
+use lease::protocol::Entropy;
+use lease::record::{Holder, Record, RecordState, FORMAT};
 use lease::store::{Cond, Get, Object, Put, Version};
+use lease::ErrorKind;
 
+use crate::lease_model::{at, timing};
 pub use crate::lease_model::{check, deep};
 use crate::network::{inject, Answer, Fault, Flight, Net, Req};
+
+// ---------------------------------------------------------------------------------------------
+// Time and randomness.
+
+/// The lock's key.
+const KEY: &str = "lock";
+/// The wall clock's milliseconds at the start: tokens of a record made where none is start
+/// above it (13 digits, as in real use: the record's size depends on it).
+const BASE_MS: u64 = 1_767_225_600_000;
+
+/// Deterministic randomness: no jitter; one nonce (the model answers the writes that use it).
+struct Fixed;
+
+impl Entropy for Fixed {
+    fn nonce(&self) -> String {
+        "n".into()
+    }
+    fn jitter(&self, d: Duration, _spread: f64) -> Duration {
+        d
+    }
+}
+
+/// The whole seconds from the model's origin to `t`, rounded up.
+fn ticks_of(t: Instant) -> u32 {
+    let d = t.saturating_duration_since(at(0));
+    (d.as_secs() + u64::from(d.subsec_nanos() > 0)) as u32
+}
+
+/// The store's clock for sessions: whole seconds.
+fn store_time(ticks: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + ticks)
+}
 
 // ---------------------------------------------------------------------------------------------
 // The state.
@@ -40,51 +94,66 @@ pub struct Stored {
     bytes: Bytes,
 }
 
-/// A participant's session lease, abstracted (`lease_model` checks the lease itself).
+/// A participant's session owner, abstracted (`lease_model` checks the lease itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Session {
     Alive,
-    /// Its lease expired (paused, partitioned): it stopped believing at once and never will
-    /// again in this acquisition, although it may still act, and still be listed.
+    /// Its lease expired (paused, partitioned, or its object deleted): it stopped believing at
+    /// once and never will again in this acquisition, although it may still act, and still be
+    /// listed.
     Lapsed,
     /// It stopped for good; its requests in flight may still land.
     Crashed,
 }
 
+/// A participant's session object in the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SessionObj {
+    /// Not begun yet.
+    None,
+    Held,
+    /// Released, by its owner (after leaving) or by a checker that took it over.
+    Ended,
+    /// Deleted (by its owner after leaving, by a checker after removing it, or by the world).
+    Deleted,
+}
+
+/// What a waiting participant waits for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Io {
+    Request(Flight),
+    /// A sleep; `retry`: after a failure (it may always end).
+    Sleep {
+        until: Instant,
+        retry: bool,
+    },
+}
+
 /// Where a participant is. Each waits for at most one request at a time.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[allow(clippy::large_enum_variant)] // cloned whole by the checker
 pub enum Phase {
     Idle,
-    /// Joining the queue: the read / apply / conditional write loop of `Change::Join`.
-    Joining(Flight),
-    /// Listed and waiting: the record's generation it last read, and the grants that keep it
-    /// waiting there (`Position::Waiting`'s blockers, by id; empty unless it is at the head of
-    /// its line).
+    /// Acquiring: the [`Waiter`].
     Waiting {
-        seen: u64,
-        blockers: Vec<String>,
+        waiter: Box<Waiter>,
+        io: Io,
     },
-    /// Re-reading the record (a poll), from `Waiting`.
-    Polling {
-        seen: u64,
-        blockers: Vec<String>,
-        flight: Flight,
-    },
-    /// Removing a participant proven gone (`Change::Leave` of its id), from `Waiting`.
-    Removing {
-        id: String,
-        flight: Flight,
-    },
-    /// Granted (it read its grant): it believes while its session is alive.
+    /// Granted: believes while its session is alive. `confirming`: a confirmation (read of the
+    /// lock's record, or the record made again) in flight.
     Holding {
         token: u64,
+        hold: Box<GrantHold>,
+        confirming: Option<Flight>,
     },
-    /// Leaving after holding (`Change::Leave` of its own id); it stopped believing first.
-    Releasing {
-        token: u64,
+    /// Leaving (release, give up, a lost grant): a [`ChangeOp`] of `Leave(own id)`; it does not
+    /// believe. `token`: the grant it released, if it held one.
+    Leaving {
+        op: Box<ChangeOp>,
         flight: Flight,
+        token: Option<u64>,
     },
-    /// This acquisition is over: released, or found removed.
+    /// This acquisition is over.
     Done,
     Crashed,
 }
@@ -93,9 +162,21 @@ pub enum Phase {
 pub struct Participant {
     phase: Phase,
     session: Session,
+    obj: SessionObj,
     acquisitions: u8,
     /// Granted while its session was alive, in some acquisition.
     served: bool,
+    /// Its own clock, in whole seconds.
+    clock: u32,
+    /// How many times the record had been deleted or replaced when the request that last
+    /// showed its grant was applied (it is *confirmed* while that is still the count).
+    confirmed_at: u8,
+    /// The same count when its request in flight was applied.
+    applied_at: u8,
+    /// The generation of the record when its last request was applied (wake-ups).
+    seen_gen: u64,
+    /// Wake-ups without anything new, left.
+    idle_wakes: u8,
 }
 
 /// A rule broken by a transition (not a property of a single state).
@@ -107,8 +188,12 @@ pub enum Violation {
     TokenNotAbove,
     /// A participant's join landed twice (it was listed, gone, and listed again).
     JoinedTwice,
-    /// A participant whose session is alive found itself removed from the record.
+    /// A participant whose session is alive was removed from the record by another.
     LiveRemoved,
+    /// A record larger than its limit was written.
+    Overflow,
+    /// A write landed over a record of a newer format.
+    OverNewer,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -120,18 +205,31 @@ pub struct State {
     orphans: Vec<Req>,
     faults: u8,
     deaths: u8,
-    /// Participants' ids in the order their joins landed.
+    /// Deletions of the record and writes of a newer format so far.
+    replacements: u8,
+    record_deletions: u8,
+    session_deletions: u8,
+    newer_writes: u8,
+    /// Participants' ids in the order their joins landed (while nothing was replaced).
     landed: Vec<String>,
+    /// Every grant that landed, with its token.
+    granted: BTreeSet<(String, u64)>,
     /// The highest token granted so far.
     max_token: u64,
     /// Some participant was removed by another (it was proven gone).
     removed: bool,
+    /// Some join was refused because the record was full.
+    refused_full: bool,
+    /// Some participant refused a record of a newer format.
+    refused_newer: bool,
+    /// Someone was granted after the record was deleted.
+    granted_after_deletion: bool,
     violation: Option<Violation>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
-    /// The participant starts an acquisition: it joins.
+    /// The participant starts an acquisition.
     Start(usize),
     /// Apply the participant's request and answer it.
     Deliver(usize),
@@ -147,15 +245,21 @@ pub enum Action {
     Timeout(usize),
     DeliverOrphan(usize),
     DropOrphan(usize),
-    /// A waiter re-reads the record (only once it changed: an unchanged poll changes nothing).
-    Poll(usize),
-    /// A waiter removes the grant `id` that keeps it waiting, once its session cannot believe.
-    Remove(usize, String),
+    /// A waiter's sleep ends (only when there is something new to see, or a few times idly).
+    Wake(usize),
+    /// A holder renews its session and confirms the lock's record.
+    Renew(usize),
     /// A holder stops believing, then leaves.
     Release(usize),
     /// The participant's session lease expires.
     Lapse(usize),
     Crash(usize),
+    /// The world deletes the lock's record (by hand, a lifecycle rule).
+    DeleteRecord,
+    /// The world deletes a participant's session object.
+    DeleteSession(usize),
+    /// A newer version writes a record of a format this one does not know.
+    WriteNewer,
 }
 
 /// The model's participants, bounds and switches.
@@ -171,15 +275,19 @@ pub struct QueueModel {
     pub max_deaths: u8,
     pub lapses: bool,
     pub crashes: bool,
-    /// Negative control: a waiter may remove a blocking grant whose session is alive.
+    /// The world deletes the lock's record, or sessions, up to this many times.
+    pub record_deletions: u8,
+    pub session_deletions: u8,
+    /// The world writes a record of a newer format, up to this many times.
+    pub newer_writes: u8,
+    /// The record's size limit (small in the capacity scenario).
+    pub max_len: usize,
+    /// Wake-ups with nothing new to see, per participant and acquisition.
+    pub idle_wakes: u8,
+    /// Negative control: a checker takes a session whose owner is alive for a dead one.
     pub evict_live: bool,
     /// Negative control: a holder goes on believing until its leave's answer comes back.
     pub believe_while_leaving: bool,
-    /// Negative control of a driver rule: a participant whose session lapsed still writes its
-    /// join. The rule: a join's outcome may be unknown, and by the time the participant reads
-    /// again it may have been granted, proven gone and removed; found absent, it would join
-    /// again, as a new arrival, though it can never believe. So it gives up instead.
-    pub rejoin_when_lapsed: bool,
 }
 
 /// The request scenarios of docs/model.md.
@@ -198,9 +306,34 @@ pub fn conserve() -> QueueModel {
         max_deaths: 0,
         lapses: false,
         crashes: false,
+        record_deletions: 0,
+        session_deletions: 0,
+        newer_writes: 0,
+        max_len: lease::protocol::queue::MAX_QUEUE_RECORD_LEN,
+        idle_wakes: 1,
         evict_live: false,
         believe_while_leaving: false,
-        rejoin_when_lapsed: false,
+    }
+}
+
+/// Two participants: a reader and a writer of the whole lock — the smallest conflict, for the
+/// checks whose faults need no third participant (deletions, a session deleted).
+pub fn pair() -> QueueModel {
+    QueueModel {
+        requests: vec![
+            (Mode::Shared, Scope::Whole),
+            (Mode::Exclusive, Scope::Whole),
+        ],
+        ..conserve()
+    }
+}
+
+/// Two readers and one permit: the permit count under faults, with two participants.
+pub fn pair_semaphore() -> QueueModel {
+    QueueModel {
+        requests: vec![(Mode::Shared, Scope::Whole); 2],
+        permits: Some(1),
+        ..conserve()
     }
 }
 
@@ -220,6 +353,33 @@ pub fn byte_ranges() -> QueueModel {
     }
 }
 
+/// Capacity: a writer and three readers, with a record limit that holds all four joined but
+/// not all four with tokens: the writer's leave grants the three readers in one write, which
+/// fits only if the joins reserved the room for it.
+pub fn capacity() -> QueueModel {
+    let mut m = QueueModel {
+        requests: vec![
+            (Mode::Exclusive, Scope::Whole),
+            (Mode::Shared, Scope::Whole),
+            (Mode::Shared, Scope::Whole),
+            (Mode::Shared, Scope::Whole),
+        ],
+        ..conserve()
+    };
+    // The largest record the four can make by joining: the first granted, three waiting.
+    let mut r = QueueRecord::new(BASE_MS, None);
+    let mut s = State::initial(&m);
+    for c in 0..4 {
+        s.participants[c].acquisitions = 1;
+        r = r
+            .apply(&Change::Join(m.entry(&s, c)), usize::MAX, BASE_MS)
+            .unwrap()
+            .unwrap();
+    }
+    m.max_len = r.to_bytes().len();
+    m
+}
+
 // ---------------------------------------------------------------------------------------------
 // The store.
 
@@ -230,19 +390,22 @@ fn version(generation: u64) -> Version {
     }
 }
 
-fn generation_of(v: &Version) -> u64 {
-    v.generation.expect("the model's versions have generations")
+/// The record a newer version writes: a format this version does not know.
+fn newer_bytes(n: u8) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"format":3,"epoch":{},"rev":{n}}}"#,
+        BASE_MS + 999
+    ))
 }
 
-fn record_of(bytes: &[u8]) -> QueueRecord {
-    QueueRecord::parse(bytes)
-        .expect("the lock's record is a queued lock's record")
-        .expect("the lock's record parses")
-}
-
-/// Apply `req` to the store atomically; a write that lands is also judged: the joins it makes
-/// land, and the grants it makes (FIFO, tokens).
-fn apply(s: &mut State, req: &Req) -> Answer {
+/// Apply `req` of participant `by` (`None`: an orphan) to the store atomically; a write that
+/// lands is judged.
+fn apply(m: &QueueModel, s: &mut State, by: Option<usize>, req: &Req) -> Answer {
+    if let Some(c) = by {
+        let p = &mut s.participants[c];
+        p.applied_at = s.replacements;
+        p.seen_gen = s.store.as_ref().map_or(0, |o| o.generation);
+    }
     match req {
         Req::Stamp => unreachable!("queued locks' participants ask for no stamp"),
         Req::Get { if_none_match } => Answer::Get(match &s.store {
@@ -268,13 +431,26 @@ fn apply(s: &mut State, req: &Req) -> Answer {
             if !allowed {
                 return Answer::Put(Put::ConditionFailed);
             }
-            let old = s.store.as_ref().map(|o| record_of(&o.bytes));
-            judge(s, old.as_ref(), &record_of(bytes));
+            let old = s.store.as_ref().map(|o| classify(&o.bytes));
+            if matches!(old, Some(Classified::Newer(_))) {
+                s.violation.get_or_insert(Violation::OverNewer);
+            }
+            if bytes.len() > m.max_len {
+                s.violation.get_or_insert(Violation::Overflow);
+            }
+            let old = match old {
+                Some(Classified::Queue(r)) => Some(r),
+                _ => None,
+            };
+            judge(m, s, old.as_ref(), &record_of(bytes));
             s.generations += 1;
             s.store = Some(Stored {
                 generation: s.generations,
                 bytes: bytes.clone(),
             });
+            if let Some(c) = by {
+                s.participants[c].seen_gen = s.generations;
+            }
             Answer::Put(Put::Written {
                 version: version(s.generations),
                 server_now: None,
@@ -283,243 +459,551 @@ fn apply(s: &mut State, req: &Req) -> Answer {
     }
 }
 
-/// Note what a landing write changes: who joined (arrival order), who was granted (their
-/// tokens, and whether an earlier competing arrival still waits).
-fn judge(s: &mut State, old: Option<&QueueRecord>, new: &QueueRecord) {
+fn record_of(bytes: &[u8]) -> QueueRecord {
+    match classify(bytes) {
+        Classified::Queue(r) => r,
+        other => {
+            panic!("a participant wrote something else than a queued lock's record: {other:?}")
+        }
+    }
+}
+
+/// Note what a landing write changes: who joined (arrival order), who was removed, who was
+/// granted (their tokens, and whether an earlier competing arrival still waits).
+fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRecord) {
+    let untouched = s.replacements == 0;
     let listed = |id: &str| old.is_some_and(|o| o.find(id).is_some());
-    let granted = |id: &str| old.is_some_and(|o| o.grants.iter().any(|g| g.id() == id));
-    for e in new.grants.iter().chain(&new.queue) {
-        if !listed(e.id()) {
-            if s.landed.iter().any(|l| l == e.id()) {
-                s.violation.get_or_insert(Violation::JoinedTwice);
+    if untouched {
+        for e in new.grants.iter().chain(&new.queue) {
+            if !listed(e.id()) {
+                if s.landed.iter().any(|l| l == e.id()) {
+                    s.violation.get_or_insert(Violation::JoinedTwice);
+                }
+                s.landed.push(e.id().to_string());
             }
-            s.landed.push(e.id().to_string());
+        }
+        // Removed by another while alive (a participant leaving itself is Leaving).
+        for e in old
+            .into_iter()
+            .flat_map(|o| o.grants.iter().chain(&o.queue))
+        {
+            if new.find(e.id()).is_none() {
+                if let Some(c) = m.owner(s, e.id()) {
+                    let p = &s.participants[c];
+                    if p.session == Session::Alive && !matches!(p.phase, Phase::Leaving { .. }) {
+                        s.violation.get_or_insert(Violation::LiveRemoved);
+                    }
+                }
+            }
         }
     }
     let arrival = |id: &str| s.landed.iter().position(|l| l == id);
-    for g in new.grants.iter().filter(|g| !granted(g.id())) {
+    for g in &new.grants {
         let token = g.token.expect("a grant has a token");
-        let overtakes = new
-            .queue
-            .iter()
-            .any(|w| arrival(w.id()) < arrival(g.id()) && new.competes(w, g));
+        if s.granted.contains(&(g.id().to_string(), token)) {
+            continue;
+        }
+        let overtakes = untouched
+            && new
+                .queue
+                .iter()
+                .any(|w| arrival(w.id()) < arrival(g.id()) && new.competes(w, g));
         if overtakes {
             s.violation.get_or_insert(Violation::Overtaken);
         }
         if token <= s.max_token {
             s.violation.get_or_insert(Violation::TokenNotAbove);
         }
+        if s.record_deletions > 0 {
+            s.granted_after_deletion = true;
+        }
         s.max_token = s.max_token.max(token);
+        s.granted.insert((g.id().to_string(), token));
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// The participants: the driver's loops around the record's pure code.
+// The participants: the protocol's machines, their steps carried out.
 
-/// What a change loop does next.
-enum Next {
-    Send(Req),
-    /// The change is in the record (or nothing to change): the record last read or written,
-    /// `None` when there is none, and its generation.
-    Done(Option<QueueRecord>, u64),
-}
-
-fn read() -> Req {
-    Req::Get {
-        if_none_match: None,
+impl State {
+    fn initial(m: &QueueModel) -> State {
+        State {
+            store: None,
+            generations: 0,
+            participants: vec![
+                Participant {
+                    phase: Phase::Idle,
+                    session: Session::Alive,
+                    obj: SessionObj::None,
+                    acquisitions: 0,
+                    served: false,
+                    clock: 0,
+                    confirmed_at: 0,
+                    applied_at: 0,
+                    seen_gen: 0,
+                    idle_wakes: 0,
+                };
+                m.requests.len()
+            ],
+            orphans: vec![],
+            faults: 0,
+            deaths: 0,
+            replacements: 0,
+            record_deletions: 0,
+            session_deletions: 0,
+            newer_writes: 0,
+            landed: vec![],
+            granted: BTreeSet::new(),
+            max_token: 0,
+            removed: false,
+            refused_full: false,
+            refused_newer: false,
+            granted_after_deletion: false,
+            violation: None,
+        }
     }
 }
 
 impl QueueModel {
+    fn timing(&self) -> Timing {
+        timing(Duration::from_secs(1))
+    }
+
     /// Participant `c`'s id in its current acquisition (a session per acquisition).
     fn id(&self, s: &State, c: usize) -> String {
         format!("p{c}.{}", s.participants[c].acquisitions)
     }
 
+    /// The participant an id names, if it is its current acquisition.
+    fn owner(&self, s: &State, id: &str) -> Option<usize> {
+        (0..self.requests.len()).find(|&c| self.id(s, c) == id)
+    }
+
     fn entry(&self, s: &State, c: usize) -> Entry {
         let (mode, scope) = self.requests[c].clone();
         Entry {
-            holder: Holder {
-                id: self.id(s, c),
-                ..Holder::default()
-            },
+            id: self.id(s, c),
             mode,
             scope,
-            ttl_ms: 4000,
+            ttl_ms: self.timing().ttl.as_millis() as u64,
             token: None,
-            since: None,
-            data: None,
         }
     }
 
-    /// Whether the session behind `id` is alive: the current acquisition's session of its
-    /// participant (an earlier acquisition's session was released after it left).
-    fn session_alive(&self, s: &State, id: &str) -> bool {
-        (0..self.requests.len())
-            .any(|c| self.id(s, c) == id && s.participants[c].session == Session::Alive)
+    /// The wall clock: above every token handed out (assumption 4 of the lease model: a
+    /// record is deleted only once the clock has passed every epoch handed out).
+    fn wall(&self, s: &State) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_millis(BASE_MS + 1000 * u64::from(s.replacements))
     }
 
     /// Whether participant `c` believes it holds its grant now.
     pub fn believes(&self, s: &State, c: usize) -> bool {
         let p = &s.participants[c];
         p.session == Session::Alive
-            && match p.phase {
+            && match &p.phase {
                 Phase::Holding { .. } => true,
-                Phase::Releasing { .. } => self.believe_while_leaving,
+                Phase::Leaving { token, .. } => self.believe_while_leaving && token.is_some(),
                 _ => false,
             }
     }
 
+    /// Whether `c`'s belief rests on a record confirmed since the last deletion or replacement.
+    fn confirmed(&self, s: &State, c: usize) -> bool {
+        s.participants[c].confirmed_at == s.replacements
+    }
+
     fn token(&self, s: &State, c: usize) -> Option<u64> {
-        match s.participants[c].phase {
-            Phase::Holding { token } | Phase::Releasing { token, .. } => Some(token),
+        match &s.participants[c].phase {
+            Phase::Holding { token, .. } => Some(*token),
+            Phase::Leaving { token, .. } => *token,
             _ => None,
         }
     }
 
-    /// One step of the loop that puts `change` into the record: read, apply, write on the
-    /// version read; on a failed condition or an unknown outcome, read again.
-    fn change_step(&self, change: &Change, req: &Req, answer: Answer) -> Next {
-        let write = |next: QueueRecord, cond| {
-            Next::Send(Req::Put {
-                bytes: next.to_bytes().expect("the record fits"),
-                cond,
-            })
-        };
-        match (req, answer) {
-            (_, Answer::Unavailable | Answer::Put(Put::ConditionFailed)) => Next::Send(read()),
-            (_, Answer::Get(Get::NotFound { .. })) => match change {
-                Change::Join(_) => {
-                    let fresh = QueueRecord::new(0, self.permits);
-                    let next = fresh.apply(change).expect("a join fits").expect("it joins");
-                    write(next, Cond::Create)
-                }
-                Change::Leave(_) => Next::Done(None, 0),
-            },
-            (_, Answer::Get(Get::Found(o))) => {
-                let record = record_of(o.bytes.as_ref().expect("the record is small"));
-                match record.apply(change).expect("a change fits") {
-                    Some(next) => write(next, Cond::Match(o.version)),
-                    None => Next::Done(Some(record), generation_of(&o.version)),
-                }
-            }
-            (Req::Put { bytes, .. }, Answer::Put(Put::Written { version, .. })) => {
-                Next::Done(Some(record_of(bytes)), generation_of(&version))
-            }
-            (req, answer) => unreachable!("{answer:?} to {req:?}"),
+    fn ctx(&self, s: &State, c: usize) -> Ctx {
+        Ctx {
+            now: at(s.participants[c].clock),
+            wall: self.wall(s),
+            session_alive: s.participants[c].session == Session::Alive,
         }
     }
 
-    /// Participant `c` has read (or written) `record` at `generation`: where does it stand?
-    fn arrive(&self, s: &mut State, c: usize, record: Option<QueueRecord>, generation: u64) {
+    fn plan(&self, s: &State, c: usize) -> WaitPlan {
         let id = self.id(s, c);
-        let position = record
-            .as_ref()
-            .map_or(Position::Absent, |r| r.position(&id));
-        let alive = s.participants[c].session == Session::Alive;
-        s.participants[c].phase = match position {
-            Position::Granted { token } => {
-                if alive {
-                    s.participants[c].served = true;
-                }
-                Phase::Holding { token }
-            }
-            Position::Waiting { blockers, ahead } => {
-                let _ = ahead;
-                let blockers: Vec<String> = blockers.iter().map(|b| b.id().to_string()).collect();
-                Phase::Waiting {
-                    seen: generation,
-                    blockers,
-                }
-            }
-            Position::Absent => {
-                if alive {
-                    s.violation.get_or_insert(Violation::LiveRemoved);
-                }
-                Phase::Done
-            }
+        WaitPlan {
+            key: KEY.into(),
+            url: "model://lock".into(),
+            me: Holder {
+                id: id.clone(),
+                ..Holder::default()
+            },
+            entry: self.entry(s, c),
+            permits: self.permits,
+            timing: self.timing(),
+            try_once: false,
+            wait_deadline: None,
+            unavailable_timeout: None,
+            max_len: self.max_len,
+        }
+    }
+
+    // --- Sessions, as the store would answer about them.
+
+    /// The participant and whether the session named `key` is its current one.
+    fn session_of(&self, s: &State, key: &str) -> (usize, bool) {
+        let id = key.rsplit('/').next().expect("a session key");
+        let (c, a) = id[1..].split_once('.').expect("an id p<c>.<a>");
+        let c: usize = c.parse().expect("a participant");
+        let a: u8 = a.parse().expect("an acquisition");
+        (c, a == s.participants[c].acquisitions)
+    }
+
+    /// A checker (participant `by`) reads the session at `key`.
+    fn session_get(&self, s: &State, by: usize, key: &str, if_none_match: Option<Version>) -> Get {
+        let (c, current) = self.session_of(s, key);
+        let p = &s.participants[c];
+        let obj = if current { p.obj } else { SessionObj::Ended };
+        let now = u64::from(s.participants[by].clock);
+        let record = |state, rev| Record {
+            format: FORMAT,
+            epoch: 1,
+            rev,
+            state,
+            ttl_ms: self.timing().ttl.as_millis() as u64,
+            holder: Holder {
+                id: key.rsplit('/').next().unwrap().to_string(),
+                ..Holder::default()
+            },
+            acquired_at: None,
+            renewed_at: None,
+            data: None,
+            prev: vec![],
+            write: None,
+            broken: None,
+            history: vec![],
         };
+        let found = |r: Record, v: &str, modified: u64, server_now: u64| {
+            let version = Version::etag(format!("{key}:{v}"));
+            if if_none_match.as_ref() == Some(&version) {
+                return Get::NotModified {
+                    server_now: Some(store_time(server_now)),
+                };
+            }
+            let bytes = r.to_bytes();
+            Get::Found(Object {
+                size: bytes.len() as u64,
+                bytes: Some(bytes),
+                version,
+                last_modified: Some(store_time(modified)),
+                server_now: Some(store_time(server_now)),
+                meta: Default::default(),
+            })
+        };
+        let dead = !current || p.session != Session::Alive || self.evict_live;
+        match obj {
+            SessionObj::None | SessionObj::Deleted => Get::NotFound {
+                server_now: Some(store_time(now)),
+            },
+            SessionObj::Ended => found(record(RecordState::Released, 3), "end", now, now),
+            // Renewed just now: the takeover rules wait.
+            SessionObj::Held if !dead => {
+                found(record(RecordState::Held, 2), &format!("at{now}"), now, now)
+            }
+            // Not renewed for longer than any ttl.
+            SessionObj::Held => found(record(RecordState::Held, 2), "dead", 0, now + 100_000),
+        }
+    }
+
+    /// A checker writes the session at `key` released (it took it over).
+    fn session_end(&self, s: &mut State, by: usize, key: &str, cond: &Cond) -> Written {
+        let (c, current) = self.session_of(s, key);
+        let dead_version = Version::etag(format!("{key}:dead"));
+        if current
+            && s.participants[c].obj == SessionObj::Held
+            && *cond == Cond::Match(dead_version)
+        {
+            s.participants[c].obj = SessionObj::Ended;
+            return Written::Landed {
+                version: Version::etag(format!("{key}:end")),
+                t_send: at(s.participants[by].clock),
+            };
+        }
+        Written::Rejected {
+            current: self.session_get(s, by, key, None),
+        }
+    }
+
+    // --- Driving the machines.
+
+    /// Feed `event` to participant `c`'s waiter and carry out its steps until it waits for the
+    /// network, a sleep, or is done.
+    fn drive_waiter(&self, s: &mut State, c: usize, mut event: Event, after_failure: bool) {
+        loop {
+            let ctx = self.ctx(s, c);
+            let Phase::Waiting { waiter, .. } = &mut s.participants[c].phase else {
+                unreachable!("not waiting")
+            };
+            let step = waiter.step(event, ctx, &Fixed);
+            let set_io = |s: &mut State, io: Io| {
+                if let Phase::Waiting { io: slot, .. } = &mut s.participants[c].phase {
+                    *slot = io;
+                }
+            };
+            event = match step {
+                Step::ReadRecord { if_none_match } => {
+                    return set_io(s, Io::Request(Flight::Sent(Req::Get { if_none_match })));
+                }
+                Step::WriteRecord { bytes, cond, .. } => {
+                    return set_io(s, Io::Request(Flight::Sent(Req::Put { bytes, cond })));
+                }
+                Step::Sleep { until } => {
+                    return set_io(
+                        s,
+                        Io::Sleep {
+                            until,
+                            retry: after_failure,
+                        },
+                    );
+                }
+                Step::BeginSession => {
+                    s.participants[c].obj = SessionObj::Held;
+                    Event::SessionBegun(Ok(()))
+                }
+                Step::ReadSession { key, if_none_match } => {
+                    Event::Session(Ok(self.session_get(s, c, &key, if_none_match)))
+                }
+                // The store's own clock, stamped on the probe beside the lock: in the model the
+                // clock that answered the session's read (its `Date` is the store's clock here;
+                // a `Date` running ahead is the lease model's `TrustDate` control).
+                Step::Stamp { session } => {
+                    let now = u64::from(s.participants[c].clock);
+                    let stamp = match session {
+                        Some(key) => match self.session_get(s, c, &key, None) {
+                            Get::Found(o) => o.server_now,
+                            Get::NotFound { server_now } | Get::NotModified { server_now } => {
+                                server_now
+                            }
+                        },
+                        None => Some(store_time(now)),
+                    };
+                    Event::Stamped(Ok(stamp))
+                }
+                Step::EndSession { key, cond, .. } => {
+                    Event::Ended(Ok(self.session_end(s, c, &key, &cond)))
+                }
+                Step::DeleteSession { key, .. } => {
+                    let (o, current) = self.session_of(s, &key);
+                    if current && s.participants[o].obj == SessionObj::Ended {
+                        s.participants[o].obj = SessionObj::Deleted;
+                    }
+                    s.removed = true;
+                    Event::Deleted
+                }
+                Step::Granted {
+                    token,
+                    confirmation,
+                    ..
+                } => {
+                    let p = &mut s.participants[c];
+                    if p.session == Session::Alive {
+                        p.served = true;
+                    }
+                    p.confirmed_at = p.applied_at;
+                    let hold = GrantHold::new(KEY, &self.id(s, c), self.timing().ttl, confirmation);
+                    s.participants[c].phase = Phase::Holding {
+                        token,
+                        hold: Box::new(hold),
+                        confirming: None,
+                    };
+                    return;
+                }
+                Step::Held { .. } => {
+                    unreachable!("the model's waiters neither try once nor time out")
+                }
+                Step::Failed { error, listed } => {
+                    match error.kind() {
+                        ErrorKind::QueueFull => s.refused_full = true,
+                        ErrorKind::Unsupported => s.refused_newer = true,
+                        _ => {}
+                    }
+                    if listed {
+                        return self.leave(s, c, None);
+                    }
+                    return self.end(s, c);
+                }
+            };
+        }
+    }
+
+    /// Start leaving the lock (its own id), not believing from now on; `token`: the grant it
+    /// releases, if any.
+    fn leave(&self, s: &mut State, c: usize, token: Option<u64>) {
+        let timing = self.timing();
+        let give_up_at = at(u32::MAX / 2);
+        let mut op = ChangeOp::new(
+            "model://lock",
+            Change::Leave(self.id(s, c)),
+            self.max_len,
+            give_up_at,
+            &timing,
+        );
+        let now = at(s.participants[c].clock);
+        match op.step(ChangeEvent::Start, now, self.wall(s), &Fixed) {
+            ChangeStep::Read => {
+                s.participants[c].phase = Phase::Leaving {
+                    op: Box::new(op),
+                    flight: Flight::Sent(Req::Get {
+                        if_none_match: None,
+                    }),
+                    token,
+                };
+            }
+            other => unreachable!("a leave starts by reading, not {other:?}"),
+        }
+    }
+
+    /// Feed `event` to participant `c`'s leave.
+    fn drive_leave(&self, s: &mut State, c: usize, mut event: ChangeEvent) {
+        loop {
+            let now = at(s.participants[c].clock);
+            let wall = self.wall(s);
+            let Phase::Leaving { op, flight, .. } = &mut s.participants[c].phase else {
+                unreachable!("not leaving")
+            };
+            match op.step(event, now, wall, &Fixed) {
+                ChangeStep::Read => {
+                    *flight = Flight::Sent(Req::Get {
+                        if_none_match: None,
+                    });
+                    return;
+                }
+                ChangeStep::Write { bytes, cond } => {
+                    *flight = Flight::Sent(Req::Put { bytes, cond });
+                    return;
+                }
+                // A backoff: nothing else happens meanwhile that matters to it.
+                ChangeStep::Sleep(_) => event = ChangeEvent::Slept,
+                ChangeStep::Done(_) => return self.end(s, c),
+            }
+        }
+    }
+
+    /// The acquisition is over: its session released (it left, or gave up).
+    fn end(&self, s: &mut State, c: usize) {
+        let p = &mut s.participants[c];
+        if p.obj == SessionObj::Held {
+            p.obj = SessionObj::Ended;
+        }
+        p.phase = if p.acquisitions < self.acquisitions {
+            Phase::Idle
+        } else {
+            Phase::Done
+        };
+    }
+
+    /// Feed `event` to participant `c`'s confirmation.
+    fn drive_confirm(&self, s: &mut State, c: usize, event: ConfirmEvent) {
+        let now = at(s.participants[c].clock);
+        let wall = self.wall(s);
+        // What the confirmation rests on: the request that showed the grant, as of when the
+        // store applied it; or, confirmed without a request, the record as it is now (the
+        // machine claims to know it: a claim the properties then hold it to).
+        let rests_on = match event {
+            ConfirmEvent::Start => s.replacements,
+            _ => s.participants[c].applied_at,
+        };
+        let Phase::Holding {
+            hold, confirming, ..
+        } = &mut s.participants[c].phase
+        else {
+            unreachable!("not holding")
+        };
+        match hold.step(event, now, wall) {
+            ConfirmStep::Read { if_none_match } => {
+                *confirming = Some(Flight::Sent(Req::Get { if_none_match }));
+            }
+            ConfirmStep::Write { bytes, cond } => {
+                *confirming = Some(Flight::Sent(Req::Put { bytes, cond }));
+            }
+            ConfirmStep::Confirmed => {
+                *confirming = None;
+                s.participants[c].confirmed_at = rests_on;
+            }
+            ConfirmStep::Retry => *confirming = None,
+            // The grant is lost: its holder releases it (it leaves, not believing).
+            ConfirmStep::Lost(_) => self.leave(s, c, None),
+        }
     }
 
     /// Deliver `answer` to participant `c`.
     fn answer(&self, s: &mut State, c: usize, answer: Answer) {
-        let req = self.req_of(s, c).expect("an answer to a request");
-        match s.participants[c].phase.clone() {
-            Phase::Joining(_) => {
-                let change = Change::Join(self.entry(s, c));
-                let lapsed = s.participants[c].session != Session::Alive;
-                match self.change_step(&change, &req, answer) {
-                    Next::Send(Req::Put { .. }) if lapsed && !self.rejoin_when_lapsed => {
-                        s.participants[c].phase = Phase::Done;
-                    }
-                    Next::Send(r) => s.participants[c].phase = Phase::Joining(Flight::Sent(r)),
-                    Next::Done(record, g) => self.arrive(s, c, record, g),
-                }
-            }
-            Phase::Removing { id, .. } => {
-                let change = Change::Leave(id.clone());
-                match self.change_step(&change, &req, answer.clone()) {
-                    Next::Send(r) => {
-                        s.participants[c].phase = Phase::Removing {
-                            id,
-                            flight: Flight::Sent(r),
-                        }
-                    }
-                    Next::Done(record, g) => {
-                        if matches!(answer, Answer::Put(Put::Written { .. })) {
-                            s.removed = true;
-                        }
-                        self.arrive(s, c, record, g)
-                    }
-                }
-            }
-            Phase::Releasing { token, .. } => {
-                let change = Change::Leave(self.id(s, c));
-                s.participants[c].phase = match self.change_step(&change, &req, answer) {
-                    Next::Send(r) => Phase::Releasing {
-                        token,
-                        flight: Flight::Sent(r),
+        let unavailable = matches!(answer, Answer::Unavailable);
+        let err = || lease::Error::unavailable("the model's network failed");
+        match &s.participants[c].phase {
+            Phase::Waiting { .. } => {
+                let event = match answer {
+                    Answer::Get(g) => Event::Record(Ok(g)),
+                    Answer::Put(p) => Event::Wrote(Ok(p)),
+                    Answer::Stamp(_) => unreachable!("the model's stamps are answered at once"),
+                    Answer::Unavailable => match self.req_of(s, c) {
+                        Some(Req::Get { .. }) => Event::Record(Err(err())),
+                        _ => Event::Wrote(Err(err())),
                     },
-                    Next::Done(..) => {
-                        if s.participants[c].acquisitions < self.acquisitions {
-                            Phase::Idle
-                        } else {
-                            Phase::Done
-                        }
-                    }
                 };
+                self.drive_waiter(s, c, event, unavailable);
             }
-            Phase::Polling { seen, blockers, .. } => match answer {
-                Answer::Get(Get::Found(o)) => {
-                    let record = record_of(o.bytes.as_ref().expect("the record is small"));
-                    self.arrive(s, c, Some(record), generation_of(&o.version));
-                }
-                Answer::Get(Get::NotFound { .. }) => self.arrive(s, c, None, 0),
-                Answer::Get(Get::NotModified { .. }) | Answer::Unavailable => {
-                    s.participants[c].phase = Phase::Waiting { seen, blockers };
-                }
-                Answer::Put(_) | Answer::Stamp(_) => unreachable!("a poll reads"),
-            },
+            Phase::Leaving { .. } => {
+                let event = match answer {
+                    Answer::Get(g) => ChangeEvent::Read(Ok(g)),
+                    Answer::Put(p) => ChangeEvent::Wrote(Ok(p)),
+                    Answer::Stamp(_) => unreachable!("a leaver asks for no stamp"),
+                    Answer::Unavailable => match self.req_of(s, c) {
+                        Some(Req::Get { .. }) => ChangeEvent::Read(Err(err())),
+                        _ => ChangeEvent::Wrote(Err(err())),
+                    },
+                };
+                self.drive_leave(s, c, event);
+            }
+            Phase::Holding { .. } => {
+                let event = match answer {
+                    Answer::Get(g) => ConfirmEvent::Read(Ok(g)),
+                    Answer::Put(p) => ConfirmEvent::Wrote(Ok(p)),
+                    Answer::Stamp(_) => unreachable!("a holder asks for no stamp"),
+                    Answer::Unavailable => match self.req_of(s, c) {
+                        Some(Req::Get { .. }) => ConfirmEvent::Read(Err(err())),
+                        _ => ConfirmEvent::Wrote(Err(err())),
+                    },
+                };
+                self.drive_confirm(s, c, event);
+            }
             other => unreachable!("an answer for a participant that sent nothing: {other:?}"),
         }
     }
 
     fn flight(&self, s: &State, c: usize) -> Option<Flight> {
         match &s.participants[c].phase {
-            Phase::Joining(f)
-            | Phase::Polling { flight: f, .. }
-            | Phase::Removing { flight: f, .. }
-            | Phase::Releasing { flight: f, .. } => Some(f.clone()),
+            Phase::Waiting {
+                io: Io::Request(f), ..
+            }
+            | Phase::Leaving { flight: f, .. }
+            | Phase::Holding {
+                confirming: Some(f),
+                ..
+            } => Some(f.clone()),
             _ => None,
         }
     }
 
     fn set_flight(&self, s: &mut State, c: usize, new: Flight) {
         match &mut s.participants[c].phase {
-            Phase::Joining(f)
-            | Phase::Polling { flight: f, .. }
-            | Phase::Removing { flight: f, .. }
-            | Phase::Releasing { flight: f, .. } => *f = new,
+            Phase::Waiting {
+                io: Io::Request(f), ..
+            }
+            | Phase::Leaving { flight: f, .. }
+            | Phase::Holding {
+                confirming: Some(f),
+                ..
+            } => *f = new,
             other => unreachable!("no request in flight: {other:?}"),
         }
     }
@@ -549,6 +1033,25 @@ impl QueueModel {
         )
     }
 
+    /// Whether a sleeping waiter has something new to see: the record changed since it last
+    /// read it, or a session it watches (or its own) is no longer alive.
+    fn news(&self, s: &State, c: usize) -> bool {
+        let p = &s.participants[c];
+        let Phase::Waiting { waiter, .. } = &p.phase else {
+            return false;
+        };
+        let generation = s.store.as_ref().map_or(0, |o| o.generation);
+        generation != p.seen_gen
+            || p.session != Session::Alive
+            || waiter.watched().iter().any(|id| match self.owner(s, id) {
+                Some(o) => {
+                    let q = &s.participants[o];
+                    q.session != Session::Alive || q.obj != SessionObj::Held
+                }
+                None => true,
+            })
+    }
+
     /// The points at which permits are counted: every byte of the ranges, or the whole lock.
     fn probe_points(&self) -> Vec<Scope> {
         let ends: Vec<(u64, u64)> = self
@@ -569,15 +1072,17 @@ impl QueueModel {
             .collect()
     }
 
-    fn believers(&self, s: &State) -> Vec<usize> {
+    /// Believers whose belief rests on the current record (confirmed since its last deletion
+    /// or replacement): the others stop at their next renewal, the stated window.
+    fn confirmed_believers(&self, s: &State) -> Vec<usize> {
         (0..self.requests.len())
-            .filter(|&c| self.believes(s, c))
+            .filter(|&c| self.believes(s, c) && self.confirmed(s, c))
             .collect()
     }
 
     /// No two believers hold grants that conflict (overlapping scopes, either exclusive).
     fn mutually_exclusive(&self, s: &State) -> bool {
-        let believers = self.believers(s);
+        let believers = self.confirmed_believers(s);
         believers.iter().enumerate().all(|(i, &a)| {
             believers[i + 1..].iter().all(|&b| {
                 let (ma, sa) = &self.requests[a];
@@ -592,7 +1097,7 @@ impl QueueModel {
         let Some(n) = self.permits else {
             return true;
         };
-        let believers = self.believers(s);
+        let believers = self.confirmed_believers(s);
         self.probe_points().iter().all(|point| {
             let covering = believers
                 .iter()
@@ -602,17 +1107,19 @@ impl QueueModel {
         })
     }
 
-    /// Every believer is listed among the latest record's grants, with the token it holds
-    /// (the safety argument's step 2, docs/protocol.md §10).
+    /// Every believer is listed among the latest record's grants (the safety argument's step
+    /// 2, docs/protocol.md §10). (By id: a record made again from a stale view may grant a
+    /// holder again, with a new token, before it next confirms; it keeps the token it holds.)
     fn believers_listed(&self, s: &State) -> bool {
-        let record = s.store.as_ref().map(|o| record_of(&o.bytes));
-        self.believers(s).into_iter().all(|c| {
+        let record = s.store.as_ref().and_then(|o| match classify(&o.bytes) {
+            Classified::Queue(r) => Some(r),
+            _ => None,
+        });
+        self.confirmed_believers(s).into_iter().all(|c| {
             let id = self.id(s, c);
-            record.as_ref().is_some_and(|r| {
-                r.grants
-                    .iter()
-                    .any(|g| g.id() == id && g.token == self.token(s, c))
-            })
+            record
+                .as_ref()
+                .is_some_and(|r| r.grants.iter().any(|g| g.id() == id))
         })
     }
 }
@@ -622,26 +1129,7 @@ impl Model for QueueModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        vec![State {
-            store: None,
-            generations: 0,
-            participants: vec![
-                Participant {
-                    phase: Phase::Idle,
-                    session: Session::Alive,
-                    acquisitions: 0,
-                    served: false,
-                };
-                self.requests.len()
-            ],
-            orphans: vec![],
-            faults: 0,
-            deaths: 0,
-            landed: vec![],
-            max_token: 0,
-            removed: false,
-            violation: None,
-        }]
+        vec![State::initial(self)]
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
@@ -655,17 +1143,20 @@ impl Model for QueueModel {
             match &p.phase {
                 Phase::Crashed => continue,
                 Phase::Idle if p.acquisitions < self.acquisitions => actions.push(Action::Start(c)),
-                Phase::Waiting { seen, blockers } => {
-                    if s.store.as_ref().is_some_and(|o| o.generation != *seen) {
-                        actions.push(Action::Poll(c));
-                    }
-                    for b in blockers {
-                        if self.evict_live || !self.session_alive(s, b) {
-                            actions.push(Action::Remove(c, b.clone()));
-                        }
-                    }
+                Phase::Waiting {
+                    io: Io::Sleep { retry, .. },
+                    ..
+                } if *retry || p.idle_wakes > 0 || self.news(s, c) => {
+                    actions.push(Action::Wake(c));
                 }
-                Phase::Holding { .. } => actions.push(Action::Release(c)),
+                Phase::Holding {
+                    confirming: None, ..
+                } => {
+                    if p.session == Session::Alive {
+                        actions.push(Action::Renew(c));
+                    }
+                    actions.push(Action::Release(c));
+                }
                 _ => {}
             }
             match self.flight(s, c) {
@@ -697,10 +1188,20 @@ impl Model for QueueModel {
                     actions.push(Action::Crash(c));
                 }
             }
+            if s.session_deletions < self.session_deletions && p.obj == SessionObj::Held {
+                actions.push(Action::DeleteSession(c));
+            }
         }
         for i in 0..s.orphans.len() {
             actions.push(Action::DeliverOrphan(i));
             actions.push(Action::DropOrphan(i));
+        }
+        // At any moment, whatever is in flight (docs/model.md, queued locks, assumption 2).
+        if s.record_deletions < self.record_deletions && s.store.is_some() {
+            actions.push(Action::DeleteRecord);
+        }
+        if s.newer_writes < self.newer_writes && s.store.is_some() {
+            actions.push(Action::WriteNewer);
         }
     }
 
@@ -711,11 +1212,22 @@ impl Model for QueueModel {
                 let p = &mut s.participants[c];
                 p.acquisitions += 1;
                 p.session = Session::Alive;
-                p.phase = Phase::Joining(Flight::Sent(read()));
+                p.obj = SessionObj::None;
+                p.idle_wakes = self.idle_wakes;
+                let now = at(p.clock);
+                let waiter = Waiter::new(self.plan(&s, c), 0, now);
+                s.participants[c].phase = Phase::Waiting {
+                    waiter: Box::new(waiter),
+                    io: Io::Sleep {
+                        until: now,
+                        retry: false,
+                    },
+                };
+                self.drive_waiter(&mut s, c, Event::Start, false);
             }
             Action::Deliver(c) => {
                 let req = self.req_of(&s, c)?;
-                let answer = apply(&mut s, &req);
+                let answer = apply(self, &mut s, Some(c), &req);
                 self.answer(&mut s, c, answer);
             }
             Action::Reply(c) => match self.flight(&s, c) {
@@ -734,39 +1246,38 @@ impl Model for QueueModel {
             }
             Action::DeliverOrphan(i) => {
                 let req = s.orphans.remove(i);
-                apply(&mut s, &req);
+                apply(self, &mut s, None, &req);
             }
             Action::DropOrphan(i) => {
                 s.orphans.remove(i);
             }
-            Action::Poll(c) => {
-                let Phase::Waiting { seen, blockers } = s.participants[c].phase.clone() else {
+            Action::Wake(c) => {
+                let news = self.news(&s, c);
+                let p = &mut s.participants[c];
+                let Phase::Waiting {
+                    io: Io::Sleep { until, retry },
+                    ..
+                } = &p.phase
+                else {
                     return None;
                 };
-                s.participants[c].phase = Phase::Polling {
-                    seen,
-                    blockers,
-                    flight: Flight::Sent(Req::Get {
-                        if_none_match: Some(version(seen)),
-                    }),
+                if !retry && !news {
+                    p.idle_wakes -= 1;
+                }
+                // Time passes: at least a second, and up to what the waiter asked for.
+                p.clock = (p.clock + 1).max(ticks_of(*until));
+                let event = if p.session == Session::Alive {
+                    Event::Slept
+                } else {
+                    Event::SessionLost(LostReason::Expired)
                 };
+                self.drive_waiter(&mut s, c, event, false);
             }
-            Action::Remove(c, id) => {
-                s.participants[c].phase = Phase::Removing {
-                    id,
-                    flight: Flight::Sent(read()),
-                };
-            }
+            // (Its clock does not move: renewing again and again must not make new states.)
+            Action::Renew(c) => self.drive_confirm(&mut s, c, ConfirmEvent::Start),
             Action::Release(c) => {
-                let Phase::Holding { token } = s.participants[c].phase else {
-                    return None;
-                };
-                // It stops believing here, before its leave is sent (unless the negative
-                // control says otherwise: `believes` reads the phase).
-                s.participants[c].phase = Phase::Releasing {
-                    token,
-                    flight: Flight::Sent(read()),
-                };
+                let token = self.token(&s, c);
+                self.leave(&mut s, c, token);
             }
             Action::Lapse(c) => {
                 s.deaths += 1;
@@ -781,42 +1292,66 @@ impl Model for QueueModel {
                 p.phase = Phase::Crashed;
                 p.session = Session::Crashed;
             }
+            Action::DeleteRecord => {
+                s.record_deletions += 1;
+                s.replacements += 1;
+                s.store = None;
+            }
+            Action::DeleteSession(c) => {
+                s.session_deletions += 1;
+                let p = &mut s.participants[c];
+                p.obj = SessionObj::Deleted;
+                // Its owner cannot renew it any more: it stops believing by its deadline.
+                if p.session == Session::Alive {
+                    p.session = Session::Lapsed;
+                }
+            }
+            Action::WriteNewer => {
+                s.newer_writes += 1;
+                s.replacements += 1;
+                s.generations += 1;
+                s.store = Some(Stored {
+                    generation: s.generations,
+                    bytes: newer_bytes(s.newer_writes),
+                });
+            }
         }
         Some(s)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
         let mut properties = vec![
-            Property::always(
-                "no two believers hold conflicting grants",
-                |m: &QueueModel, s: &State| m.mutually_exclusive(s),
-            ),
-            Property::always(
-                "at most `permits` believers cover any point",
-                |m: &QueueModel, s: &State| m.within_permits(s),
-            ),
-            Property::always(
-                "every believer is listed among the grants",
-                |m: &QueueModel, s: &State| m.believers_listed(s),
-            ),
-            Property::always(
-                "grants follow the order competing joins landed in",
-                |_, s: &State| s.violation != Some(Violation::Overtaken),
-            ),
-            Property::always("tokens strictly increase", |_, s: &State| {
+            Property::always(MUTUAL_EXCLUSION, |m: &QueueModel, s: &State| {
+                m.mutually_exclusive(s)
+            }),
+            Property::always(PERMITS, |m: &QueueModel, s: &State| m.within_permits(s)),
+            Property::always(LISTED, |m: &QueueModel, s: &State| m.believers_listed(s)),
+            Property::always(FIFO, |_, s: &State| {
+                s.violation != Some(Violation::Overtaken)
+            }),
+            Property::always(TOKENS, |_, s: &State| {
                 s.violation != Some(Violation::TokenNotAbove)
             }),
-            Property::always("a participant joins once", |_, s: &State| {
+            Property::always(JOINS_ONCE, |_, s: &State| {
                 s.violation != Some(Violation::JoinedTwice)
             }),
-            Property::always("a live participant is never removed", |_, s: &State| {
+            Property::always(LIVE_KEPT, |_, s: &State| {
                 s.violation != Some(Violation::LiveRemoved)
             }),
-            Property::sometimes("someone is granted", |_, s: &State| s.max_token > 0),
-            Property::sometimes("every participant is served", |_, s: &State| {
-                s.participants.iter().all(|p| p.served)
+            Property::always(FITS, |_, s: &State| {
+                s.violation != Some(Violation::Overflow)
             }),
+            Property::always(NEWER_KEPT, |_, s: &State| {
+                s.violation != Some(Violation::OverNewer)
+            }),
+            Property::sometimes("someone is granted", |_, s: &State| s.max_token > 0),
         ];
+        if self.newer_writes == 0 && self.max_len >= lease::protocol::queue::MAX_QUEUE_RECORD_LEN {
+            properties.push(Property::sometimes(
+                "every participant is served",
+                |_, s: &State| s.participants.iter().all(|p| p.served),
+            ));
+        }
         if self.requests.iter().any(|(m, _)| *m == Mode::Exclusive) {
             properties.push(Property::sometimes(
                 "an exclusive request is granted",
@@ -832,6 +1367,24 @@ impl Model for QueueModel {
                 |_, s: &State| s.removed,
             ));
         }
+        if self.max_len < lease::protocol::queue::MAX_QUEUE_RECORD_LEN {
+            properties.push(Property::sometimes(
+                "a join is refused as full",
+                |_, s: &State| s.refused_full,
+            ));
+        }
+        if self.newer_writes > 0 {
+            properties.push(Property::sometimes(
+                "a record of a newer format is refused",
+                |_, s: &State| s.refused_newer,
+            ));
+        }
+        if self.record_deletions > 0 {
+            properties.push(Property::sometimes(
+                "someone is granted after the record was deleted",
+                |_, s: &State| s.granted_after_deletion,
+            ));
+        }
         properties
     }
 }
@@ -839,13 +1392,33 @@ impl Model for QueueModel {
 /// The safety properties' names (the negative controls look for these).
 pub const MUTUAL_EXCLUSION: &str = "no two believers hold conflicting grants";
 pub const PERMITS: &str = "at most `permits` believers cover any point";
+pub const LISTED: &str = "every believer is listed among the grants";
 pub const FIFO: &str = "grants follow the order competing joins landed in";
+pub const TOKENS: &str = "tokens strictly increase";
+pub const JOINS_ONCE: &str = "a participant joins once";
+pub const LIVE_KEPT: &str = "a live participant is never removed";
+pub const FITS: &str = "no record is written over its size limit";
+pub const NEWER_KEPT: &str = "nothing is written over a record of a newer format";
 pub const SERVED: &str = "every live participant is served";
+
+/// Every safety property, mutual exclusion first.
+pub const SAFETY: &[&str] = &[
+    MUTUAL_EXCLUSION,
+    PERMITS,
+    LISTED,
+    FIFO,
+    TOKENS,
+    JOINS_ONCE,
+    LIVE_KEPT,
+    FITS,
+    NEWER_KEPT,
+];
 
 /// A fault-free network where every holder eventually releases, crashes or lapses: at every
 /// terminal state (nothing left to do), every participant whose session is alive was served
 /// and is done. The state graph is acyclic (every write moves the generation on, a waiter
-/// polls only a changed record, faults and deaths are bounded), so every run ends in one.
+/// wakes only to something new or a bounded number of times, faults and deaths are bounded),
+/// so every run ends in one.
 #[derive(Clone, Debug)]
 pub struct QueueLiveness(pub QueueModel);
 
@@ -868,6 +1441,8 @@ impl Model for QueueLiveness {
                     | Action::LoseReply(_)
                     | Action::Fail(_)
                     | Action::Timeout(_)
+                    // Renewals change nothing a waiter can see.
+                    | Action::Renew(_)
             )
         });
         actions.extend(all);
@@ -910,8 +1485,8 @@ impl Net for QueueModel {
         QueueModel::set_flight(self, s, c, f)
     }
 
-    fn apply(s: &mut State, req: &Req) -> Answer {
-        apply(s, req)
+    fn apply(&self, s: &mut State, c: usize, req: &Req) -> Answer {
+        apply(self, s, Some(c), req)
     }
 
     fn answer(&self, s: &mut State, c: usize, a: Answer) {

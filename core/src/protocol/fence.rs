@@ -289,8 +289,8 @@ fn prune(entries: Vec<FenceEntry>) -> Vec<FenceEntry> {
 /// What an object records once a request `claim` has written or fenced it, after `prior`:
 /// every entry no other one covers, within [`MAX_FENCE_ENTRIES`] and [`MAX_FENCE_LEN`] (over
 /// them, the two oldest entries are merged, and a single entry too long becomes the whole
-/// lock: each merge refuses at least what it replaces, so the bound costs precision, never
-/// safety). A claim with the same token, mode and scope as an entry replaces it (the latest
+/// lock, then, if its holder id alone is too long, the next token of no holder: each step
+/// refuses at least what it replaces, so the bound costs precision, never safety). A claim with the same token, mode and scope as an entry replaces it (the latest
 /// write names its holder, as before scopes).
 pub fn recorded(prior: &[FenceEntry], claim: &FenceEntry) -> Vec<FenceEntry> {
     if super::mutants::on(super::mutants::Mutant::FenceIgnoresScopes) {
@@ -310,17 +310,32 @@ pub fn recorded(prior: &[FenceEntry], claim: &FenceEntry) -> Vec<FenceEntry> {
         .collect();
     all.push(claim.clone());
     let mut entries = prune(all);
-    while entries.len() > MAX_FENCE_ENTRIES || encode_fence(&entries).len() > MAX_FENCE_LEN {
-        if entries.len() >= 2 {
-            let b = entries.pop().expect("two entries");
-            let a = entries.pop().expect("two entries");
-            entries.push(merge(&a, &b));
-        } else {
-            entries[0].scope = Scope::Whole;
-        }
+    // Each round merges two entries into one, so the loop ends (after pruning, at most the
+    // entries there were) even if a bound were never met.
+    while entries.len() > 1 && over_bounds(&entries) {
+        let b = entries.pop().expect("two entries");
+        let a = entries.pop().expect("two entries");
+        entries.push(merge(&a, &b));
         entries = prune(entries);
     }
+    // One entry still too long: a long path or range becomes the whole lock...
+    if over_bounds(&entries) {
+        entries[0].scope = Scope::Whole;
+    }
+    // ... and a holder id too long for the metadata (a token parsed from text may name any)
+    // becomes the next token of no holder, as two holders of one token do in `merge`: it
+    // refuses every token below the next, that holder's own included, so that holder is
+    // refused from then on (never admitted where it should not be).
+    if over_bounds(&entries) {
+        entries[0].token = entries[0].token.saturating_add(1);
+        entries[0].holder = None;
+    }
     entries
+}
+
+/// Whether a fence exceeds [`MAX_FENCE_ENTRIES`] or [`MAX_FENCE_LEN`].
+fn over_bounds(entries: &[FenceEntry]) -> bool {
+    entries.len() > MAX_FENCE_ENTRIES || encode_fence(entries).len() > MAX_FENCE_LEN
 }
 
 fn encode_fence(entries: &[FenceEntry]) -> String {
@@ -657,10 +672,6 @@ impl FenceOp {
             give_up_at: None,
             rounds: 0,
         }
-    }
-
-    pub fn nonce(&self) -> &str {
-        &self.nonce
     }
 
     /// The object as this write left it, once it landed at `version`.

@@ -37,6 +37,14 @@ pub enum LostReason {
     Vanished,
     /// The record was replaced by something that is not a lease record.
     Overwritten,
+    /// A queued lock's grant: its session's record was deleted.
+    SessionDeleted,
+    /// A queued lock's grant: another participant took its session for gone (it had lapsed)
+    /// and removed it from the lock.
+    Removed { by: Holder },
+    /// A queued lock's grant: the lock's record no longer shows it; says what the record
+    /// became ("made again without this grant (it was deleted)", "replaced by a lease record").
+    LockReplaced(String),
 }
 
 impl LostReason {
@@ -49,7 +57,10 @@ impl LostReason {
         )
         .with_lease(url)
         .with_epoch(epoch);
-        if let LostReason::TakenOver { holder, .. } | LostReason::Broken { by: holder, .. } = self {
+        if let LostReason::TakenOver { holder, .. }
+        | LostReason::Broken { by: holder, .. }
+        | LostReason::Removed { by: holder } = self
+        {
             e = e.with_holder(holder.clone());
         }
         e
@@ -70,13 +81,25 @@ impl fmt::Display for LostReason {
             LostReason::Overwritten => {
                 f.write_str("its record was overwritten with something unreadable")
             }
+            LostReason::SessionDeleted => f.write_str(
+                "its session's record was deleted (by hand, or by a lifecycle rule on the lock's \
+                 prefix)",
+            ),
+            LostReason::Removed { by } => write!(
+                f,
+                "its session lapsed (it was not renewed within its ttl) and {} removed it from \
+                 the lock",
+                by.describe()
+            ),
+            LostReason::LockReplaced(what) => write!(f, "the lock's record was {what}"),
         }
     }
 }
 
 impl LostReason {
     /// A short name for metrics labels and JSON: `expired`, `taken_over`, `broken`,
-    /// `vanished`, `overwritten`.
+    /// `vanished`, `overwritten`, and a queued lock's grant's `session_deleted`, `removed`,
+    /// `lock_replaced`.
     pub fn kind(&self) -> &'static str {
         match self {
             LostReason::Expired => "expired",
@@ -84,6 +107,9 @@ impl LostReason {
             LostReason::Broken { .. } => "broken",
             LostReason::Vanished => "vanished",
             LostReason::Overwritten => "overwritten",
+            LostReason::SessionDeleted => "session_deleted",
+            LostReason::Removed { .. } => "removed",
+            LostReason::LockReplaced(_) => "lock_replaced",
         }
     }
 

@@ -1,6 +1,6 @@
 //! Negative controls for the model checker: each [`Mutant`] brings back one bug that the safety
-//! fixes removed (issue 11) or that the queued locks' rules exclude (issue 13), so `verify/tests/negative_controls.rs` can show that the checker
-//! finds it. The switch exists only with the `negative-controls` feature, which nothing that
+//! fixes removed (issue 11) or that the queued locks' rules exclude (issues 13 and 22), so
+//! `verify/tests/negative_controls.rs` can show that the checker finds it. The switch exists only with the `negative-controls` feature, which nothing that
 //! ships turns on; without it the check is a constant `false` and the mutant code is dead.
 
 /// One bug, brought back.
@@ -51,6 +51,32 @@ pub enum Mutant {
     /// one's write is known to have landed, although waiters go by the shorter one from when it
     /// lands.
     NoCapOnShorterTtl = 11,
+    /// Queued locks: a join is checked only against its own size, not against the room every
+    /// later settle needs, so a release that grants the waiters can overflow the record and
+    /// strand the lock (issue 22 item 2).
+    QueueJoinIgnoresReserve = 22,
+    /// Queued locks: tokens go by the participant's known epoch + 1, not above the clock: a
+    /// record made where none is starts there, and the writes that grant count on from the
+    /// record's epoch alone, so a deleted record's tokens are handed out again.
+    QueueRecreateAtKnownEpoch = 23,
+    /// Queued locks: a holder never reads the lock's record again after its grant, so a record
+    /// deleted and made again without it leaves it believing (issue 22 item 1).
+    QueueHolderSkipsConfirmation = 24,
+    /// Queued locks: a record written by a newer version is taken over like a corrupt one
+    /// (issue 22 item 3).
+    QueueNewerTakenAsCorrupt = 25,
+    /// Queued locks: a participant whose session lapsed still writes its join (it may have been
+    /// granted, proven gone and removed while an earlier join's outcome was unknown).
+    QueueRejoinWhenLapsed = 26,
+    /// Queued locks: a waiter checks a blocker's session only when the takeover rule's own
+    /// estimate says (which adds a whole resolution), so with a coarse store clock it can look
+    /// just too early and then wait a whole interval more (issue 22 item 6).
+    QueueSessionCheckLate = 27,
+    /// Queued locks: a write that makes the record where none is (`Create`) grants at once,
+    /// with tokens above the clock it was sent with; landing late — after a record made
+    /// meanwhile handed out tokens and was deleted — it hands those tokens out again (issue 22
+    /// item 1; before, the model assumed no deletion while a `Create` was in flight).
+    QueueCreateGrants = 28,
 }
 
 #[cfg(feature = "negative-controls")]

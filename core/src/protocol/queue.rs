@@ -11,7 +11,8 @@
 //! own *session* key, renewed like any lease, so waiters' and holders' heartbeats never funnel
 //! into one object. A participant is removed by someone else only once its session has been
 //! taken over by the takeover rules of §4 (its deadline has surely passed), released, or seen
-//! absent for its ttl plus grace.
+//! absent for its ttl plus grace. An entry holds only what deciding needs (id, mode, scope,
+//! ttl, token): who the participant is (label, host, data) is in its session.
 //!
 //! The rule for who may go (see [`QueueRecord::settle`]): a waiter is granted when it fits
 //! beside the current grants and no earlier waiter *competes* with it. Two requests compete
@@ -20,22 +21,54 @@
 //! one only when it takes nothing the earlier one needs, so nobody starves: what blocks a
 //! waiter are grants made to requests that arrived before it, a finite set that only shrinks.
 //!
-//! Everything here is pure; the driver is `core/src/queue.rs`.
+//! **Capacity.** A join is accepted only if the record would still fit its limit with every
+//! waiter granted the largest token and the counters at their largest ([`reserved_len`]): so
+//! every later write that only shrinks the record or settles it (a leave, a removal, a break, a
+//! change of permits) fits, and a lock can never be stranded by its own size.
+//!
+//! **Evolution** ([`classify`]): a record of a newer format, or one that lists a mode, a scope
+//! kind or a required feature this version does not know, is written by a newer version: it is
+//! reported as [`Classified::Newer`] and never taken over or written over.
+//!
+//! Everything here is pure; the machines that use it are [`waiter`], [`holder`] and
+//! [`change`], and the drivers `core/src/queue.rs` and `core/src/lease.rs`.
+//!
+//! [`reserved_len`]: QueueRecord::reserved_len
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::record::{Holder, MAX_RECORD_LEN};
-pub use crate::scope::{Mode, Scope, MAX_PARTICIPANTS};
+use crate::error::{Error, ErrorKind, Result};
+pub use crate::scope::{Mode, Scope, MAX_PERMITS};
+use crate::store::Get;
+
+pub mod change;
+pub mod holder;
+pub mod waiter;
 
 /// The format of a queued lock's record.
 pub const QUEUE_FORMAT: u32 = 2;
 
-/// One participant: a grant (with its token) or a waiter (without).
+/// The largest record of a queued lock. A lease record's limit is 64 KiB; a queued lock lists
+/// every participant, so it may be larger: about 2,500 participants over the whole lock.
+pub const MAX_QUEUE_RECORD_LEN: usize = 256 * 1024;
+
+/// The features (`requires`) this version knows. A record that requires another one was
+/// written by a newer version (docs/protocol.md §10, "Evolution").
+const KNOWN_FEATURES: [&str; 0] = [];
+
+/// The key of participant `id`'s session lease for the lock at `key`.
+pub fn session_key(key: &str, id: &str) -> String {
+    format!("{key}.q/{id}")
+}
+
+/// One participant: a grant (with its token) or a waiter (without). Only what deciding needs:
+/// who the participant is (label, host, pid, data, when it joined) is in its session's record.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Entry {
-    /// Its `id` names the participant and its session key.
-    pub holder: Holder,
+    /// Names the participant and its session key ([`session_key`]).
+    pub id: String,
+    #[serde(default, skip_serializing_if = "is_exclusive")]
     pub mode: Mode,
     #[serde(default, skip_serializing_if = "Scope::is_whole")]
     pub scope: Scope,
@@ -44,17 +77,15 @@ pub struct Entry {
     /// The fencing token of its grant; `None` while it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<u64>,
-    /// When it joined the queue, for people.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<String>,
-    /// A small user payload (as a lease's `data`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<String>,
+}
+
+fn is_exclusive(m: &Mode) -> bool {
+    *m == Mode::Exclusive
 }
 
 impl Entry {
     pub fn id(&self) -> &str {
-        &self.holder.id
+        &self.id
     }
 }
 
@@ -69,6 +100,9 @@ pub struct QueueRecord {
     /// At most this many grants overlap; `None`: no limit for shared grants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permits: Option<u32>,
+    /// Features a reader must know to decide from this record (none yet; see [`classify`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
     /// Who holds it now, in the order granted.
     #[serde(default)]
     pub grants: Vec<Entry>,
@@ -86,6 +120,8 @@ pub enum Position {
     Waiting {
         /// How many waiters are ahead of it.
         ahead: usize,
+        /// How many of those compete with it (must be granted before it).
+        competing: usize,
         /// Whose sessions it checks for liveness: the grants that keep it waiting when no
         /// earlier waiter competes with it (it is at the head of its line), else the nearest
         /// earlier waiter that competes with it.
@@ -94,14 +130,130 @@ pub enum Position {
     Absent,
 }
 
-/// What a writer of a queued lock's record knows and wants.
-#[allow(clippy::large_enum_variant)] // one at a time, short-lived: boxing would only allocate
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A change of a queued lock's record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Change {
     /// Join the queue (nothing if already in the record).
     Join(Entry),
     /// Leave it, granted or waiting (nothing if absent).
     Leave(String),
+    /// Set the lock's permits (`None`: no limit); grants already made stay.
+    SetPermits(Option<u32>),
+}
+
+impl Change {
+    /// Whether this change can make the record larger (only a join can).
+    pub fn grows(&self) -> bool {
+        matches!(self, Change::Join(_))
+    }
+}
+
+/// What an object at a lock's key is, to a reader of this version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // one per read, moved at once
+pub enum Classified {
+    /// A queued lock's record.
+    Queue(QueueRecord),
+    /// Written by a newer version: `what` names what this version does not know ("format 3",
+    /// "mode \"intent\""). Never taken over or written over.
+    Newer(String),
+    /// Says it is a queued lock's record (format 2) but does not parse: corrupt.
+    Corrupt(String),
+    /// Anything else: a lease record (format 1), or something no version wrote; the lease
+    /// record's parser judges it.
+    Other,
+}
+
+/// Classify a stored object.
+pub fn classify(bytes: &[u8]) -> Classified {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Classified::Other;
+    };
+    let Some(format) = value.get("format").and_then(serde_json::Value::as_u64) else {
+        return Classified::Other;
+    };
+    if format > QUEUE_FORMAT as u64 {
+        return Classified::Newer(format!("format {format}"));
+    }
+    if format != QUEUE_FORMAT as u64 {
+        return Classified::Other;
+    }
+    if let Some(what) = newer_part(&value) {
+        return Classified::Newer(what);
+    }
+    match serde_json::from_value::<QueueRecord>(value) {
+        Ok(r) => match r.check() {
+            Ok(r) => Classified::Queue(r),
+            Err(reason) => Classified::Corrupt(reason),
+        },
+        Err(e) => Classified::Corrupt(format!("queued lock record does not parse: {e}")),
+    }
+}
+
+/// A part of a format-2 record that only a newer version writes: a required feature, a mode or
+/// a kind of scope this version does not know.
+fn newer_part(value: &serde_json::Value) -> Option<String> {
+    let strings = |v: Option<&serde_json::Value>| -> Vec<String> {
+        v.and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if let Some(f) = strings(value.get("requires"))
+        .into_iter()
+        .find(|f| !KNOWN_FEATURES.contains(&f.as_str()))
+    {
+        return Some(format!("feature {f:?}"));
+    }
+    let entries = ["grants", "queue"]
+        .iter()
+        .filter_map(|k| value.get(*k).and_then(serde_json::Value::as_array))
+        .flatten();
+    for e in entries {
+        if let Some(mode) = e.get("mode").and_then(serde_json::Value::as_str) {
+            if !["exclusive", "shared"].contains(&mode) {
+                return Some(format!("mode {mode:?}"));
+            }
+        }
+        match e.get("scope") {
+            Some(serde_json::Value::Object(o)) => {
+                if let Some(kind) = o.keys().find(|k| !["path", "range"].contains(&k.as_str())) {
+                    return Some(format!("scope kind {kind:?}"));
+                }
+            }
+            Some(serde_json::Value::String(s)) if s != "whole" => {
+                return Some(format!("scope kind {s:?}"));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// What a read of a lock's key shows, classified ([`classify`]); `None` for an absent key or an
+/// unchanged one (304), or an object too large to read (the lease parser judges its size).
+pub fn classify_get(get: &Get) -> Option<Classified> {
+    match get {
+        Get::Found(obj) => Some(classify(obj.bytes.as_deref()?)),
+        _ => None,
+    }
+}
+
+/// The typed error for a record written by a newer version.
+pub fn newer_error(url: &str, what: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "{url} was written by a newer version of lease ({what}, which this version {} does \
+             not know): it is left as it is; upgrade this client (every client of a lock must \
+             know what any of them writes)",
+            crate::VERSION
+        ),
+    )
+    .with_lease(url)
 }
 
 impl QueueRecord {
@@ -112,32 +264,25 @@ impl QueueRecord {
             epoch: floor,
             rev: 0,
             permits,
+            requires: Vec::new(),
             grants: Vec::new(),
             queue: Vec::new(),
         }
     }
 
-    /// Parse a stored object; `None` when it is not a queued lock's record (a lease record, or
-    /// something unreadable, which the lease record's parser judges).
-    pub fn parse(bytes: &[u8]) -> Option<std::result::Result<QueueRecord, String>> {
-        #[derive(Deserialize)]
-        struct FormatOnly {
-            format: u32,
+    /// This record made again where it was deleted: the same grants and waiters, tokens above
+    /// `floor` (every token that can have been handed out since this version was read).
+    pub fn restored(&self, floor: u64) -> QueueRecord {
+        QueueRecord {
+            epoch: self.epoch.max(floor),
+            rev: self.rev + 1,
+            ..self.clone()
         }
-        let format = serde_json::from_slice::<FormatOnly>(bytes).ok()?.format;
-        if format != QUEUE_FORMAT {
-            return None;
-        }
-        Some(
-            serde_json::from_slice::<QueueRecord>(bytes)
-                .map_err(|e| format!("queued lock record does not parse: {e}"))
-                .and_then(|r| r.check()),
-        )
     }
 
     fn check(self) -> std::result::Result<QueueRecord, String> {
         let all = self.grants.iter().chain(&self.queue);
-        if all.clone().any(|e| e.holder.id.is_empty() || e.ttl_ms == 0) {
+        if all.clone().any(|e| e.id.is_empty() || e.ttl_ms == 0) {
             return Err("queued lock record lists a participant without id or ttl".into());
         }
         if self.grants.iter().any(|g| g.token.is_none()) {
@@ -146,36 +291,73 @@ impl QueueRecord {
         Ok(self)
     }
 
-    pub fn to_bytes(&self) -> Result<bytes::Bytes> {
-        let bytes = serde_json::to_vec(self).expect("a queue record serializes");
-        if bytes.len() as u64 > MAX_RECORD_LEN {
-            return Err(Error::unavailable(format!(
-                "the queue is full: its record would be {} bytes, over the {MAX_RECORD_LEN}-byte \
-                 limit; try again later",
-                bytes.len()
-            )));
-        }
-        Ok(bytes.into())
+    pub fn to_bytes(&self) -> Bytes {
+        serde_json::to_vec(self)
+            .expect("a queue record serializes")
+            .into()
     }
 
-    /// The record after `change`, settled; `None` when it changes nothing (already joined,
-    /// already gone).
-    pub fn apply(&self, change: &Change) -> Result<Option<QueueRecord>> {
+    /// The most bytes this record can take without another join: every participant granted
+    /// the largest token, the counters and permits at their largest. A write that only leaves,
+    /// removes, breaks, settles or sets permits never makes a record larger than this.
+    pub fn reserved_len(&self) -> usize {
+        let mut worst = self.clone();
+        worst.epoch = u64::MAX;
+        worst.rev = u64::MAX;
+        worst.permits = Some(u32::MAX);
+        // In one list: the separators are then the most there can be.
+        worst.grants.append(&mut worst.queue);
+        for e in &mut worst.grants {
+            e.token = Some(u64::MAX);
+        }
+        worst.to_bytes().len()
+    }
+
+    /// The record after `change`, settled with tokens above `floor`; `None` when it changes
+    /// nothing (already joined, already gone, the same permits). A join that could make a later
+    /// write overflow `max_len` is refused with [`ErrorKind::QueueFull`]; no other change can
+    /// overflow. Only a write conditional on the version read may carry it (see [`settle`]).
+    ///
+    /// [`settle`]: QueueRecord::settle
+    pub fn apply(
+        &self,
+        change: &Change,
+        max_len: usize,
+        floor: u64,
+    ) -> Result<Option<QueueRecord>> {
+        Ok(self.changed(change, max_len)?.map(|mut next| {
+            next.settle(floor);
+            next
+        }))
+    }
+
+    /// The record after `change`, granting nobody: what a write that makes the record where
+    /// none is (`Create`) carries. Such a write may land long after it was sent — after a
+    /// record made meanwhile by someone else handed out tokens and was deleted — so its clock
+    /// reading proves nothing about the tokens handed out before it landed (docs/protocol.md
+    /// §10, "Tokens"). The next conditional write settles it ([`settled`]).
+    ///
+    /// [`settled`]: QueueRecord::settled
+    pub fn changed(&self, change: &Change, max_len: usize) -> Result<Option<QueueRecord>> {
         let mut next = self.clone();
         match change {
             Change::Join(entry) => {
                 if self.find(entry.id()).is_some() {
                     return Ok(None);
                 }
-                if self.grants.len() + self.queue.len() >= MAX_PARTICIPANTS {
-                    return Err(Error::unavailable(format!(
-                        "the queue is full: {MAX_PARTICIPANTS} participants hold or wait; try \
-                         again later"
-                    )));
-                }
                 let mut entry = entry.clone();
                 entry.token = None;
                 next.queue.push(entry);
+                // Room for every later write that only shrinks or settles the record.
+                let needed = if super::mutants::on(super::mutants::Mutant::QueueJoinIgnoresReserve)
+                {
+                    next.to_bytes().len()
+                } else {
+                    next.reserved_len()
+                };
+                if needed > max_len {
+                    return Err(full_error(self, needed, max_len));
+                }
             }
             Change::Leave(id) => {
                 let before = next.grants.len() + next.queue.len();
@@ -185,15 +367,37 @@ impl QueueRecord {
                     return Ok(None);
                 }
             }
+            Change::SetPermits(permits) => {
+                if *permits == self.permits {
+                    return Ok(None);
+                }
+                next.permits = *permits;
+            }
         }
         next.rev += 1;
-        next.settle();
         Ok(Some(next))
     }
 
+    /// This record settled with tokens above `floor`, if that grants anyone (a record made
+    /// where none is, or made again, lists its waiters unsettled: its first reader settles it).
+    pub fn settled(&self, floor: u64) -> Option<QueueRecord> {
+        let mut next = self.clone();
+        next.settle(floor);
+        if next.grants.len() == self.grants.len() {
+            return None;
+        }
+        next.rev += 1;
+        Some(next)
+    }
+
     /// Grant every waiter that may go now, in arrival order: one that fits beside the grants
-    /// and that no earlier waiter competes with. Each grant gets the next token.
-    pub fn settle(&mut self) {
+    /// and that no earlier waiter competes with. Each grant gets the next token, above `floor`
+    /// too: the writer's clock in ms (or the store's), read after the read that showed this
+    /// record. Carried by a write conditional on that version, it lands only while this record
+    /// exists, so after every earlier record's deletion, and by then the clock has passed every
+    /// token those records handed out (assumption 4 of docs/model.md): tokens never repeat,
+    /// whatever is deleted and whatever `Create` lands late **(changed, issue 22)**.
+    pub fn settle(&mut self, floor: u64) {
         let mut i = 0;
         while i < self.queue.len() {
             let request = &self.queue[i];
@@ -203,7 +407,7 @@ impl QueueRecord {
                 && !super::mutants::on(super::mutants::Mutant::QueueOvertakes);
             if !overtakes && self.fits(request) {
                 let mut granted = self.queue.remove(i);
-                self.epoch += 1;
+                self.epoch = self.epoch.max(floor) + 1;
                 granted.token = Some(self.epoch);
                 self.grants.push(granted);
             } else {
@@ -248,6 +452,18 @@ impl QueueRecord {
         self.grants.iter().chain(&self.queue).find(|e| e.id() == id)
     }
 
+    /// The grants that conflict with `request` (overlapping, and either exclusive or taking a
+    /// permit it needs): who is in its way, for messages.
+    pub fn in_the_way(&self, request: &Entry) -> Vec<&Entry> {
+        self.grants
+            .iter()
+            .filter(|g| {
+                self.blocks(g, request)
+                    || (self.permits.is_some() && g.scope.overlaps(&request.scope))
+            })
+            .collect()
+    }
+
     /// Where participant `id` stands.
     pub fn position(&self, id: &str) -> Position {
         if let Some(g) = self.grants.iter().find(|g| g.id() == id) {
@@ -259,21 +475,17 @@ impl QueueRecord {
             return Position::Absent;
         };
         let request = &self.queue[at];
+        let competing = self.queue[..at]
+            .iter()
+            .filter(|earlier| self.competes(earlier, request))
+            .count();
         let nearest_competitor = self.queue[..at]
             .iter()
             .rev()
             .find(|earlier| self.competes(earlier, request));
         let blockers = match nearest_competitor {
             // At the head of its line: the grants in its way.
-            None => self
-                .grants
-                .iter()
-                .filter(|g| {
-                    self.blocks(g, request)
-                        || (self.permits.is_some() && g.scope.overlaps(&request.scope))
-                })
-                .cloned()
-                .collect(),
+            None => self.in_the_way(request).into_iter().cloned().collect(),
             // Behind another: that one. Were only heads to check, a dead head waiting behind
             // a dead holder would keep everyone behind it waiting forever (found by the model
             // checker).
@@ -284,25 +496,43 @@ impl QueueRecord {
         };
         Position::Waiting {
             ahead: at,
+            competing,
             blockers,
         }
     }
 
     /// Check that a request asking for `permits` may use this lock.
     pub fn check_permits(&self, url: &str, permits: Option<u32>) -> Result<()> {
+        let how = format!(
+            "to change a lock's permits while it is in use, run `lease permits {url} N` \
+             (`Client::set_permits`)"
+        );
         match (permits, self.permits) {
             (None, _) => Ok(()),
             (Some(a), Some(b)) if a == b => Ok(()),
             (Some(a), Some(b)) => Err(Error::invalid(format!(
                 "{url} is a semaphore of {b} permits, not {a}: every participant must ask for \
-                 the same number (or none)"
+                 the same number (or none); {how}"
             ))),
             (Some(a), None) => Err(Error::invalid(format!(
                 "{url} has no permit limit, but this request asked for {a} permits: a lock's \
-                 permits are set by whoever creates it"
+                 permits are set by whoever creates it; {how}"
             ))),
         }
     }
+}
+
+/// The "queue full" error: what the limit is, and what to do.
+fn full_error(r: &QueueRecord, needed: usize, max_len: usize) -> Error {
+    Error::new(
+        ErrorKind::QueueFull,
+        format!(
+            "the queue is full: {} participants hold or wait, and one more would need up to \
+             {needed} bytes of the record's {max_len}-byte limit; nothing was written: try \
+             again once some have left",
+            r.grants.len() + r.queue.len()
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -36,6 +36,21 @@ pub fn opts() -> LeaseOptions {
     LeaseOptions::new(TTL).poll_interval(POLL)
 }
 
+/// The options of a queued lock most tests use ([`opts`], queued).
+pub fn queued() -> LeaseOptions {
+    opts().queue()
+}
+
+/// Start acquiring in the background; the handle resolves to the lease.
+pub fn spawn_acquire(
+    c: &Client,
+    key: &'static str,
+    o: LeaseOptions,
+) -> tokio::task::JoinHandle<lease::Result<lease::Lease>> {
+    let c = c.clone();
+    tokio::spawn(async move { c.acquire(key, &o).await })
+}
+
 /// A world: the store's objects on the true simulated clock.
 pub struct World {
     pub clock: Arc<SimClock>,
@@ -62,6 +77,13 @@ impl World {
 
     pub fn client(&self, name: &str, seed: u64) -> (Client, MemoryStore) {
         self.client_on(name, seed, self.clock.clone())
+    }
+
+    /// Keys in the store under `prefix`.
+    pub fn keys_under(&self, prefix: &str) -> Vec<String> {
+        let mut keys = self.store.keys();
+        keys.retain(|k| k.starts_with(prefix));
+        keys
     }
 
     pub fn now(&self) -> Instant {

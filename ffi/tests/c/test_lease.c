@@ -663,14 +663,17 @@ static void test_bad_input(void) {
   CHECK(strcmp(lease_code_name(LEASE_FENCED), "LEASE_FENCED") == 0);
   CHECK(strcmp(lease_code_name(LEASE_FORKED), "LEASE_FORKED") == 0);
   CHECK(strcmp(lease_code_name(LEASE_CONFLICT), "LEASE_CONFLICT") == 0);
-  CHECK(strcmp(lease_code_name(14), "LEASE_UNKNOWN") == 0);
+  CHECK(strcmp(lease_code_name(LEASE_QUEUE_FULL), "LEASE_QUEUE_FULL") == 0);
+  CHECK(strcmp(lease_code_name(LEASE_UNSUPPORTED), "LEASE_UNSUPPORTED") == 0);
+  CHECK(strcmp(lease_code_name(16), "LEASE_UNKNOWN") == 0);
   CHECK(strcmp(lease_code_name(99), "LEASE_UNKNOWN") == 0);
   CHECK(strcmp(lease_code_name(-1), "LEASE_UNKNOWN") == 0);
   /* The numbers are fixed. */
   CHECK(LEASE_OK == 0 && LEASE_HELD == 1 && LEASE_TIMEOUT == 2 && LEASE_CANCELLED == 3 &&
         LEASE_LOST == 4 && LEASE_FENCED == 5 && LEASE_UNAVAILABLE == 6 && LEASE_INVALID == 7 &&
         LEASE_STORE == 8 && LEASE_CORRUPT == 9 && LEASE_INTERNAL == 10 && LEASE_PANIC == 11 &&
-        LEASE_FORKED == 12 && LEASE_CONFLICT == 13);
+        LEASE_FORKED == 12 && LEASE_CONFLICT == 13 && LEASE_QUEUE_FULL == 14 &&
+        LEASE_UNSUPPORTED == 15);
 #ifdef EXPECTED_VERSION
   CHECK(strcmp(lease_version(), EXPECTED_VERSION) == 0);
 #endif
@@ -1473,7 +1476,7 @@ static void test_queue_scopes_and_bad_options(void) {
   } bad[] = {
       {0, 0, NULL, 5, 1},       /* an empty range */
       {0, 0, NULL, 5, 0},       /* a start without an end */
-      {0, 200, NULL, 0, 0},     /* too many permits */
+      {0, 65537, NULL, 0, 0},   /* too many permits */
       {0, 0, "", 0, 0},         /* an empty path */
       {0, 0, "a/../b", 0, 0},   /* `..` */
       {0, 0, "a", 0, 10},       /* a path and a range */

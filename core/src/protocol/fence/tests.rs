@@ -339,8 +339,9 @@ fn the_fence_stays_within_its_bounds_and_refuses_no_less() {
             assert!(fence.iter().any(|f| f.refuses(&q)), "{q:?} after entry {i}");
         }
     }
-    // One path too long for the metadata becomes the whole lock.
-    let long = x(5, "a", p("d/".repeat(700).trim_end_matches('/')));
+    // One path too long for the metadata becomes the whole lock: 1,023 bytes, within a scope's
+    // limit (`MAX_SCOPE_PATH_LEN`, queued locks) but over the fence's with its entry's prefix.
+    let long = x(5, "a", p("d/".repeat(512).trim_end_matches('/')));
     assert_eq!(recorded(&[], &long), vec![x(5, "a", Scope::Whole)]);
     // Merging two holders' equal tokens refuses both holders' token.
     let m = merge(&x(5, "a", r(0, 1)), &x(5, "b", r(2, 3)));
@@ -404,8 +405,11 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
     /// Recording (pruning, and merging past the bounds, which the second kind of history
-    /// exceeds in most cases) never refuses less than every entry it replaces; within the
-    /// bounds it refuses exactly as much.
+    /// exceeds in most cases) never refuses less than every entry it replaces; as long as the
+    /// bounds never forced a merge it refuses exactly as much. (Once they did, the precision
+    /// is lost for good, even when later entries cover enough of the others for the exact set
+    /// to fit again: claims 1..=18 over small ranges, a merge at the 17th, found by proptest
+    /// when this said "within the bounds" and checked only the current set.)
     #[test]
     fn recording_refuses_exactly_what_its_entries_did(
         claims in arb_claims(),
@@ -413,6 +417,7 @@ proptest! {
     ) {
         let mut fence: Vec<FenceEntry> = vec![];
         let mut seen: Vec<FenceEntry> = vec![];
+        let mut merged = false;
         for c in &claims {
             // Only what the verdict admits is ever recorded.
             if fence.iter().any(|e| e.refuses(c)) {
@@ -422,12 +427,14 @@ proptest! {
             seen.push(c.clone());
             prop_assert!(fence.len() <= MAX_FENCE_ENTRIES);
             let exact = prune(seen.clone());
-            let bounded = exact.len() > MAX_FENCE_ENTRIES || encode_fence(&exact).len() > MAX_FENCE_LEN;
+            // Until the first merge the fence is exactly `exact`, so it merges first when
+            // `exact` passes a bound.
+            merged |= exact.len() > MAX_FENCE_ENTRIES || encode_fence(&exact).len() > MAX_FENCE_LEN;
             for q in &requests {
                 let before = seen.iter().any(|e| e.refuses(q));
                 let after = fence.iter().any(|e| e.refuses(q));
                 prop_assert!(!before || after, "{q:?} no longer refused by {fence:?}");
-                if !bounded {
+                if !merged {
                     prop_assert_eq!(before, after, "{:?} refused by {:?}", q, fence);
                 }
             }
@@ -815,4 +822,314 @@ fn a_fenced_write_gives_up_after_max_rounds_of_lost_races() {
             && e.to_string().contains("kept changing under a fenced write")),
         "{step:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 30, phase 2: the decisions the mutation run found unpinned, each at its boundary.
+
+#[test]
+fn a_trailer_is_stripped_only_when_the_object_is_long_enough_to_hold_it() {
+    let meta = |n: &str| Meta::from([(META_TRAILER.to_string(), n.to_string())]);
+    let bytes = Bytes::from_static(b"data\nw1");
+    assert_eq!(&user_bytes(bytes.clone(), &meta("3"))[..], b"data");
+    // Exactly the whole object: nothing of the caller's is left.
+    assert_eq!(&user_bytes(bytes.clone(), &meta("7"))[..], b"");
+    // A count longer than the object (metadata edited by hand, or copied onto other bytes)
+    // cannot be a trailer this library wrote: the bytes come back whole, nothing panics.
+    assert_eq!(&user_bytes(bytes.clone(), &meta("8"))[..], b"data\nw1");
+    // Unreadable, or absent: whole.
+    assert_eq!(&user_bytes(bytes.clone(), &meta("x"))[..], b"data\nw1");
+    assert_eq!(&user_bytes(bytes, &Meta::new())[..], b"data\nw1");
+}
+
+/// A claim replaces only the entry of its own token, mode and scope: the same holder's other
+/// entries (another token, mode or scope) are kept unless one covers the other.
+#[test]
+fn a_claim_keeps_its_own_holders_entries_of_another_token_mode_or_scope() {
+    // Another scope, a lower token, the same holder: both refuse what they refused.
+    let f = recorded(&[x(5, "a", r(0, 10))], &x(6, "a", r(10, 20)));
+    assert_eq!(f, vec![x(6, "a", r(10, 20)), x(5, "a", r(0, 10))]);
+    // Another mode over the same scope: a reader's token does not cover a writer's entry.
+    let f = recorded(&[x(5, "a", r(0, 10))], &s(6, "a", r(0, 10)));
+    assert_eq!(f, vec![s(6, "a", r(0, 10)), x(5, "a", r(0, 10))]);
+    // A lagging reader of the same holder at a lower token (readers never refuse readers,
+    // so it is admitted): the higher entry stays, and keeps refusing writers below it.
+    let f = recorded(&[s(7, "a", Scope::Whole)], &s(6, "a", Scope::Whole));
+    assert_eq!(f, vec![s(7, "a", Scope::Whole)]);
+    assert!(f.iter().any(|e| e.refuses(&x(7, "b", Scope::Whole))));
+    let f = recorded(&[s(7, "a", r(0, 10))], &s(6, "a", r(0, 10)));
+    assert_eq!(f, vec![s(7, "a", r(0, 10))]);
+}
+
+#[test]
+fn a_fence_of_exactly_the_entry_bound_is_kept_as_it_is() {
+    let all: Vec<FenceEntry> = (0..MAX_FENCE_ENTRIES as u64 + 1)
+        .map(|i| x(100 + i, "h", r(i * 10, i * 10 + 10)))
+        .collect();
+    let mut fence = vec![];
+    for e in &all[..MAX_FENCE_ENTRIES] {
+        fence = recorded(&fence, e);
+    }
+    let mut expected = all[..MAX_FENCE_ENTRIES].to_vec();
+    expected.reverse();
+    assert_eq!(fence, expected, "{MAX_FENCE_ENTRIES} entries, none merged");
+    // One more: the two oldest become one.
+    let over = recorded(&fence, &all[MAX_FENCE_ENTRIES]);
+    assert_eq!(over.len(), MAX_FENCE_ENTRIES);
+    assert_eq!(over[MAX_FENCE_ENTRIES - 1], x(101, "h", r(0, 20)));
+}
+
+#[test]
+fn what_the_caller_expects_is_checked_against_what_is_there() {
+    let (v1, v2) = (Version::etag("v1"), Version::etag("v2"));
+    let ok = |expect: &Expect, now: Option<&Version>| check_expected(URL, expect, now).is_ok();
+    assert!(ok(&Expect::Any, None) && ok(&Expect::Any, Some(&v1)));
+    assert!(ok(&Expect::Absent, None));
+    assert!(ok(&Expect::Version(v1.clone()), Some(&v1)));
+    for (expect, now, why) in [
+        (Expect::Absent, Some(&v1), "was created since"),
+        (Expect::Version(v1.clone()), Some(&v2), "changed since"),
+        (Expect::Version(v1.clone()), None, "was deleted since"),
+    ] {
+        let e = check_expected(URL, &expect, now).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{expect:?} at {now:?}");
+        assert!(e.to_string().contains(why), "{e}");
+    }
+}
+
+/// After a write whose outcome is unknown, what is there proves it did not land only when it
+/// is the base itself, or replaced the base (named its nonce, or was created where nothing
+/// was): anything else may be our write, landed and overwritten since.
+#[test]
+fn only_the_base_or_its_direct_successor_proves_an_unknown_write_did_not_land() {
+    let stamp = |prev: Option<&str>| Stamp {
+        prev: prev.map(str::to_string),
+        ..Stamp::default()
+    };
+    let base = |v: &str, w: Option<&str>| -> Base { Some((Version::etag(v), w.map(Into::into))) };
+    let cases = [
+        // (base, now, prev named by what is there, proves not landed)
+        (None, None, None, true),
+        (None, base("v2", Some("x")), None, true),
+        (None, base("v2", Some("x")), Some("w0"), false),
+        (base("v1", Some("w1")), None, None, false),
+        (base("v1", Some("w1")), base("v1", Some("w1")), None, true),
+        (
+            base("v1", Some("w1")),
+            base("v2", Some("x")),
+            Some("w1"),
+            true,
+        ),
+        (
+            base("v1", Some("w1")),
+            base("v2", Some("x")),
+            Some("w0"),
+            false,
+        ),
+        (base("v1", Some("w1")), base("v2", Some("x")), None, false),
+        (base("v1", None), base("v2", Some("x")), None, false),
+    ];
+    for (b, now, prev, proves) in cases {
+        assert_eq!(
+            proves_not_landed(&b, &now, &stamp(prev)),
+            proves,
+            "base {b:?}, now {now:?}, prev {prev:?}"
+        );
+    }
+}
+
+#[test]
+fn a_fenced_write_ends_at_once_on_an_error_that_is_not_unavailability() {
+    for event in [
+        FenceEvent::Read(Err(Error::store("denied"))),
+        FenceEvent::Put(Err(Error::store("denied"))),
+    ] {
+        let mut op = write_op(&x(7, "w", Scope::Whole), Expect::Any, None);
+        start(&mut op);
+        let step = op.step(event, Instant::now(), &Fixed);
+        assert!(
+            matches!(step, FenceStep::Done(Err(ref e)) if e.kind() == ErrorKind::Store),
+            "{step:?}"
+        );
+    }
+}
+
+#[test]
+fn a_fenced_write_retries_an_unavailable_store_for_its_budget_from_the_start() {
+    let t0 = Instant::now();
+    let events: [fn() -> FenceEvent; 2] = [
+        || FenceEvent::Read(Err(Error::unavailable("down"))),
+        || FenceEvent::Put(Err(Error::unavailable("down"))),
+    ];
+    for event in events {
+        let mut op = write_op(&x(7, "w", Scope::Whole), Expect::Any, None);
+        assert!(matches!(
+            op.step(FenceEvent::Start, t0, &Fixed),
+            FenceStep::ReadMeta
+        ));
+        // At once, and until a moment before the budget is spent: back off, then read.
+        for t in [t0, t0 + UNAVAILABLE_BUDGET - Duration::from_millis(1)] {
+            let step = op.step(event(), t, &Fixed);
+            assert!(matches!(step, FenceStep::Sleep(_)), "{step:?}");
+            assert!(matches!(
+                op.step(FenceEvent::Slept, t, &Fixed),
+                FenceStep::ReadMeta
+            ));
+        }
+        // Spent: given up, saying so.
+        let step = op.step(event(), t0 + UNAVAILABLE_BUDGET, &Fixed);
+        assert!(
+            matches!(step, FenceStep::Done(Err(ref e)) if e.kind() == ErrorKind::Unavailable
+                && e.to_string().contains("unavailable for")),
+            "{step:?}"
+        );
+    }
+}
+
+#[test]
+fn a_fenced_write_carries_a_trailer_only_where_versions_hash_the_bytes() {
+    for (unique, bytes, trailer) in [
+        (true, &b"new"[..], None),
+        (false, &b"new\nmine"[..], Some("5")),
+    ] {
+        let mut op = FenceOp::new(
+            "memory://x/data",
+            tok(&x(7, "w", Scope::Whole)),
+            "mine".into(),
+            Bytes::from_static(b"new"),
+            Expect::Absent,
+            None,
+            unique,
+        );
+        start(&mut op);
+        let step = op.step(FenceEvent::Read(Ok(None)), Instant::now(), &Fixed);
+        let FenceStep::Put {
+            bytes: sent,
+            cond,
+            meta,
+        } = step
+        else {
+            panic!("{step:?}")
+        };
+        assert_eq!((&sent[..], cond), (bytes, Cond::Create));
+        assert_eq!(meta.get(META_TRAILER).map(String::as_str), trailer);
+    }
+}
+
+/// A token parsed from text (what a gate's callers hand it) may name a holder id of any
+/// length; one too long for the metadata must still leave a fence within the bound (it hung:
+/// the single entry was made the whole lock again and again), refusing no less.
+#[test]
+fn a_holder_id_too_long_for_the_metadata_leaves_a_short_fence_that_refuses_no_less() {
+    let long = "h".repeat(MAX_FENCE_LEN);
+    for claim in [
+        x(5, &long, Scope::Whole),
+        x(5, &long, r(0, 10)),
+        s(5, &long, p("a/b")),
+    ] {
+        let fence = recorded(&[], &claim);
+        assert_eq!(
+            fence,
+            vec![FenceEntry {
+                token: 6,
+                holder: None,
+                mode: claim.mode,
+                scope: Scope::Whole,
+            }],
+            "{claim:?}"
+        );
+        assert!(encode_fence(&fence).len() <= MAX_FENCE_LEN);
+        for q in [
+            x(4, "b", Scope::Whole),
+            x(5, "b", r(0, 10)),
+            s(5, "b", p("a/b")),
+            x(5, &long, Scope::Whole),
+            x(6, "b", Scope::Whole),
+        ] {
+            if claim.refuses(&q) {
+                assert!(fence.iter().any(|e| e.refuses(&q)), "{q:?} after {claim:?}");
+            }
+        }
+    }
+    // Through a gate: admitted once, with the short fence recorded.
+    let token = FencingToken::new(URL, 5).with_holder(long.clone());
+    assert_eq!(
+        admission("r", &token, None).unwrap(),
+        Admission::Record(vec![FenceEntry {
+            token: 6,
+            holder: None,
+            mode: Mode::Exclusive,
+            scope: Scope::Whole,
+        }])
+    );
+}
+
+/// A write whose outcome was unknown (`Unavailable`), then a read: what is there decides
+/// whether to write again, to report a conflict, or to say the outcome is unknown.
+#[test]
+fn after_an_unknown_outcome_the_read_tells_whether_to_write_again() {
+    let me = x(7, "w", Scope::Whole);
+    let v = Version::etag;
+    // The object our write was conditioned on (v1, made by write w1), and what the read finds.
+    let base = object(
+        "",
+        "v1",
+        Stamp::meta(URL, &[x(6, "a", Scope::Whole)], Some("w1"), None),
+    );
+    let found = |version: &str, fence: &[FenceEntry], prev: Option<&str>| {
+        object("", version, Stamp::meta(URL, fence, Some("w2"), prev))
+    };
+    let run = |expect: Expect, found: Object| {
+        let mut op = write_op(&me, expect, None);
+        start(&mut op);
+        let now = Instant::now();
+        let step = op.step(FenceEvent::Read(Ok(Some(base.clone()))), now, &Fixed);
+        assert!(matches!(step, FenceStep::Put { .. }), "{step:?}");
+        let step = op.step(
+            FenceEvent::Put(Err(Error::unavailable("lost"))),
+            now,
+            &Fixed,
+        );
+        assert!(matches!(step, FenceStep::Sleep(_)), "{step:?}");
+        assert!(matches!(
+            op.step(FenceEvent::Slept, now, &Fixed),
+            FenceStep::ReadMeta
+        ));
+        op.step(FenceEvent::Read(Ok(Some(found))), now, &Fixed)
+    };
+    let unknown = |step: FenceStep| {
+        matches!(step, FenceStep::Done(Err(ref e)) if e.kind() == ErrorKind::Unavailable
+            && e.to_string().contains("outcome of a fenced write"))
+    };
+    let older = [x(6, "b", Scope::Whole)];
+    let newer = [x(8, "b", Scope::Whole)];
+    // Unchanged: ours did not land; written again, on the same condition.
+    for expect in [Expect::Any, Expect::Version(v("v1"))] {
+        let step = run(expect, base.clone());
+        assert!(
+            matches!(step, FenceStep::Put { ref cond, .. } if *cond == Cond::Match(v("v1"))),
+            "{step:?}"
+        );
+    }
+    // Replaced by a write conditioned on our base (it names w1): ours can never land, so a
+    // conditional write reports the change as a conflict, and a plain put writes again.
+    let step = run(Expect::Version(v("v1")), found("v2", &older, Some("w1")));
+    assert!(
+        matches!(step, FenceStep::Done(Err(ref e)) if e.kind() == ErrorKind::Conflict),
+        "{step:?}"
+    );
+    let step = run(Expect::Any, found("v2", &older, Some("w1")));
+    assert!(matches!(step, FenceStep::Put { .. }), "{step:?}");
+    // Changed otherwise: ours may have landed and been overwritten since. A conditional write
+    // cannot tell: unknown (not a conflict). A plain put may be written again — unless a newer
+    // token now refuses it: then ours may have landed before, so unknown (not fenced).
+    let step = run(Expect::Version(v("v1")), found("v2", &older, Some("w9")));
+    assert!(unknown(step));
+    let step = run(Expect::Any, found("v2", &older, Some("w9")));
+    assert!(
+        matches!(step, FenceStep::Put { ref cond, .. } if *cond == Cond::Match(v("v2"))),
+        "{step:?}"
+    );
+    let step = run(Expect::Any, found("v2", &newer, Some("w9")));
+    assert!(unknown(step));
 }

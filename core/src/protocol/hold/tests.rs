@@ -519,14 +519,48 @@ fn health_and_loss_names_are_stable() {
         },
         LostReason::Vanished,
         LostReason::Overwritten,
+        LostReason::SessionDeleted,
+        LostReason::Removed { by: holder("gc") },
+        LostReason::LockReplaced("made again".into()),
     ]
     .iter()
     .map(LostReason::kind)
     .collect();
     assert_eq!(
         kinds,
-        ["expired", "taken_over", "broken", "vanished", "overwritten"]
+        [
+            "expired",
+            "taken_over",
+            "broken",
+            "vanished",
+            "overwritten",
+            "session_deleted",
+            "removed",
+            "lock_replaced"
+        ]
     );
+}
+
+#[test]
+fn a_queued_grants_lost_reasons_say_what_happened_and_who_removed_it() {
+    let removed = LostReason::Removed { by: holder("gc") };
+    let e = removed.error(URL, 7);
+    assert_eq!(e.holder().map(|h| h.id.as_str()), Some("gc"));
+    assert!(
+        removed.to_string().starts_with("its session lapsed")
+            && removed.to_string().ends_with("removed it from the lock"),
+        "{removed}"
+    );
+    assert_eq!(LostReason::SessionDeleted.error(URL, 7).holder(), None);
+    assert!(LostReason::SessionDeleted
+        .to_string()
+        .starts_with("its session's record was deleted"));
+    let replaced = LostReason::LockReplaced("replaced by a lease record (format 1)".into());
+    assert_eq!(
+        replaced.to_string(),
+        "the lock's record was replaced by a lease record (format 1)"
+    );
+    assert_eq!(replaced.error(URL, 7).holder(), None);
 }
 
 /// A holder that asked for a ttl and data (`Lease::set_ttl`, `set_data`).

@@ -2,27 +2,83 @@ use proptest::prelude::*;
 
 use super::*;
 
-fn entry(id: &str, mode: Mode, scope: Scope) -> Entry {
+const MAX: usize = MAX_QUEUE_RECORD_LEN;
+
+// --- What the machines' tests share (waiter, holder, change).
+
+/// The tests' origin of time.
+#[allow(clippy::disallowed_methods)] // the tests' own origin
+pub(super) fn t0() -> crate::clock::Instant {
+    static T0: std::sync::OnceLock<crate::clock::Instant> = std::sync::OnceLock::new();
+    *T0.get_or_init(crate::clock::Instant::now)
+}
+
+pub(super) fn secs(s: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(s)
+}
+
+/// Nonces `n`, no jitter.
+pub(super) struct NoJitter;
+
+impl crate::protocol::Entropy for NoJitter {
+    fn nonce(&self) -> String {
+        "n".into()
+    }
+    fn jitter(&self, d: std::time::Duration, _: f64) -> std::time::Duration {
+        d
+    }
+}
+
+/// A 10 s ttl (grace 1 s, renew 3.3 s), polls every second, a store clock of whole seconds.
+pub(super) fn timing() -> crate::options::Timing {
+    let caps = crate::store::Capabilities {
+        conditional_delete: true,
+        clock_resolution: secs(1.0),
+        store_clock_rule: true,
+        wall_clock: true,
+        versions_are_unique: true,
+    };
+    crate::options::LeaseOptions::new(secs(10.0))
+        .poll_interval(secs(1.0))
+        .timing(&caps)
+        .unwrap()
+}
+
+pub(super) fn version(n: u64) -> crate::store::Version {
+    crate::store::Version {
+        etag: format!("v{n}"),
+        generation: Some(n),
+    }
+}
+
+/// A read that found `bytes` at version `n`.
+pub(super) fn found(bytes: &[u8], n: u64) -> crate::store::Get {
+    crate::store::Get::Found(crate::store::Object {
+        bytes: Some(bytes::Bytes::copy_from_slice(bytes)),
+        size: bytes.len() as u64,
+        version: version(n),
+        last_modified: None,
+        server_now: None,
+        meta: Default::default(),
+    })
+}
+
+pub(super) fn entry(id: &str, mode: Mode, scope: Scope) -> Entry {
     Entry {
-        holder: Holder {
-            id: id.into(),
-            ..Holder::default()
-        },
+        id: id.into(),
         mode,
         scope,
         ttl_ms: 30_000,
         token: None,
-        since: None,
-        data: None,
     }
 }
 
-fn join(r: &QueueRecord, e: Entry) -> QueueRecord {
-    r.apply(&Change::Join(e)).unwrap().unwrap()
+pub(super) fn join(r: &QueueRecord, e: Entry) -> QueueRecord {
+    r.apply(&Change::Join(e), MAX, 0).unwrap().unwrap()
 }
 
-fn leave(r: &QueueRecord, id: &str) -> QueueRecord {
-    r.apply(&Change::Leave(id.into())).unwrap().unwrap()
+pub(super) fn leave(r: &QueueRecord, id: &str) -> QueueRecord {
+    r.apply(&Change::Leave(id.into()), MAX, 0).unwrap().unwrap()
 }
 
 fn granted(r: &QueueRecord) -> Vec<&str> {
@@ -31,6 +87,46 @@ fn granted(r: &QueueRecord) -> Vec<&str> {
 
 fn waiting(r: &QueueRecord) -> Vec<&str> {
     r.queue.iter().map(Entry::id).collect()
+}
+
+/// Issue 22 item 1: what a `Create` carries grants nobody (`changed`); settling grants above
+/// the record's epoch and above the floor (the writer's clock), then one by one.
+#[test]
+fn a_change_grants_nobody_until_settled_above_the_floor() {
+    let r = QueueRecord::new(100, None);
+    let made = r
+        .changed(&Change::Join(entry("a", Mode::Shared, Scope::Whole)), MAX)
+        .unwrap()
+        .unwrap();
+    let made = made
+        .changed(&Change::Join(entry("b", Mode::Shared, Scope::Whole)), MAX)
+        .unwrap()
+        .unwrap();
+    assert_eq!((granted(&made), waiting(&made)), (vec![], vec!["a", "b"]));
+    assert_eq!((made.epoch, made.rev), (100, 2));
+    let s = made.settled(5_000).unwrap();
+    assert_eq!(granted(&s), vec!["a", "b"]);
+    assert_eq!(s.grants[0].token, Some(5_001));
+    assert_eq!(s.grants[1].token, Some(5_002));
+    assert_eq!((s.epoch, s.rev), (5_002, 3));
+    // A floor below the epoch: the epoch counts.
+    let s = made.settled(7).unwrap();
+    assert_eq!(s.grants[0].token, Some(101));
+    // Nothing to grant: nothing to write, the epoch untouched.
+    assert_eq!(s.settled(u64::MAX / 2), None);
+    let mut unmoved = s.clone();
+    unmoved.settle(u64::MAX / 2);
+    assert_eq!(unmoved, s);
+    // `apply` settles with the floor it is given.
+    let j = r
+        .apply(
+            &Change::Join(entry("a", Mode::Shared, Scope::Whole)),
+            MAX,
+            900,
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(j.grants[0].token, Some(901));
 }
 
 #[test]
@@ -121,8 +217,12 @@ fn disjoint_ranges_go_together_and_overlapping_ones_wait_in_order() {
     assert_eq!(granted(&r), ["a", "b", "d"]);
     assert_eq!(waiting(&r), ["c"]);
     match r.position("c") {
-        Position::Waiting { ahead, blockers } => {
-            assert_eq!(ahead, 0);
+        Position::Waiting {
+            ahead,
+            competing,
+            blockers,
+        } => {
+            assert_eq!((ahead, competing), (0, 0));
             let ids: Vec<_> = blockers.iter().map(Entry::id).collect();
             assert_eq!(ids, ["a", "b"]);
         }
@@ -131,8 +231,12 @@ fn disjoint_ranges_go_together_and_overlapping_ones_wait_in_order() {
     let r = join(&r, entry("e", Mode::Exclusive, range(120, 130)));
     // e overlaps c, which is waiting, and b: behind c, it checks c (and c checks a and b).
     match r.position("e") {
-        Position::Waiting { ahead, blockers } => {
-            assert_eq!(ahead, 1);
+        Position::Waiting {
+            ahead,
+            competing,
+            blockers,
+        } => {
+            assert_eq!((ahead, competing), (1, 1));
             let ids: Vec<_> = blockers.iter().map(Entry::id).collect();
             assert_eq!(ids, ["c"]);
         }
@@ -149,12 +253,17 @@ fn joining_and_leaving_twice_change_nothing() {
     let r = QueueRecord::new(0, None);
     let r = join(&r, entry("a", Mode::Exclusive, Scope::Whole));
     assert_eq!(
-        r.apply(&Change::Join(entry("a", Mode::Shared, Scope::Whole)))
-            .unwrap(),
+        r.apply(
+            &Change::Join(entry("a", Mode::Shared, Scope::Whole)),
+            MAX,
+            0
+        )
+        .unwrap(),
         None
     );
     let r = leave(&r, "a");
-    assert_eq!(r.apply(&Change::Leave("a".into())).unwrap(), None);
+    assert_eq!(r.apply(&Change::Leave("a".into()), MAX, 0).unwrap(), None);
+    assert_eq!(r.apply(&Change::SetPermits(None), MAX, 0).unwrap(), None);
 }
 
 #[test]
@@ -162,32 +271,235 @@ fn records_round_trip_and_other_formats_are_not_queue_records() {
     let r = QueueRecord::new(7, Some(2));
     let r = join(&r, entry("a", Mode::Shared, Scope::path("x/y").unwrap()));
     let r = join(&r, entry("b", Mode::Exclusive, Scope::range(0, 9).unwrap()));
-    let bytes = r.to_bytes().unwrap();
-    assert_eq!(QueueRecord::parse(&bytes), Some(Ok(r)));
-    assert_eq!(QueueRecord::parse(br#"{"format":1,"epoch":3}"#), None);
-    assert_eq!(QueueRecord::parse(b"garbage"), None);
+    let bytes = r.to_bytes();
+    assert_eq!(classify(&bytes), Classified::Queue(r));
+    assert_eq!(classify(br#"{"format":1,"epoch":3}"#), Classified::Other);
+    assert_eq!(classify(br#"{"format":0}"#), Classified::Other);
+    assert_eq!(classify(br#"{"epoch":3}"#), Classified::Other);
+    assert_eq!(classify(b"garbage"), Classified::Other);
     assert!(matches!(
-        QueueRecord::parse(br#"{"format":2,"epoch":"x"}"#),
-        Some(Err(_))
+        classify(br#"{"format":2,"epoch":"x"}"#),
+        Classified::Corrupt(_)
     ));
-    let no_token = br#"{"format":2,"epoch":3,"rev":1,"grants":[{"holder":{"id":"a"},"mode":"shared","ttl_ms":5}]}"#;
-    assert!(matches!(QueueRecord::parse(no_token), Some(Err(_))));
+    let no_token =
+        br#"{"format":2,"epoch":3,"rev":1,"grants":[{"id":"a","mode":"shared","ttl_ms":5}]}"#;
+    assert!(matches!(classify(no_token), Classified::Corrupt(_)));
+    let no_id = br#"{"format":2,"epoch":3,"rev":1,"queue":[{"id":"","ttl_ms":5}]}"#;
+    assert!(matches!(classify(no_id), Classified::Corrupt(_)));
+    let no_ttl = br#"{"format":2,"epoch":3,"rev":1,"queue":[{"id":"a","ttl_ms":0}]}"#;
+    assert!(matches!(classify(no_ttl), Classified::Corrupt(_)));
+    // An entry is only what deciding needs: an exclusive request over the whole lock is its
+    // id and ttl.
+    let one = join(
+        &QueueRecord::new(7, None),
+        entry("a", Mode::Exclusive, Scope::Whole),
+    );
+    assert_eq!(
+        String::from_utf8(one.to_bytes().to_vec()).unwrap(),
+        r#"{"format":2,"epoch":8,"rev":1,"grants":[{"id":"a","ttl_ms":30000,"token":8}],"queue":[]}"#
+    );
+}
+
+/// The evolution rule (docs/protocol.md §10): what only a newer version writes — a newer
+/// format, a required feature, a mode or a kind of scope this version does not know — is
+/// `Newer`, never corrupt (so never taken over); other unknown fields are ignored.
+#[test]
+fn what_a_newer_version_writes_is_newer_not_corrupt() {
+    let cases: [(&[u8], &str); 6] = [
+        (br#"{"format":3}"#, "format 3"),
+        (br#"{"format":7,"anything":[1]}"#, "format 7"),
+        (
+            br#"{"format":2,"epoch":1,"rev":1,"requires":["leases-v3"]}"#,
+            "feature \"leases-v3\"",
+        ),
+        (
+            br#"{"format":2,"epoch":1,"rev":1,"grants":[{"id":"a","mode":"intent","ttl_ms":5,"token":1}]}"#,
+            "mode \"intent\"",
+        ),
+        (
+            br#"{"format":2,"epoch":1,"rev":1,"queue":[{"id":"a","scope":{"glob":"*"},"ttl_ms":5}]}"#,
+            "scope kind \"glob\"",
+        ),
+        (
+            br#"{"format":2,"epoch":1,"rev":1,"queue":[{"id":"a","scope":"everything","ttl_ms":5}]}"#,
+            "scope kind \"everything\"",
+        ),
+    ];
+    for (bytes, what) in cases {
+        assert_eq!(classify(bytes), Classified::Newer(what.into()));
+    }
+    let extra = br#"{"format":2,"epoch":1,"rev":1,"note":"hi","queue":[{"id":"a","ttl_ms":5,"since":"x"}]}"#;
+    assert!(matches!(classify(extra), Classified::Queue(_)));
+    // The whole lock written as a string, as this version writes it, is not a newer kind.
+    let whole =
+        br#"{"format":2,"epoch":1,"rev":1,"queue":[{"id":"a","scope":"whole","ttl_ms":5}]}"#;
+    assert!(matches!(classify(whole), Classified::Queue(_)));
+    let e = newer_error("file:///l", "mode \"intent\"");
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert!(e.to_string().contains("newer version") && e.to_string().contains("intent"));
+}
+
+/// Capacity: a join is refused up front, with the limit, once the record could not hold every
+/// participant granted; then every change that does not join fits, whatever order the waiters
+/// are granted and leave in.
+#[test]
+fn a_full_queue_refuses_joins_and_every_other_change_fits() {
+    let max = 4096;
+    let mut r = QueueRecord::new(0, None);
+    r = r
+        .apply(
+            &Change::Join(entry("holder", Mode::Exclusive, Scope::Whole)),
+            max,
+            0,
+        )
+        .unwrap()
+        .unwrap();
+    let mut n = 0;
+    let e = loop {
+        let e = entry(
+            &format!("{n:032}"),
+            Mode::Shared,
+            Scope::path(&format!("p/{n}")).unwrap(),
+        );
+        match r.apply(&Change::Join(e), max, 0) {
+            Ok(next) => r = next.unwrap(),
+            Err(e) => break e,
+        }
+        n += 1;
+        assert!(n < 1000, "never full");
+    };
+    assert_eq!(e.kind(), ErrorKind::QueueFull);
+    assert!(e.to_string().contains("4096-byte limit"), "{e}");
+    assert!(r.reserved_len() <= max);
+    // The holder leaves: every waiter is granted in one write, which fits.
+    let settled = leave(&r, "holder");
+    assert_eq!(settled.queue.len(), 0);
+    assert!(
+        settled.to_bytes().len() <= max,
+        "{}",
+        settled.to_bytes().len()
+    );
+    // And so do permits set at their largest, and every leave after.
+    let mut s = settled
+        .apply(&Change::SetPermits(Some(u32::MAX)), max, 0)
+        .unwrap()
+        .unwrap();
+    assert!(s.to_bytes().len() <= max);
+    while let Some(g) = s.grants.first().cloned() {
+        s = leave(&s, g.id());
+        assert!(s.to_bytes().len() <= max);
+    }
+}
+
+/// The record's size per participant (docs/benchmarks.md "Capacity"): the entries of a
+/// semaphore's waiters, whatever their labels and data (which live in their sessions).
+#[test]
+fn a_thousand_waiters_fit_in_a_record() {
+    let mut r = QueueRecord::new(1_767_225_600_000, Some(10));
+    let mut sizes = vec![];
+    for i in 0..1000 {
+        let id = format!("{i:032x}");
+        r = join(&r, entry(&id, Mode::Shared, Scope::Whole));
+        if [10, 100, 1000].contains(&(i + 1)) {
+            sizes.push((i + 1, r.to_bytes().len(), r.reserved_len()));
+        }
+    }
+    for (n, len, reserved) in &sizes {
+        eprintln!(
+            "{n} participants: {len} bytes ({} per entry), {reserved} reserved",
+            len / n
+        );
+    }
+    let (_, len, reserved) = sizes[2];
+    assert!(len < 100_000, "{len} bytes for 1,000 waiters");
+    assert!(reserved <= MAX_QUEUE_RECORD_LEN, "{reserved} reserved");
+    assert_eq!(granted(&r).len(), 10);
 }
 
 #[test]
-fn a_full_queue_is_refused_with_a_clear_error() {
-    let mut r = QueueRecord::new(0, None);
-    for i in 0..MAX_PARTICIPANTS {
-        r = join(
-            &r,
-            entry(&format!("{i:032}"), Mode::Exclusive, Scope::Whole),
-        );
+fn a_record_made_again_keeps_its_participants_above_the_floor() {
+    let r = join(
+        &QueueRecord::new(5, Some(2)),
+        entry("a", Mode::Shared, Scope::Whole),
+    );
+    let r = join(&r, entry("b", Mode::Shared, Scope::Whole));
+    let r = join(&r, entry("c", Mode::Shared, Scope::Whole));
+    let again = r.restored(1000);
+    assert_eq!((again.epoch, again.rev), (1000, r.rev + 1));
+    assert_eq!(
+        (again.grants.clone(), again.queue.clone()),
+        (r.grants.clone(), r.queue.clone())
+    );
+    let again = join(&again, entry("d", Mode::Shared, Scope::Whole));
+    let again = leave(&again, "a");
+    assert_eq!(again.position("c"), Position::Granted { token: 1001 });
+    // A floor below the record's epoch keeps the epoch.
+    assert_eq!(r.restored(1).epoch, r.epoch);
+}
+
+#[test]
+fn permits_can_be_changed_while_participants_hold_and_wait() {
+    let mut r = QueueRecord::new(0, Some(1));
+    for id in ["a", "b", "c"] {
+        r = join(&r, entry(id, Mode::Shared, Scope::Whole));
     }
-    let e = r
-        .apply(&Change::Join(entry("late", Mode::Exclusive, Scope::Whole)))
-        .unwrap_err();
-    assert!(e.to_string().contains("queue is full"), "{e}");
-    assert!(r.to_bytes().is_ok(), "a full queue still fits in a record");
+    assert_eq!(granted(&r), ["a"]);
+    // More permits grant the waiters at once; fewer keep the grants made and grant no more.
+    let more = r
+        .apply(&Change::SetPermits(Some(3)), MAX, 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(granted(&more), ["a", "b", "c"]);
+    let fewer = more
+        .apply(&Change::SetPermits(Some(1)), MAX, 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(granted(&fewer), ["a", "b", "c"]);
+    let fewer = join(&fewer, entry("d", Mode::Shared, Scope::Whole));
+    let fewer = leave(&fewer, "a");
+    assert_eq!(waiting(&fewer), ["d"]);
+    let none = fewer
+        .apply(&Change::SetPermits(None), MAX, 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(granted(&none), ["b", "c", "d"]);
+    let e = r.check_permits("file:///l", Some(2)).unwrap_err();
+    assert!(e.to_string().contains("lease permits file:///l N"), "{e}");
+    assert!(Change::Join(entry("x", Mode::Shared, Scope::Whole)).grows());
+    assert!(!Change::Leave("x".into()).grows());
+    assert!(!Change::SetPermits(None).grows());
+}
+
+#[test]
+fn who_is_in_the_way_of_a_request() {
+    let r = QueueRecord::new(0, Some(2));
+    let r = join(&r, entry("a", Mode::Shared, Scope::path("x").unwrap()));
+    let r = join(&r, entry("b", Mode::Shared, Scope::path("y").unwrap()));
+    let ids = |v: Vec<&Entry>| {
+        v.into_iter()
+            .map(Entry::id)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // With permits, every overlapping grant takes one.
+    assert_eq!(
+        ids(r.in_the_way(&entry("c", Mode::Shared, Scope::path("x/1").unwrap()))),
+        ["a"]
+    );
+    assert_eq!(
+        ids(r.in_the_way(&entry("c", Mode::Shared, Scope::Whole))),
+        ["a", "b"]
+    );
+    let r = QueueRecord::new(0, None);
+    let r = join(&r, entry("a", Mode::Shared, Scope::Whole));
+    assert!(r
+        .in_the_way(&entry("c", Mode::Shared, Scope::Whole))
+        .is_empty());
+    assert_eq!(
+        ids(r.in_the_way(&entry("c", Mode::Exclusive, Scope::Whole))),
+        ["a"]
+    );
+    assert_eq!(session_key("locks/gc", "ab12"), "locks/gc.q/ab12");
 }
 
 /// A request as the property tests draw it.
@@ -284,4 +596,44 @@ proptest! {
             }
         }
     }
+}
+
+/// The capacity check's boundary: a join whose reserved length is exactly the limit fits; one
+/// byte less of room refuses it.
+#[test]
+fn a_join_that_reserves_exactly_the_limit_fits() {
+    let r = QueueRecord::new(0, None);
+    let e = entry("a", Mode::Exclusive, Scope::Whole);
+    let needed = {
+        let mut with = r.clone();
+        with.queue.push(e.clone());
+        with.reserved_len()
+    };
+    assert!(r
+        .changed(&Change::Join(e.clone()), needed)
+        .unwrap()
+        .is_some());
+    let full = r.changed(&Change::Join(e), needed - 1).unwrap_err();
+    assert_eq!(full.kind(), ErrorKind::QueueFull);
+}
+
+/// Who competes with whom, term by term: overlapping scopes and either side exclusive, or any
+/// two overlapping requests of a semaphore; readers of a plain lock never delay each other, and
+/// disjoint scopes never compete.
+#[test]
+fn competing_requests_overlap_and_one_is_exclusive_or_takes_a_permit() {
+    let plain = QueueRecord::new(0, None);
+    let semaphore = QueueRecord::new(0, Some(2));
+    let path = |p: &str| Scope::path(p).unwrap();
+    let x = |s: Scope| entry("x", Mode::Exclusive, s);
+    let r = |s: Scope| entry("r", Mode::Shared, s);
+    // Overlapping (a path and one below it).
+    assert!(plain.competes(&x(path("a")), &r(path("a/b"))));
+    assert!(plain.competes(&r(path("a")), &x(path("a/b"))));
+    assert!(plain.competes(&x(path("a")), &x(path("a"))));
+    assert!(!plain.competes(&r(path("a")), &r(path("a/b"))));
+    assert!(semaphore.competes(&r(path("a")), &r(path("a/b"))));
+    // Disjoint.
+    assert!(!plain.competes(&x(path("a")), &x(path("b"))));
+    assert!(!semaphore.competes(&r(path("a")), &r(path("b"))));
 }

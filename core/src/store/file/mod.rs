@@ -272,7 +272,7 @@ impl FileStore {
             let now = clock.now();
             if now >= give_up_at {
                 return Err(Error::unavailable(format!(
-                    "the lock file {} is held by another process{} for more than {}: \
+                    "the lock file {} is held by {} for more than {}: \
                      nothing was changed",
                     lock.path.display(),
                     lock.holder(),
@@ -282,7 +282,7 @@ impl FileStore {
             if !warned && now - started >= LOCK_WARN_AFTER {
                 warned = true;
                 warn!(
-                    "waiting for the lock file {}, held by another process{}",
+                    "waiting for the lock file {}, held by {}",
                     lock.path.display(),
                     lock.holder()
                 );

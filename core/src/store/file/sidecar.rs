@@ -82,20 +82,25 @@ impl SidecarLock {
         let _ = fs::remove_file(&self.path);
     }
 
-    /// Who holds the lock, as far as `/proc/locks` tells: ` (pid 123 "flock", stopped)`, or
-    /// nothing. Read only after a long wait.
+    /// Who holds the lock, as far as `/proc/locks` tells: `another process (pid 123 "flock",
+    /// stopped)`, `another call of this process (pid 9)` (many clients of one process writing one
+    /// object), or `another process`. Read only after a long wait.
     pub(super) fn holder(&self) -> String {
+        let unknown = || "another process".to_string();
         let Ok(meta) = self.file.metadata() else {
-            return String::new();
+            return unknown();
         };
         let Ok(locks) = fs::read_to_string("/proc/locks") else {
-            return String::new();
+            return unknown();
         };
         let Some(pid) = flock_holder(&locks, meta.dev(), meta.ino()) else {
-            return String::new();
+            return unknown();
         };
+        if pid == std::process::id() {
+            return format!("another call of this process (pid {pid})");
+        }
         let proc = PathBuf::from(format!("/proc/{pid}"));
-        let mut about = format!(" (pid {pid}");
+        let mut about = format!("another process (pid {pid}");
         if let Ok(comm) = fs::read_to_string(proc.join("comm")) {
             about.push_str(&format!(" {:?}", comm.trim()));
         }

@@ -1,0 +1,994 @@
+//! Every decision of a waiter, from the first read to the grant.
+
+use std::time::{Duration, SystemTime};
+
+use super::*;
+use crate::protocol::queue::tests::{entry, found, join, secs, t0, timing, version, NoJitter};
+use crate::protocol::queue::{classify, Mode, Scope, MAX_QUEUE_RECORD_LEN};
+use crate::store::Object;
+
+const WALL_MS: u64 = 1_767_225_600_000;
+
+fn wall() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(WALL_MS)
+}
+
+fn plan(mode: Mode) -> WaitPlan {
+    WaitPlan {
+        key: "locks/job".into(),
+        url: "file:///locks/job".into(),
+        me: Holder {
+            id: "me".into(),
+            ..Holder::default()
+        },
+        entry: Entry {
+            id: "me".into(),
+            mode,
+            scope: Scope::Whole,
+            ttl_ms: 10_000,
+            token: None,
+        },
+        permits: None,
+        timing: timing(),
+        try_once: false,
+        wait_deadline: None,
+        unavailable_timeout: Some(secs(10.0)),
+        max_len: MAX_QUEUE_RECORD_LEN,
+    }
+}
+
+/// A waiter and its clock.
+struct Rig {
+    w: Waiter,
+    now: Instant,
+    /// Our wall clock, ms after [`WALL_MS`].
+    wall_ms: u64,
+    alive: bool,
+}
+
+impl Rig {
+    fn new(plan: WaitPlan) -> Rig {
+        Rig {
+            w: Waiter::new(plan, 0, t0()),
+            now: t0(),
+            wall_ms: 0,
+            alive: true,
+        }
+    }
+
+    fn step(&mut self, e: Event) -> Step {
+        let ctx = Ctx {
+            now: self.now,
+            wall: wall() + Duration::from_millis(self.wall_ms),
+            session_alive: self.alive,
+        };
+        self.w.step(e, ctx, &NoJitter)
+    }
+
+    fn at(&mut self, s: f64) {
+        self.now = t0() + secs(s);
+    }
+
+    /// Start, and answer the first read with `get`.
+    fn start_on(&mut self, get: Get) -> Step {
+        assert!(matches!(
+            self.step(Event::Start),
+            Step::ReadRecord {
+                if_none_match: None
+            }
+        ));
+        self.step(Event::Record(Ok(get)))
+    }
+
+    /// Start on a lock `a` holds, join behind it (version 4 to 5): what most waiting begins with.
+    fn joined_behind_a(&mut self) -> QueueRecord {
+        let step = self.start_on(found(&held_by_a().to_bytes(), 4));
+        let (joined, _) = self.join_write(step);
+        self.written(5);
+        joined
+    }
+
+    /// Answer a join: begin the session, then the write.
+    fn join_write(&mut self, step: Step) -> (QueueRecord, Cond) {
+        let step = match step {
+            Step::BeginSession => self.step(Event::SessionBegun(Ok(()))),
+            other => other,
+        };
+        match step {
+            Step::WriteRecord {
+                bytes, cond, why, ..
+            } => {
+                assert_eq!(why, Why::Join);
+                (record(&bytes), cond)
+            }
+            other => panic!("not a join: {other:?}"),
+        }
+    }
+
+    /// Answer a session read that the answer's `Date` shows old enough to take over: the waiter
+    /// asks for the store's own stamp (issue 29) and gets one that agrees with `Date`.
+    fn stale(&mut self, get: Get) -> Step {
+        match self.step(Event::Session(Ok(get))) {
+            Step::Stamp { session } => {
+                assert_eq!(session.as_deref(), Some("locks/job.q/a"));
+                self.step(Event::Stamped(Ok(Some(store_now()))))
+            }
+            other => panic!("no stamp asked for: {other:?}"),
+        }
+    }
+
+    fn written(&mut self, n: u64) -> Step {
+        self.step(Event::Wrote(Ok(Put::Written {
+            version: version(n),
+            server_now: None,
+        })))
+    }
+}
+
+fn record(bytes: &[u8]) -> QueueRecord {
+    match classify(bytes) {
+        Classified::Queue(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `a` holds exclusively.
+fn held_by_a() -> QueueRecord {
+    join(
+        &QueueRecord::new(WALL_MS, None),
+        entry("a", Mode::Exclusive, Scope::Whole),
+    )
+}
+
+/// The store's clock in the answers of [`session`].
+fn store_now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + secs(2_000_000_000.0)
+}
+
+/// A session record at `version` (`v`), held (or released), modified `age` seconds before the
+/// store's `now`.
+fn session(v: &str, state: RecordState, age: u64) -> Get {
+    let r = Record {
+        format: FORMAT,
+        epoch: 3,
+        rev: 2,
+        state,
+        ttl_ms: 10_000,
+        holder: Holder {
+            id: "a".into(),
+            ..Holder::default()
+        },
+        acquired_at: None,
+        renewed_at: None,
+        data: None,
+        prev: vec![],
+        write: Some("w".into()),
+        broken: None,
+        history: vec![],
+    };
+    let store_now = store_now();
+    let bytes = r.to_bytes();
+    Get::Found(Object {
+        size: bytes.len() as u64,
+        bytes: Some(bytes),
+        version: Version::etag(v),
+        last_modified: Some(store_now - secs(age as f64)),
+        server_now: Some(store_now),
+        meta: Default::default(),
+    })
+}
+
+/// Issue 22 item 1 **(changed)**: a record made where none is (`Create`) grants nobody — it may
+/// land after a record made meanwhile by someone else handed out tokens above the clock it was
+/// sent with, and was deleted. The grant comes from the next write, conditional on the version
+/// the `Create` made, with tokens above the clock read after its answer.
+#[test]
+fn a_free_key_is_made_a_queued_lock_that_grants_nobody_then_settled_above_the_clock() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(Get::NotFound { server_now: None });
+    assert!(
+        matches!(step, Step::BeginSession),
+        "the session comes first"
+    );
+    assert!(!r.w.maybe_listed());
+    let (made, cond) = r.join_write(step);
+    assert!(r.w.maybe_listed());
+    assert_eq!(cond, Cond::Create);
+    assert_eq!(made.epoch, WALL_MS, "the floor, no token handed out");
+    assert!(made.grants.is_empty(), "a Create grants nobody: {made:?}");
+    assert!(matches!(made.position("me"), Position::Waiting { .. }));
+    // Its answer comes back 5 s later by our wall clock: the settle's tokens start above that.
+    r.at(0.3);
+    r.wall_ms = 5_000;
+    let settled = match r.written(1) {
+        Step::WriteRecord {
+            bytes,
+            cond,
+            why,
+            grants,
+        } => {
+            assert_eq!(
+                cond,
+                Cond::Match(version(1)),
+                "on the version the Create made"
+            );
+            assert_eq!(why, Why::Settle);
+            assert_eq!(grants, vec!["me".to_string()]);
+            record(&bytes)
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(settled.rev, made.rev + 1);
+    assert_eq!(
+        settled.position("me"),
+        Position::Granted {
+            token: WALL_MS + 5_001
+        }
+    );
+    r.at(0.5);
+    match r.written(2) {
+        Step::Granted {
+            token,
+            permits,
+            confirmation,
+        } => {
+            assert_eq!((token, permits), (WALL_MS + 5_001, None));
+            assert_eq!(confirmation.version, version(2));
+            assert_eq!(
+                confirmation.sent,
+                t0() + secs(0.3),
+                "the settle's send time"
+            );
+            assert_eq!(confirmation.record, settled);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(r.w.known_epoch(), WALL_MS + 5_001);
+}
+
+/// Whoever reads a record that grants nobody though it could (its maker stopped after the
+/// `Create`) settles it, on the version read; one that grants what it can is left alone.
+#[test]
+fn a_record_left_unsettled_is_settled_by_its_next_reader() {
+    let made = QueueRecord::new(WALL_MS, None)
+        .changed(
+            &Change::Join(entry("a", Mode::Exclusive, Scope::Whole)),
+            MAX_QUEUE_RECORD_LEN,
+        )
+        .unwrap()
+        .unwrap();
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.wall_ms = 2_000;
+    let step = r.start_on(found(&made.to_bytes(), 7));
+    // Absent from it: our join settles it too (`a` first, in arrival order).
+    let (next, cond) = r.join_write(step);
+    assert_eq!(cond, Cond::Match(version(7)));
+    assert_eq!(
+        next.position("a"),
+        Position::Granted {
+            token: WALL_MS + 2_001
+        }
+    );
+    assert!(matches!(next.position("me"), Position::Waiting { .. }));
+    // Listed and waiting in an unsettled record: settle it before anything else.
+    let mut both = made.clone();
+    both.queue.push(entry("me", Mode::Exclusive, Scope::Whole));
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&both.to_bytes(), 8));
+    match step {
+        Step::WriteRecord {
+            bytes, cond, why, ..
+        } => {
+            assert_eq!((cond, why), (Cond::Match(version(8)), Why::Settle));
+            let settled = record(&bytes);
+            assert_eq!(settled.grants.len(), 1);
+            assert_eq!(settled.grants[0].id(), "a");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Settled already: nothing to settle, it checks the holder's session.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let settled = both.settled(WALL_MS).unwrap();
+    assert!(settled.settled(WALL_MS).is_none());
+    assert!(matches!(
+        r.start_on(found(&settled.to_bytes(), 9)),
+        Step::ReadSession { .. }
+    ));
+}
+
+#[test]
+fn a_held_lock_is_joined_on_the_version_read_and_waited_for() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
+    let (next, cond) = r.join_write(step);
+    assert_eq!(cond, Cond::Match(version(4)));
+    assert_eq!(next.queue.len(), 1);
+    // Listed and waiting at the head: it checks the holder's session at once.
+    match r.written(5) {
+        Step::ReadSession { key, if_none_match } => {
+            assert_eq!(key, "locks/job.q/a");
+            assert_eq!(if_none_match, None);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(r.w.watched(), ["a"]);
+    // Renewed just now: wait, and sleep until a poll.
+    match r.step(Event::Session(Ok(session("s1", RecordState::Held, 0)))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
+        other => panic!("{other:?}"),
+    }
+    // The poll re-reads with the version known: a 304 changes nothing.
+    r.at(1.0);
+    assert!(matches!(
+        r.step(Event::Slept),
+        Step::ReadRecord { if_none_match: Some(v) } if v == version(5)
+    ));
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::Sleep { .. }
+    ));
+    // The holder left: granted, confirmed by that read.
+    let left = next
+        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    r.at(2.0);
+    r.step(Event::Slept);
+    match r.step(Event::Record(Ok(found(&left.to_bytes(), 6)))) {
+        Step::Granted { confirmation, .. } => {
+            assert_eq!(confirmation.sent, t0() + secs(2.0));
+            assert_eq!(confirmation.version, version(6));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_sessions_check_is_paced_by_the_takeover_rule_never_a_whole_interval_late() {
+    let t = timing();
+    // The store clock's estimate adds a resolution: look one resolution before it, then every
+    // poll, never after it.
+    let now = t0();
+    assert_eq!(pace(now + secs(9.0), now, &t), now + secs(8.0));
+    assert_eq!(pace(now + secs(1.5), now, &t), now + secs(1.0));
+    assert_eq!(pace(now + secs(0.5), now, &t), now + secs(0.5));
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    // Six seconds old by the store's clock: the rule fires at 10 + 1 + 1 = 12, the estimate
+    // says in 6 + 1 s; the check is due a second before.
+    match r.step(Event::Session(Ok(session("s1", RecordState::Held, 6)))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
+        other => panic!("{other:?}"),
+    }
+    r.at(1.0);
+    r.step(Event::Slept);
+    r.step(Event::Record(Ok(Get::NotModified { server_now: None })));
+    r.at(6.0);
+    r.step(Event::Slept);
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::ReadSession { .. }
+    ));
+}
+
+#[test]
+fn a_session_taken_over_by_the_rules_is_ended_then_its_participant_removed() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let joined = r.joined_behind_a();
+    // Not renewed for 20 s: its deadline has surely passed.
+    let Step::EndSession {
+        key,
+        record: ended,
+        cond,
+    } = r.stale(session("s1", RecordState::Held, 20))
+    else {
+        panic!("not ended")
+    };
+    assert_eq!(key, "locks/job.q/a");
+    assert_eq!(cond, Cond::Match(Version::etag("s1")));
+    assert_eq!(ended.state, RecordState::Released);
+    assert_eq!(ended.holder.id, "me");
+    assert_eq!(ended.write.as_deref(), Some("n"));
+    let step = r.step(Event::Ended(Ok(Written::Landed {
+        version: Version::etag("s2"),
+        t_send: t0(),
+    })));
+    let Step::WriteRecord {
+        bytes,
+        cond,
+        why,
+        grants,
+    } = step
+    else {
+        panic!("not removed: {step:?}")
+    };
+    assert_eq!(why, Why::Remove { id: "a".into() });
+    assert_eq!(cond, Cond::Match(version(5)));
+    assert_eq!(grants, ["me"], "the removal grants us");
+    let removed = record(&bytes);
+    assert_eq!(removed.find("a"), None);
+    assert_eq!(removed.grants.len(), 1);
+    let _ = joined;
+    // Then its released session is deleted, then we hold.
+    match r.written(6) {
+        Step::DeleteSession { key, version: v } => {
+            assert_eq!((key.as_str(), v), ("locks/job.q/a", Version::etag("s2")))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(r.step(Event::Deleted), Step::Granted { .. }));
+}
+
+/// Issue 29 for queued locks: a session that the answer's `Date` shows long dead is taken over
+/// only once the store's own stamp agrees; a `Date` running ahead of it (a gateway's) is refused
+/// and the waiter waits; a stamp that cannot be had for now is asked again at the next check.
+#[test]
+fn a_sessions_date_running_ahead_is_confirmed_by_the_stores_stamp_never_trusted() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    // `Date` says 20 s since its last renewal (the session's ttl is 10 s): ask for a stamp.
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
+        Step::Stamp { session: Some(_) }
+    ));
+    // The store did not answer: no takeover; looked at again after a poll.
+    match r.step(Event::Stamped(Err(Error::unavailable("timed out")))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
+        other => panic!("{other:?}"),
+    }
+    assert!(!r.w.date_refused());
+    r.at(1.0);
+    r.step(Event::Slept);
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::ReadSession { .. }
+    ));
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
+        Step::Stamp { .. }
+    ));
+    // The store's own clock says it was renewed 1 s ago: `Date` is 19 s ahead, refused; wait.
+    let renewed = store_now() - secs(20.0);
+    match r.step(Event::Stamped(Ok(Some(renewed + secs(1.0))))) {
+        Step::Sleep { .. } => {}
+        other => panic!("taken over on a gateway's Date: {other:?}"),
+    }
+    assert!(r.w.date_refused(), "the driver warns once");
+}
+
+/// A stamp that cannot be had for a reason other than an unreachable store (the probe's write
+/// refused) is judged at once with `Date` refused — never taken for a store that did not answer,
+/// which would only look again after a poll (the `Unavailable` guard of `after_stamp`).
+#[test]
+fn a_stamp_that_cannot_be_had_refuses_date_at_once_an_unreachable_store_looks_again_later() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))),
+        Step::Stamp { session: Some(_) }
+    ));
+    r.step(Event::Stamped(Err(Error::invalid(
+        "the probe's write was refused",
+    ))));
+    assert!(
+        r.w.date_refused(),
+        "no stamp: Date is refused, not waited for"
+    );
+
+    // The lock's own view: a store that does not answer is looked at again one poll later.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.at(2.0);
+    match r.w.after_stamp(
+        None,
+        Err(Error::unavailable("timed out")),
+        Ctx {
+            now: r.now,
+            wall: wall(),
+            session_alive: r.alive,
+        },
+        &NoJitter,
+    ) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(3.0)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    assert!(matches!(
+        r.stale(session("s1", RecordState::Held, 20)),
+        Step::EndSession { .. }
+    ));
+    // Someone renewed it meanwhile: it lives; check again later.
+    assert!(matches!(
+        r.step(Event::Ended(Ok(Written::Rejected {
+            current: session("s9", RecordState::Held, 0)
+        }))),
+        Step::Sleep { .. }
+    ));
+    // Released by its owner: gone, removed without ending it, nothing to delete but that.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s3", RecordState::Released, 0)))),
+        Step::WriteRecord {
+            why: Why::Remove { .. },
+            ..
+        }
+    ));
+    assert!(matches!(
+        r.written(6),
+        Step::DeleteSession { version, .. } if version == Version::etag("s3")
+    ));
+    // A landed end replaced at once: gone, nothing of ours to delete.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    r.stale(session("s1", RecordState::Held, 20));
+    assert!(matches!(
+        r.step(Event::Ended(Ok(Written::Replaced {
+            current: session("s5", RecordState::Released, 0)
+        }))),
+        Step::WriteRecord { .. }
+    ));
+    assert!(matches!(r.written(6), Step::Granted { .. }));
+}
+
+#[test]
+fn an_absent_session_is_gone_only_after_its_ttl_and_grace_on_our_clock() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    let absent = || Event::Session(Ok(Get::NotFound { server_now: None }));
+    match r.step(absent()) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
+        other => panic!("{other:?}"),
+    }
+    // Before its ttl (30 s, the entry's) + grace (3 s) its session is not even read again: the
+    // check is due at 33 s.
+    r.at(32.9);
+    r.step(Event::Slept);
+    match r.step(Event::Record(Ok(Get::NotModified { server_now: None }))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(33.0)),
+        other => panic!("before ttl + grace: {other:?}"),
+    }
+    r.at(33.0);
+    r.step(Event::Slept);
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::ReadSession { .. }
+    ));
+    assert!(matches!(
+        r.step(absent()),
+        Step::WriteRecord {
+            why: Why::Remove { .. },
+            ..
+        }
+    ));
+    // No version to delete: straight to the grant.
+    assert!(matches!(r.written(6), Step::Granted { .. }));
+}
+
+#[test]
+fn a_session_read_that_fails_is_tried_again_after_a_poll() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    match r.step(Event::Session(Err(Error::unavailable("timed out")))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
+        other => panic!("{other:?}"),
+    }
+    r.at(1.0);
+    r.step(Event::Slept);
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::ReadSession { .. }
+    ));
+    // An end whose outcome stayed unknown: checked again after a poll.
+    assert!(matches!(
+        r.stale(session("s1", RecordState::Held, 20)),
+        Step::EndSession { .. }
+    ));
+    match r.step(Event::Ended(Err(Error::unavailable("x")))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(2.0)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_waiter_behind_another_checks_only_that_one_and_polls_less_the_further_back() {
+    let mut p = plan(Mode::Shared);
+    p.permits = Some(1);
+    let mut l = QueueRecord::new(WALL_MS, Some(1));
+    for id in ["a", "b", "c", "d"] {
+        l = join(&l, entry(id, Mode::Shared, Scope::Whole));
+    }
+    let mut r = Rig::new(p);
+    let step = r.start_on(found(&l.to_bytes(), 4));
+    r.join_write(step);
+    // Three ahead compete with us: checks `d` only.
+    match r.written(5) {
+        Step::ReadSession { key, .. } => assert_eq!(key, "locks/job.q/d"),
+        other => panic!("{other:?}"),
+    }
+    // Four competing ahead (a holds; b, c, d wait), one permit: polls every 1 s × (1 + 3),
+    // capped at the renew interval.
+    match r.step(Event::Session(Ok(session("s1", RecordState::Held, 0)))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + timing().renew.min(secs(4.0))),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn our_lapsed_session_ends_the_wait_and_removal_is_told_as_such() {
+    // Removed while our session had lapsed: the others took us for gone.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let joined = r.joined_behind_a();
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    r.alive = false;
+    r.step(Event::Slept);
+    let without_us = joined
+        .apply(&Change::Leave("me".into()), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    match r.step(Event::Record(Ok(found(&without_us.to_bytes(), 6)))) {
+        Step::Failed { error, listed } => {
+            assert_eq!(error.kind(), ErrorKind::Lost);
+            assert!(
+                error.to_string().contains("removed from the queue"),
+                "{error}"
+            );
+            assert!(error.to_string().contains("lapsed"), "{error}");
+            assert!(listed);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Its session lost while it sleeps: it says so.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    for (reason, says) in [
+        (LostReason::Expired, "lapsed"),
+        (LostReason::Vanished, "was deleted"),
+        (
+            LostReason::TakenOver {
+                holder: Holder::default(),
+                epoch: 4,
+            },
+            "took it for gone",
+        ),
+        (LostReason::Overwritten, "was lost"),
+    ] {
+        let mut w = r.w.clone();
+        let ctx = Ctx {
+            now: r.now,
+            wall: wall(),
+            session_alive: false,
+        };
+        match w.step(Event::SessionLost(reason), ctx, &NoJitter) {
+            Step::Failed { error, listed } => {
+                assert_eq!(error.kind(), ErrorKind::Lost);
+                assert!(error.to_string().contains(says), "{error}");
+                assert!(error.to_string().contains("session"), "{error}");
+                assert!(listed);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_lapsed_participant_never_writes_its_join_again() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
+    r.join_write(step);
+    // The join's outcome is unknown; meanwhile our session lapsed.
+    assert!(matches!(
+        r.step(Event::Wrote(Err(Error::unavailable("timed out")))),
+        Step::Sleep { .. }
+    ));
+    r.alive = false;
+    r.step(Event::Slept);
+    match r.step(Event::Record(Ok(found(&held_by_a().to_bytes(), 4)))) {
+        Step::Failed { error, listed } => {
+            assert_eq!(error.kind(), ErrorKind::Lost);
+            assert!(listed, "the join may have landed");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Granted, but the session lapsed meanwhile: not a grant it may believe in.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(Get::NotFound { server_now: None });
+    r.join_write(step);
+    r.alive = false;
+    assert!(matches!(
+        r.written(1),
+        Step::WriteRecord {
+            why: Why::Settle,
+            ..
+        }
+    ));
+    assert!(matches!(
+        r.written(2),
+        Step::Failed { error, .. } if error.kind() == ErrorKind::Lost
+    ));
+}
+
+#[test]
+fn trying_once_writes_nothing_and_names_who_is_in_the_way() {
+    let mut p = plan(Mode::Shared);
+    p.try_once = true;
+    p.wait_deadline = Some(t0());
+    p.entry.scope = Scope::range(50, 150).unwrap();
+    p.entry.mode = Mode::Exclusive;
+    let l = join(
+        &QueueRecord::new(WALL_MS, None),
+        entry("a", Mode::Exclusive, Scope::range(0, 100).unwrap()),
+    );
+    let mut r = Rig::new(p);
+    match r.start_on(found(&l.to_bytes(), 4)) {
+        Step::Held {
+            kind,
+            in_the_way,
+            ahead,
+            epoch,
+            listed,
+            ..
+        } => {
+            assert_eq!(kind, ErrorKind::Held);
+            assert_eq!(in_the_way.len(), 1);
+            assert_eq!((ahead, epoch, listed), (0, WALL_MS + 1, false));
+            let holders = vec![(
+                "a".to_string(),
+                Holder {
+                    id: "a".into(),
+                    label: Some("backup".into()),
+                    ..Holder::default()
+                },
+            )];
+            let e = held_error(
+                "u",
+                kind,
+                &in_the_way,
+                &holders,
+                ahead,
+                epoch,
+                Duration::ZERO,
+            );
+            assert_eq!(e.kind(), ErrorKind::Held);
+            assert!(e.to_string().contains("\"backup\""), "{e}");
+            assert!(e.to_string().contains("(exclusive, bytes 0..100)"), "{e}");
+            assert_eq!(e.holder().map(|h| h.id.as_str()), Some("a"));
+            let e = held_error("u", ErrorKind::Timeout, &in_the_way, &[], 2, 9, secs(5.0));
+            assert!(e.to_string().starts_with("timed out after 5s"), "{e}");
+            assert!(e.to_string().contains("participant a (exclusive"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A free scope is taken at once, even trying once.
+    let mut p = plan(Mode::Exclusive);
+    p.try_once = true;
+    p.entry.scope = Scope::range(200, 300).unwrap();
+    let mut r = Rig::new(p);
+    let step = r.start_on(found(&l.to_bytes(), 4));
+    let (next, _) = r.join_write(step);
+    assert!(matches!(next.position("me"), Position::Granted { .. }));
+}
+
+#[test]
+fn a_wait_that_runs_out_is_a_timeout() {
+    let mut p = plan(Mode::Exclusive);
+    p.wait_deadline = Some(t0() + secs(5.0));
+    let mut r = Rig::new(p);
+    r.joined_behind_a();
+    match r.step(Event::Session(Ok(session("s1", RecordState::Held, 0)))) {
+        Step::Sleep { until } => assert!(until <= t0() + secs(5.0)),
+        other => panic!("{other:?}"),
+    }
+    r.at(5.0);
+    r.step(Event::Slept);
+    match r.step(Event::Record(Ok(Get::NotModified { server_now: None }))) {
+        Step::Held {
+            kind,
+            waited,
+            listed,
+            ..
+        } => {
+            assert_eq!(kind, ErrorKind::Timeout);
+            assert_eq!(waited, secs(5.0));
+            assert!(listed, "it joined: it leaves");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_record_of_a_newer_version_is_refused_never_taken_over() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    match r.start_on(found(br#"{"format":3}"#, 4)) {
+        Step::Failed { error, listed } => {
+            assert_eq!(error.kind(), ErrorKind::Unsupported);
+            assert!(error.to_string().contains("format 3"), "{error}");
+            assert_eq!(error.lease(), Some("file:///locks/job"));
+            assert!(!listed);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_lease_record_is_waited_out_then_replaced_above_its_epoch() {
+    let lease = |state| {
+        Record {
+            format: FORMAT,
+            epoch: 77,
+            rev: 3,
+            state,
+            ttl_ms: 10_000,
+            holder: Holder {
+                id: "old".into(),
+                label: Some("cron".into()),
+                ..Holder::default()
+            },
+            acquired_at: None,
+            renewed_at: None,
+            data: None,
+            prev: vec![],
+            write: None,
+            broken: None,
+            history: vec![],
+        }
+        .to_bytes()
+    };
+    let mut r = Rig::new(plan(Mode::Shared));
+    match r.start_on(found(&lease(RecordState::Held), 4)) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
+        other => panic!("{other:?}"),
+    }
+    let mut p = plan(Mode::Shared);
+    p.try_once = true;
+    let mut t = Rig::new(p);
+    match t.start_on(found(&lease(RecordState::Held), 4)) {
+        Step::Failed { error, .. } => {
+            assert_eq!(error.kind(), ErrorKind::Held);
+            assert!(error.to_string().contains("\"cron\""), "{error}");
+            assert_eq!(error.epoch(), Some(77));
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut r = Rig::new(plan(Mode::Shared));
+    let step = r.start_on(found(&lease(RecordState::Released), 4));
+    let (next, cond) = r.join_write(step);
+    assert_eq!(cond, Cond::Match(version(4)));
+    // Above its epoch, and above our clock (a conditional write: docs/protocol.md §10).
+    assert_eq!(next.epoch, WALL_MS + 1);
+    assert_eq!(
+        next.position("me"),
+        Position::Granted { token: WALL_MS + 1 }
+    );
+}
+
+#[test]
+fn a_deleted_record_is_made_again_carrying_forward_what_we_saw() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let joined = r.joined_behind_a();
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    r.at(1.0);
+    r.step(Event::Slept);
+    // Deleted: made again as we last saw it (`a` holds, we wait), above the store's clock.
+    let store_now = wall() + secs(3.0);
+    let Step::WriteRecord {
+        bytes, cond, why, ..
+    } = r.step(Event::Record(Ok(Get::NotFound {
+        server_now: Some(store_now),
+    })))
+    else {
+        panic!("not made again")
+    };
+    assert_eq!((cond, why), (Cond::Create, Why::Join));
+    let again = record(&bytes);
+    assert_eq!(again.grants, joined.grants);
+    assert_eq!(again.queue, joined.queue);
+    assert_eq!(again.epoch, WALL_MS + 3000);
+    // Someone made it first, without us (a newcomer): our session lives, so we join again.
+    r.step(Event::Wrote(Ok(Put::ConditionFailed)));
+    let theirs = join(
+        &QueueRecord::new(WALL_MS + 4000, None),
+        entry("z", Mode::Exclusive, Scope::Whole),
+    );
+    let step = r_step(&mut r, found(&theirs.to_bytes(), 9));
+    let (rejoined, cond) = r.join_write(step);
+    assert_eq!(cond, Cond::Match(version(9)));
+    assert_eq!(rejoined.queue.len(), 1);
+}
+
+fn r_step(r: &mut Rig, get: Get) -> Step {
+    r.step(Event::Record(Ok(get)))
+}
+
+#[test]
+fn wrong_permits_a_full_queue_and_store_errors_end_the_wait() {
+    let mut p = plan(Mode::Shared);
+    p.permits = Some(3);
+    let l = join(
+        &QueueRecord::new(WALL_MS, Some(2)),
+        entry("a", Mode::Shared, Scope::Whole),
+    );
+    let mut r = Rig::new(p);
+    match r.start_on(found(&l.to_bytes(), 4)) {
+        Step::Failed { error, .. } => {
+            assert_eq!(error.kind(), ErrorKind::Invalid);
+            assert!(error.to_string().contains("lease permits"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut p = plan(Mode::Exclusive);
+    p.max_len = held_by_a().to_bytes().len();
+    let mut r = Rig::new(p);
+    match r.start_on(found(&held_by_a().to_bytes(), 4)) {
+        Step::Failed { error, listed } => {
+            assert_eq!(error.kind(), ErrorKind::QueueFull);
+            assert!(!listed);
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.step(Event::Start);
+    assert!(matches!(
+        r.step(Event::Record(Err(Error::store("denied")))),
+        Step::Failed { error, .. } if error.kind() == ErrorKind::Store
+    ));
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    assert!(matches!(
+        r.start_on(Get::NotFound { server_now: None }),
+        Step::BeginSession
+    ));
+    assert!(matches!(
+        r.step(Event::SessionBegun(Err(Error::store("denied")))),
+        Step::Failed { error, listed: false } if error.kind() == ErrorKind::Store
+    ));
+}
+
+#[test]
+fn a_store_that_does_not_answer_is_retried_until_the_unavailable_timeout() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.step(Event::Start);
+    let down = || Event::Record(Err(Error::unavailable("refused")));
+    match r.step(down()) {
+        Step::Sleep { until } => assert!(until > t0() && until <= t0() + secs(10.0)),
+        other => panic!("{other:?}"),
+    }
+    r.at(9.0);
+    assert!(matches!(r.step(Event::Slept), Step::ReadRecord { .. }));
+    assert!(matches!(r.step(down()), Step::Sleep { .. }));
+    r.at(10.0);
+    r.step(Event::Slept);
+    match r.step(down()) {
+        Step::Failed { error, .. } => {
+            assert_eq!(error.kind(), ErrorKind::Unavailable);
+            assert!(error.to_string().contains("unavailable for 10s"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A write whose outcome is unknown is read back; a failed condition too.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
+    r.join_write(step);
+    assert!(matches!(
+        r.step(Event::Wrote(Ok(Put::ConditionFailed))),
+        Step::ReadRecord { .. }
+    ));
+}
+
+#[test]
+fn a_cancelled_wait_gives_up() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    match r.step(Event::Cancelled) {
+        Step::Failed { error, listed } => {
+            assert_eq!(error.kind(), ErrorKind::Cancelled);
+            assert!(listed);
+        }
+        other => panic!("{other:?}"),
+    }
+}
