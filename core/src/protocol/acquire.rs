@@ -356,11 +356,8 @@ impl Acquirer {
     fn decide_and_act(&mut self, now: Instant, wall: SystemTime, entropy: &dyn Entropy) -> Step {
         if let Some(r) = self.view.record() {
             self.known = self.known.max(r.epoch);
-            if self
-                .last_seen
-                .as_ref()
-                .is_none_or(|l| l.rev != r.rev || l.write != r.write)
-            {
+            // Any change, whatever its rev and nonce (an older writer's records carry none).
+            if self.last_seen.as_ref() != Some(r) {
                 self.last_seen = Some(r.clone());
             }
         }
