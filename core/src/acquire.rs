@@ -136,6 +136,7 @@ async fn acquire_any(
         probe_holders: opts
             .dead_holder_rule
             .unwrap_or_else(|| client.store().dead_holder_rule()),
+        epoch_is_token: true,
     };
     let (result, handover) = match acquirer::run(client, key, plan, cancel).await {
         Ok(Acquired::Lease { lease, handover }) => (Ok(lease), handover),

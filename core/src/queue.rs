@@ -284,6 +284,8 @@ async fn begin_session(
         probe_holders: false,
         // A session's record keeps no tenures: the lock's record is what status reads.
         history: false,
+        // Its epoch is no token: a session made where none was holds at once (one write).
+        epoch_is_token: false,
     };
     match acquirer::run(client, &skey, plan, req.cancel).await? {
         Acquired::Lease { lease, .. } => Ok(lease),

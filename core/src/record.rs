@@ -288,9 +288,16 @@ impl Record {
     }
 
     /// Whether this record is a tenure of its holder: not a break record (held by the
-    /// operator who broke the tenure before it, or that record released).
+    /// operator who broke the tenure before it, or that record released), nor a record a
+    /// lease's create made released, acquired by nobody (the take that follows it is the
+    /// tenure, docs/protocol.md §5).
     pub fn is_tenure(&self) -> bool {
-        self.broken.is_none()
+        self.broken.is_none() && !self.never_acquired()
+    }
+
+    /// A released record that nobody acquired: what a lease's create writes (issue 22).
+    pub fn never_acquired(&self) -> bool {
+        self.state == RecordState::Released && self.acquired_at.is_none()
     }
 
     /// The history of a record that replaces this one, ending this record's tenure as `end`

@@ -25,9 +25,10 @@ async fn renew_and_release_keep_the_epoch() {
         .unwrap();
     assert_eq!(lease.epoch(), FIRST);
     let first = w.valid("job").await;
+    // Rev 2: the create made the record, released, at rev 1; the take wrote this one.
     assert_eq!(
         (first.epoch, first.rev, first.state),
-        (FIRST, 1, RecordState::Held)
+        (FIRST, 2, RecordState::Held)
     );
     assert_eq!(first.holder.label.as_deref(), Some("worker-a"));
     assert_eq!(first.data.as_deref(), Some("10.0.0.1:80"));
@@ -541,8 +542,9 @@ async fn request_counts_hold_to_the_floor() {
     let s = a_conn.stats();
     assert_eq!(
         (s.gets, s.puts),
-        (1, 1),
-        "a fresh client's acquire of a new key: GET (404) + PUT"
+        (1, 2),
+        "a fresh client's acquire of a new key: GET (404) + PUT (the create, of a released \
+         record: it grants nobody) + PUT (the take, conditional on it: issue 22)"
     );
     a_conn.reset_stats();
     sleep(TTL / 3 + secs(0.1)).await;
@@ -710,9 +712,11 @@ async fn a_refused_read_of_a_new_key_still_lets_the_record_be_created() {
     a_conn.faults().push(Op::Get, Fault::Deny);
     let held = a.acquire("new", &opts()).await.unwrap();
     assert_eq!(held.epoch(), FIRST);
+    // The blind create makes the record released; the take is conditional on its answer's
+    // version (issue 22), so no read is needed: 2 PUTs.
     assert_eq!(
         (a_conn.stats().puts, w.valid("new").await.epoch),
-        (1, FIRST)
+        (2, FIRST)
     );
     // When the key exists and reads are refused, the create fails and the denial is reported.
     let (b, b_conn) = w.client("b", 2);

@@ -34,7 +34,10 @@ async fn a_release_hands_over_to_the_next_waiter_in_arrival_order_at_once() {
     let (a, _) = w.client("a", 1);
     let held = a.acquire("job", &queued()).await.unwrap();
     let first = held.epoch();
-    assert!(first > FIRST, "tokens start above the store's clock in ms");
+    assert!(
+        first > CLOCK_MS,
+        "tokens start above the store's clock in ms"
+    );
     let mut waiters = vec![];
     for (i, name) in ["b", "c", "d"].into_iter().enumerate() {
         let (c, _) = w.client(name, 10 + i as u64);

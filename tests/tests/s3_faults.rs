@@ -439,12 +439,19 @@ async fn request_counts_are_at_the_floor() {
         proxy.reset_counts();
         let a = Client::new(store.clone());
         // A fresh client on a new key reads first (the record may exist from an earlier run of
-        // the same job), then creates: GET (404) + PUT If-None-Match: *.
+        // the same job), then creates the record released (it grants nobody) and takes it with
+        // a write conditional on it (issue 22: only a conditional write hands an epoch out):
+        // GET (404) + PUT If-None-Match: * + PUT If-Match.
         let held = a.acquire(&key, &opts).await.unwrap();
         let c = proxy.counts();
         assert_eq!(
-            (c.get("GET"), c.get("PUT if-none-match=*"), c.total()),
-            (1, 1, 2),
+            (
+                c.get("GET"),
+                c.get("PUT if-none-match=*"),
+                c.get("PUT if-match"),
+                c.total()
+            ),
+            (1, 1, 1, 3),
             "{server}: {c:?}"
         );
         assert_eq!(c.status(404), 1);

@@ -1,7 +1,8 @@
 //! Requests per lease operation on GCS (fake-gcs-server) and Azure (Azurite), counted at a
 //! pass-through proxy, as `s3_faults.rs::request_counts_are_at_the_floor` counts them on S3;
 //! the figures are in docs/benchmarks.md. The protocol's floor is the same on every store:
-//! a fresh client's acquire of a new key = 1 read (404) + 1 create, renew = 1 conditional
+//! a fresh client's acquire of a new key = 1 read (404) + 1 create (of a released record) + 1
+//! conditional write (the take; issue 22), renew = 1 conditional
 //! write, release = 1, re-acquire after its own release = 1, takeover of a released lease by
 //! another client = 1 read + 1 conditional write; a fenced write = 1 conditional write when
 //! the holder wrote the object last, else 1 read + 1 conditional write.
@@ -86,9 +87,11 @@ async fn request_counts_are_at_the_floor_on_gcs_and_azure() {
         let held = a.acquire(&key, &opts).await.unwrap();
         let c = proxy.counts();
         eprintln!("{server}: {}", line("acquire, new key", &c));
+        // The create makes the record released (it grants nobody); the take is conditional on
+        // it (issue 22: only a conditional write hands an epoch out).
         assert_eq!(
-            (c.get("GET"), c.get(create), c.total()),
-            (1, 1, 2),
+            (c.get("GET"), c.get(create), c.get(update), c.total()),
+            (1, 1, 1, 3),
             "{server}: {c:?}"
         );
         assert_eq!(c.status(404), 1, "{server}: {c:?}");

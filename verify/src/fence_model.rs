@@ -40,6 +40,8 @@ use lease::protocol::Entropy;
 use lease::store::{Cond, Meta, Object, Put, Version};
 use lease::{Error, ErrorKind, FencingToken, Mode, Scope};
 
+use crate::network::{inject, Fault, Net};
+
 pub(crate) fn origin() -> Instant {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     *ORIGIN.get_or_init(Instant::now)
@@ -85,13 +87,8 @@ pub enum Answer {
     Unavailable,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Flight {
-    Sent(Req),
-    Delayed(Req),
-    Answered(Req, Answer),
-    Lost(Req),
-}
+/// Where a writer's request is: the network's, over this model's requests and answers.
+pub type Flight = crate::network::Flight<Req, Answer>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[allow(clippy::large_enum_variant)] // model states are cloned whole anyway
@@ -367,14 +364,6 @@ impl FenceModel {
         }
     }
 
-    fn req(f: &Flight) -> Req {
-        match f {
-            Flight::Sent(r) | Flight::Delayed(r) | Flight::Answered(r, _) | Flight::Lost(r) => {
-                r.clone()
-            }
-        }
-    }
-
     /// Deliver an answer to writer `w` and run its machine to the next request.
     fn answer(&self, s: &mut State, w: usize, answer: Answer) {
         let unavailable = || Error::unavailable("the model's network failed");
@@ -425,7 +414,7 @@ impl FenceModel {
                 self.run(s, w, op, FenceEvent::Start, nonce);
             }
             Phase::Writing(op, flight, nonce) => {
-                let event = match (Self::req(&flight), answer) {
+                let event = match (flight.req(), answer) {
                     (_, Answer::Object(o)) => FenceEvent::Read(Ok(o)),
                     (_, Answer::Put(p)) => FenceEvent::Put(Ok(p)),
                     (Req::Put { .. }, Answer::Unavailable) => FenceEvent::Put(Err(unavailable())),
@@ -434,7 +423,7 @@ impl FenceModel {
                 self.run(s, w, op, event, nonce);
             }
             Phase::Pinning(op, flight) => {
-                let event = match (Self::req(&flight), answer) {
+                let event = match (flight.req(), answer) {
                     (_, Answer::Object(o)) => FenceEvent::Read(Ok(o)),
                     (_, Answer::Put(p)) => FenceEvent::Put(Ok(p)),
                     (Req::Put { .. }, Answer::Unavailable) => FenceEvent::Put(Err(unavailable())),
@@ -629,31 +618,14 @@ impl Model for FenceModel {
                 }
             }
             Action::Deliver(w) => {
-                let req = Self::req(&self.flight(&s, w)?);
+                let req = self.flight(&s, w)?.req();
                 let answer = self.apply(&mut s, &req);
                 self.answer(&mut s, w, answer);
             }
-            Action::Delay(w) => {
-                s.faults += 1;
-                let req = Self::req(&self.flight(&s, w)?);
-                self.set_flight(&mut s, w, Flight::Delayed(req));
-            }
-            Action::DelayAnswer(w) => {
-                s.faults += 1;
-                let req = Self::req(&self.flight(&s, w)?);
-                let answer = self.apply(&mut s, &req);
-                self.set_flight(&mut s, w, Flight::Answered(req, answer));
-            }
-            Action::LoseReply(w) => {
-                s.faults += 1;
-                let req = Self::req(&self.flight(&s, w)?);
-                self.apply(&mut s, &req);
-                self.set_flight(&mut s, w, Flight::Lost(req));
-            }
-            Action::Fail(w) => {
-                s.faults += 1;
-                self.answer(&mut s, w, Answer::Unavailable);
-            }
+            Action::Delay(w) => inject(self, &mut s, w, Fault::Delay)?,
+            Action::DelayAnswer(w) => inject(self, &mut s, w, Fault::DelayAnswer)?,
+            Action::LoseReply(w) => inject(self, &mut s, w, Fault::LoseReply)?,
+            Action::Fail(w) => inject(self, &mut s, w, Fault::Fail)?,
             Action::Timeout(w) => {
                 if let Some(Flight::Delayed(req)) = self.flight(&s, w) {
                     s.orphans.push(req);
@@ -738,4 +710,37 @@ pub fn scoped_model() -> FenceModel {
 pub fn run(m: FenceModel, what: &str) -> stateright::CheckerBuilder<FenceModel> {
     eprintln!("{what}: {m:?}");
     m.checker()
+}
+
+impl Net for FenceModel {
+    type State = State;
+    type Req = Req;
+    type Answer = Answer;
+
+    fn faults(s: &mut State) -> &mut u8 {
+        &mut s.faults
+    }
+
+    fn pending_req(&self, s: &State, w: usize) -> Option<Req> {
+        match self.flight(s, w) {
+            Some(Flight::Sent(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    fn set_flight(&self, s: &mut State, w: usize, f: Flight) {
+        FenceModel::set_flight(self, s, w, f)
+    }
+
+    fn apply(&self, s: &mut State, _w: usize, req: &Req) -> Answer {
+        FenceModel::apply(self, s, req)
+    }
+
+    fn answer(&self, s: &mut State, w: usize, a: Answer) {
+        FenceModel::answer(self, s, w, a)
+    }
+
+    fn unavailable() -> Answer {
+        Answer::Unavailable
+    }
 }

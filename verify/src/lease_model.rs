@@ -146,6 +146,9 @@ pub struct State {
     deletes: u8,
     /// The highest epoch acquired so far.
     granted: u64,
+    /// The highest epoch handed out so far: by a write that landed a held record of a new
+    /// holder or epoch (not a renewal), whether or not its answer came back.
+    handed: u64,
     /// Set when a transition broke an invariant that is not a property of a single state.
     bad: Option<&'static str>,
     acquired_twice: bool,
@@ -259,6 +262,7 @@ impl LeaseModel {
             // model's records, and so its state space, as they were.
             history: false,
             probe_holders: self.pid_namespaces.is_some(),
+            epoch_is_token: true,
         }
     }
 
@@ -330,6 +334,8 @@ pub(crate) fn apply(s: &mut State, req: &Req) -> Answer {
             if !allowed {
                 return Answer::Put(Put::ConditionFailed);
             }
+            let before = s.store.as_ref().and_then(|o| parsed(&o.bytes));
+            hand_out(s, before, bytes);
             s.generations += 1;
             let stored = Stored {
                 generation: s.generations,
@@ -362,6 +368,36 @@ pub(crate) fn object(o: &Stored, t: u32) -> Object {
         server_now: Some(store_time(t)),
         meta: Default::default(),
     }
+}
+
+/// The record in `bytes`, if valid.
+fn parsed(bytes: &Bytes) -> Option<Record> {
+    match Record::parse(Some(bytes), bytes.len() as u64) {
+        lease::record::Parsed::Valid(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// "Epochs strictly increase", checked where an epoch is handed out: when a write lands a held
+/// record that is not a renewal of the one it replaced (`before`), answered or not, its epoch
+/// must be above every epoch handed out before. **(changed, issue 22)** In the order the
+/// writes land, not the order their writers learn of it: a record deleted while a takeover's
+/// answer is held up is deleted under its holder (protocol.md §6, the window of a deletion),
+/// and the next holder's epoch, above the clock, is rightly above that earlier one's, though it
+/// learns of its own first. A write that grants nobody (a release, or a `Create`, which
+/// writes the record released) hands nothing out.
+fn hand_out(s: &mut State, before: Option<Record>, bytes: &Bytes) {
+    let Some(r) = parsed(bytes) else { return };
+    let renewal = before.is_some_and(|b| {
+        b.state == RecordState::Held && b.epoch == r.epoch && b.holder.id == r.holder.id
+    });
+    if r.state != RecordState::Held || renewal {
+        return;
+    }
+    if r.epoch <= s.handed {
+        s.bad = Some("an epoch was handed out twice or went backwards");
+    }
+    s.handed = s.handed.max(r.epoch);
 }
 
 pub(crate) fn record_holder(o: &Stored) -> String {
@@ -404,9 +440,6 @@ impl LeaseModel {
                 version,
                 t_send,
             } => {
-                if record.epoch <= s.granted {
-                    s.bad = Some("an epoch was handed out twice or went backwards");
-                }
                 if s.granted > 0 {
                     s.acquired_twice = true;
                 }
@@ -586,6 +619,7 @@ impl Model for LeaseModel {
                 breaks: 0,
                 deletes: 0,
                 granted: 0,
+                handed: 0,
                 bad: None,
                 acquired_twice: false,
                 crashed_holding_at: None,
@@ -667,10 +701,13 @@ impl Model for LeaseModel {
         // The assumption a deletion relies on (docs/protocol.md §6): by the time a record is
         // deleted, the clock has passed every epoch handed out (epochs grow by one per hand-over,
         // clocks by one per millisecond; in this model a tick is a second and actions take no
-        // time, so the record must be at least a tick older than the last epoch).
+        // time, so the record must be at least a tick older than the last epoch). An epoch is
+        // handed out when its write lands, answered or not (before, only epochs whose answers
+        // had come back counted, so a record whose write's answer was held up could be
+        // deleted in the second it was written).
         if s.deletes < self.deletes
             && s.store.is_some()
-            && lease::unix_ms(store_time(s.t)) > s.granted
+            && lease::unix_ms(store_time(s.t)) > s.granted.max(s.handed)
             && !(0..self.clients).any(|c| self.believes(s, c))
         {
             actions.push(Action::Delete);
@@ -963,6 +1000,8 @@ where
 
 impl Net for LeaseModel {
     type State = State;
+    type Req = Req;
+    type Answer = Answer;
 
     fn faults(s: &mut State) -> &mut u8 {
         &mut s.faults
@@ -982,5 +1021,9 @@ impl Net for LeaseModel {
 
     fn answer(&self, s: &mut State, c: usize, a: Answer) {
         LeaseModel::answer(self, s, c, a)
+    }
+
+    fn unavailable() -> Answer {
+        Answer::Unavailable
     }
 }

@@ -1,8 +1,9 @@
 //! The network faults the lease and queued-lock models share: a request held up (it lands
 //! later, or never), applied with its answer held up or lost, or failed without being applied.
 //! Each model says where a participant's request is and what answering it does ([`Net`]); the
-//! fault itself is the same everywhere ([`inject`]). The requests, where they are, and the
-//! answers are the same for every model too ([`Req`], [`Flight`], [`Answer`]).
+//! fault itself is the same everywhere ([`inject`]), and so is where a request is ([`Flight`]).
+//! The lease and queued-lock models also share their requests and answers ([`Req`],
+//! [`Answer`]); the fence model has its own (a fenced write reads metadata and writes it).
 
 use std::time::SystemTime;
 
@@ -27,15 +28,26 @@ pub enum Req {
 /// Where a request is. Without faults a request is applied and answered within the tick it
 /// is sent in; faults hold it up across ticks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Flight {
+pub enum Flight<R = Req, A = Answer> {
     /// Sent; it will be applied and answered at once, unless a fault intervenes.
-    Sent(Req),
+    Sent(R),
     /// Held up in the network: applied (and answered) at a later tick, or never.
-    Delayed(Req),
+    Delayed(R),
     /// Applied; the answer is held up.
-    Answered(Req, Answer),
+    Answered(R, A),
     /// Applied; the answer was lost (the client will time out).
-    Lost(Req),
+    Lost(R),
+}
+
+impl<R: Clone, A> Flight<R, A> {
+    /// The request, wherever it is.
+    pub fn req(&self) -> R {
+        match self {
+            Flight::Sent(r) | Flight::Delayed(r) | Flight::Answered(r, _) | Flight::Lost(r) => {
+                r.clone()
+            }
+        }
+    }
 }
 
 /// A store's answer (errors are only `Unavailable`: the model's network fails, the store does
@@ -65,15 +77,19 @@ pub(crate) enum Fault {
 /// What a model's participants do with the network.
 pub(crate) trait Net {
     type State;
+    type Req: Clone;
+    type Answer;
     /// The count of faults so far (bounded by the model).
     fn faults(s: &mut Self::State) -> &mut u8;
     /// The request participant `c` has sent and that is not yet applied.
-    fn pending_req(&self, s: &Self::State, c: usize) -> Option<Req>;
-    fn set_flight(&self, s: &mut Self::State, c: usize, f: Flight);
+    fn pending_req(&self, s: &Self::State, c: usize) -> Option<Self::Req>;
+    fn set_flight(&self, s: &mut Self::State, c: usize, f: Flight<Self::Req, Self::Answer>);
     /// The store applies participant `c`'s request.
-    fn apply(&self, s: &mut Self::State, c: usize, req: &Req) -> Answer;
+    fn apply(&self, s: &mut Self::State, c: usize, req: &Self::Req) -> Self::Answer;
     /// Participant `c` gets an answer.
-    fn answer(&self, s: &mut Self::State, c: usize, a: Answer);
+    fn answer(&self, s: &mut Self::State, c: usize, a: Self::Answer);
+    /// The answer of a request that failed without being applied.
+    fn unavailable() -> Self::Answer;
 }
 
 /// Apply `fault` to participant `c`'s request; `None` when it has none to fault.
@@ -94,7 +110,7 @@ pub(crate) fn inject<N: Net>(n: &N, s: &mut N::State, c: usize, fault: Fault) ->
             n.apply(s, c, &req);
             n.set_flight(s, c, Flight::Lost(req));
         }
-        Fault::Fail => n.answer(s, c, Answer::Unavailable),
+        Fault::Fail => n.answer(s, c, N::unavailable()),
     }
     Some(())
 }

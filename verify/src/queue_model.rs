@@ -177,6 +177,8 @@ pub struct Participant {
     seen_gen: u64,
     /// Wake-ups without anything new, left.
     idle_wakes: u8,
+    /// Its wall clock runs [`QueueModel::wall_lag_ms`] behind the others' (after a `Drift`).
+    wall_behind: bool,
 }
 
 /// A rule broken by a transition (not a property of a single state).
@@ -260,6 +262,8 @@ pub enum Action {
     DeleteSession(usize),
     /// A newer version writes a record of a format this one does not know.
     WriteNewer,
+    /// The participant's wall clock falls behind the others' by `wall_lag_ms` (once).
+    Drift(usize),
 }
 
 /// The model's participants, bounds and switches.
@@ -288,6 +292,12 @@ pub struct QueueModel {
     pub evict_live: bool,
     /// Negative control: a holder goes on believing until its leave's answer comes back.
     pub believe_while_leaving: bool,
+    /// How far one participant's wall clock may fall behind the others' (0: never). Tokens
+    /// rest on wall clocks agreeing within less than the clock has moved past a deleted
+    /// record's tokens (docs/model.md, queued locks, assumption 2): the model's clock moves
+    /// 1,000 ms at each deletion, so a lag below that minus a record's grants must keep tokens
+    /// unique, and a lag of 1,000 ms or more must not (the negative control).
+    pub wall_lag_ms: u64,
 }
 
 /// The request scenarios of docs/model.md.
@@ -313,6 +323,7 @@ pub fn conserve() -> QueueModel {
         idle_wakes: 1,
         evict_live: false,
         believe_while_leaving: false,
+        wall_lag_ms: 0,
     }
 }
 
@@ -542,6 +553,7 @@ impl State {
                     applied_at: 0,
                     seen_gen: 0,
                     idle_wakes: 0,
+                    wall_behind: false,
                 };
                 m.requests.len()
             ],
@@ -590,10 +602,17 @@ impl QueueModel {
         }
     }
 
-    /// The wall clock: above every token handed out (assumption 4 of the lease model: a
-    /// record is deleted only once the clock has passed every epoch handed out).
-    fn wall(&self, s: &State) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_millis(BASE_MS + 1000 * u64::from(s.replacements))
+    /// Participant `c`'s wall clock: above every token handed out (assumption 4 of the lease
+    /// model: a record is deleted only once the clock has passed every epoch handed out), less
+    /// its lag once its clock has drifted behind.
+    fn wall(&self, s: &State, c: usize) -> SystemTime {
+        let lag = if s.participants[c].wall_behind {
+            self.wall_lag_ms
+        } else {
+            0
+        };
+        SystemTime::UNIX_EPOCH
+            + Duration::from_millis(BASE_MS + 1000 * u64::from(s.replacements) - lag)
     }
 
     /// Whether participant `c` believes it holds its grant now.
@@ -623,7 +642,7 @@ impl QueueModel {
     fn ctx(&self, s: &State, c: usize) -> Ctx {
         Ctx {
             now: at(s.participants[c].clock),
-            wall: self.wall(s),
+            wall: self.wall(s, c),
             session_alive: s.participants[c].session == Session::Alive,
         }
     }
@@ -848,7 +867,7 @@ impl QueueModel {
             &timing,
         );
         let now = at(s.participants[c].clock);
-        match op.step(ChangeEvent::Start, now, self.wall(s), &Fixed) {
+        match op.step(ChangeEvent::Start, now, self.wall(s, c), &Fixed) {
             ChangeStep::Read => {
                 s.participants[c].phase = Phase::Leaving {
                     op: Box::new(op),
@@ -866,7 +885,7 @@ impl QueueModel {
     fn drive_leave(&self, s: &mut State, c: usize, mut event: ChangeEvent) {
         loop {
             let now = at(s.participants[c].clock);
-            let wall = self.wall(s);
+            let wall = self.wall(s, c);
             let Phase::Leaving { op, flight, .. } = &mut s.participants[c].phase else {
                 unreachable!("not leaving")
             };
@@ -904,7 +923,7 @@ impl QueueModel {
     /// Feed `event` to participant `c`'s confirmation.
     fn drive_confirm(&self, s: &mut State, c: usize, event: ConfirmEvent) {
         let now = at(s.participants[c].clock);
-        let wall = self.wall(s);
+        let wall = self.wall(s, c);
         // What the confirmation rests on: the request that showed the grant, as of when the
         // store applied it; or, confirmed without a request, the record as it is now (the
         // machine claims to know it: a claim the properties then hold it to).
@@ -1191,6 +1210,10 @@ impl Model for QueueModel {
             if s.session_deletions < self.session_deletions && p.obj == SessionObj::Held {
                 actions.push(Action::DeleteSession(c));
             }
+            // One clock drifts: the others are the reference it lags behind.
+            if self.wall_lag_ms > 0 && !s.participants.iter().any(|p| p.wall_behind) {
+                actions.push(Action::Drift(c));
+            }
         }
         for i in 0..s.orphans.len() {
             actions.push(Action::DeliverOrphan(i));
@@ -1306,6 +1329,7 @@ impl Model for QueueModel {
                     p.session = Session::Lapsed;
                 }
             }
+            Action::Drift(c) => s.participants[c].wall_behind = true,
             Action::WriteNewer => {
                 s.newer_writes += 1;
                 s.replacements += 1;
@@ -1472,6 +1496,8 @@ impl Model for QueueLiveness {
 
 impl Net for QueueModel {
     type State = State;
+    type Req = Req;
+    type Answer = Answer;
 
     fn faults(s: &mut State) -> &mut u8 {
         &mut s.faults
@@ -1491,5 +1517,9 @@ impl Net for QueueModel {
 
     fn answer(&self, s: &mut State, c: usize, a: Answer) {
         QueueModel::answer(self, s, c, a)
+    }
+
+    fn unavailable() -> Answer {
+        Answer::Unavailable
     }
 }

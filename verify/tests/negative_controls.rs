@@ -10,6 +10,7 @@
 //! |----------------------------------------------------|-------------------------------------------|
 //! | a late-landing retry could give two holders       | `a_resend_that_resets_its_send_time_…`    |
 //! | a deleted record re-issued an epoch                | `a_record_made_again_at_the_known_epoch_…`|
+//! | a `Create` held up across a deletion re-issued an epoch (issue 22; `LeaseCreateGrants`) | `a_create_that_grants_hands_an_epoch_…` |
 //! | `lease break` admitted a second holder at once     | `a_break_that_admits_at_once_…`           |
 //! | a holder believed while its release was in flight  | `a_holder_believing_while_releasing_…`    |
 //! | `Fenced` reported for writes that landed           | `an_unknown_outcome_taken_as_not_landed_…` |
@@ -43,6 +44,7 @@
 //! | joins reserve room for every later settle (`QueueJoinIgnoresReserve`) | `joins_that_reserve_no_room_…` |
 //! | a newer record is never taken over (`QueueNewerTakenAsCorrupt`) | `a_newer_record_taken_for_corrupt_…` |
 //! | session checks paced to the rule (`QueueSessionCheckLate`) | `core/tests/queue_holes.rs` … (simulated time; see below) |
+//! | wall clocks agree within the gap a deletion leaves (an assumption, no mutant) | `a_wall_clock_behind_by_the_whole_gap_…` |
 //!
 //! And for what a new user trips over (issue 28):
 //!
@@ -161,6 +163,30 @@ fn a_record_made_again_at_the_known_epoch_reissues_an_epoch() {
     };
     assert_eq!(
         violated(m, LEASE, Some(Mutant::RecreateAtKnownEpoch), "deletion"),
+        Some("epochs strictly increase")
+    );
+}
+
+/// Issue 22's finding on the exclusive lease: a `Create` that grants at once, held up in the
+/// network (or sent by a client that gave up) across another holder's lease and the record's
+/// deletion, lands with the epoch of the clock it was sent with — one that holder had. With the
+/// fix (a `Create` grants nobody) the same model is safe
+/// (`lease_model.rs::epochs_increase_when_a_create_is_held_up_across_a_deletion`).
+#[test]
+fn a_create_that_grants_hands_an_epoch_out_again_after_a_deletion() {
+    let m = LeaseModel {
+        deletes: 1,
+        max_faults: 1,
+        max_time: 3,
+        ..base()
+    };
+    assert_eq!(
+        violated(
+            m,
+            &["epochs strictly increase"],
+            Some(Mutant::LeaseCreateGrants),
+            "a Create held up across a deletion"
+        ),
         Some("epochs strictly increase")
     );
 }
@@ -440,6 +466,28 @@ fn a_create_that_grants_hands_a_token_out_again_after_a_deletion() {
             &[queue_model::TOKENS],
             Some(Mutant::QueueCreateGrants),
             "conserve, a deletion"
+        ),
+        Some(queue_model::TOKENS)
+    );
+}
+
+/// Issue 22: tokens rest on wall clocks agreeing within what the clock moved past a deleted
+/// record's tokens (docs/model.md, queued locks, assumption 2). A participant whose clock is
+/// behind by the whole gap (the model's 1,000 ms per deletion) makes the record again and hands
+/// out a token the deleted record had handed out: the checker must find it, with no mutant.
+#[test]
+fn a_wall_clock_behind_by_the_whole_gap_repeats_a_token() {
+    let m = QueueModel {
+        record_deletions: 1,
+        wall_lag_ms: 1_000,
+        ..queue_model::pair()
+    };
+    assert_eq!(
+        violated(
+            m,
+            &[queue_model::TOKENS],
+            None,
+            "pair, a deletion, a clock 1 s behind"
         ),
         Some(queue_model::TOKENS)
     );

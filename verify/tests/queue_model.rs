@@ -192,20 +192,32 @@ fn deleting_the_record_or_a_session_keeps_grants_apart_and_tokens_unique() {
 /// the record, landing after that record's whole life and deletion, handed out its tokens again.
 /// Now a `Create` grants nobody; tokens come only from conditional writes, whose clock reading
 /// follows the read that showed the record (docs/model.md, queued locks, assumption 2).
+/// Also with clocks that disagree: tokens stay unique while wall clocks agree within what the
+/// clock moved past a deleted record's tokens (assumption 2; one clock 500 ms behind of the
+/// model's 1,000 per deletion). `negative_controls.rs::a_wall_clock_behind_by_the_whole_gap_…`
+/// shows that bound is what it rests on.
 #[test]
 fn a_create_landing_after_a_deletion_repeats_no_token() {
     let m = QueueModel {
         record_deletions: bound(1, 2),
         max_faults: 1,
+        wall_lag_ms: 500,
         ..pair()
     };
-    check(m, "a reader and a writer, the record deleted, a fault");
+    check(
+        m,
+        "a reader and a writer, the record deleted, a fault, a clock 500 ms behind",
+    );
     if deep() {
         let m = QueueModel {
             record_deletions: 1,
+            wall_lag_ms: 500,
             ..conserve()
         };
-        check(m, "conserve, the record deleted with a create in flight");
+        check(
+            m,
+            "conserve, the record deleted with a create in flight, a clock 500 ms behind",
+        );
     }
 }
 

@@ -3,6 +3,10 @@
 //!
 //! - Read the record (with `if_none_match` once a version is known), then [`decide`]: create,
 //!   take over, or wait until a rule could fire (or the poll interval, or the wait deadline).
+//! - **(changed, issue 22)** A create grants nobody: it writes the record *released*, and the
+//!   lease is taken by the next write, conditional on the version the create's answer (or a
+//!   read) showed, with an epoch above the clock read after that answer. Only a conditional
+//!   write hands an epoch out, and none can land after its record's deletion.
 //! - A takeover by the store's clock that only the answer's `Date` supports first asks for the
 //!   store's own stamp ([`Step::Stamp`]): a gateway's `Date` is not the store's clock.
 //! - Write with [`WriteOp`]; a failed condition's read-back feeds the next decision without
@@ -53,6 +57,12 @@ pub struct Plan {
     /// Ask whether a holder on this machine is gone (`Step::Probe`), to take over at once
     /// ([`dead_holder`]).
     pub probe_holders: bool,
+    /// Whether the lease's epoch is a token others go by (a plain lease's: fencing, gates).
+    /// Then a record made where none is grants nobody and is taken by a second, conditional
+    /// write. `false` only for a queued lock's session: a fresh key named by its participant's
+    /// random id, made by nobody else, whose epoch no one reads (the lock's tokens come from
+    /// the lock's record, docs/protocol.md §10) — its `Create` holds at once, one write fewer.
+    pub epoch_is_token: bool,
 }
 
 /// What happened since the last step.
@@ -392,23 +402,33 @@ impl Acquirer {
             }
         };
         let now_wall = timestamp(wall);
-        let history = self.history(cond == Cond::Create, &now_wall);
+        // **(changed, issue 22)** A record made where none is grants nobody: it is written
+        // released, and taken by the next write, conditional on its version, with an epoch
+        // above the clock read after its answer. A `Create` may land long after it was sent
+        // (held up in the network, or sent by an acquirer that gave up), after a record made
+        // meanwhile handed epochs out and was deleted: its epoch, from the clock of its send,
+        // may be one of theirs; a conditional write cannot land after its record's deletion.
+        let makes = cond == Cond::Create;
+        let grants = !makes
+            || !self.plan.epoch_is_token
+            || super::mutants::on(super::mutants::Mutant::LeaseCreateGrants);
+        let history = self.history(makes, &now_wall);
         let record = Record {
             history,
             format: FORMAT,
             epoch,
             rev,
-            state: RecordState::Held,
+            state: if grants {
+                RecordState::Held
+            } else {
+                RecordState::Released
+            },
             ttl_ms: self.plan.timing.ttl.as_millis() as u64,
             holder: self.plan.holder.clone(),
-            acquired_at: Some(now_wall.clone()),
+            acquired_at: grants.then(|| now_wall.clone()),
             renewed_at: Some(now_wall),
-            data: self.plan.data.clone(),
-            prev: if cond == Cond::Create {
-                vec![]
-            } else {
-                self.view.prev()
-            },
+            data: if grants { self.plan.data.clone() } else { None },
+            prev: if makes { vec![] } else { self.view.prev() },
             write: Some(entropy.nonce()),
             broken: None,
         };
@@ -445,8 +465,8 @@ impl Acquirer {
 
     /// How long the lease had been free when this acquisition's write landed at `now`, by the
     /// store's clock: since the release it replaced, or since the deadline of the holder it
-    /// took over (its last write + its ttl). `None` for a new record, or when the store gave
-    /// no clock.
+    /// took over (its last write + its ttl). `None` for a new record, the take of a record a
+    /// create made (nobody held it), or when the store gave no clock.
     pub fn handover(&self, now: Instant) -> Option<Duration> {
         let Some(super::view::Seen::Present {
             parsed: crate::record::Parsed::Valid(r),
@@ -456,7 +476,8 @@ impl Acquirer {
         else {
             return None;
         };
-        if r.holder.id == self.plan.holder.id {
+        // Our own record hands nothing over, nor one a create made that nobody acquired.
+        if r.holder.id == self.plan.holder.id || r.never_acquired() {
             return None;
         }
         let (server_now, at) = self.view.server_now?;
@@ -602,6 +623,13 @@ impl Acquirer {
         entropy: &dyn Entropy,
     ) -> Step {
         self.known = self.known.max(record.epoch);
+        if record.state == RecordState::Released {
+            // Our `Create` landed (answered, or found by a read): it made the record, which
+            // grants nobody; take it now, from this answer, with a write conditional on it.
+            self.view = View::known(version, record, now);
+            self.fresh = true;
+            return self.next(now, wall, entropy);
+        }
         let expired = now >= t_send + self.plan.timing.ttl;
         if !expired && !self.cancelled {
             self.phase = Phase::Done;

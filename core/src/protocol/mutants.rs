@@ -14,8 +14,9 @@ pub enum Mutant {
     /// not land, so a write that landed and was then overwritten by a newer holder is reported
     /// `Fenced`.
     UnknownOutcomeTakenAsNotLanded = 4,
-    /// A record made where none is starts at the client's known epoch + 1, so a record deleted
-    /// by hand is made again with an epoch that was already handed out.
+    /// Epochs go by the client's known epoch + 1, not above the clock: a record made where none
+    /// is starts there, and the write that takes it counts on from its epoch alone, so a record
+    /// deleted by hand is made again with an epoch that was already handed out.
     RecreateAtKnownEpoch = 1,
     /// A holder goes on believing while its release is in flight, although the release may
     /// land (and a waiter take over) before the answer comes back.
@@ -77,6 +78,11 @@ pub enum Mutant {
     /// meanwhile handed out tokens and was deleted — it hands those tokens out again (issue 22
     /// item 1; before, the model assumed no deletion while a `Create` was in flight).
     QueueCreateGrants = 28,
+    /// The exclusive lease: a write that makes the record where none is (`Create`) grants at
+    /// once, with the epoch of the clock it was sent with; landing late — after a record made
+    /// meanwhile handed that epoch out and was deleted — it hands it out again (issue 22's
+    /// finding on the exclusive lease).
+    LeaseCreateGrants = 29,
 }
 
 #[cfg(feature = "negative-controls")]

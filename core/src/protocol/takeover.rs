@@ -22,15 +22,17 @@ use std::time::{Duration, SystemTime};
 use super::view::{Seen, View};
 use crate::clock::Instant;
 use crate::options::{Timing, MAX_TTL};
-use crate::record::{Holder, Parsed, RecordState};
+use crate::record::{Holder, Parsed, Record, RecordState};
 use crate::store::Version;
 
 /// What a client that wants the lease should do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// The record is absent: create it at this epoch.
+    /// The record is absent: make it, *released*, at this epoch (a floor: the record grants
+    /// nobody; the lease is then taken by a [`Decision::TakeOver`] of that version).
     Create { epoch: u64 },
-    /// Replace the record at `version` with ours, at this epoch and rev.
+    /// Replace the record at `version` with ours, at this epoch and rev: the only write that
+    /// hands an epoch out.
     TakeOver {
         version: Version,
         epoch: u64,
@@ -65,14 +67,8 @@ pub fn decide(
         // a restore): start above any epoch that can have been handed out, as for a corrupt
         // record.
         Some(Seen::Absent) => {
-            // (One sum for both branches: the mutant's branch is dead code in this crate's
-            // build, and arithmetic of its own would be mutated where no test can reach it.)
-            let above_known = known + 1;
-            if super::mutants::on(super::mutants::Mutant::RecreateAtKnownEpoch) {
-                return Decision::Create { epoch: above_known };
-            }
             return Decision::Create {
-                epoch: above_known.max(view.time_epoch(wall)),
+                epoch: above_the_clock(known + 1, view, wall),
             };
         }
         Some(Seen::Present {
@@ -86,7 +82,7 @@ pub fn decide(
         Parsed::Valid(r) if r.state == RecordState::Released => {
             return Decision::TakeOver {
                 version: version.clone(),
-                epoch: r.epoch.max(known) + 1,
+                epoch: next_epoch(r, known, view, wall),
                 rev: r.rev + 1,
             };
         }
@@ -95,20 +91,17 @@ pub fn decide(
             Some(r.holder.clone()),
             Some(r.epoch),
             r.rev,
-            r.epoch.max(known) + 1,
+            next_epoch(r, known, view, wall),
         ),
-        Parsed::Corrupt { epoch, .. } => {
-            // Held by an unknown holder with our own ttl; the new epoch goes above any token
-            // that could have been handed out, including ones we cannot read any more.
-            let floor = epoch.unwrap_or(0).max(known) + 1;
-            (
-                timing.ttl,
-                None,
-                *epoch,
-                0,
-                floor.max(view.time_epoch(wall)),
-            )
-        }
+        // Held by an unknown holder with our own ttl; the new epoch goes above any token that
+        // could have been handed out, including ones we cannot read any more.
+        Parsed::Corrupt { epoch, .. } => (
+            timing.ttl,
+            None,
+            *epoch,
+            0,
+            above_the_clock(epoch.unwrap_or(0).max(known) + 1, view, wall),
+        ),
     };
     let take_over = || Decision::TakeOver {
         version: version.clone(),
@@ -163,6 +156,33 @@ pub fn decide(
         holder,
         epoch,
     }
+}
+
+/// The epoch of a write that replaces `r`: one above its epoch and every epoch known.
+/// **(changed, issue 22)** A record at rev 1 was made by a `Create` (this version's, released;
+/// an older version's or a break's, held) or replaced a corrupt record, and a `Create` may land
+/// long after it was sent, after a deletion, carrying the clock of its send: below epochs handed
+/// out meanwhile. Its taker goes above the clock read after the read (or answer) that showed it
+/// too, which is above them (docs/protocol.md §6). Every later record was written over its
+/// predecessor by a conditional write, after those epochs: one above them is above every epoch
+/// handed out, and epochs still grow by one per hand-over.
+fn next_epoch(r: &Record, known: u64, view: &View, wall: SystemTime) -> u64 {
+    let above = r.epoch.max(known) + 1;
+    if r.rev == 1 {
+        return above_the_clock(above, view, wall);
+    }
+    above
+}
+
+/// `floor`, or the clock in ms when later (the store's `Date` or our `wall`, read after the
+/// answer that showed the record: [`View::time_epoch`]).
+fn above_the_clock(floor: u64, view: &View, wall: SystemTime) -> u64 {
+    // The negative control: epochs by the known epoch + 1 alone (a record made again after a
+    // deletion hands its epochs out again).
+    if super::mutants::on(super::mutants::Mutant::RecreateAtKnownEpoch) {
+        return floor;
+    }
+    floor.max(view.time_epoch(wall))
 }
 
 /// Whether the view holds a record held by a holder that its probe proves gone
@@ -343,38 +363,96 @@ mod tests {
         }
     }
 
-    /// A released or expired record is replaced one epoch above both its own and every epoch
-    /// this client has seen, one rev above its own.
-    #[test]
-    fn a_takeover_goes_one_above_the_records_epoch_and_the_known_one() {
-        let t = timing(true);
-        let held = view(Duration::ZERO);
-        let mut released = held.clone();
+    /// `view` with its record at `rev` in `state`, and no `Date`.
+    fn at_rev(rev: u64, state: RecordState) -> View {
+        let mut v = view(Duration::ZERO);
+        v.server_now = None;
         if let Some(Seen::Present {
             parsed: Parsed::Valid(r),
             ..
-        }) = &mut released.seen
+        }) = &mut v.seen
         {
-            r.state = RecordState::Released;
+            (r.rev, r.state) = (rev, state);
         }
+        v
+    }
+
+    /// A released or expired record written over another (rev 2 and up) is replaced one epoch
+    /// above both its own and every epoch this client has seen, whatever the clock, one rev
+    /// above its own.
+    #[test]
+    fn a_takeover_goes_one_above_the_records_epoch_and_the_known_one() {
+        let t = timing(true);
+        let (held, released) = (
+            at_rev(3, RecordState::Held),
+            at_rev(3, RecordState::Released),
+        );
         for (known, epoch) in [(0, 8), (6, 8), (7, 8), (8, 9), (9, 10)] {
             let expected = Decision::TakeOver {
                 version: Version::etag("v"),
                 epoch,
                 rev: 4,
             };
-            // A released record at once, a held one once the observation rule allows it.
+            // A released record at once, a held one once the observation rule allows it; a
+            // clock far above changes nothing.
+            for clock in [1, 1_000_000] {
+                assert_eq!(
+                    decide(&released, &t, known, origin(), wall_ms(clock)),
+                    expected,
+                    "released, known {known}"
+                );
+                assert_eq!(
+                    decide(&held, &t, known, origin() + s(22), wall_ms(clock)),
+                    expected,
+                    "held, known {known}"
+                );
+            }
+        }
+    }
+
+    /// **(changed, issue 22)** A record at rev 1 was made where none was, by a `Create` that may
+    /// have landed long after it was sent: its taker goes one above its epoch and every epoch
+    /// known, and above the clock (the later of the store's `Date` and ours, read after the
+    /// answer that showed it) too — released (this version's create) or held (an older
+    /// version's, a break's).
+    #[test]
+    fn a_record_made_by_a_create_is_taken_above_the_clock() {
+        let t = timing(true);
+        let (held, released) = (
+            at_rev(1, RecordState::Held),
+            at_rev(1, RecordState::Released),
+        );
+        // (known, our clock in ms, the epoch): the record's epoch is 7.
+        for (known, clock, epoch) in [
+            (0, 1, 8),
+            (7, 1, 8),
+            (8, 1, 9),
+            (0, 8, 8),
+            (0, 9, 9),
+            (9, 10, 10),
+            (9, 11, 11),
+        ] {
+            let taken = Decision::TakeOver {
+                version: Version::etag("v"),
+                epoch,
+                rev: 2,
+            };
             assert_eq!(
-                decide(&released, &t, known, origin(), wall_ms(1)),
-                expected,
-                "released, known {known}"
+                decide(&released, &t, known, origin(), wall_ms(clock)),
+                taken,
+                "released, known {known}, clock {clock}"
             );
             assert_eq!(
-                decide(&held, &t, known, origin() + s(22), wall_ms(1)),
-                expected,
-                "held, known {known}"
+                decide(&held, &t, known, origin() + s(22), wall_ms(clock)),
+                taken,
+                "held, known {known}, clock {clock}"
             );
         }
+        // The store's `Date`, when later than our clock, is the clock.
+        let mut dated = released.clone();
+        dated.server_now = Some((wall_ms(20), origin()));
+        assert_eq!(epoch_of(decide(&dated, &t, 0, origin(), wall_ms(1))), 20);
+        assert_eq!(epoch_of(decide(&dated, &t, 0, origin(), wall_ms(30))), 30);
     }
 
     #[test]

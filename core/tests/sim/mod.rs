@@ -18,10 +18,14 @@ pub const TTL: Duration = Duration::from_secs(10);
 pub const GRACE: Duration = Duration::from_secs(1); // max(1 s, ttl / 10)
 pub const RESOLUTION: Duration = Duration::from_millis(1); // the memory store's default
 pub const POLL: Duration = Duration::from_secs(1);
-/// The epoch of a record created at the start of a simulation: new records start at the
-/// store's clock in milliseconds (2026-01-01T00:00:00Z, `SimClock::at_2026`), above any epoch
-/// that can have been handed out before.
-pub const FIRST: u64 = 1_767_225_600_000;
+/// The store's clock in milliseconds at the start of a simulation (2026-01-01T00:00:00Z,
+/// `SimClock::at_2026`): records made where none was start there, above any epoch that can
+/// have been handed out before.
+pub const CLOCK_MS: u64 = 1_767_225_600_000;
+/// The epoch of a lease of a key made at the start of a simulation. **(changed, issue 22)** The
+/// create makes the record released at [`CLOCK_MS`] (it grants nobody); the lease is the take
+/// conditional on it, one above (at least the clock read after the create's answer).
+pub const FIRST: u64 = CLOCK_MS + 1;
 
 pub fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)

@@ -18,6 +18,7 @@ fn plan() -> Plan {
         unavailable_timeout: None,
         history: false,
         probe_holders: false,
+        epoch_is_token: true,
     }
 }
 
@@ -101,46 +102,150 @@ fn expect_failed(s: Step) -> Error {
     }
 }
 
-/// Another holder's record at epoch 7 (10 s ttl), as read at generation 1.
+/// Another holder's record at epoch 7 (10 s ttl, rev 2: written by a takeover, so taken over
+/// at epoch 8 whatever the clock), as read at generation 1.
 fn held_by_other() -> Get {
-    found(&record("other", 7, RecordState::Held), 1)
+    let held = Record {
+        rev: 2,
+        ..record("other", 7, RecordState::Held)
+    };
+    found(&held, 1)
 }
 
+/// **(changed, issue 22)** Where nothing is, the record is made *released* (it grants nobody)
+/// above every epoch known and the clock at its send, then taken by a write conditional on the
+/// version the create's answer showed, above the clock read after that answer: a create may
+/// land long after it was sent, after a record made meanwhile handed epochs out and was
+/// deleted, and only a conditional write cannot land after its record's deletion.
 #[test]
-fn where_nothing_is_the_lease_is_created_above_every_epoch_and_acquired_when_it_lands() {
+fn where_nothing_is_the_record_is_made_released_then_taken_above_the_clock_after_its_answer() {
     let mut p = plan();
     p.data = Some("payload".into());
     let mut r = Run::new(p, 0.0);
     assert_eq!(expect_read(r.step(Event::Start, 0.0)), None);
-    let (rec, cond) = expect_put(r.read(not_found(), 0.5));
+    let (made, cond) = expect_put(r.read(not_found(), 0.5));
     assert_eq!(cond, Cond::Create);
-    let expected = Record {
+    let expected_made = Record {
         format: FORMAT,
         epoch: unix_ms(wall(0.5)),
         rev: 1,
-        state: RecordState::Held,
+        state: RecordState::Released,
         ttl_ms: 10_000,
         holder: holder("me"),
-        acquired_at: Some(timestamp(wall(0.5))),
+        acquired_at: None,
         renewed_at: Some(timestamp(wall(0.5))),
-        data: Some("payload".into()),
+        data: None,
         prev: vec![],
         write: Some("n1".into()),
         broken: None,
         history: vec![],
     };
-    assert_eq!(rec, expected);
-    match r.written(2, 0.7) {
+    assert_eq!(made, expected_made);
+    // The create's answer comes 2 s after its send: the take goes above the clock read now.
+    let (taken, cond) = expect_put(r.written(2, 2.5));
+    assert_eq!(cond, Cond::Match(version(2)));
+    let expected = Record {
+        format: FORMAT,
+        epoch: unix_ms(wall(2.5)),
+        rev: 2,
+        state: RecordState::Held,
+        ttl_ms: 10_000,
+        holder: holder("me"),
+        acquired_at: Some(timestamp(wall(2.5))),
+        renewed_at: Some(timestamp(wall(2.5))),
+        data: Some("payload".into()),
+        prev: made.prev_for_successor(),
+        write: Some("n2".into()),
+        broken: None,
+        // The record the create made granted nobody: it is no tenure.
+        history: vec![],
+    };
+    assert_eq!(taken, expected);
+    match r.written(3, 2.7) {
         Step::Acquired {
             record,
             version: v,
             t_send,
         } => {
-            assert_eq!((record, v, t_send), (expected.clone(), version(2), at(0.5)));
+            assert_eq!((record, v, t_send), (expected.clone(), version(3), at(2.5)));
         }
         other => panic!("{other:?}"),
     }
     assert_eq!(r.m.known_epoch(), expected.epoch);
+    // Answered in the millisecond it was sent: one above the record it made.
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(not_found(), 0.5);
+    let (taken, _) = expect_put(r.written(2, 0.5));
+    assert_eq!(taken.epoch, unix_ms(wall(0.5)) + 1);
+}
+
+/// A queued lock's session (a fresh key of its own, whose epoch is no token) holds the record
+/// its create makes at once: one write.
+#[test]
+fn a_create_holds_at_once_where_the_epoch_is_no_token() {
+    let mut p = plan();
+    p.epoch_is_token = false;
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    let (made, cond) = expect_put(r.read(not_found(), 0.5));
+    assert_eq!(
+        (cond, made.state, made.epoch),
+        (Cond::Create, RecordState::Held, unix_ms(wall(0.5)))
+    );
+    assert!(matches!(
+        r.written(2, 0.7),
+        Step::Acquired { record, t_send, .. } if record == made && t_send == at(0.5)
+    ));
+}
+
+/// A create whose answer was lost, found later by a read, is no lease of ours: the record it
+/// made is taken like any released record, above the clock of that read — not adopted, and
+/// not let go.
+#[test]
+fn a_create_found_landed_by_a_later_read_is_taken_above_the_clock_of_that_read() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (made, _) = expect_put(r.read(not_found(), 0.0));
+    r.put_unanswered(1.0);
+    // The read-back (the write's own) shows it landed: take it from there.
+    let (taken, cond) = expect_put(r.read(found(&made, 4), 3.0));
+    assert_eq!(cond, Cond::Match(version(4)));
+    assert_eq!(
+        (taken.state, taken.epoch, taken.rev),
+        (RecordState::Held, unix_ms(wall(3.0)), 2)
+    );
+    // Found only after the write gave up (a read of the acquisition's own, at 10.05).
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (made, _) = expect_put(r.read(not_found(), 0.0));
+    r.put_unanswered(1.0);
+    assert!(matches!(r.read_err(unavailable(), 9.0), Step::Sleep { .. }));
+    r.step(Event::Slept, 9.05);
+    r.read_err(unavailable(), 10.0);
+    assert_eq!(expect_read(r.step(Event::Slept, 10.05)), None);
+    let (taken, cond) = expect_put(r.read(found(&made, 5), 10.05));
+    assert_eq!(cond, Cond::Match(version(5)));
+    assert_eq!(
+        (taken.state, taken.epoch),
+        (RecordState::Held, unix_ms(wall(10.05)))
+    );
+}
+
+/// A released record left by an acquirer that stopped between its two writes (a crash, a
+/// cancellation) is harmless: anyone takes it at once.
+#[test]
+fn a_record_made_and_never_taken_is_taken_at_once_by_anyone() {
+    let mut left = record("gone", 1_000, RecordState::Released);
+    left.acquired_at = None;
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (taken, cond) = expect_put(r.read(found(&left, 1), 0.0));
+    assert_eq!(cond, Cond::Match(version(1)));
+    assert_eq!(
+        (taken.state, taken.epoch, taken.holder),
+        (RecordState::Held, unix_ms(wall(0.0)), holder("me"))
+    );
 }
 
 #[test]
@@ -187,11 +292,14 @@ fn a_held_record_is_polled_and_taken_over_once_unchanged_for_ttl_plus_grace() {
     // The wait has run out: no read first (the conditional write itself checks).
     let (rec, cond) = expect_put(r.step(Event::Slept, 11.0));
     assert_eq!(cond, Cond::Match(version(1)));
-    assert_eq!((rec.epoch, rec.rev), (8, 2));
-    assert_eq!(
-        rec.prev,
-        record("other", 7, RecordState::Held).prev_for_successor()
-    );
+    assert_eq!((rec.epoch, rec.rev), (8, 3));
+    let Get::Found(seen) = held_by_other() else {
+        unreachable!()
+    };
+    let crate::record::Parsed::Valid(seen) = Record::parse(seen.bytes.as_deref(), seen.size) else {
+        unreachable!()
+    };
+    assert_eq!(rec.prev, seen.prev_for_successor());
 }
 
 #[test]
@@ -478,11 +586,21 @@ fn a_resent_write_sleeps_its_backoff_first() {
     assert_eq!(expect_sleep(r.read(not_found(), 1.5)), (at(1.55), false));
 }
 
-/// The create is sent at 0 and its outcome stays unknown until the write gives up at 10 (the
-/// ttl); a read at 10.05 shows it landed.
+/// Another client's released record (rev 2: it held it), at generation 1: taking it is one
+/// conditional write, at epoch 8.
+fn released_by_other() -> Get {
+    let released = Record {
+        rev: 2,
+        ..record("other", 7, RecordState::Released)
+    };
+    found(&released, 1)
+}
+
+/// The takeover of a released record is sent at 0 and its outcome stays unknown until the
+/// write gives up at 10 (the ttl); a read at 10.05 shows it landed.
 fn adopted_late(r: &mut Run) -> Step {
     r.step(Event::Start, 0.0);
-    r.read(not_found(), 0.0);
+    r.read(released_by_other(), 0.0);
     r.put_unanswered(1.0);
     assert!(matches!(r.read_err(unavailable(), 9.0), Step::Sleep { .. }));
     r.step(Event::Slept, 9.05);
@@ -491,8 +609,8 @@ fn adopted_late(r: &mut Run) -> Step {
         (at(10.05), false)
     );
     assert_eq!(expect_read(r.step(Event::Slept, 10.05)), None);
-    let mut ours = record("me", unix_ms(wall(0.0)), RecordState::Held);
-    ours.write = Some("n1".into());
+    let mut ours = record("me", 8, RecordState::Held);
+    (ours.rev, ours.write) = (3, Some("n1".into()));
     r.read(found(&ours, 5), 10.05)
 }
 
@@ -501,15 +619,12 @@ fn a_write_that_landed_after_its_deadline_is_adopted_and_let_go() {
     let mut r = Run::new(plan(), 0.0);
     let (rec, cond) = expect_put(adopted_late(&mut r));
     assert_eq!(cond, Cond::Match(version(5)));
-    assert_eq!((rec.state, rec.rev), (RecordState::Released, 2));
+    assert_eq!((rec.state, rec.rev), (RecordState::Released, 4));
     assert_eq!(rec.write.as_deref(), Some("n2"));
     // The release lands: take the lease again at once, over our own released record.
     let (again, cond) = expect_put(r.written(6, 10.1));
     assert_eq!(cond, Cond::Match(version(6)));
-    assert_eq!(
-        (again.epoch, again.state),
-        (unix_ms(wall(0.0)) + 1, RecordState::Held)
-    );
+    assert_eq!((again.epoch, again.state), (9, RecordState::Held));
 }
 
 #[test]
@@ -517,7 +632,7 @@ fn a_write_that_landed_is_held_until_its_deadline_and_let_go_from_then_on() {
     let landed_at = |t: f64| {
         let mut r = Run::new(plan(), 0.0);
         r.step(Event::Start, 0.0);
-        r.read(not_found(), 0.0);
+        r.read(released_by_other(), 0.0);
         let step = r.written(2, t);
         (r, step)
     };
@@ -539,7 +654,7 @@ fn letting_go_keeps_trying_for_two_request_timeouts() {
     let letting_go = || {
         let mut r = Run::new(plan(), 0.0);
         r.step(Event::Start, 0.0);
-        r.read(not_found(), 0.0);
+        r.read(released_by_other(), 0.0);
         expect_put(r.written(2, 10.0));
         assert_eq!(expect_read(r.put_unanswered(10.1)), None);
         r
@@ -570,10 +685,13 @@ fn a_cancelled_acquisition_fails_and_lets_go_of_a_write_that_lands() {
 
     let mut r = Run::new(plan(), 0.0);
     r.step(Event::Start, 0.0);
-    r.read(not_found(), 0.0);
+    r.read(released_by_other(), 0.0);
     r.step(Event::Put(Ok(Put::ConditionFailed)), 0.1);
     // Cancelled while the write resolves its outcome: it goes on (the wake is a plain wake).
-    assert!(matches!(r.read(not_found(), 0.2), Step::Sleep { .. }));
+    assert!(matches!(
+        r.read(released_by_other(), 0.2),
+        Step::Sleep { .. }
+    ));
     assert!(matches!(r.step(Event::Cancelled, 0.3), Step::Put { .. }));
     let (rec, _) = expect_put(r.written(2, 0.4));
     assert_eq!(
@@ -582,6 +700,15 @@ fn a_cancelled_acquisition_fails_and_lets_go_of_a_write_that_lands() {
         "the landed write is let go"
     );
     let e = expect_failed(r.written(3, 0.5));
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+    // A create that lands after a cancellation made a released record: nothing to let go.
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    r.read(not_found(), 0.0);
+    r.step(Event::Put(Ok(Put::ConditionFailed)), 0.1);
+    assert!(matches!(r.read(not_found(), 0.2), Step::Sleep { .. }));
+    assert!(matches!(r.step(Event::Cancelled, 0.3), Step::Put { .. }));
+    let e = expect_failed(r.written(2, 0.4));
     assert_eq!(e.kind(), ErrorKind::Cancelled);
 }
 
@@ -634,6 +761,7 @@ fn an_unanswered_stamp_is_retried_and_refuses_nothing() {
 /// epoch 7, as read at generation 1.
 fn held_by_local_process(state: RecordState) -> (Record, Get) {
     let mut rec = record("other", 7, state);
+    rec.rev = 2;
     rec.holder.pid = Some(100);
     rec.holder.process = Some(Box::new(crate::record::HolderProcess {
         boot: "boot".into(),
@@ -835,6 +963,7 @@ fn with_history_off_a_takeover_keeps_the_records_history_as_it_is() {
 fn a_lease_taken_back_after_its_release_ends_that_tenure_released_at_the_release() {
     let released = Record {
         rev: 4,
+        acquired_at: Some("2025-12-31T23:00:00Z".into()),
         renewed_at: Some("2025-12-31T23:59:58Z".into()),
         ..record("me", 7, RecordState::Released)
     };
@@ -875,6 +1004,11 @@ fn a_record_deleted_while_held_ends_the_last_tenure_seen_deleted_in_the_record_c
         ("third", "deleted")
     );
     assert_eq!(ended.ended_at, Some(timestamp(wall(2.0))));
+    // The record the create made granted nobody: the take carries its history as it is, with
+    // no tenure of ours for it.
+    let (taken, cond) = expect_put(r.written(4, 2.5));
+    assert_eq!(cond, Cond::Match(version(4)));
+    assert_eq!(taken.history, rec.history);
 }
 
 #[test]
@@ -883,6 +1017,27 @@ fn a_key_never_seen_is_created_with_no_history() {
     r.step(Event::Start, 0.0);
     let (rec, cond) = expect_put(r.read(not_found(), 0.0));
     assert_eq!((cond, rec.history), (Cond::Create, vec![]));
+    // Nor is its take's: the released record the create made was nobody's tenure.
+    let (taken, cond) = expect_put(r.written(2, 0.5));
+    assert_eq!((cond, taken.history), (Cond::Match(version(2)), vec![]));
+}
+
+/// A record another acquirer's create made (released, acquired by nobody: it died or gave up
+/// before its take) is no tenure: taking it adds none, and it hands nothing over.
+#[test]
+fn the_take_of_a_record_made_by_anothers_create_adds_no_tenure_and_no_handover() {
+    let made = Record {
+        rev: 1,
+        acquired_at: None,
+        history: vec![past_tenure()],
+        ..record("other", 7, RecordState::Released)
+    };
+    let mut r = Run::new(plan_with_history(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (rec, cond) = expect_put(r.read(found_at(&made, 1, 1.0, 3.0), 0.0));
+    assert_eq!(cond, Cond::Match(version(1)));
+    assert_eq!(rec.history, vec![past_tenure()]);
+    assert_eq!(r.m.handover(at(0.5)), None);
 }
 
 /// A read of `record` at generation `g` whose object the store last modified at `wall(modified)`,
@@ -899,7 +1054,10 @@ fn found_at(record: &Record, g: u64, modified: f64, server_now: f64) -> Get {
 fn the_handover_is_the_time_from_the_release_to_the_landed_write_by_the_stores_clock() {
     let mut r = Run::new(plan(), 0.0);
     r.step(Event::Start, 0.0);
-    let released = record("other", 7, RecordState::Released);
+    let released = Record {
+        acquired_at: Some(timestamp(wall(0.0))),
+        ..record("other", 7, RecordState::Released)
+    };
     let (_, cond) = expect_put(r.read(found_at(&released, 1, 1.0, 3.0), 0.0));
     assert_eq!(cond, Cond::Match(version(1)));
     // Released at 1 s by the store's clock, which said 3 s at the read; landed 0.5 s later.
