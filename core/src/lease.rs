@@ -28,10 +28,9 @@ use crate::fence::{FencedObject, Fencer, GrantRef};
 use crate::io::{local_wake, Io};
 use crate::metrics;
 use crate::options::Timing;
-use crate::protocol::hold::{Hold, Phase};
+use crate::protocol::hold::{after_write, begin_release, Hold, Next, Phase, ReleaseStart, Wrote};
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
 use crate::protocol::queue::{Change, Mode, Scope};
-use crate::protocol::write::Written;
 use crate::protocol::Backoff;
 use crate::record::{Holder, Record, RecordState};
 use crate::store::{Get, Version};
@@ -816,39 +815,45 @@ impl Shared {
             let Some((record, cond)) = write else {
                 return false;
             };
-            match self
+            let outcome = self
                 .client
                 .write(&self.key, &record, cond, deadline, &timing)
-                .await
-            {
-                Ok(Written::Landed { version, t_send }) => {
-                    let slack = deadline.saturating_duration_since(clock.now());
-                    {
-                        let mut st = self.state.lock().unwrap();
-                        debug!(lease = %self.url, rev = record.rev, "renewed");
-                        st.hold.renewed(record, version, t_send);
-                    }
-                    metrics::renewal_landed(self.metric_key(), slack);
+                .await;
+            let rev = record.rev;
+            let failed = outcome.is_err();
+            let now = clock.now();
+            let next = {
+                let mut st = self.state.lock().unwrap();
+                after_write(&mut st.hold, Wrote::Renewal, record, outcome, now)
+            };
+            if failed {
+                metrics::renewal_failed(self.metric_key());
+            }
+            match next {
+                Next::Renewed => {
+                    debug!(lease = %self.url, rev, "renewed");
+                    metrics::renewal_landed(
+                        self.metric_key(),
+                        deadline.saturating_duration_since(now),
+                    );
                     self.health_may_change();
                     return true;
                 }
-                // Replaced: our renewal landed, then someone else's write replaced it.
-                Ok(Written::Rejected { current }) | Ok(Written::Replaced { current }) => {
-                    self.mark_lost(LostReason::from_current(&current, &self.holder.id));
-                    return false;
-                }
-                Err(e) => {
+                Next::RetryRenewal(e) => {
+                    // The attempt failed: the lease is `late` (its health, docs/protocol.md §4).
+                    // Counted here, on after_write's answer, not in it: the count is no safety
+                    // decision, and in the model's state it would only multiply states.
                     self.state.lock().unwrap().hold.renewal_failed();
-                    metrics::renewal_failed(self.metric_key());
                     self.health_may_change();
-                    let now = clock.now();
-                    if now >= deadline {
-                        self.mark_lost(LostReason::Expired);
-                        return false;
-                    }
                     warn!(lease = %self.url, "renewal failed, retrying: {e}");
                     clock.sleep(backoff.next(rng).min(deadline - now)).await;
                 }
+                Next::Lost { reason, .. } => {
+                    // A renewal's loss is tidied by the release that follows (or the drop).
+                    self.mark_lost(reason);
+                    return false;
+                }
+                other => unreachable!("not an answer to a renewal: {other:?}"),
             }
         }
     }
@@ -974,73 +979,57 @@ impl Shared {
         self.health_may_change();
         let _writing = self.writes.lock().await;
         let clock = self.client.clock();
-        let (write, deadline, phase) = {
+        let (start, deadline) = {
             let mut st = self.state.lock().unwrap();
-            let phase = st.hold.phase.clone();
             let deadline = st.hold.deadline();
-            // From the moment the release is sent it may land: stop believing now.
-            if st.hold.believes(clock.now()) {
-                st.hold.start_release();
-            }
-            let write = st
-                .hold
-                .next_write(RecordState::Released, clock.wall(), &self.client.rng);
-            (write, deadline, phase)
+            let start = begin_release(&mut st.hold, clock.now(), clock.wall(), &self.client.rng);
+            (start, deadline)
         };
         // Releasing: the health monitor ends without a call.
         self.health_may_change();
-        match phase {
-            Phase::Released => return Ok(()),
-            Phase::Lost(reason) => {
+        let (record, cond) = match start {
+            ReleaseStart::Send(record, cond) => (record, cond),
+            ReleaseStart::Done => return Ok(()),
+            ReleaseStart::Lost(reason) => {
+                self.mark_lost(reason.clone());
                 self.tidy_after_loss(None).await;
                 return Err(self.lost_error(&reason));
             }
-            Phase::Held if clock.now() >= deadline => {
-                self.mark_lost(LostReason::Expired);
-                self.tidy_after_loss(None).await;
-                return Err(self.lost_error(&LostReason::Expired));
-            }
-            Phase::Held | Phase::Releasing => {}
-        }
-        let (record, cond) = write.expect("a held lease has a next write");
-        match self
+        };
+        let outcome = self
             .client
             .write(&self.key, &record, cond, deadline, &self.timing)
-            .await
-        {
-            Ok(Written::Landed { version, .. }) => {
-                self.state.lock().unwrap().hold.released();
+            .await;
+        let next = {
+            let mut st = self.state.lock().unwrap();
+            after_write(
+                &mut st.hold,
+                Wrote::Release,
+                record.clone(),
+                outcome,
+                clock.now(),
+            )
+        };
+        match next {
+            Next::Released { remember } => {
                 self.tenure_ended(None);
                 debug!(lease = %self.url, epoch = self.epoch, "released");
-                self.client.released(&self.key, version, record);
+                match remember {
+                    Some(version) => self.client.released(&self.key, version, record),
+                    // Taken over already, or an earlier release of ours: nothing to remember.
+                    None => local_wake(self.client.store().url(), &self.key).notify_waiters(),
+                }
                 Ok(())
             }
-            // The release landed and a waiter has already taken the lease: released.
-            Ok(Written::Replaced { .. }) => {
-                self.state.lock().unwrap().hold.released();
-                self.tenure_ended(None);
-                debug!(lease = %self.url, epoch = self.epoch, "released (and already taken over)");
-                local_wake(self.client.store().url(), &self.key).notify_waiters();
-                Ok(())
-            }
-            // An earlier release of ours (its answer lost) is what is there: released.
-            Ok(Written::Rejected { current })
-                if self.state.lock().unwrap().hold.is_our_release(&current) =>
-            {
-                self.state.lock().unwrap().hold.released();
-                self.tenure_ended(None);
-                local_wake(self.client.store().url(), &self.key).notify_waiters();
-                Ok(())
-            }
-            Ok(Written::Rejected { current }) => {
-                let reason = LostReason::from_current(&current, &self.holder.id);
+            Next::Lost { reason, tidy } => {
                 self.mark_lost(reason.clone());
-                self.tidy_after_loss(Some(current)).await;
+                self.tidy_after_loss(tidy).await;
                 Err(self.lost_error(&reason))
             }
             // The release's outcome is unknown: the lease stays "being released" (not
             // believed); calling release again tries again.
-            Err(e) => Err(e.with_lease(&self.url)),
+            Next::ReleaseUnknown(e) => Err(e.with_lease(&self.url)),
+            other => unreachable!("not an answer to a release: {other:?}"),
         }
     }
 
@@ -1069,10 +1058,20 @@ impl Shared {
             return;
         };
         let give_up_at = clock.now() + self.timing.request_timeout * 2;
-        if let Ok(Written::Landed { version, .. }) = self
+        let outcome = self
             .client
             .write(&self.key, &record, cond, give_up_at, &self.timing)
-            .await
+            .await;
+        let next = after_write(
+            &mut self.state.lock().unwrap().hold,
+            Wrote::Tidy,
+            record.clone(),
+            outcome,
+            clock.now(),
+        );
+        if let Next::Tidied {
+            remember: Some(version),
+        } = next
         {
             debug!(lease = %self.url, "released the record after losing the lease");
             self.client.released(&self.key, version, record);

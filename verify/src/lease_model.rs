@@ -29,10 +29,12 @@ use lease::options::{LeaseOptions, Timing};
 use lease::protocol::acquire::{Acquirer, Event, Plan, Step};
 use lease::protocol::breaking::{self, BreakMode, BreakPlan};
 use lease::protocol::dead_holder::{Probe, Proc};
-use lease::protocol::hold::{Hold, LostReason};
+use lease::protocol::hold::{
+    self, after_write, begin_release, Hold, LostReason, Next, ReleaseStart, Wrote,
+};
 use lease::protocol::view::View;
-use lease::protocol::write::{WriteEvent, WriteOp, WriteStep, Written};
-use lease::protocol::Entropy;
+use lease::protocol::write::{WriteEvent, WriteOp, WriteStep};
+use lease::protocol::{Backoff, Entropy};
 use lease::record::{Holder, HolderProcess, Record, RecordState};
 use lease::store::{Capabilities, Cond, Get, Object, Put, Version};
 use lease::Error;
@@ -128,6 +130,12 @@ pub struct ClientState {
     lag: u32,
     /// Whether this client changed its ttl already (at most once).
     ttl_changed: bool,
+    /// A renewal whose outcome was unknown is tried again from this instant (the driver's
+    /// backoff), with a fresh write.
+    retry_at: Option<Instant>,
+    /// The record this client released and its version (the driver's memo): its next
+    /// acquisition starts from it, with one write.
+    released: Option<(Version, Record)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -157,6 +165,39 @@ pub struct State {
     acquired_after_crash: bool,
     /// Someone acquired within the ttl of a crashed holder's crash (the dead-holder rule).
     replaced_early: bool,
+    /// The holder's paths taken so far ([`Witness`] bits), recorded only with
+    /// `LeaseModel::witnesses` (they would split states the other checks need not tell apart).
+    seen: u8,
+}
+
+/// A path of the holder's that a check shows taken (`LeaseModel::witnesses`): the decisions of
+/// [`hold::after_write`] and [`hold::begin_release`] that only faults, breaks and a second
+/// acquisition reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Witness {
+    /// A release whose outcome was unknown, sent again.
+    ReleaseSentAgain = 2,
+    /// A release rejected (the lease was broken or taken), then the tidy write over what the
+    /// store showed landed.
+    TidiedAfterRejectedRelease = 4,
+    /// An acquisition that started from the record its client released (one write).
+    AcquiredFromReleased = 8,
+}
+
+impl Witness {
+    pub const ALL: [Witness; 3] = [
+        Witness::ReleaseSentAgain,
+        Witness::TidiedAfterRejectedRelease,
+        Witness::AcquiredFromReleased,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Witness::ReleaseSentAgain => "a release of unknown outcome is sent again",
+            Witness::TidiedAfterRejectedRelease => "a rejected release is tidied over",
+            Witness::AcquiredFromReleased => "an acquisition starts from its released record",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -224,6 +265,9 @@ pub struct LeaseModel {
     /// The answers' `Date` runs this many ticks ahead of the store's clock: every offset from
     /// 0 to this one is an initial state (0: the store's own `Date`).
     pub date_ahead: u32,
+    /// Record the holder's paths taken ([`Witness`]) and check that each is: "sometimes"
+    /// properties, so a model that never retries, tidies or re-acquires from its memo fails.
+    pub witnesses: bool,
 }
 
 impl LeaseModel {
@@ -460,7 +504,9 @@ impl LeaseModel {
         };
     }
 
-    /// Feed a holder's write (a renewal or a release) an event.
+    /// Feed a holder's write (a renewal, a release, or the tidy write after a loss) an event;
+    /// its outcome goes to [`hold::after_write`], the decision the driver (`core/src/lease.rs`)
+    /// runs, and the client does what it answers.
     fn hold_step(
         &self,
         s: &mut State,
@@ -471,12 +517,15 @@ impl LeaseModel {
         event: WriteEvent,
     ) {
         let now = at(self.local(s, c));
-        if now >= h.deadline() {
-            // The driver's watchdog fired at the deadline: the lease is lost, and the write in
-            // progress is abandoned (a request of it in flight may still land).
+        let wrote = wrote(&h, &record);
+        if wrote == Wrote::Renewal && now >= h.deadline() {
+            // The driver's watchdog fired at the deadline: the lease is lost by expiry, and the
+            // renewal in progress is abandoned (a request of it in flight may still land). A
+            // release or a tidy write goes on until its outcome is known: no watchdog races it.
             if let Some(Io::Request(Flight::Sent(req) | Flight::Delayed(req))) = self.io(s, c) {
                 s.orphans.push(req);
             }
+            h.lose(LostReason::Expired);
             s.clients[c].phase = Phase::Idle;
             return;
         }
@@ -490,31 +539,82 @@ impl LeaseModel {
             })),
             WriteStep::Sleep(d) => Io::Sleep(now + d),
             WriteStep::Done(outcome) => {
-                let releasing = record.state == RecordState::Released;
-                // A release whose outcome is unknown leaves the lease "being released": not
-                // believed, and not retried by this model (the client goes idle).
-                match outcome {
-                    Ok(Written::Landed { version, t_send }) if !releasing => {
-                        h.renewed(record, version, t_send);
-                    }
-                    Ok(Written::Landed { .. } | Written::Replaced { .. }) => h.released(),
-                    Ok(Written::Rejected { current }) => {
-                        h.lose(LostReason::from_current(&current, &h.holder().id.clone()));
-                    }
-                    Err(_) if now >= h.deadline() => {
-                        h.lose(LostReason::Expired);
-                    }
-                    Err(_) => {}
-                }
-                s.clients[c].phase = match h.phase {
-                    lease::protocol::hold::Phase::Held => Phase::Holding(h, None),
-                    _ => Phase::Idle,
-                };
-                let _ = releasing;
+                let next = after_write(&mut h, wrote, record.clone(), outcome, now);
+                self.follow(s, c, h, record, next, now);
                 return;
             }
         };
         s.clients[c].phase = Phase::Holding(h, Some((op, record, io)));
+    }
+
+    /// Start the holder's renewal or release of `record`, given up at its deadline (as the
+    /// driver does).
+    fn send(&self, s: &mut State, c: usize, h: Hold, record: Record, cond: Cond, now: Instant) {
+        let give_up_at = h.deadline().max(now);
+        let op = WriteOp::new("model://lease", &record, cond, give_up_at, &h.timing);
+        self.hold_step(s, c, h, op, record, WriteEvent::Start);
+    }
+
+    fn saw(&self, s: &mut State, w: Witness) {
+        if self.witnesses {
+            s.seen |= w as u8;
+        }
+    }
+
+    /// Do what [`hold::after_write`] answered for client `c`'s write of `record`.
+    fn follow(
+        &self,
+        s: &mut State,
+        c: usize,
+        mut h: Hold,
+        record: Record,
+        next: Next,
+        now: Instant,
+    ) {
+        s.clients[c].phase = match next {
+            Next::Renewed => Phase::Holding(h, None),
+            // Renewed again after a backoff (the first of the driver's), with a fresh write.
+            // Reached in the driver by an error other than `Unavailable` (a 403, say): the
+            // model's network fails only with `Unavailable`, whose renewal keeps reading back
+            // until the deadline, so here it is a loss by expiry instead (pinned by the core's
+            // tests, `hold/outcome/tests.rs`).
+            Next::RetryRenewal(_) => {
+                let no_nonce = Cell::new(0);
+                let wait = Backoff::for_timing(&h.timing).next(&Counter(&no_nonce, c));
+                s.clients[c].retry_at = Some(now + wait);
+                Phase::Holding(h, None)
+            }
+            Next::Released { remember } => {
+                if let Some(version) = remember {
+                    s.clients[c].released = Some((version, record));
+                }
+                Phase::Idle
+            }
+            // Still being released (not believed): the client may release again.
+            Next::ReleaseUnknown(_) => Phase::Holding(h, None),
+            Next::Lost { reason, tidy } => {
+                h.lose(reason);
+                // What the store showed is in hand: tidy over it at once, as the driver does.
+                let nonces = Cell::new(s.clients[c].nonces);
+                let plan = tidy
+                    .and_then(|current| h.tidy(&current, store_time(s.t), &Counter(&nonces, c)));
+                s.clients[c].nonces = nonces.get();
+                let Some((record, cond)) = plan else {
+                    s.clients[c].phase = Phase::Idle;
+                    return;
+                };
+                let give_up_at = now + h.timing.request_timeout * 2;
+                let op = WriteOp::new("model://lease", &record, cond, give_up_at, &h.timing);
+                return self.hold_step(s, c, h, op, record, WriteEvent::Start);
+            }
+            Next::Tidied { remember } => {
+                if let Some(version) = remember {
+                    self.saw(s, Witness::TidiedAfterRejectedRelease);
+                    s.clients[c].released = Some((version, record));
+                }
+                Phase::Idle
+            }
+        };
     }
 
     /// Deliver an answer to client `c`.
@@ -592,6 +692,16 @@ impl LeaseModel {
     }
 }
 
+/// Which write of the holder's `record` is: a renewal carries a held record; a released one is
+/// the release, or after a loss the tidy write (the driver knows it from where it sends it).
+fn wrote(h: &Hold, record: &Record) -> Wrote {
+    match (&record.state, &h.phase) {
+        (RecordState::Held, _) => Wrote::Renewal,
+        (RecordState::Released, hold::Phase::Lost(_)) => Wrote::Tidy,
+        (RecordState::Released, _) => Wrote::Release,
+    }
+}
+
 impl Model for LeaseModel {
     type State = State;
     type Action = Action;
@@ -611,6 +721,8 @@ impl Model for LeaseModel {
                         since: 0,
                         lag: 0,
                         ttl_changed: false,
+                        retry_at: None,
+                        released: None,
                     };
                     self.clients
                 ],
@@ -625,6 +737,7 @@ impl Model for LeaseModel {
                 crashed_holding_at: None,
                 acquired_after_crash: false,
                 replaced_early: false,
+                seen: 0,
             })
             .collect()
     }
@@ -646,13 +759,18 @@ impl Model for LeaseModel {
                     actions.push(Action::Start(c))
                 }
                 Phase::Holding(h, None) => {
-                    // Renewals start when due, before the deadline (the watchdog ends the
-                    // lease at the deadline).
-                    if now >= h.renew_at() && now < h.deadline() {
+                    // Renewals start when due (a retry after its backoff), before the deadline
+                    // (the watchdog ends the lease at the deadline); none once a release was
+                    // sent.
+                    let held = h.phase == hold::Phase::Held && now < h.deadline();
+                    let due_at = client
+                        .retry_at
+                        .map_or(h.renew_at(), |r| r.max(h.renew_at()));
+                    if held && now >= due_at {
                         actions.push(Action::Renew(c));
                         due = true;
                     }
-                    if self.ttl_change.is_some() && !client.ttl_changed && now < h.deadline() {
+                    if self.ttl_change.is_some() && !client.ttl_changed && held {
                         actions.push(Action::SetTtl(c));
                     }
                     actions.push(Action::Release(c));
@@ -728,7 +846,13 @@ impl Model for LeaseModel {
                 s.clients[c].acquisitions += 1;
                 s.clients[c].since = s.t;
                 let now = at(self.local(&s, c));
-                let m = Acquirer::new(self.plan(c), 0, None, now);
+                // The remembered release is used once (`core/src/acquirer.rs`).
+                let released = s.clients[c].released.take();
+                if released.is_some() {
+                    self.saw(&mut s, Witness::AcquiredFromReleased);
+                }
+                let known = released.as_ref().map_or(0, |(_, r)| r.epoch);
+                let m = Acquirer::new(self.plan(c), known, released, now);
                 self.acquirer_step(&mut s, c, m, Event::Start);
             }
             Action::Deliver(c) => {
@@ -758,25 +882,18 @@ impl Model for LeaseModel {
                 }
                 _ => return None,
             },
-            Action::Renew(c) | Action::SetTtl(c) | Action::Release(c) => {
+            Action::Renew(c) | Action::SetTtl(c) => {
                 let Phase::Holding(mut h, None) = s.clients[c].phase.clone() else {
                     return None;
                 };
-                if matches!(action, Action::Release(_)) {
-                    h.start_release();
-                }
                 if let (Action::SetTtl(_), Some(ttl)) = (&action, self.ttl_change) {
                     s.clients[c].ttl_changed = true;
                     h.want_ttl(ttl);
                 }
-                let state = if matches!(action, Action::Release(_)) {
-                    RecordState::Released
-                } else {
-                    RecordState::Held
-                };
+                s.clients[c].retry_at = None;
                 let now = at(self.local(&s, c));
                 let nonces = Cell::new(s.clients[c].nonces);
-                let write = h.next_write(state, store_time(s.t), &Counter(&nonces, c));
+                let write = h.next_write(RecordState::Held, store_time(s.t), &Counter(&nonces, c));
                 s.clients[c].nonces = nonces.get();
                 let Some((record, cond)) = write else {
                     s.clients[c].phase = Phase::Idle;
@@ -784,14 +901,25 @@ impl Model for LeaseModel {
                 };
                 // What the driver does before a write: a shorter ttl caps the belief from now.
                 h.sending(&record, now);
-                let op = WriteOp::new(
-                    "model://lease",
-                    &record,
-                    cond,
-                    h.deadline().max(now),
-                    &h.timing,
-                );
-                self.hold_step(&mut s, c, h, op, record, WriteEvent::Start);
+                self.send(&mut s, c, h, record, cond, now);
+            }
+            Action::Release(c) => {
+                let Phase::Holding(mut h, None) = s.clients[c].phase.clone() else {
+                    return None;
+                };
+                let now = at(self.local(&s, c));
+                if h.phase == hold::Phase::Releasing {
+                    self.saw(&mut s, Witness::ReleaseSentAgain);
+                }
+                let nonces = Cell::new(s.clients[c].nonces);
+                let start = begin_release(&mut h, now, store_time(s.t), &Counter(&nonces, c));
+                s.clients[c].nonces = nonces.get();
+                match start {
+                    ReleaseStart::Send(record, cond) => self.send(&mut s, c, h, record, cond, now),
+                    // Lost: the driver reads the record and tidies over it; that read is not
+                    // modelled (the client goes idle, its record waited out).
+                    ReleaseStart::Lost(_) | ReleaseStart::Done => s.clients[c].phase = Phase::Idle,
+                }
             }
             Action::Crash(c) => {
                 s.faults += 1;
@@ -878,6 +1006,17 @@ impl Model for LeaseModel {
             .as_ref()
             .is_some_and(|ns| ns.iter().all(|n| *n == ns[0]))
             && self.boots.iter().all(|b| Some(b) == self.boots.first());
+        if self.witnesses {
+            // A property's condition is a plain function: one per path.
+            let seen: [fn(&LeaseModel, &State) -> bool; 3] = [
+                |_, s| s.seen & Witness::ReleaseSentAgain as u8 != 0,
+                |_, s| s.seen & Witness::TidiedAfterRejectedRelease as u8 != 0,
+                |_, s| s.seen & Witness::AcquiredFromReleased as u8 != 0,
+            ];
+            for (w, seen) in Witness::ALL.into_iter().zip(seen) {
+                properties.push(Property::sometimes(w.name(), seen));
+            }
+        }
         if self.crashes && one_namespace {
             properties.push(Property::sometimes(
                 "a crashed holder is replaced within its ttl",
@@ -973,6 +1112,7 @@ pub fn base() -> LeaseModel {
         pid_namespaces: None,
         boots: vec![],
         date_ahead: 0,
+        witnesses: false,
     }
 }
 

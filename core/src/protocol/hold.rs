@@ -23,6 +23,9 @@ use crate::store::{Cond, Get, Version};
 
 use super::Entropy;
 
+mod outcome;
+pub use outcome::{after_write, begin_release, Next, ReleaseStart, Wrote};
+
 /// Why a lease was lost.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum LostReason {

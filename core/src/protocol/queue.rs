@@ -398,22 +398,23 @@ impl QueueRecord {
     /// token those records handed out (assumption 4 of docs/model.md): tokens never repeat,
     /// whatever is deleted and whatever `Create` lands late **(changed, issue 22)**.
     pub fn settle(&mut self, floor: u64) {
-        let mut i = 0;
-        while i < self.queue.len() {
-            let request = &self.queue[i];
-            let overtakes = self.queue[..i]
+        // One pass over the waiters in arrival order; those not granted stay, in the same
+        // order. (No hand-kept index: a loop whose index a mutant could freeze never ends.)
+        let mut waiting = Vec::with_capacity(self.queue.len());
+        for mut request in std::mem::take(&mut self.queue) {
+            let overtakes = waiting
                 .iter()
-                .any(|earlier| self.competes(earlier, request))
+                .any(|earlier| self.competes(earlier, &request))
                 && !super::mutants::on(super::mutants::Mutant::QueueOvertakes);
-            if !overtakes && self.fits(request) {
-                let mut granted = self.queue.remove(i);
+            if !overtakes && self.fits(&request) {
                 self.epoch = self.epoch.max(floor) + 1;
-                granted.token = Some(self.epoch);
-                self.grants.push(granted);
+                request.token = Some(self.epoch);
+                self.grants.push(request);
             } else {
-                i += 1;
+                waiting.push(request);
             }
         }
+        self.queue = waiting;
     }
 
     /// Whether `request` may be granted beside the current grants.

@@ -7,7 +7,7 @@ use crate::record::Broken;
 const URL: &str = "memory://t/job";
 
 /// Our lease: `me` at epoch 7, written at generation 1, sent at `at(0)` (deadline `at(10)`).
-fn held() -> Hold {
+pub(super) fn held() -> Hold {
     Hold::new(
         URL,
         record("me", 7, RecordState::Held),

@@ -56,13 +56,23 @@ impl Rig {
         }
     }
 
-    fn step(&mut self, e: Event) -> Step {
-        let ctx = Ctx {
+    fn ctx(&self) -> Ctx {
+        Ctx {
             now: self.now,
             wall: wall() + Duration::from_millis(self.wall_ms),
             session_alive: self.alive,
-        };
+        }
+    }
+
+    fn step(&mut self, e: Event) -> Step {
+        let ctx = self.ctx();
         self.w.step(e, ctx, &NoJitter)
+    }
+
+    /// Answer a stamp of the lock's own record with `r` (the steps that ask for it skipped).
+    fn lock_stamped(&mut self, r: Result<Option<SystemTime>>) -> Step {
+        let ctx = self.ctx();
+        self.w.after_stamp(None, r, ctx, &NoJitter)
     }
 
     fn at(&mut self, s: f64) {
@@ -352,6 +362,8 @@ fn a_sessions_check_is_paced_by_the_takeover_rule_never_a_whole_interval_late() 
     assert_eq!(pace(now + secs(9.0), now, &t), now + secs(8.0));
     assert_eq!(pace(now + secs(1.5), now, &t), now + secs(1.0));
     assert_eq!(pace(now + secs(0.5), now, &t), now + secs(0.5));
+    // Never now or before, even when the rule fires now: a check due at once would loop.
+    assert_eq!(pace(now, now, &t), now + Duration::from_millis(1));
     let mut r = Rig::new(plan(Mode::Exclusive));
     r.joined_behind_a();
     // Six seconds old by the store's clock: the rule fires at 10 + 1 + 1 = 12, the estimate
@@ -478,16 +490,7 @@ fn a_stamp_that_cannot_be_had_refuses_date_at_once_an_unreachable_store_looks_ag
     // The lock's own view: a store that does not answer is looked at again one poll later.
     let mut r = Rig::new(plan(Mode::Exclusive));
     r.at(2.0);
-    match r.w.after_stamp(
-        None,
-        Err(Error::unavailable("timed out")),
-        Ctx {
-            now: r.now,
-            wall: wall(),
-            session_alive: r.alive,
-        },
-        &NoJitter,
-    ) {
+    match r.lock_stamped(Err(Error::unavailable("timed out"))) {
         Step::Sleep { until } => assert_eq!(until, t0() + secs(3.0)),
         other => panic!("{other:?}"),
     }
@@ -815,30 +818,33 @@ fn a_record_of_a_newer_version_is_refused_never_taken_over() {
     }
 }
 
+/// A lease record at `epoch` held by `old` ("cron").
+fn lease_at(epoch: u64, state: RecordState) -> bytes::Bytes {
+    Record {
+        format: FORMAT,
+        epoch,
+        rev: 3,
+        state,
+        ttl_ms: 10_000,
+        holder: Holder {
+            id: "old".into(),
+            label: Some("cron".into()),
+            ..Holder::default()
+        },
+        acquired_at: None,
+        renewed_at: None,
+        data: None,
+        prev: vec![],
+        write: None,
+        broken: None,
+        history: vec![],
+    }
+    .to_bytes()
+}
+
 #[test]
 fn a_lease_record_is_waited_out_then_replaced_above_its_epoch() {
-    let lease = |state| {
-        Record {
-            format: FORMAT,
-            epoch: 77,
-            rev: 3,
-            state,
-            ttl_ms: 10_000,
-            holder: Holder {
-                id: "old".into(),
-                label: Some("cron".into()),
-                ..Holder::default()
-            },
-            acquired_at: None,
-            renewed_at: None,
-            data: None,
-            prev: vec![],
-            write: None,
-            broken: None,
-            history: vec![],
-        }
-        .to_bytes()
-    };
+    let lease = |state| lease_at(77, state);
     let mut r = Rig::new(plan(Mode::Shared));
     match r.start_on(found(&lease(RecordState::Held), 4)) {
         Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
@@ -989,6 +995,83 @@ fn a_cancelled_wait_gives_up() {
             assert_eq!(error.kind(), ErrorKind::Cancelled);
             assert!(listed);
         }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A lease record whose epoch is above our clock (its holder's clock ran ahead): the queued lock
+/// that replaces it hands out the takeover's epoch, one above the record's, as its first token —
+/// not one more, not the clock (`QueueRecord::new(epoch - 1)` in `on_lease`).
+#[test]
+fn a_lease_record_above_the_clock_is_replaced_with_the_next_token_exactly() {
+    let epoch = WALL_MS + 60_000;
+    let mut r = Rig::new(plan(Mode::Shared));
+    let step = r.start_on(found(&lease_at(epoch, RecordState::Released), 4));
+    let (next, cond) = r.join_write(step);
+    assert_eq!(cond, Cond::Match(version(4)));
+    assert_eq!(next.epoch, epoch + 1);
+    assert_eq!(next.position("me"), Position::Granted { token: epoch + 1 });
+}
+
+/// A record deleted while we waited is made again one above the highest token we saw, when that
+/// token is above our clock and the store's (a clock that ran ahead handed it out): never at it.
+#[test]
+fn a_record_made_again_goes_above_a_known_token_that_is_ahead_of_the_clock() {
+    let ahead = join(
+        &QueueRecord::new(WALL_MS + 60_000, None),
+        entry("a", Mode::Exclusive, Scope::Whole),
+    );
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&ahead.to_bytes(), 4));
+    r.join_write(step);
+    r.written(5);
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    r.at(1.0);
+    r.step(Event::Slept);
+    let Step::WriteRecord { bytes, cond, .. } = r_step(&mut r, Get::NotFound { server_now: None })
+    else {
+        panic!("not made again")
+    };
+    assert_eq!(cond, Cond::Create);
+    assert!(
+        ahead.epoch > WALL_MS + 1_000,
+        "the known token is ahead of the clock"
+    );
+    assert_eq!(record(&bytes).epoch, ahead.epoch + 1);
+}
+
+/// A wait's deadline cuts every sleep short, so the timeout is told on time; trying once has no
+/// wait to cut (its deadline is now), and a stamp the store did not answer is still asked again
+/// one poll later, not at once in a loop (the `!try_once` guard of `Waiter::sleep`).
+#[test]
+fn a_wait_deadline_cuts_a_sleep_short_except_when_trying_once() {
+    let mut p = plan(Mode::Exclusive);
+    p.wait_deadline = Some(t0() + secs(0.5));
+    let mut r = Rig::new(p);
+    r.joined_behind_a();
+    match r.step(Event::Session(Ok(session("s1", RecordState::Held, 0)))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(0.5)),
+        other => panic!("{other:?}"),
+    }
+
+    let mut p = plan(Mode::Exclusive);
+    p.try_once = true;
+    p.wait_deadline = Some(t0());
+    let mut r = Rig::new(p);
+    match r.lock_stamped(Err(Error::unavailable("timed out"))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A store that answers a session's first read (no version to match) with a 304 shows nothing
+/// of it: the session is read again one poll later, not at once in a loop.
+#[test]
+fn a_session_that_shows_nothing_is_read_again_one_poll_later() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    match r.step(Event::Session(Ok(Get::NotModified { server_now: None }))) {
+        Step::Sleep { until } => assert_eq!(until, t0() + secs(1.0)),
         other => panic!("{other:?}"),
     }
 }
