@@ -310,6 +310,12 @@ fn watch_prints_each_transition_with_its_reason() {
     let lines = lines.join().unwrap();
     let _ = watch.kill();
     let _ = watch.wait();
+    // The record the create makes (released, acquired by nobody) shows as `created` when a
+    // poll falls between it and its take: the take is the acquisition either way.
+    let lines: Vec<_> = lines
+        .into_iter()
+        .filter(|l| l["reason"] != "created")
+        .collect();
     let reasons: Vec<&str> = lines
         .iter()
         .map(|l| l["reason"].as_str().unwrap())

@@ -342,7 +342,8 @@ impl Status {
     /// What changed from `before` to this status, for `lease watch`: `initial` (nothing
     /// before), `acquired` (a new holder of a free or released lease), `taken_over` (a new
     /// holder replaced a held, expired or broken one), `released`, `expired`, `broken`,
-    /// `deleted`, `corrupt`, `data` (the holder changed its data), or `changed`.
+    /// `deleted`, `corrupt`, `data` (the holder changed its data), `created` (a lease's
+    /// record made released, acquired by nobody yet: its take follows), or `changed`.
     pub fn transition(&self, before: Option<&Status>) -> &'static str {
         let Some(b) = before else {
             return "initial";
@@ -352,6 +353,8 @@ impl Status {
             LeaseState::Free => "deleted",
             LeaseState::Corrupt => "corrupt",
             LeaseState::Broken => "broken",
+            // A lease's create grants nobody (docs/protocol.md §5): not an acquisition.
+            LeaseState::Released if self.queue.is_none() && self.acquired_at.is_none() => "created",
             LeaseState::Released if self.queue.is_none() && !new_epoch => "released",
             LeaseState::Expired => "expired",
             LeaseState::Held | LeaseState::Released if new_epoch => match b.state {
@@ -703,6 +706,49 @@ mod tests {
             pid: Some(7),
             ..Holder::default()
         }
+    }
+
+    fn lease_status(state: LeaseState, epoch: u64, acquired: bool) -> Status {
+        Status {
+            url: "file:///tmp/x".into(),
+            state,
+            epoch: Some(epoch),
+            holder: Some(holder()),
+            ttl: None,
+            expires_in: None,
+            data: None,
+            acquired_at: acquired.then(|| "2026-11-24T08:00:00Z".into()),
+            renewed_at: None,
+            version: None,
+            detail: None,
+            queue: None,
+            history: vec![],
+        }
+    }
+
+    /// What `lease watch` says of each change: the record a lease's create makes (released,
+    /// acquired by nobody) is `created`, and its take is the acquisition.
+    #[test]
+    fn a_watch_names_a_create_created_and_its_take_acquired() {
+        use LeaseState::*;
+        let free = Status {
+            epoch: None,
+            holder: None,
+            acquired_at: None,
+            ..lease_status(Free, 0, false)
+        };
+        let made = lease_status(Released, 5, false);
+        let taken = lease_status(Held, 6, true);
+        let released = lease_status(Released, 6, true);
+        let other = lease_status(Held, 7, true);
+        assert_eq!(free.transition(None), "initial");
+        assert_eq!(made.transition(Some(&free)), "created");
+        assert_eq!(taken.transition(Some(&made)), "acquired");
+        assert_eq!(taken.transition(Some(&free)), "acquired");
+        assert_eq!(released.transition(Some(&taken)), "released");
+        assert_eq!(other.transition(Some(&released)), "acquired");
+        assert_eq!(other.transition(Some(&taken)), "taken_over");
+        assert_eq!(free.transition(Some(&other)), "deleted");
     }
 
     /// The one JSON shape every binding and `lease status --json` show: every key present,
