@@ -518,7 +518,7 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
             && new
                 .queue
                 .iter()
-                .any(|w| arrival(w.id()) < arrival(g.id()) && new.competes(w, g));
+                .any(|w| arrival(w.id()) < arrival(g.id()) && m.compete(w.id(), g.id()));
         if overtakes {
             s.violation.get_or_insert(Violation::Overtaken);
         }
@@ -589,6 +589,27 @@ impl QueueModel {
     /// The participant an id names, if it is its current acquisition.
     fn owner(&self, s: &State, id: &str) -> Option<usize> {
         (0..self.requests.len()).find(|&c| self.id(s, c) == id)
+    }
+
+    /// Whether the requests of participants `a` and `b` (by id) compete, so that FIFO orders
+    /// them: their scopes overlap and either is exclusive, or the lock counts permits
+    /// (docs/protocol.md §10). The model's own definition from its own requests, not the
+    /// protocol's `QueueRecord::competes` that the FIFO property checks: with the property
+    /// calling the code it checks, a wrong `competes` was wrong on both sides.
+    fn compete(&self, a: &str, b: &str) -> bool {
+        // An id names its participant whatever the acquisition (`p{c}.{n}`, [`Self::id`]): an
+        // earlier acquisition's entry may still wait in the record.
+        let request = |id: &str| {
+            let c: usize = id
+                .strip_prefix('p')
+                .and_then(|rest| rest.split('.').next())
+                .and_then(|c| c.parse().ok())
+                .expect("every id in the record is a participant's");
+            &self.requests[c]
+        };
+        let ((ma, sa), (mb, sb)) = (request(a), request(b));
+        sa.overlaps(sb)
+            && (*ma == Mode::Exclusive || *mb == Mode::Exclusive || self.permits.is_some())
     }
 
     fn entry(&self, s: &State, c: usize) -> Entry {
