@@ -664,11 +664,15 @@ struct StoppedLockHolder {
 
 impl StoppedLockHolder {
     fn start(path: &std::path::Path) -> Self {
-        // -o: the lock stays with flock itself, not with the `sleep` it runs.
+        // -o: the lock stays with flock itself, not with the `sleep` it runs. Its own process
+        // group, so that dropping the holder ends the `sleep` too: left running, it kept every
+        // descriptor it inherited (a lock file of whoever ran the tests) for two minutes.
+        use std::os::unix::process::CommandExt;
         let child = std::process::Command::new("flock")
             .arg("-o")
             .arg(path)
             .args(["sleep", "120"])
+            .process_group(0)
             .spawn()
             .expect("flock(1) is needed for this test");
         let holder = StoppedLockHolder { child };
@@ -692,6 +696,21 @@ impl StoppedLockHolder {
             unsafe { libc::kill(holder.child.id() as i32, libc::SIGSTOP) },
             0
         );
+        // A signal is only sent by kill(2): wait (bounded) until the holder is seen stopped, as
+        // the store will look for it, or a loaded machine may still show it running.
+        let stat = format!("/proc/{}/stat", holder.child.id());
+        let stopped = (0..500).any(|_| {
+            let state = std::fs::read_to_string(&stat).unwrap_or_default();
+            let seen = state
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('T'));
+            if !seen {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            seen
+        });
+        assert!(stopped, "flock was not seen stopped within 5 s");
         holder
     }
 
@@ -702,7 +721,8 @@ impl StoppedLockHolder {
 
 impl Drop for StoppedLockHolder {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SAFETY: signalling our own child's process group (flock and its `sleep`).
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.wait();
     }
 }

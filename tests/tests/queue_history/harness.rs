@@ -581,31 +581,59 @@ impl Run {
         Err(format!("{key} kept changing"))
     }
 
-    /// Delete the session of the participant labelled `label` (holder or waiter). The lock's
-    /// record lists only ids (format 2); who each participant is, its label too, is in its
-    /// session (`LOCK.q/ID`).
-    pub fn delete_session(&self, lock: &str, label: &str) -> Result<(), String> {
-        let (record, _) = self
-            .record(lock)
-            .ok_or_else(|| format!("{lock} has no queued lock's record"))?;
-        let ids: Vec<String> = ["grants", "queue"]
+    /// Delete the sessions of the participants labelled `labels` (holders or waiters), once
+    /// every one of them is in the lock's record. The record lists only ids (format 2); who
+    /// each participant is, its label too, is in its session (`LOCK.q/ID`). A waiter that logged
+    /// its request may not have joined yet: under the run's network faults a join whose reply
+    /// was lost waits for its timeout before it is resent. So this waits, bounded, until all of
+    /// them show (`Err` if they do not within `JOINED`, with the record last seen).
+    pub fn delete_sessions(&self, lock: &str, labels: &[&str]) -> Result<(), String> {
+        const JOINED: Duration = Duration::from_secs(20);
+        let deadline = Instant::now() + JOINED;
+        let ids = loop {
+            let (record, _) = self
+                .record(lock)
+                .ok_or_else(|| format!("{lock} has no queued lock's record"))?;
+            let found: Vec<Option<String>> = labels
+                .iter()
+                .map(|label| self.session_of(lock, &record, label))
+                .collect();
+            if found.iter().all(Option::is_some) {
+                break found.into_iter().flatten().collect::<Vec<_>>();
+            }
+            if Instant::now() >= deadline {
+                let missing: Vec<&str> = labels
+                    .iter()
+                    .zip(&found)
+                    .filter(|(_, id)| id.is_none())
+                    .map(|(label, _)| *label)
+                    .collect();
+                return Err(format!(
+                    "after {JOINED:?}, no session of {lock}'s record {record} is {missing:?}'s"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        for (id, label) in ids.iter().zip(labels) {
+            self.delete_object(&format!("{lock}.q/{id}"))?;
+            self.inject(
+                "delete-session",
+                json!({ "lock": lock, "id": id, "of": label }),
+            );
+        }
+        Ok(())
+    }
+
+    /// The id of the entry of `record` (granted or queued) whose session is `label`'s.
+    fn session_of(&self, lock: &str, record: &Value, label: &str) -> Option<String> {
+        ["grants", "queue"]
             .iter()
             .flat_map(|k| record[k].as_array().cloned().unwrap_or_default())
             .filter_map(|e| e["id"].as_str().map(str::to_string))
-            .collect();
-        let id = ids
-            .into_iter()
             .find(|id| {
                 self.record(&format!("{lock}.q/{id}"))
                     .is_some_and(|(session, _)| session["holder"]["label"] == label)
             })
-            .ok_or_else(|| format!("no session of {lock}'s record {record} is {label}'s"))?;
-        self.delete_object(&format!("{lock}.q/{id}"))?;
-        self.inject(
-            "delete-session",
-            json!({ "lock": lock, "id": id, "of": label }),
-        );
-        Ok(())
     }
 
     /// Rewrite the lock's record as a later version of the library could write it: a

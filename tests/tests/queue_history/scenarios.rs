@@ -334,10 +334,7 @@ pub fn deleted_session(run: &Run, p: &Params) -> Notes {
         Lang::Node,
         &[(Lang::Rust, "w"), (Lang::Python, "w2")],
         json!({ "hold_ms": 500 }),
-        |run| {
-            run.delete_session(lock, "deleted-session/h")?;
-            run.delete_session(lock, "deleted-session/w2")
-        },
+        |run| run.delete_sessions(lock, &["deleted-session/h", "deleted-session/w2"]),
     )
 }
 
