@@ -45,18 +45,20 @@ class LeaseCollector(Collector):
         samples = f["samples"]
         names = sorted({k for s in samples for k in s["labels"]})
         kind = f["type"]
+        labels = [[s["labels"][n] for n in names] for s in samples]
         if kind == "counter":
             # prometheus_client adds the _total suffix itself.
-            m: Metric = CounterMetricFamily(f["name"][: -len("_total")], f["help"], labels=names)
-            for s in samples:
-                m.add_metric([s["labels"][n] for n in names], s["value"])
-        elif kind == "gauge":
-            m = GaugeMetricFamily(f["name"], f["help"], labels=names)
-            for s in samples:
-                m.add_metric([s["labels"][n] for n in names], s["value"])
-        else:
-            m = HistogramMetricFamily(f["name"], f["help"], labels=names)
-            for s in samples:
-                buckets = [(_le(le), n) for le, n in s["buckets"]] + [("+Inf", s["count"])]
-                m.add_metric([s["labels"][n] for n in names], buckets, s["sum"])
-        return m
+            counter = CounterMetricFamily(f["name"][: -len("_total")], f["help"], labels=names)
+            for values, s in zip(labels, samples):
+                counter.add_metric(values, s["value"])
+            return counter
+        if kind == "gauge":
+            gauge = GaugeMetricFamily(f["name"], f["help"], labels=names)
+            for values, s in zip(labels, samples):
+                gauge.add_metric(values, s["value"])
+            return gauge
+        histogram = HistogramMetricFamily(f["name"], f["help"], labels=names)
+        for values, s in zip(labels, samples):
+            buckets = [(_le(le), n) for le, n in s["buckets"]] + [("+Inf", s["count"])]
+            histogram.add_metric(values, buckets, s["sum"])
+        return histogram
