@@ -35,15 +35,26 @@ function recorder() {
 }
 
 /** Hold the file store's sidecar lock of `name` in `dir` with flock(1): every renewal then
- * fails, as on an unreachable store. Resolves once the lock is held; returns the process. */
+ * fails, as on an unreachable store. Resolves once the lock is held; `release()` kills the
+ * whole process group (flock and the `sleep` that inherited the locked descriptor: killing
+ * flock alone would leave the lock held for the sleep's 60 s). */
 async function holdRecordLock(dir, name) {
   const lock = path.join(dir, `.${name}.lock`);
-  const p = spawn('flock', ['-x', lock, '-c', 'echo locked; exec sleep 60'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const p = spawn('flock', ['-x', lock, '-c', 'echo locked; exec sleep 60'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    detached: true,
+  });
+  const exited = new Promise((resolve) => p.once('exit', resolve));
   await new Promise((resolve, reject) => {
     p.stdout.once('data', resolve);
     p.once('exit', (code) => reject(new Error(`flock exited ${code}`)));
   });
-  return p;
+  return {
+    async release() {
+      process.kill(-p.pid, 'SIGKILL');
+      await exited;
+    },
+  };
 }
 
 it('health goes late then unknown and back when renewals fail', async () => {
@@ -64,7 +75,7 @@ it('health goes late then unknown and back when renewals fail', async () => {
     assert.ok(unknown.remainingMs <= 1_300, unknown.remainingMs);
     assert.ok(l.ensureHeld(0) > 0); // still held: ensureHeld keeps its meaning
   } finally {
-    locker.kill('SIGKILL');
+    await locker.release();
   }
   assert.equal((await events.next()).health, 'healthy');
   await l.release();
@@ -85,7 +96,7 @@ it('health ends lost with its reason', async () => {
     assert.equal(seen[3].remainingMs, 0);
     assert.equal(l.health, 'lost');
   } finally {
-    locker.kill('SIGKILL');
+    await locker.release();
   }
   await assert.rejects(l.release(), (e) => e.code === 'LEASE_LOST');
 });
