@@ -248,6 +248,10 @@ pub struct LeaseModel {
     pub crashes: bool,
     /// Only this client's requests suffer faults (`None`: any client's).
     pub faulty: Option<usize>,
+    /// Requests suffer faults at all (`false`: the faults are crashes only, a narrower search
+    /// for checks about what a crash means, whose interplay with the network is checked
+    /// elsewhere).
+    pub network_faults: bool,
     /// The only fault is a request held up (no lost or failed answers): a narrower search.
     pub only_delays: bool,
     /// A holder may change its ttl to this, once, while it holds (`Lease::set_ttl`).
@@ -785,7 +789,7 @@ impl Model for LeaseModel {
                 Some(Io::Request(Flight::Sent(_))) => {
                     due = true;
                     actions.push(Action::Deliver(c));
-                    if faults_left && self.faulty.is_none_or(|f| f == c) {
+                    if faults_left && self.network_faults && self.faulty.is_none_or(|f| f == c) {
                         actions.push(Action::Delay(c));
                         if !self.only_delays {
                             actions.push(Action::DelayAnswer(c));
@@ -1107,6 +1111,7 @@ pub fn base() -> LeaseModel {
         drift: false,
         crashes: false,
         faulty: None,
+        network_faults: true,
         only_delays: false,
         ttl_change: None,
         pid_namespaces: None,

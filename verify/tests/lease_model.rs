@@ -185,12 +185,16 @@ fn mutual_exclusion_when_dead_holders_are_taken_over_at_once() {
 
 /// A holder in another pid namespace (a container sharing the directory) cannot be proven gone
 /// from ours: it is waited out like a remote one (its pid names nothing, or another process,
-/// in ours), crash or not.
+/// in ours), crash or not. Crashes only: the probe under network faults is
+/// `mutual_exclusion_when_dead_holders_are_taken_over_at_once`'s, and a namespace that is not
+/// ours only makes the probe answer "unknown" (3.4 million states with faults, about 35 s, against
+/// 0.42 million, 2 s; the negative control finds the bug with no fault at all).
 #[test]
 fn a_holder_in_another_pid_namespace_is_waited_out() {
     let m = LeaseModel {
         max_faults: 1,
         crashes: true,
+        network_faults: false,
         pid_namespaces: Some(vec![0, 1]),
         ..base()
     };
@@ -199,11 +203,13 @@ fn a_holder_in_another_pid_namespace_is_waited_out() {
 
 /// Machines sharing a directory over a network file system (one pid namespace name, two
 /// boots): a holder on the other machine is never proven gone from here, crash or not.
+/// Crashes only, as above.
 #[test]
 fn a_holder_on_another_machine_is_waited_out() {
     let m = LeaseModel {
         max_faults: 1,
         crashes: true,
+        network_faults: false,
         pid_namespaces: Some(vec![0, 0]),
         boots: vec![0, 1],
         ..base()
