@@ -43,15 +43,21 @@ func holdRecordLock(t *testing.T, dir, name string) func() {
 	return func() { _ = f.Close() }
 }
 
-func TestHealthLateUnknownAndBack(t *testing.T) {
+// heldWithHealth acquires lease "h" (ttl 3 s) on a file store in a new directory and
+// subscribes to its health; the lease is closed when the test ends.
+func heldWithHealth(t *testing.T) (string, *Lease, <-chan HealthEvent) {
 	dir := t.TempDir()
 	s := open(t, "file://"+dir)
 	l, err := s.Acquire(context.Background(), "h", &Options{TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	ch := l.HealthChanges()
+	t.Cleanup(func() { _ = l.Close() })
+	return dir, l, l.HealthChanges()
+}
+
+func TestHealthLateUnknownAndBack(t *testing.T) {
+	dir, l, ch := heldWithHealth(t)
 	if e := nextHealth(t, ch); e.Health != HealthHealthy || e.Reason != "" {
 		t.Fatalf("first: %+v", e)
 	}
@@ -77,14 +83,7 @@ func TestHealthLateUnknownAndBack(t *testing.T) {
 }
 
 func TestHealthEndsLost(t *testing.T) {
-	dir := t.TempDir()
-	s := open(t, "file://"+dir)
-	l, err := s.Acquire(context.Background(), "h", &Options{TTL: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ch := l.HealthChanges()
+	dir, _, ch := heldWithHealth(t)
 	unlock := holdRecordLock(t, dir, "h")
 	defer unlock()
 	var seen []string

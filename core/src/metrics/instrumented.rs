@@ -63,21 +63,31 @@ fn started() -> StdInstant {
     StdInstant::now()
 }
 
-fn finish<T>(
+/// Run one store request `op` on `key` in its tracing span, and count it: its status (what
+/// `status_of` reads from the answer, or the error's), latency and bytes.
+async fn counted<T>(
     store: &'static str,
-    kind: &'static str,
-    start: StdInstant,
+    op: &'static str,
+    key: &str,
     sent: u64,
-    result: &Result<T>,
+    request: impl std::future::Future<Output = Result<T>>,
     status_of: impl Fn(&T) -> (&'static str, u64),
-) {
-    let took: Duration = start.elapsed();
-    let (status, received) = match result {
-        Ok(v) => status_of(v),
-        Err(e) => (error_status(e), 0),
-    };
-    tracing::Span::current().record("status", status);
-    super::request(store, kind, status, took, sent, received);
+) -> Result<T> {
+    let span = tracing::debug_span!("store", store, op, key, status = tracing::field::Empty);
+    async {
+        let start = started();
+        let result = request.await;
+        let took: Duration = start.elapsed();
+        let (status, received) = match &result {
+            Ok(v) => status_of(v),
+            Err(e) => (error_status(e), 0),
+        };
+        tracing::Span::current().record("status", status);
+        super::request(store, op, status, took, sent, received);
+        result
+    }
+    .instrument(span)
+    .await
 }
 
 #[async_trait]
@@ -110,71 +120,53 @@ impl Store for Instrumented {
     }
 
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get> {
-        let span = tracing::debug_span!(
-            "store",
-            store = self.kind,
-            op = "get",
+        counted(
+            self.kind,
+            "get",
             key,
-            status = tracing::field::Empty
-        );
-        async {
-            let start = started();
-            let result = self.inner.get(key, opts).await;
-            finish(self.kind, "get", start, 0, &result, |g| match g {
+            0,
+            self.inner.get(key, opts),
+            |g| match g {
                 Get::Found(o) => ("200", o.bytes.as_ref().map_or(0, |b| b.len() as u64)),
                 Get::NotModified { .. } => ("304", 0),
                 Get::NotFound { .. } => ("404", 0),
-            });
-            result
-        }
-        .instrument(span)
+            },
+        )
         .await
     }
 
     async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put> {
-        let kind = match cond {
+        let op = match cond {
             Cond::Create => "create",
             Cond::Match(_) => "update",
         };
-        let span = tracing::debug_span!(
-            "store",
-            store = self.kind,
-            op = kind,
+        let sent = bytes.len() as u64;
+        counted(
+            self.kind,
+            op,
             key,
-            status = tracing::field::Empty
-        );
-        async {
-            let start = started();
-            let sent = bytes.len() as u64;
-            let result = self.inner.put(key, bytes, cond, meta).await;
-            finish(self.kind, kind, start, sent, &result, |p| match p {
+            sent,
+            self.inner.put(key, bytes, cond, meta),
+            |p| match p {
                 Put::Written { .. } => ("200", 0),
                 Put::ConditionFailed => ("412", 0),
-            });
-            result
-        }
-        .instrument(span)
+            },
+        )
         .await
     }
 
     async fn delete(&self, key: &str, version: &Version) -> Result<Delete> {
-        let span = tracing::debug_span!(
-            "store",
-            store = self.kind,
-            op = "delete",
+        counted(
+            self.kind,
+            "delete",
             key,
-            status = tracing::field::Empty
-        );
-        async {
-            let start = started();
-            let result = self.inner.delete(key, version).await;
-            finish(self.kind, "delete", start, 0, &result, |d| match d {
+            0,
+            self.inner.delete(key, version),
+            |d| match d {
                 Delete::Deleted => ("200", 0),
                 Delete::ConditionFailed => ("412", 0),
-            });
-            result
-        }
-        .instrument(span)
+            },
+        )
         .await
     }
 

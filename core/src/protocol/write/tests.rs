@@ -38,6 +38,16 @@ fn outcome(s: WriteStep) -> Result<Written> {
     }
 }
 
+/// The step sends our record again, with the same condition.
+fn assert_resent(s: WriteStep, cond: &Cond) {
+    match s {
+        WriteStep::Put { bytes, cond: again } => {
+            assert_eq!((bytes, &again), (ours().to_bytes(), cond));
+        }
+        other => panic!("expected the write sent again, got {other:?}"),
+    }
+}
+
 fn unavailable() -> Error {
     Error::unavailable("no answer")
 }
@@ -178,12 +188,7 @@ fn where_the_condition_still_holds_the_same_bytes_are_sent_again_after_a_backoff
             step(&mut w, read(current.clone()), 2.0),
             WriteStep::Sleep(d) if d == secs(0.05)
         ));
-        match step(&mut w, WriteEvent::Slept, 2.05) {
-            WriteStep::Put { bytes, cond: again } => {
-                assert_eq!((bytes, again), (ours().to_bytes(), cond.clone()));
-            }
-            other => panic!("{other:?}"),
-        }
+        assert_resent(step(&mut w, WriteEvent::Slept, 2.05), &cond);
         assert_eq!(w.t_send(), Some(at(0.0)), "t_send stays the first send's");
         step(&mut w, WriteEvent::Put(Err(unavailable())), 3.0);
         assert!(matches!(
@@ -269,12 +274,8 @@ fn after_failed_read_backs_a_write_not_landed_is_sent_again_at_once() {
             step(&mut w, WriteEvent::Slept, 1.05),
             WriteStep::Read
         ));
-        match step(&mut w, read(current.clone()), 1.1) {
-            WriteStep::Put { bytes, cond: again } => {
-                assert_eq!((bytes, again), (ours().to_bytes(), cond.clone()));
-            }
-            other => panic!("expected the write sent again at once, got {other:?}"),
-        }
+        // Sent again at once.
+        assert_resent(step(&mut w, read(current.clone()), 1.1), &cond);
         assert_eq!(w.t_send(), Some(at(0.0)), "t_send stays the first send's");
         // The resend fails too, and the store answers at once: now it pauses again, so two
         // sends are never back to back.
