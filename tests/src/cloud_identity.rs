@@ -433,7 +433,8 @@ pub fn azure_shared_key(account: &str, key_b64: &str) -> Rewrite {
     })
 }
 
-fn percent_decode(s: &str) -> String {
+/// `%XX` escapes decoded (form bodies here; a GCS object path in `write_limit`).
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

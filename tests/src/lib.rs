@@ -1,4 +1,5 @@
-//! Helpers shared by the system tests and their binaries: the fault-injection proxy, the
+//! Helpers shared by the system tests and their binaries: the fault-injection proxy and the
+//! stores' per-object limits it can play (`write_limit`), the
 //! stand-ins for the clouds' token endpoints (`cloud_identity`), the history checker of the
 //! multi-process tests (`history`), the clock the histories share and the lookup of the store
 //! test servers (`server`).
@@ -6,6 +7,7 @@
 pub mod cloud_identity;
 pub mod history;
 pub mod proxy;
+pub mod write_limit;
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock every process of this machine shares, which a
 /// step of the wall clock does not move (the histories' timestamps).

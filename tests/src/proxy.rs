@@ -24,6 +24,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::monotonic_ns;
+use crate::write_limit::{object_of, Limit, Limiter};
 
 /// What the proxy does to one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +198,7 @@ struct State {
     strip_conditions: bool,
     counts: Counts,
     applied: Vec<Applied>,
+    limiter: Option<Limiter>,
 }
 
 /// A running proxy. Dropping it stops accepting connections.
@@ -321,6 +323,24 @@ impl FaultProxy {
     /// Every fault applied so far, in order.
     pub fn applied(&self) -> Vec<Applied> {
         self.state.lock().unwrap().applied.clone()
+    }
+
+    /// Play a store's per-object request limit (see [`crate::write_limit`]): `per_s` requests a
+    /// second on one object, up to `burst` at once; beyond it the store's own throttling reply
+    /// (S3 503 `SlowDown`, GCS 429, Azure 503 `ServerBusy`), not forwarded. `None`: no limit.
+    pub fn set_write_limit(&self, limit: Option<(Limit, f64, f64)>) {
+        self.state.lock().unwrap().limiter =
+            limit.map(|(l, per_s, burst)| Limiter::new(l, per_s, burst));
+    }
+
+    /// Requests answered with the write limit's throttling reply so far.
+    pub fn throttled(&self) -> u64 {
+        self.state
+            .lock()
+            .unwrap()
+            .limiter
+            .as_ref()
+            .map_or(0, |l| l.throttled)
     }
 
     pub fn reset_counts(&self) {
@@ -540,13 +560,34 @@ async fn serve(
         // The request's path and query.
         let target = words.next().unwrap_or("").to_string();
         let body = read_body(&mut cr, &head, true, false).await?;
-        let fault = {
+        let throttle = {
             let mut st = state.lock().unwrap();
             st.counts
                 .requests
                 .entry(request_kind(&method, &head))
                 .and_modify(|n| *n += 1)
                 .or_insert(1);
+            // A store's per-object limit comes first: beyond it the store answers at once.
+            if let Some(l) = st.limiter.as_mut() {
+                if l.limit.counts(&method)
+                    && !l.admit(&object_of(&target, &body), std::time::Instant::now())
+                {
+                    let limit = l.limit;
+                    *st.counts.statuses.entry(limit.status()).or_insert(0) += 1;
+                    Some(limit)
+                } else {
+                    None
+                }
+            } else {
+                None
+            }
+        };
+        if let Some(limit) = throttle {
+            cw.write_all(&limit.reply()).await?;
+            continue;
+        }
+        let fault = {
+            let mut st = state.lock().unwrap();
             let fault = st.decide(&method);
             if let Some(f) = fault {
                 st.counts.faults += 1;

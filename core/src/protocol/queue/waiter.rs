@@ -255,6 +255,11 @@ pub struct Waiter {
     start: Instant,
     last_answer: Instant,
     backoff: Backoff,
+    /// A write of ours was refused `Unavailable` and none has been answered since. A store
+    /// that throttles one hot object's writes (S3 503 `SlowDown`, GCS 429) still answers its
+    /// reads, so an answered read then does not start the backoff over: only an answered
+    /// write does (issue 24).
+    writes_refused: bool,
     cancelled: bool,
     /// A `Date` was found ahead of the store's own stamps (or no stamp could be had): the
     /// driver says so once.
@@ -278,6 +283,7 @@ impl Waiter {
             phase: Phase::Idle,
             start: now,
             last_answer: now,
+            writes_refused: false,
             cancelled: false,
             date_refused: false,
         }
@@ -447,7 +453,9 @@ impl Waiter {
             Err(e) => return self.retry_later(e, now, entropy),
         };
         self.last_answer = now;
-        self.backoff = Backoff::for_timing(&self.plan.timing);
+        if !self.writes_refused {
+            self.backoff = Backoff::for_timing(&self.plan.timing);
+        }
         match &get {
             // Nothing we keep changes. (The record's `sent` is not moved to this read: it only
             // dates a grant, and a grant is seen in a `Found` answer or in our own write's —
@@ -493,6 +501,15 @@ impl Waiter {
         entropy: &dyn Entropy,
     ) -> Step {
         let now = ctx.now;
+        match &r {
+            // The store takes our writes again (a failed condition is an answer too).
+            Ok(_) => {
+                self.writes_refused = false;
+                self.backoff = Backoff::for_timing(&self.plan.timing);
+            }
+            // Refused (`Unavailable`: retried below); any other error ends the wait.
+            Err(_) => self.writes_refused = true,
+        }
         match r {
             Ok(Put::Written { version, .. }) => {
                 self.last_answer = now;

@@ -1075,3 +1075,59 @@ fn a_session_that_shows_nothing_is_read_again_one_poll_later() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A store that refuses writes to one hot object (S3 503 `SlowDown`, GCS 429) but answers
+/// reads: a join refused again and again must back off further each time (issue 24). A read
+/// answered in between says the store is up, not that the object takes writes again, so it
+/// must not start the backoff over (before this, every pause was the first one, 50 ms, so a
+/// throttled waiter wrote 20 times a second into a record its store was refusing).
+#[test]
+fn a_write_refused_again_and_again_backs_off_further_though_reads_are_answered() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
+    r.join_write(step);
+    let mut pauses = vec![];
+    let mut t = 0.0;
+    for _ in 0..5 {
+        let until = match r.step(Event::Wrote(Err(Error::unavailable("503 SlowDown")))) {
+            Step::Sleep { until } => until,
+            other => panic!("not a pause after a refused write: {other:?}"),
+        };
+        pauses.push(until - r.now);
+        t += (until - r.now).as_secs_f64();
+        r.at(t);
+        let answer = match r.step(Event::Slept) {
+            Step::ReadRecord {
+                if_none_match: Some(_),
+            } => Get::NotModified { server_now: None },
+            Step::ReadRecord {
+                if_none_match: None,
+            } => found(&held_by_a().to_bytes(), 4),
+            other => panic!("not a read after the pause: {other:?}"),
+        };
+        match r.step(Event::Record(Ok(answer))) {
+            Step::WriteRecord { why, .. } => assert_eq!(why, Why::Join),
+            other => panic!("the join is not sent again: {other:?}"),
+        }
+    }
+    let ms: Vec<u128> = pauses.iter().map(|d| d.as_millis()).collect();
+    assert_eq!(
+        ms,
+        [50, 100, 200, 400, 800],
+        "pauses after each refused join"
+    );
+    // An answered write (here a failed condition: someone else's write won) starts the
+    // backoff over: the store takes writes again.
+    assert!(matches!(
+        r.step(Event::Wrote(Ok(Put::ConditionFailed))),
+        Step::ReadRecord { .. }
+    ));
+    match r.step(Event::Record(Ok(found(&held_by_a().to_bytes(), 4)))) {
+        Step::WriteRecord { why, .. } => assert_eq!(why, Why::Join),
+        other => panic!("the join is not sent again: {other:?}"),
+    }
+    match r.step(Event::Wrote(Err(Error::unavailable("503 SlowDown")))) {
+        Step::Sleep { until } => assert_eq!(until - r.now, Duration::from_millis(50)),
+        other => panic!("{other:?}"),
+    }
+}
