@@ -66,6 +66,18 @@ typedef enum lease_mode {
   LEASE_MODE_SHARED = 2,
 } lease_mode;
 
+// A held lease's health (docs/protocol.md §4).
+typedef enum lease_health {
+  // Renewals are landing.
+  LEASE_HEALTH_HEALTHY = 0,
+  // A renewal failed or is slow; the deadline is still far.
+  LEASE_HEALTH_LATE = 1,
+  // No renewal landed and the deadline is near: act only through fenced writes.
+  LEASE_HEALTH_UNKNOWN = 2,
+  // No longer held: lost, expired or released.
+  LEASE_HEALTH_LOST = 3,
+} lease_health;
+
 // A held lease. Renewed in the background on the runtime until released, lost or freed.
 // Thread-safe: any thread may read it, release it, or register callbacks.
 typedef struct lease lease;
@@ -154,6 +166,16 @@ typedef struct lease_options {
 // Called once when a lease is lost: `user_data` as given to `lease_on_lost`, and a one-line
 // reason (borrowed: valid only during the call).
 typedef void (*lease_lost_callback)(void *user_data, const char *reason);
+
+// Called with the current health, then at each change: `user_data` as given to
+// `lease_on_health`, the health, the milliseconds left, and why it was lost (`expired`,
+// `taken_over`, `broken`, `vanished`, `overwritten`; a queued lock's grant:
+// `session_deleted`, `removed`, `lock_replaced`; borrowed, valid only during the call) or
+// NULL.
+typedef void (*lease_health_callback)(void *user_data,
+                                      enum lease_health health,
+                                      uint64_t remaining_ms,
+                                      const char *reason);
 
 #ifdef __cplusplus
 extern "C" {
@@ -415,6 +437,43 @@ enum lease_code lease_release(const struct lease *l, struct lease_error **err);
 // `l` is NULL or a lease from `lease_acquire`, not freed before and not in use by another
 // thread during or after this call.
 void lease_free(struct lease *l);
+
+// The lease's health now; `LEASE_HEALTH_LOST` for NULL.
+//
+// # Safety
+// `l` is NULL or a live lease.
+enum lease_health lease_health_now(const struct lease *l);
+
+// Call `callback(user_data, health, remaining_ms, reason)` with the current health, then at
+// each change (`healthy` → `late` → `unknown` → `lost`, or back to `healthy` when a renewal
+// lands), in order, from one runtime thread; a release ends the calls without one. Never
+// called (nor still running) after `lease_free` returns. Same rules as a lost callback: keep
+// it short, never block, never call blocking functions, never unwind.
+//
+// Returns `LEASE_OK`, or `LEASE_INVALID` if `l` or `callback` is NULL.
+//
+// # Safety
+// `l` is NULL or a live lease; `callback` is NULL or a function safe to call from any thread
+// with `user_data`, which must stay valid until `lease_free(l)` has returned.
+enum lease_code lease_on_health(const struct lease *l,
+                                lease_health_callback callback,
+                                void *user_data);
+
+// This process's lease metrics as JSON: a list of `{name, help, type, samples}`, each sample
+// `{labels: {…}, value}` or, for a histogram, `{labels, buckets: [[le, cumulative count], …],
+// sum, count}` (the numbers every language shares). Writes a new string to `*json_out` (free
+// it with `lease_string_free`).
+//
+// # Safety
+// `json_out` points to writable storage for a pointer.
+enum lease_code lease_metrics_json(char **json_out);
+
+// This process's lease metrics in the Prometheus (OpenMetrics) text format. Writes a new
+// string to `*text_out` (free it with `lease_string_free`).
+//
+// # Safety
+// `text_out` points to writable storage for a pointer.
+enum lease_code lease_metrics_text(char **text_out);
 
 // The fencing token of a lease, `LEASE_URL#EPOCH@HOLDER` (e.g.
 // `s3://bucket/locks/gc#1767225600000@3f2a9c…`): the value to hand to resources that check it

@@ -70,6 +70,17 @@ export interface Lease {
   ): Promise<string>
 }
 
+/** One metric family of `metrics()`: counters end in `_total`; units are seconds, bytes, dollars. */
+export interface MetricFamily {
+  name: string
+  help: string
+  type: 'counter' | 'gauge' | 'histogram'
+  samples: Array<
+    | { labels: Record<string, string>; value: number }
+    | { labels: Record<string, string>; buckets: Array<[number, number]>; sum: number; count: number }
+  >
+}
+
 /**
  * One participant in a leader election on one lease: `campaign()` resolves once it leads
  * (holding the lease), `resign()` releases it, `leader()` and `observe()` tell everyone who
@@ -214,6 +225,18 @@ export declare class Lease {
    * deletes (the file store; S3 with `conditional_delete`), else rejects with `LEASE_STORE`.
    */
   fencedDelete(key: string): Promise<boolean>
+  /**
+   * The lease's health now: `healthy` (renewals landing), `late` (a renewal failed or is
+   * slow, the deadline still far), `unknown` (the deadline is near and no renewal landed:
+   * act only through fenced writes) or `lost` (docs/protocol.md §4).
+   */
+  get health(): 'healthy' | 'late' | 'unknown' | 'lost'
+  /**
+   * Call `callback(event)` on the JavaScript thread with the current health, then at each
+   * change, in order (a release ends the calls without one). Does not keep the process
+   * alive.
+   */
+  onHealth(callback: (event: HealthEvent) => void): void
 }
 
 /**
@@ -291,6 +314,18 @@ export interface Grant {
   range: [number, number] | null
   /** The lock's permits, when it is a semaphore (`null` otherwise). */
   permits: number | null
+}
+
+/** A change of a held lease's health (`Lease.onHealth`). */
+export interface HealthEvent {
+  health: 'healthy' | 'late' | 'unknown' | 'lost'
+  /** Milliseconds the holder may still rely on the lease (0 once lost). */
+  remainingMs: number
+  /**
+   * Why it was lost: `expired`, `taken_over`, `broken`, `vanished`, `overwritten`; a queued
+   * lock's grant: `session_deleted`, `removed`, `lock_replaced`.
+   */
+  reason?: string
 }
 
 /** Who holds (or last held) a lease. */
@@ -379,6 +414,17 @@ export interface LeaseOptions {
   owner?: string
 }
 
+/**
+ * This process's lease metrics (the numbers every language shares): a list of `{ name, help,
+ * type, samples }`, each sample `{ labels, value }` or, for a histogram, `{ labels, buckets:
+ * [[le, cumulative count], …], sum, count }`. `bucket-lease/prometheus` hands them to
+ * prom-client.
+ */
+export declare function metrics(): MetricFamily[]
+
+/** This process's lease metrics in the Prometheus (OpenMetrics) text format. */
+export declare function metricsText(): string
+
 /** A fencing token taken apart. */
 export interface ParsedToken {
   /** The lease's URL. */
@@ -461,6 +507,25 @@ export interface Status {
    * broken, released, gone): the waiters remove them (`null` for a lease).
    */
   departing: Participant[] | null
+  /** The tenures before the current one, most recent first (at most 10). */
+  history: Array<Tenure>
+}
+
+/**
+ * A past tenure of a lease (`Status.history`): who held it, from when to when, and how it
+ * ended.
+ */
+export interface Tenure {
+  epoch: number
+  holder: Holder
+  acquiredAt: string | null
+  endedAt: string | null
+  /**
+   * `released`, `expired` (taken over after its deadline), `broken` (by an operator, `by`)
+   * or `deleted` (the record was deleted while held).
+   */
+  end: string
+  by: string | null
 }
 
 /** Try once: the lease, or `null` when someone else holds it. */

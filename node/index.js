@@ -251,6 +251,17 @@ async function status(url) {
   return native.status(checkUrl(url));
 }
 
+/** This process's lease metrics, the numbers every language shares (`bucket-lease/prometheus`
+ * hands them to prom-client). */
+function metrics() {
+  return native.metrics();
+}
+
+/** This process's lease metrics in the Prometheus (OpenMetrics) text format. */
+function metricsText() {
+  return native.metricsText();
+}
+
 function watchOptions(options) {
   const o = checkOptionsObject(options, 'options');
   checkKnown(o, ['pollInterval', 'signal'], 'watch()');
@@ -587,6 +598,8 @@ module.exports = {
   acquire,
   tryAcquire,
   status,
+  metrics,
+  metricsText,
   watch,
   fencedGet,
   parseToken,

@@ -9,6 +9,8 @@ export const {
   acquire,
   tryAcquire,
   status,
+  metrics,
+  metricsText,
   watch,
   fencedGet,
   parseToken,

@@ -132,6 +132,13 @@ go_tests() {
 }
 step "go vet + go test -race ./... (bindings/go)" go_tests
 
+# --- The client_golang collector of the lease metrics: a module of its own, so that only the
+# programs that want Prometheus depend on client_golang.
+prometheus_tests() {
+  (export PKG_CONFIG_PATH=$PC_PATH; cd bindings/go/prometheus && go vet ./... && go test -count=1 ./...)
+}
+step "go prometheus collector (bindings/go/prometheus)" prometheus_tests
+
 # --- pgfence (fencing at PostgreSQL): its tests are a module of their own, so that pgx is a
 # dependency of the tests only. The histories run the Go worker (docs/postgres.md).
 pgfence_tests() {

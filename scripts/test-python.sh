@@ -45,7 +45,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
   "pip>=23" "pytest==8.3.5" "mypy==1.15.0" "filelock==3.18.0" \
-  "psycopg[binary]==3.3.9" "asyncpg==0.32.0"
+  "psycopg[binary]==3.3.9" "asyncpg==0.32.0" "prometheus_client==0.21.1"
 
 # --- The CLI (for `lease break`) and the Rust baseline of the benchmark, with the same
 # --target as the extension.

@@ -372,6 +372,7 @@ type Lease struct {
 	storeURL string
 	lost     *lostState
 	handle   cgo.Handle
+	health   *healthState
 	// A Release returned nil: the holder gave the lease up, so Lost() stays open even when the
 	// *Lease is collected afterwards.
 	released atomic.Bool
@@ -587,6 +588,9 @@ func (l *Lease) Close() error {
 		C.lease_free(l.ptr) // after this no lost callback runs: the handle can go
 		l.ptr = nil
 		l.handle.Delete()
+		if l.health != nil {
+			l.health.end()
+		}
 	}
 	runtime.SetFinalizer(l, nil)
 	return err
@@ -625,6 +629,8 @@ type Status struct {
 	Permits uint32
 	Holders []Participant
 	Waiting []Participant
+	// History lists the tenures before the current one, most recent first (at most 10).
+	History []Tenure
 }
 
 // Participant is a holder or a waiter of a queued lock (Status.Holders, Status.Waiting).
@@ -711,6 +717,7 @@ func (s *Store) Status(name string) (*Status, error) {
 		Permits     uint32            `json:"permits"`
 		Holders     []participantJSON `json:"holders"`
 		Waiting     []participantJSON `json:"waiting"`
+		History     []Tenure          `json:"history"`
 	}
 	if err := json.Unmarshal([]byte(raw), &j); err != nil {
 		return nil, newError(CodeInternal, "cannot parse the status liblease returned: "+err.Error())
@@ -720,5 +727,6 @@ func (s *Store) Status(name string) (*Status, error) {
 		TTL: time.Duration(j.TTLMs) * time.Millisecond, ExpiresIn: time.Duration(j.ExpiresInMs) * time.Millisecond,
 		Data: j.Data, AcquiredAt: j.AcquiredAt, RenewedAt: j.RenewedAt, Detail: j.Detail,
 		Permits: j.Permits, Holders: participants(j.Holders), Waiting: participants(j.Waiting),
+		History: j.History,
 	}, nil
 }

@@ -5,7 +5,9 @@
 //! exported to the child.
 
 mod exit;
+mod health;
 mod hints;
+mod metrics;
 mod reaper;
 mod run;
 mod show;
@@ -30,6 +32,7 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant)] // parsed once per process; boxing buys nothing
 enum Command {
     /// Run CMD only while holding LEASE; stop it if the lease is lost.
     Run(RunArgs),
@@ -38,16 +41,23 @@ enum Command {
         /// A lease URL (s3://bucket/key, gs://bucket/key, az://account/container/key,
         /// file:///path, memory://ns/key) or a bare name.
         lease: String,
-        /// Print JSON: state, epoch, holder (id, label, host, pid), ttl_ms, expires_in_ms.
+        /// Print JSON: state, epoch, holder (id, label, host, pid), ttl_ms, expires_in_ms,
+        /// history.
         #[arg(long)]
         json: bool,
+        /// Also list the earlier tenures (epoch, holder, acquired and ended at, how each
+        /// ended), most recent first; `--json` always has them as `history`.
+        #[arg(long)]
+        history: bool,
     },
     /// Print one line per change of LEASE until interrupted.
     Watch {
         /// A lease URL (s3://bucket/key, gs://bucket/key, az://account/container/key,
         /// file:///path, memory://ns/key) or a bare name.
         lease: String,
-        /// Print one JSON object per line, with the fields of `lease status --json`.
+        /// Print one JSON object per change, with the fields of `lease status --json` plus
+        /// `reason` (initial, acquired, taken_over, released, expired, broken, deleted,
+        /// corrupt, data, changed) and `time`: lines for alerting. Read-only: never contends.
         #[arg(long)]
         json: bool,
         /// How often to poll the store.
@@ -150,6 +160,14 @@ pub struct RunArgs {
     /// once.
     #[arg(long, value_parser = duration)]
     pub kill_after: Option<Duration>,
+    /// Serve this process's metrics in the Prometheus text format at http://ADDR/metrics
+    /// (e.g. 127.0.0.1:9464) while `lease run` runs.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// With --metrics: once the command has ended and the lease is released, wait at most
+    /// this long for one more scrape, so the last counts reach Prometheus.
+    #[arg(long, value_parser = duration, value_name = "DUR", requires = "metrics")]
+    pub metrics_linger: Option<Duration>,
     /// Exit code when the lease is held by someone else (with -n, or after --wait ran out).
     #[arg(short = 'E', long, default_value_t = exit::HELD, value_name = "CODE")]
     pub conflict_exit_code: u8,
@@ -262,7 +280,11 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match command {
             Command::Run(args) => run::run(args).await,
-            Command::Status { lease, json } => show::status(&lease, json).await,
+            Command::Status {
+                lease,
+                json,
+                history,
+            } => show::status(&lease, json, history).await,
             Command::Watch { lease, json, poll } => show::watch(&lease, json, poll).await,
             Command::Break {
                 lease,

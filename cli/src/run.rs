@@ -25,12 +25,13 @@ use std::io::Write;
 use std::time::Duration;
 
 use lease::clock::{Clock, SystemClock};
-use lease::options::Timing;
+use lease::options::{default_kill_after, longest_kill_after, stop_margin, Timing};
 use lease::{format_duration, Client, ErrorKind, Lease, LeaseOptions, Scope};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::exit::{self, Exit};
+use crate::health::HealthFile;
 use crate::reaper::{boot_clock, kill_group, Reaper, Report};
 use crate::RunArgs;
 
@@ -133,13 +134,12 @@ struct Limits {
 impl Limits {
     fn new(timing: &Timing, kill_after: Option<Duration>) -> Result<Limits, Exit> {
         let ttl = timing.ttl;
-        let margin = (ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        let margin = stop_margin(ttl);
         // A renewal is due when ttl − renew is left and may take a whole request timeout;
         // stopping must not begin before that, or a healthy command would be stopped.
-        let renewal_done = timing.renew + timing.request_timeout;
-        let longest = ttl.saturating_sub(renewal_done + margin);
+        let longest = longest_kill_after(ttl, timing.renew, timing.request_timeout);
         let kill_after = match kill_after {
-            None => (ttl / 3).min(Duration::from_secs(10)).min(longest),
+            None => default_kill_after(ttl, timing.renew, timing.request_timeout),
             Some(k) if k > longest => {
                 return Err(Exit::fail(
                     exit::USAGE,
@@ -217,6 +217,8 @@ fn lease_options(args: &RunArgs) -> Result<LeaseOptions, Exit> {
         opts = opts.queue();
     }
     opts.poll_interval = args.poll;
+    // Health turns `unknown` when the command gets SIGTERM (kill-after + margin left).
+    opts.kill_after = args.kill_after;
     opts.data = args.data.clone();
     opts.unavailable_timeout = args.unavailable_timeout;
     opts.wait = if args.no_wait {
@@ -263,11 +265,29 @@ async fn acquire(
 
 pub async fn run(args: RunArgs) -> Result<Exit, Exit> {
     let (client, key) = Client::for_url(&args.lease)?;
-    let mut opts = lease_options(&args)?;
+    let opts = lease_options(&args)?;
     let limits = Limits::new(
         &opts.timing(&client.store().capabilities())?,
         args.kill_after,
     )?;
+    let metrics = match args.metrics {
+        Some(addr) => Some(crate::metrics::Server::start(addr).await?),
+        None => None,
+    };
+    let result = run_held(&args, &client, &key, opts, limits).await;
+    if let (Some(server), Some(bound)) = (&metrics, args.metrics_linger) {
+        server.linger(bound).await;
+    }
+    result
+}
+
+async fn run_held(
+    args: &RunArgs,
+    client: &Client,
+    key: &str,
+    mut opts: LeaseOptions,
+    limits: Limits,
+) -> Result<Exit, Exit> {
     let mut signals = Signals::new()?;
     // The reaper first, so that the lease's record names it: a waiter on this machine takes
     // the lease over early only once this process and the reaper, which outlives the command,
@@ -280,7 +300,7 @@ pub async fn run(args: RunArgs) -> Result<Exit, Exit> {
     };
     let mut reaper = Reaper::spawn(&args.command, limits.margin).map_err(cannot_start)?;
     opts.companion_pids = reaper.pid().into_iter().collect();
-    let held = match acquire(&args, &client, &key, &opts, &mut signals).await {
+    let held = match acquire(args, client, key, &opts, &mut signals).await {
         Ok(held) => held,
         Err(e) => {
             reaper.abandon().await;
@@ -297,11 +317,24 @@ pub async fn run(args: RunArgs) -> Result<Exit, Exit> {
         ));
     }
 
+    let health = match HealthFile::create() {
+        Ok(file) => file,
+        Err(e) => {
+            let _ = held.release().await;
+            reaper.abandon().await;
+            return Err(Exit::fail(
+                exit::INTERNAL,
+                format!("cannot create the health file in the temporary directory: {e}"),
+            ));
+        }
+    };
+    health.follow(&held);
     let env = [
         ("LEASE_URL", held.url().to_string()),
         ("LEASE_EPOCH", held.epoch().to_string()),
         ("LEASE_TOKEN", held.token().to_string()),
         ("LEASE_HOLDER_ID", held.holder().id.clone()),
+        ("LEASE_HEALTH_FILE", health.path().display().to_string()),
     ];
     if let Err(e) = reaper.start(&env, deadline_of(&held)) {
         let _ = held.release().await;
@@ -323,8 +356,9 @@ pub async fn run(args: RunArgs) -> Result<Exit, Exit> {
         }
     };
     Supervisor {
-        args: &args,
+        args,
         held: &held,
+        health: &health,
         reaper: &mut reaper,
         group,
         limits,
@@ -346,6 +380,8 @@ enum Ending {
 struct Supervisor<'a> {
     args: &'a RunArgs,
     held: &'a Lease,
+    /// The file the command reads its lease's health from.
+    health: &'a HealthFile,
     reaper: &'a mut Reaper,
     /// The command's process group.
     group: i32,
@@ -373,6 +409,9 @@ impl Supervisor<'_> {
                         format_duration(left),
                         format_duration(self.limits.margin)
                     );
+                    // The command may read its health file when SIGTERM comes: it says
+                    // `unknown` by then (SIGTERM goes out when `unknown` begins).
+                    self.health.write_now(held);
                     kill_group(self.group, libc::SIGTERM);
                     self.ending = Some(Ending::Late);
                 } else {

@@ -123,15 +123,47 @@ fn one_line(s: &Status) -> String {
     line
 }
 
-pub async fn status(url: &str, json: bool) -> Result<Exit, Exit> {
+/// The tenures before the current one, most recent first: one line each.
+fn history_lines(s: &Status) -> String {
+    let mut out = format!("history:    {} earlier tenures\n", s.history.len());
+    for t in &s.history {
+        let by =
+            t.by.as_deref()
+                .map(|b| format!(" by {b}"))
+                .unwrap_or_default();
+        out += &format!(
+            "  epoch {}  {}  {} .. {}  {}{by}\n",
+            t.epoch,
+            t.holder.describe(),
+            t.acquired_at.as_deref().unwrap_or("?"),
+            t.ended_at.as_deref().unwrap_or("?"),
+            t.end,
+        );
+    }
+    out
+}
+
+pub async fn status(url: &str, json: bool, history: bool) -> Result<Exit, Exit> {
     let (client, key) = Client::for_url(url)?;
     let s = client.status(&key).await?;
     if json {
         println!("{}", s.to_json());
     } else {
         print!("{}", human(&s));
+        if history {
+            print!("{}", history_lines(&s));
+        }
     }
     Ok(Exit::ok())
+}
+
+/// A `lease watch --json` line: the status's keys, plus `reason` (what changed,
+/// [`Status::transition`]) and `time` (when this watcher saw it, RFC 3339).
+fn watch_json(s: &Status, before: Option<&Status>) -> serde_json::Value {
+    let mut v = s.to_json();
+    v["reason"] = s.transition(before).into();
+    v["time"] = lease::record::timestamp(SystemClock.wall()).into();
+    v
 }
 
 pub async fn watch(url: &str, json: bool, poll: Duration) -> Result<Exit, Exit> {
@@ -141,12 +173,14 @@ pub async fn watch(url: &str, json: bool, poll: Duration) -> Result<Exit, Exit> 
         let _ = tokio::signal::ctrl_c().await;
     };
     tokio::pin!(interrupted);
+    let mut before: Option<Status> = None;
     loop {
         tokio::select! {
             s = watcher.next() => {
                 let s = s?;
                 if json {
-                    println!("{}", s.to_json());
+                    println!("{}", watch_json(&s, before.as_ref()));
+                    before = Some(s);
                 } else {
                     println!("{}", one_line(&s));
                 }

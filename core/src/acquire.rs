@@ -20,6 +20,7 @@ use crate::duration::format_duration;
 use crate::error::{Error, Result};
 use crate::io::Io;
 use crate::lease::Lease;
+use crate::metrics;
 use crate::options::LeaseOptions;
 use crate::protocol::acquire::Plan;
 use crate::queue;
@@ -112,8 +113,16 @@ async fn acquire_any(
         wait_deadline,
         cancel,
     };
+    // Counted here, once per acquisition of the lock: a queued lock's session (acquirer::run
+    // called by queue.rs) is not an acquisition of its own.
+    let count = |result: &Result<Lease>, handover| {
+        let waited = client.clock().now().saturating_duration_since(start);
+        metrics::acquisition(key, metrics::Outcome::of(result), waited, handover);
+    };
     if opts.wants_queue() {
-        return queue::acquire(client, queued, None).await;
+        let result = queue::acquire(client, queued, None).await;
+        count(&result, None);
+        return result;
     }
     let plan = Plan {
         url: url.clone(),
@@ -123,14 +132,20 @@ async fn acquire_any(
         try_once,
         wait_deadline,
         unavailable_timeout: Some(timing.unavailable_timeout),
+        history: opts.history,
         probe_holders: opts
             .dead_holder_rule
             .unwrap_or_else(|| client.store().dead_holder_rule()),
         epoch_is_token: true,
     };
-    match acquirer::run(client, key, plan, cancel).await? {
-        Acquired::Lease(lease) => Ok(lease),
+    let (result, handover) = match acquirer::run(client, key, plan, cancel).await {
+        Ok(Acquired::Lease { lease, handover }) => (Ok(lease), handover),
         // A queued lock: every request on it queues (docs/protocol.md §10).
-        Acquired::QueuedLock(first) => queue::acquire(client, queued, Some(first)).await,
-    }
+        Ok(Acquired::QueuedLock(first)) => {
+            (queue::acquire(client, queued, Some(first)).await, None)
+        }
+        Err(e) => (Err(e), None),
+    };
+    count(&result, handover);
+    result
 }

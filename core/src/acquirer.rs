@@ -52,7 +52,12 @@ fn say_who_holds(
 
 /// How a lease acquisition ended.
 pub(crate) enum Acquired {
-    Lease(Lease),
+    /// With the hand-over latency when this acquisition took over from a holder it saw
+    /// release or expire (for the metrics).
+    Lease {
+        lease: Lease,
+        handover: Option<std::time::Duration>,
+    },
     /// The key holds a queued lock's record (this read showed it).
     QueuedLock(Get),
 }
@@ -147,15 +152,18 @@ pub(crate) async fn run(
                 t_send,
             } => {
                 debug!(lease = %url, epoch = record.epoch, "acquired");
-                break Ok(Acquired::Lease(Lease::start(
-                    client.clone(),
-                    key.to_string(),
-                    url.clone(),
-                    record,
-                    version,
-                    t_send,
-                    timing,
-                )));
+                break Ok(Acquired::Lease {
+                    handover: acquirer.handover(clock.now()),
+                    lease: Lease::start(
+                        client.clone(),
+                        key.to_string(),
+                        url.clone(),
+                        record,
+                        version,
+                        t_send,
+                        timing,
+                    ),
+                });
             }
             Step::Failed(e) => break Err(e),
         }

@@ -116,7 +116,8 @@ impl ClientBuilder {
     pub fn build(self) -> Client {
         Client {
             inner: Arc::new(Io {
-                store: self.store,
+                // Every request is counted and traced at this boundary (`metrics`).
+                store: crate::metrics::Instrumented::wrap(self.store),
                 clock: self.clock,
                 rng: self.rng.unwrap_or_else(Rng::from_entropy),
                 client: self.client.unwrap_or_else(client_name),

@@ -117,6 +117,9 @@ struct Inner {
     lease: Option<String>,
     holder: Option<Holder>,
     epoch: Option<u64>,
+    /// The HTTP status the store answered with, when it answered (for the metrics' status
+    /// label: 429, 5xx, …).
+    http_status: Option<u16>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
@@ -132,6 +135,7 @@ impl Error {
                 lease: None,
                 holder: None,
                 epoch: None,
+                http_status: None,
                 source: None,
             }),
         }
@@ -174,6 +178,17 @@ impl Error {
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.inner.source = Some(Box::new(source));
         self
+    }
+
+    /// Record the HTTP status of the store's answer.
+    pub fn with_http_status(mut self, status: u16) -> Self {
+        self.inner.http_status = Some(status);
+        self
+    }
+
+    /// The HTTP status of the store's answer, when there was one.
+    pub fn http_status(&self) -> Option<u16> {
+        self.inner.http_status
     }
 
     pub fn kind(&self) -> ErrorKind {

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fence::{FencedObject, Fencer, GrantRef};
 use crate::io::{local_wake, Io};
+use crate::metrics;
 use crate::options::Timing;
 use crate::protocol::hold::{after_write, begin_release, Hold, Next, Phase, ReleaseStart, Wrote};
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
@@ -34,9 +36,21 @@ use crate::record::{Holder, Record, RecordState};
 use crate::store::{Get, Version};
 use crate::token::FencingToken;
 
-pub use crate::protocol::hold::LostReason;
+pub use crate::protocol::hold::{Health, HealthEvent, LostReason};
 
 type LostCallback = Box<dyn FnOnce(&LostReason) + Send>;
+type HealthCallback = Arc<dyn Fn(&HealthEvent) + Send + Sync>;
+
+/// Who is told of health changes, and what they were last told. Deliveries all happen on one
+/// task, in order; it starts with the first subscriber, so a lease nobody asks about costs
+/// nothing more.
+struct HealthMonitor {
+    started: OnceLock<()>,
+    wake: tokio::sync::Notify,
+    /// Each callback, and whether it has been given the current state yet.
+    callbacks: Mutex<Vec<(HealthCallback, bool)>>,
+    changes: tokio::sync::watch::Sender<HealthEvent>,
+}
 
 struct State {
     hold: Hold,
@@ -110,6 +124,14 @@ struct Shared {
     /// Set when this lease is the session of a queued lock's participant that was granted:
     /// the lease's identity (key, URL, epoch) is then the grant's.
     grant: OnceLock<Grant>,
+    /// When the lease was acquired (its tenure's start, for `lease_hold_seconds`).
+    acquired: Instant,
+    /// The runtime the lease was acquired on: the health monitor is spawned there, also when
+    /// a binding subscribes from a thread of its own.
+    runtime: tokio::runtime::Handle,
+    /// Set once the tenure's end has been counted.
+    ended: AtomicBool,
+    health: HealthMonitor,
 }
 
 /// A grant of a queued lock (docs/protocol.md §10), held through the participant's session
@@ -188,11 +210,23 @@ impl Lease {
         t_send: Instant,
         timing: Timing,
     ) -> Lease {
+        let hold = Hold::new(&url, record.clone(), version.clone(), t_send, timing);
+        let now = client.clock().now();
+        let (changes, _) = tokio::sync::watch::channel(hold.health_event(now));
         let shared = Arc::new(Shared {
+            acquired: now,
+            runtime: tokio::runtime::Handle::current(),
+            ended: AtomicBool::new(false),
+            health: HealthMonitor {
+                started: OnceLock::new(),
+                wake: tokio::sync::Notify::new(),
+                callbacks: Mutex::default(),
+                changes,
+            },
             epoch: record.epoch,
             holder: record.holder.clone(),
             state: Mutex::new(State {
-                hold: Hold::new(&url, record, version, t_send, timing),
+                hold,
                 callbacks: Vec::new(),
                 confirm: None,
             }),
@@ -208,6 +242,13 @@ impl Lease {
             grant: OnceLock::new(),
         });
         tokio::spawn(shared.clone().renew_loop());
+        let weak = Arc::downgrade(&shared);
+        metrics::watch_health(Box::new(move || {
+            let s = weak.upgrade()?;
+            let now = s.client.clock().now();
+            let health = s.state.lock().unwrap().hold.health(now);
+            (health != Health::Lost).then(|| (s.metric_key().to_string(), health))
+        }));
         Lease {
             handle: Arc::new(DropGuard {
                 shared,
@@ -352,6 +393,42 @@ impl Lease {
             Phase::Held | Phase::Releasing => st.callbacks.push(Box::new(f)),
             Phase::Released => {}
         }
+    }
+
+    /// The lease's health now: `healthy`, `late`, `unknown` or `lost` (docs/protocol.md §4).
+    pub fn health(&self) -> Health {
+        let s = self.shared();
+        let now = s.client.clock().now();
+        s.state.lock().unwrap().hold.health(now)
+    }
+
+    /// The health now, with the time left and, once lost, why.
+    pub fn health_event(&self) -> HealthEvent {
+        let s = self.shared();
+        let now = s.client.clock().now();
+        s.state.lock().unwrap().hold.health_event(now)
+    }
+
+    /// Call `f` with the current health, then at each change (`healthy` → `late` → `unknown`
+    /// → `lost`, or back to `healthy` when a renewal lands), with the time left. Calls come
+    /// in order from one runtime task; a panic in `f` is caught and logged. A release ends
+    /// them without a call.
+    pub fn on_health(&self, f: impl Fn(&HealthEvent) + Send + Sync + 'static) {
+        let s = self.shared();
+        s.health
+            .callbacks
+            .lock()
+            .unwrap()
+            .push((Arc::new(f), false));
+        s.start_health_monitor();
+    }
+
+    /// The health as a `watch` channel: the current event now, and each change.
+    pub fn health_changes(&self) -> tokio::sync::watch::Receiver<HealthEvent> {
+        let s = self.shared();
+        let rx = s.health.changes.subscribe();
+        s.start_health_monitor();
+        rx
     }
 
     /// Renew now instead of waiting for the background renewal (before a long step, say),
@@ -549,6 +626,12 @@ impl Lease {
     }
 }
 
+fn run_health_callback(f: &HealthCallback, event: &HealthEvent) {
+    if catch_unwind(AssertUnwindSafe(|| f(event))).is_err() {
+        warn!("a lease health callback panicked");
+    }
+}
+
 fn run_callback(f: LostCallback, reason: &LostReason) {
     if catch_unwind(AssertUnwindSafe(|| f(reason))).is_err() {
         warn!("a lost-lease callback panicked");
@@ -558,6 +641,92 @@ fn run_callback(f: LostCallback, reason: &LostReason) {
 impl Shared {
     fn phase(&self) -> Phase {
         self.state.lock().unwrap().hold.phase.clone()
+    }
+
+    /// The name the metrics know this lease by: the lock's key for a queued lock's grant (not
+    /// its session's, one per participant).
+    fn metric_key(&self) -> &str {
+        self.grant.get().map_or(&self.key, |g| &g.key)
+    }
+
+    /// Count the end of this tenure, once.
+    fn tenure_ended(&self, lost: Option<&LostReason>) {
+        if self.ended.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let held = self
+            .client
+            .clock()
+            .now()
+            .saturating_duration_since(self.acquired);
+        metrics::tenure_ended(self.metric_key(), held, lost);
+    }
+
+    /// Something that may change the health happened: let the monitor look.
+    fn health_may_change(&self) {
+        if self.health.started.get().is_some() {
+            self.health.wake.notify_one();
+        }
+    }
+
+    fn start_health_monitor(self: &Arc<Self>) {
+        if self.health.started.set(()).is_ok() {
+            self.runtime.spawn(self.clone().health_loop());
+        } else {
+            self.health.wake.notify_one();
+        }
+    }
+
+    /// Deliver health changes, in order, until the lease is lost or released.
+    async fn health_loop(self: Arc<Self>) {
+        let clock = self.client.clock().clone();
+        let mut last = None;
+        loop {
+            let now = clock.now();
+            let (event, next, phase) = {
+                let st = self.state.lock().unwrap();
+                (
+                    st.hold.health_event(now),
+                    st.hold.next_health_change(now),
+                    st.hold.phase.clone(),
+                )
+            };
+            // A release is not a loss: it ends the deliveries without one.
+            if matches!(phase, Phase::Releasing | Phase::Released) {
+                return;
+            }
+            let changed = last != Some(event.health);
+            last = Some(event.health);
+            let due: Vec<HealthCallback> = {
+                let mut callbacks = self.health.callbacks.lock().unwrap();
+                callbacks
+                    .iter_mut()
+                    .filter(|(_, told)| changed || !*told)
+                    .map(|(f, told)| {
+                        *told = true;
+                        f.clone()
+                    })
+                    .collect()
+            };
+            if changed {
+                tracing::debug!(lease = %self.url, health = %event.health, "health changed");
+                self.health.changes.send_replace(event.clone());
+            }
+            for f in &due {
+                run_health_callback(f, &event);
+            }
+            if event.health == Health::Lost {
+                return;
+            }
+            let wake = self.health.wake.notified();
+            match next {
+                Some(at) => tokio::select! {
+                    _ = wake => {}
+                    _ = clock.sleep_until(at) => {}
+                },
+                None => wake.await,
+            }
+        }
     }
 
     fn mark_lost(&self, reason: LostReason) {
@@ -578,6 +747,8 @@ impl Shared {
         };
         // Reported to the holder through the API; a log line at info is enough.
         tracing::info!(lease = %self.url, epoch = self.epoch, "lease lost: {reason}");
+        self.tenure_ended(Some(&reason));
+        self.health_may_change();
         self.lost.cancel();
         for f in callbacks {
             run_callback(f, &reason);
@@ -611,6 +782,9 @@ impl Shared {
                 biased;
                 keep_going = renewed => if !keep_going { return },
                 _ = clock.sleep_until(deadline) => {
+                    // The renewal in flight (a write still resolving its outcome) did not land
+                    // in time: a failed renewal, counted as one.
+                    metrics::renewal_failed(self.metric_key());
                     self.mark_lost(LostReason::Expired);
                     return;
                 }
@@ -646,17 +820,31 @@ impl Shared {
                 .write(&self.key, &record, cond, deadline, &timing)
                 .await;
             let rev = record.rev;
+            let failed = outcome.is_err();
             let now = clock.now();
             let next = {
                 let mut st = self.state.lock().unwrap();
                 after_write(&mut st.hold, Wrote::Renewal, record, outcome, now)
             };
+            if failed {
+                metrics::renewal_failed(self.metric_key());
+            }
             match next {
                 Next::Renewed => {
                     debug!(lease = %self.url, rev, "renewed");
+                    metrics::renewal_landed(
+                        self.metric_key(),
+                        deadline.saturating_duration_since(now),
+                    );
+                    self.health_may_change();
                     return true;
                 }
                 Next::RetryRenewal(e) => {
+                    // The attempt failed: the lease is `late` (its health, docs/protocol.md §4).
+                    // Counted here, on after_write's answer, not in it: the count is no safety
+                    // decision, and in the model's state it would only multiply states.
+                    self.state.lock().unwrap().hold.renewal_failed();
+                    self.health_may_change();
                     warn!(lease = %self.url, "renewal failed, retrying: {e}");
                     clock.sleep(backoff.next(rng).min(deadline - now)).await;
                 }
@@ -747,6 +935,7 @@ impl Shared {
             }
             believed || st.hold.phase == Phase::Releasing
         };
+        self.health_may_change();
         let leave = Change::Leave(self.holder.id.clone());
         let left = crate::lock_change::run(&self.client, &grant.key, leave, None, &self.timing)
             .await
@@ -787,6 +976,7 @@ impl Shared {
 
     async fn release_record(&self) -> Result<()> {
         self.stop.cancel();
+        self.health_may_change();
         let _writing = self.writes.lock().await;
         let clock = self.client.clock();
         let (start, deadline) = {
@@ -795,6 +985,8 @@ impl Shared {
             let start = begin_release(&mut st.hold, clock.now(), clock.wall(), &self.client.rng);
             (start, deadline)
         };
+        // Releasing: the health monitor ends without a call.
+        self.health_may_change();
         let (record, cond) = match start {
             ReleaseStart::Send(record, cond) => (record, cond),
             ReleaseStart::Done => return Ok(()),
@@ -820,6 +1012,7 @@ impl Shared {
         };
         match next {
             Next::Released { remember } => {
+                self.tenure_ended(None);
                 debug!(lease = %self.url, epoch = self.epoch, "released");
                 match remember {
                     Some(version) => self.client.released(&self.key, version, record),

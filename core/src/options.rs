@@ -75,6 +75,14 @@ pub struct LeaseOptions {
     /// exclusive over the whole lock. Shared, permits and scopes always queue; so does every
     /// request on a lock that is already a queued lock.
     pub queue: bool,
+    /// When a held lease's health turns `unknown`: once no more than `kill_after` plus
+    /// [`stop_margin`] is left before the deadline (`lease run --kill-after`: when its command
+    /// gets SIGTERM). Default [`default_kill_after`]: `ttl/3`, at most 10 s.
+    pub kill_after: Option<Duration>,
+    /// Record each tenure of this lease in its record's bounded history when taking it over
+    /// (docs/protocol.md §3). On by default; off writes no history (records already carrying
+    /// one keep it).
+    pub history: bool,
     /// Who in this process asks: an acquisition that would wait for a lease (or a conflicting
     /// grant) the same owner holds in this process fails at once with
     /// [`Held`](crate::ErrorKind::Held), since it would wait for itself. `None` (the default):
@@ -109,6 +117,8 @@ impl LeaseOptions {
             permits: None,
             scope: Scope::Whole,
             queue: false,
+            kill_after: None,
+            history: true,
             owner: None,
         }
     }
@@ -208,6 +218,18 @@ impl LeaseOptions {
 
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = Some(grace);
+        self
+    }
+
+    /// When health turns `unknown`: once `kill_after` plus [`stop_margin`] is left.
+    pub fn kill_after(mut self, kill_after: Duration) -> Self {
+        self.kill_after = Some(kill_after);
+        self
+    }
+
+    /// Whether to append the tenure an acquisition replaces to the record's history.
+    pub fn history(mut self, on: bool) -> Self {
+        self.history = on;
         self
     }
 
@@ -328,6 +350,11 @@ impl LeaseOptions {
             resolution: caps.clock_resolution,
             observation_rule: self.observation_rule,
             store_clock_rule: self.store_clock_rule.unwrap_or(caps.store_clock_rule),
+            unknown_within: self
+                .kill_after
+                .unwrap_or_else(|| default_kill_after(ttl, renew, request_timeout))
+                .min(longest_kill_after(ttl, renew, request_timeout))
+                + stop_margin(ttl),
         })
     }
 }
@@ -355,9 +382,20 @@ pub struct Timing {
     pub resolution: Duration,
     pub observation_rule: bool,
     pub store_clock_rule: bool,
+    /// A held lease's health is `unknown` once no more than this is left before its deadline:
+    /// `kill_after + stop_margin(ttl)`, the moment `lease run` sends its command SIGTERM
+    /// (docs/protocol.md §4, "Health").
+    pub unknown_within: Duration,
 }
 
 impl Timing {
+    /// A held lease's health is `late` once this long has passed since the last renewal's
+    /// send without a newer one landing: the renewal due at `renew` has had a whole request
+    /// timeout.
+    pub fn late_after(&self) -> Duration {
+        self.renew + self.request_timeout
+    }
+
     /// The grace a waiter allows a record with the given ttl.
     pub fn grace_for(&self, record_ttl: Duration) -> Duration {
         self.grace.unwrap_or_else(|| default_grace(record_ttl))
@@ -403,6 +441,26 @@ pub const MAX_UNAVAILABLE_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600)
 /// the caller sees, instead of a wait that looks like a held lease.
 pub fn default_unavailable_timeout(ttl: Duration) -> Duration {
     ttl.max(Duration::from_secs(10))
+}
+
+/// How long before a lease's deadline `lease run` has its command killed (SIGKILL), and the
+/// margin its SIGTERM adds to `kill_after`: `ttl/10`, within 20 ms ..= 1 s.
+pub fn stop_margin(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(20), Duration::from_secs(1))
+}
+
+/// The longest `kill_after` a timing allows: stopping must not begin before the renewal due at
+/// `renew` has had a whole request timeout.
+pub fn longest_kill_after(ttl: Duration, renew: Duration, request_timeout: Duration) -> Duration {
+    ttl.saturating_sub(renew + request_timeout + stop_margin(ttl))
+}
+
+/// `lease run`'s default `--kill-after`: `ttl/3`, at most 10 s (and at most
+/// [`longest_kill_after`]).
+pub fn default_kill_after(ttl: Duration, renew: Duration, request_timeout: Duration) -> Duration {
+    (ttl / 3)
+        .min(Duration::from_secs(10))
+        .min(longest_kill_after(ttl, renew, request_timeout))
 }
 
 /// `max(1 s, ttl / 10)`.

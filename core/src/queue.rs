@@ -282,11 +282,13 @@ async fn begin_session(
         // either, `Client::new_holder`: the dead-holder rule never ends a queued lock's session
         // early; its waiters go by the session's ttl, docs/protocol.md §10.)
         probe_holders: false,
+        // A session's record keeps no tenures: the lock's record is what status reads.
+        history: false,
         // Its epoch is no token: a session made where none was holds at once (one write).
         epoch_is_token: false,
     };
     match acquirer::run(client, &skey, plan, req.cancel).await? {
-        Acquired::Lease(lease) => Ok(lease),
+        Acquired::Lease { lease, .. } => Ok(lease),
         Acquired::QueuedLock(_) => Err(Error::new(
             ErrorKind::Internal,
             format!("the session key {skey} holds a queued lock's record"),

@@ -137,6 +137,89 @@ pub struct Record {
     /// its next renewal, and releasing the record acknowledges it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<Broken>,
+    /// The tenures before this one, most recent first, at most [`MAX_HISTORY`]: appended by
+    /// the write that replaces a tenure (a takeover, a break, the re-creation of a deleted
+    /// record), carried unchanged by renewals and releases (docs/protocol.md §3). Entries
+    /// that do not parse (written by a newer version) are dropped, never the record.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient_history"
+    )]
+    pub history: Vec<Tenure>,
+}
+
+/// How many past tenures a record keeps.
+pub const MAX_HISTORY: usize = 10;
+/// Labels and host names are cut to this many bytes in the history, so a full history stays
+/// under 5 KiB whatever the labels.
+pub const MAX_HISTORY_TEXT: usize = 64;
+
+/// One past tenure of a lease: who held it, from when to when, and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Tenure {
+    pub epoch: u64,
+    /// The holder: its id, label, host and pid (labels and hosts cut to
+    /// [`MAX_HISTORY_TEXT`] bytes).
+    pub holder: Holder,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquired_at: Option<String>,
+    /// When it ended: the release's time, or the time of the write that ended it (a
+    /// takeover after expiry, a break, a re-creation), by the clock of whoever wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    /// How it ended: `released`, `expired` (taken over after its deadline), `broken` (by an
+    /// operator), `deleted` (the record was deleted while held). A string, not an enum, so
+    /// that an ending a later version adds parses here too.
+    pub end: String,
+    /// Who broke it (the breaker's label and host), for `broken`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+fn lenient_history<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Tenure>, D::Error> {
+    // Any JSON value parses; only entries that are tenures are kept.
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Array(values) => values
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
+fn cut(text: &Option<String>) -> Option<String> {
+    text.as_ref().map(|t| {
+        let mut end = t.len().min(MAX_HISTORY_TEXT);
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        t[..end].to_string()
+    })
+}
+
+impl Tenure {
+    /// The tenure of `record`'s holder, ended at `ended_at` as `end`.
+    pub fn of(record: &Record, end: &str, ended_at: Option<String>, by: Option<String>) -> Tenure {
+        let h = &record.holder;
+        Tenure {
+            epoch: record.epoch,
+            holder: Holder {
+                id: h.id.clone(),
+                label: cut(&h.label),
+                host: cut(&h.host),
+                pid: h.pid,
+                user: None,
+                client: None,
+                // What proves a local holder gone matters only while it holds.
+                process: None,
+            },
+            acquired_at: record.acquired_at.clone(),
+            ended_at,
+            end: end.to_string(),
+            by: cut(&by),
+        }
+    }
 }
 
 /// The holder a `break` took the lease from.
@@ -202,6 +285,45 @@ impl Record {
             .chain(older)
             .take(MAX_PREV)
             .collect()
+    }
+
+    /// Whether this record is a tenure of its holder: not a break record (held by the
+    /// operator who broke the tenure before it, or that record released), nor a record a
+    /// lease's create made released, acquired by nobody (the take that follows it is the
+    /// tenure, docs/protocol.md §5).
+    pub fn is_tenure(&self) -> bool {
+        self.broken.is_none() && !self.never_acquired()
+    }
+
+    /// A released record that nobody acquired: what a lease's create writes (issue 22).
+    pub fn never_acquired(&self) -> bool {
+        self.state == RecordState::Released && self.acquired_at.is_none()
+    }
+
+    /// The history of a record that replaces this one, ending this record's tenure as `end`
+    /// at `ended_at` (a break record is not a tenure: its history is carried as it is).
+    pub fn history_after(
+        &self,
+        end: &str,
+        ended_at: Option<String>,
+        by: Option<String>,
+    ) -> Vec<Tenure> {
+        if !self.is_tenure() {
+            return self.history.clone();
+        }
+        std::iter::once(Tenure::of(self, end, ended_at, by))
+            .chain(self.history.iter().cloned())
+            .take(MAX_HISTORY)
+            .collect()
+    }
+
+    /// How this record's tenure ends when a write replaces it: `released` when released (the
+    /// release's time), else `expired` at `now`.
+    pub fn ending(&self, now: &str) -> (&'static str, Option<String>) {
+        match self.state {
+            RecordState::Released => ("released", self.renewed_at.clone()),
+            RecordState::Held => ("expired", Some(now.to_string())),
+        }
     }
 
     /// The next write of the same holder: `rev + 1`, replacing this one. Its nonce is unset:
@@ -299,6 +421,7 @@ mod tests {
             prev: vec![],
             write: Some("w0".into()),
             broken: None,
+            history: vec![],
         }
     }
 
@@ -394,5 +517,130 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(h.describe(), "a python process (id 01234567, pid 7)");
+    }
+
+    /// A `lease run` holder as the CLI writes it, with `label` and `host`.
+    fn typical(label: &str, host: &str) -> Record {
+        let mut r = sample();
+        r.holder = Holder {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            label: Some(label.into()),
+            host: Some(host.into()),
+            pid: Some(123_456),
+            user: Some("deploy".into()),
+            client: Some("lease-cli/0.1.0".into()),
+            // `lease run` names its watchdog too (docs/protocol.md §4).
+            process: Some(Box::new(HolderProcess {
+                boot: "6f1c2a3b-4d5e-4f60-8a9b-0c1d2e3f4a5b".into(),
+                pid_ns: "pid:[4026531836]".into(),
+                time_ns: "time:[4026531834]".into(),
+                start: 123_456_789,
+                also: vec![(123_457, 123_456_790)],
+            })),
+        };
+        r.renewed_at = r.acquired_at.clone();
+        r.write = Some("0123456789abcdef".into());
+        r.prev = (0..MAX_PREV)
+            .map(|i| Prev {
+                id: format!("{i:032x}"),
+                rev: 1_000 + i as u64,
+                write: Some(format!("{i:016x}")),
+            })
+            .collect();
+        r
+    }
+
+    /// `r` after `n` takeovers, each ending the tenure before it.
+    fn after_takeovers(mut r: Record, n: usize) -> Record {
+        for i in 0..n {
+            let end = if i % 2 == 0 { "expired" } else { "broken" };
+            r.history = r.history_after(end, r.acquired_at.clone(), Some(r.holder.id.clone()));
+            r.epoch += 1;
+        }
+        r
+    }
+
+    #[test]
+    fn the_history_keeps_the_last_tenures_most_recent_first_and_stays_bounded() {
+        let r = after_takeovers(typical("job", "worker-1"), MAX_HISTORY + 5);
+        assert_eq!(r.history.len(), MAX_HISTORY);
+        let epochs: Vec<u64> = r.history.iter().map(|t| t.epoch).collect();
+        assert_eq!(epochs, (r.epoch - 10..r.epoch).rev().collect::<Vec<_>>());
+        // Renewals and releases carry it unchanged.
+        assert_eq!(r.successor().history, r.history);
+        // A break record's tenure is not one: the history after it is carried as it is.
+        let mut b = r.clone();
+        b.broken = Some(Broken {
+            id: "x".into(),
+            epoch: 1,
+        });
+        assert_eq!(b.history_after("expired", None, None), r.history);
+    }
+
+    /// The measured sizes quoted in docs/protocol.md §3 (`cargo test -p bucket-lease --lib
+    /// record::tests::history_bytes -- --nocapture`), and the bound: the largest labels,
+    /// hosts and data still fit the 64 KiB limit with a full history.
+    #[test]
+    fn history_bytes_typical_and_worst_case_fit_the_record_limit() {
+        let base = typical("nightly-backup", "worker-17.prod.example.internal");
+        let full = after_takeovers(base.clone(), MAX_HISTORY);
+        let (b, f) = (base.to_bytes().len(), full.to_bytes().len());
+        println!("history bytes: base {b}, full history {f}, delta {}", f - b);
+        assert!(
+            f - b < 4 * 1024,
+            "a typical full history is {} bytes",
+            f - b
+        );
+        // Worst case: labels, hosts and breakers at the longest the options allow (cut to
+        // MAX_HISTORY_TEXT in the history), quotes that JSON doubles, and the largest data.
+        let long = "\"".repeat(MAX_LABEL_LEN);
+        let mut worst = typical(&long, &long);
+        worst.data = Some("\\".repeat(MAX_DATA_LEN));
+        for i in 0..MAX_HISTORY {
+            worst.history =
+                worst.history_after("broken", worst.acquired_at.clone(), Some(long.clone()));
+            worst.epoch += 1;
+            worst.renewed_at = Some(format!("{i}"));
+        }
+        let w = worst.to_bytes().len() as u64;
+        println!("worst-case record: {w} bytes");
+        assert!(w < MAX_RECORD_LEN, "{w} bytes");
+        assert!(worst.history.iter().all(|t| {
+            [&t.holder.label, &t.holder.host, &t.by]
+                .iter()
+                .all(|x| x.as_ref().unwrap().len() == MAX_HISTORY_TEXT)
+        }));
+        assert!(matches!(
+            Record::parse(Some(&worst.to_bytes()), w),
+            Parsed::Valid(_)
+        ));
+    }
+
+    #[test]
+    fn history_entries_that_do_not_parse_are_dropped_never_the_record() {
+        let r = after_takeovers(typical("job", "h"), 2);
+        let mut v: serde_json::Value = serde_json::from_slice(&r.to_bytes()).unwrap();
+        v["history"]
+            .as_array_mut()
+            .unwrap()
+            .insert(1, serde_json::json!({"epoch": "later", "what": 1}));
+        let b = serde_json::to_vec(&v).unwrap();
+        assert_eq!(
+            Record::parse(Some(&b), b.len() as u64),
+            Parsed::Valid(r.clone())
+        );
+        v["history"] = serde_json::json!({"not": "a list"});
+        let b = serde_json::to_vec(&v).unwrap();
+        let Parsed::Valid(p) = Record::parse(Some(&b), b.len() as u64) else {
+            panic!("a history that is not a list must not make the record corrupt");
+        };
+        assert!(p.history.is_empty());
+        // An ending a later version adds parses as it is.
+        v["history"] = serde_json::json!([{"epoch": 3, "holder": {"id": "a"}, "end": "preempted"}]);
+        let b = serde_json::to_vec(&v).unwrap();
+        let Parsed::Valid(p) = Record::parse(Some(&b), b.len() as u64) else {
+            panic!("unparsed");
+        };
+        assert_eq!(p.history[0].end, "preempted");
     }
 }

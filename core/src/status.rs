@@ -17,7 +17,7 @@ use crate::options::{LeaseOptions, Timing, MAX_TTL};
 use crate::protocol::queue::{session_key, Classified, Entry, Mode, QueueRecord, Scope};
 use crate::protocol::view::{Seen, View};
 use crate::protocol::Backoff;
-use crate::record::{Holder, Parsed, RecordState};
+use crate::record::{Holder, Parsed, RecordState, Tenure};
 use crate::store::{validate_key, Get, Version};
 
 /// What a lease looks like from outside.
@@ -78,6 +78,8 @@ pub struct Status {
     pub detail: Option<String>,
     /// A queued lock's grants and waiters (docs/protocol.md §10); `None` for a lease.
     pub queue: Option<QueueStatus>,
+    /// The tenures before the current one, most recent first (docs/protocol.md §3).
+    pub history: Vec<Tenure>,
 }
 
 /// Who holds a queued lock, who is leaving it, and who waits, in order.
@@ -210,6 +212,7 @@ impl Status {
             version: None,
             detail: None,
             queue: None,
+            history: Vec::new(),
         };
         let Some(Seen::Present {
             version,
@@ -234,6 +237,7 @@ impl Status {
                 s.data = r.data.clone();
                 s.acquired_at = r.acquired_at.clone();
                 s.renewed_at = r.renewed_at.clone();
+                s.history = r.history.clone();
                 s.state = match (r.state, &r.broken) {
                     (RecordState::Released, _) => LeaseState::Released,
                     (RecordState::Held, None) => LeaseState::Held,
@@ -301,6 +305,7 @@ impl Status {
                 departing,
                 waiting,
             }),
+            history: Vec::new(),
         }
     }
 
@@ -334,6 +339,33 @@ impl Status {
             || ids(self) != ids(other)
     }
 
+    /// What changed from `before` to this status, for `lease watch`: `initial` (nothing
+    /// before), `acquired` (a new holder of a free or released lease), `taken_over` (a new
+    /// holder replaced a held, expired or broken one), `released`, `expired`, `broken`,
+    /// `deleted`, `corrupt`, `data` (the holder changed its data), `created` (a lease's
+    /// record made released, acquired by nobody yet: its take follows), or `changed`.
+    pub fn transition(&self, before: Option<&Status>) -> &'static str {
+        let Some(b) = before else {
+            return "initial";
+        };
+        let new_epoch = self.epoch != b.epoch;
+        match self.state {
+            LeaseState::Free => "deleted",
+            LeaseState::Corrupt => "corrupt",
+            LeaseState::Broken => "broken",
+            // A lease's create grants nobody (docs/protocol.md §5): not an acquisition.
+            LeaseState::Released if self.queue.is_none() && self.acquired_at.is_none() => "created",
+            LeaseState::Released if self.queue.is_none() && !new_epoch => "released",
+            LeaseState::Expired => "expired",
+            LeaseState::Held | LeaseState::Released if new_epoch => match b.state {
+                LeaseState::Free | LeaseState::Released => "acquired",
+                _ => "taken_over",
+            },
+            LeaseState::Held if self.data != b.data => "data",
+            _ => "changed",
+        }
+    }
+
     /// The JSON shape shared by `lease status --json` and every binding (see [`Status`]'s
     /// `Serialize`): `url`, `state`, `epoch`, `holder`, `ttl_ms`, `expires_in_ms`, `data`,
     /// `acquired_at`, `renewed_at`, `detail`; absent values are `null`.
@@ -362,6 +394,33 @@ struct StatusJson<'a> {
     holders: Option<Vec<ParticipantJson<'a>>>,
     departing: Option<Vec<ParticipantJson<'a>>>,
     waiting: Option<Vec<ParticipantJson<'a>>>,
+    /// The tenures before the current one, most recent first: `epoch`, `holder`,
+    /// `acquired_at`, `ended_at`, `end`, `by`.
+    history: Vec<TenureJson<'a>>,
+}
+
+/// A past tenure: every key present, absent values `null`.
+#[derive(Serialize)]
+struct TenureJson<'a> {
+    epoch: u64,
+    holder: HolderJson<'a>,
+    acquired_at: Option<&'a str>,
+    ended_at: Option<&'a str>,
+    end: &'a str,
+    by: Option<&'a str>,
+}
+
+impl<'a> From<&'a Tenure> for TenureJson<'a> {
+    fn from(t: &'a Tenure) -> Self {
+        TenureJson {
+            epoch: t.epoch,
+            holder: HolderJson::from(&t.holder),
+            acquired_at: t.acquired_at.as_deref(),
+            ended_at: t.ended_at.as_deref(),
+            end: &t.end,
+            by: t.by.as_deref(),
+        }
+    }
 }
 
 /// A queued lock's participant: `holder`, `mode`, `scope` (`null` for the whole lock,
@@ -438,6 +497,7 @@ impl Serialize for Status {
                 .queue
                 .as_ref()
                 .map(|q| q.waiting.iter().map(ParticipantJson::from).collect()),
+            history: self.history.iter().map(TenureJson::from).collect(),
         }
         .serialize(serializer)
     }
@@ -648,6 +708,49 @@ mod tests {
         }
     }
 
+    fn lease_status(state: LeaseState, epoch: u64, acquired: bool) -> Status {
+        Status {
+            url: "file:///tmp/x".into(),
+            state,
+            epoch: Some(epoch),
+            holder: Some(holder()),
+            ttl: None,
+            expires_in: None,
+            data: None,
+            acquired_at: acquired.then(|| "2026-11-24T08:00:00Z".into()),
+            renewed_at: None,
+            version: None,
+            detail: None,
+            queue: None,
+            history: vec![],
+        }
+    }
+
+    /// What `lease watch` says of each change: the record a lease's create makes (released,
+    /// acquired by nobody) is `created`, and its take is the acquisition.
+    #[test]
+    fn a_watch_names_a_create_created_and_its_take_acquired() {
+        use LeaseState::*;
+        let free = Status {
+            epoch: None,
+            holder: None,
+            acquired_at: None,
+            ..lease_status(Free, 0, false)
+        };
+        let made = lease_status(Released, 5, false);
+        let taken = lease_status(Held, 6, true);
+        let released = lease_status(Released, 6, true);
+        let other = lease_status(Held, 7, true);
+        assert_eq!(free.transition(None), "initial");
+        assert_eq!(made.transition(Some(&free)), "created");
+        assert_eq!(taken.transition(Some(&made)), "acquired");
+        assert_eq!(taken.transition(Some(&free)), "acquired");
+        assert_eq!(released.transition(Some(&taken)), "released");
+        assert_eq!(other.transition(Some(&released)), "acquired");
+        assert_eq!(other.transition(Some(&taken)), "taken_over");
+        assert_eq!(free.transition(Some(&other)), "deleted");
+    }
+
     /// The one JSON shape every binding and `lease status --json` show: every key present,
     /// absent values null, durations in whole milliseconds.
     #[test]
@@ -668,6 +771,7 @@ mod tests {
             }),
             detail: None,
             queue: None,
+            history: vec![],
         };
         assert_eq!(
             s.to_json(),
@@ -677,6 +781,7 @@ mod tests {
                 "ttl_ms": 1500, "expires_in_ms": null, "data": null,
                 "acquired_at": "2026-11-24T08:00:00Z", "renewed_at": null, "detail": null,
                 "permits": null, "holders": null, "departing": null, "waiting": null,
+                "history": [],
             })
         );
     }

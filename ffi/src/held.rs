@@ -173,6 +173,8 @@ pub struct lease {
     pub(crate) rt: Arc<Rt>,
     pub(crate) held: Lease,
     pub(crate) callbacks: Mutex<Vec<Arc<Callback>>>,
+    /// `lease_on_health` callbacks, disarmed by `lease_free`.
+    pub(crate) health_callbacks: Mutex<Vec<Arc<HealthCallback>>>,
 }
 
 /// Acquire the lease `name` in `store`, waiting as `opts->wait_ms` says. `opts` may be NULL
@@ -216,6 +218,7 @@ pub unsafe extern "C" fn lease_acquire(
             rt: store.rt.clone(),
             held,
             callbacks: Mutex::new(Vec::new()),
+            health_callbacks: Mutex::new(Vec::new()),
         });
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { *out = Box::into_raw(l) };
@@ -300,6 +303,7 @@ pub type lease_lost_callback =
 
 /// `user_data` crosses threads: the caller promised it may (see `lease_on_lost`).
 pub(crate) struct UserData(*mut c_void);
+
 // SAFETY: the contract of lease_on_lost says user_data may be used from a runtime thread.
 unsafe impl Send for UserData {}
 
@@ -499,9 +503,75 @@ pub unsafe extern "C" fn lease_free(l: *mut lease) {
         for cb in b.callbacks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             cb.disarm();
         }
+        for cb in b
+            .health_callbacks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            cb.disarm();
+        }
         if b.held.is_held() && !on_runtime_thread() {
             let _ = b.rt.block_on(b.held.release());
         }
         drop(b);
     }));
+}
+
+/// A held lease's health (docs/protocol.md §4).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum lease_health {
+    /// Renewals are landing.
+    LEASE_HEALTH_HEALTHY = 0,
+    /// A renewal failed or is slow; the deadline is still far.
+    LEASE_HEALTH_LATE = 1,
+    /// No renewal landed and the deadline is near: act only through fenced writes.
+    LEASE_HEALTH_UNKNOWN = 2,
+    /// No longer held: lost, expired or released.
+    LEASE_HEALTH_LOST = 3,
+}
+
+impl From<lease_core::Health> for lease_health {
+    fn from(h: lease_core::Health) -> Self {
+        match h {
+            lease_core::Health::Healthy => lease_health::LEASE_HEALTH_HEALTHY,
+            lease_core::Health::Late => lease_health::LEASE_HEALTH_LATE,
+            lease_core::Health::Unknown => lease_health::LEASE_HEALTH_UNKNOWN,
+            lease_core::Health::Lost => lease_health::LEASE_HEALTH_LOST,
+        }
+    }
+}
+
+type HealthFn = unsafe extern "C" fn(*mut c_void, lease_health, u64, *const c_char);
+
+/// One `lease_on_health` registration: called until disarmed, never after `lease_free`
+/// returns. The lock is held during a call, so disarming waits for a call in progress.
+pub(crate) struct HealthCallback {
+    armed: Mutex<Option<(HealthFn, UserData)>>,
+}
+
+impl HealthCallback {
+    pub(crate) fn new(f: HealthFn, user_data: *mut c_void) -> HealthCallback {
+        HealthCallback {
+            armed: Mutex::new(Some((f, UserData(user_data)))),
+        }
+    }
+
+    pub(crate) fn call(&self, e: &lease_core::HealthEvent) {
+        let armed = self.armed.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((f, data)) = armed.as_ref() else {
+            return;
+        };
+        let reason = e.reason.as_ref().map(|r| c_string(r.kind()));
+        let reason_ptr = reason.as_deref().map_or(std::ptr::null(), CStr::as_ptr);
+        let remaining = e.remaining.as_millis().min(u64::MAX as u128) as u64;
+        // SAFETY: the caller of lease_on_health gave a valid function and user_data.
+        unsafe { f(data.0, e.health.into(), remaining, reason_ptr) };
+    }
+
+    pub(crate) fn disarm(&self) {
+        *self.armed.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
 }

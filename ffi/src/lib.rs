@@ -21,6 +21,7 @@ mod cancel;
 mod error;
 mod fence;
 mod held;
+mod observe;
 mod runtime;
 mod store;
 

@@ -362,6 +362,35 @@ impl Lease {
         )
     }
 
+    /// The lease's health now: `healthy` (renewals landing), `late` (a renewal failed or is
+    /// slow, the deadline still far), `unknown` (the deadline is near and no renewal landed:
+    /// act only through fenced writes) or `lost` (docs/protocol.md §4).
+    #[napi(getter, ts_return_type = "'healthy' | 'late' | 'unknown' | 'lost'")]
+    pub fn health(&self) -> &'static str {
+        self.inner.health().as_str()
+    }
+
+    /// Call `callback(event)` on the JavaScript thread with the current health, then at each
+    /// change, in order (a release ends the calls without one). Does not keep the process
+    /// alive.
+    #[napi(ts_args_type = "callback: (event: HealthEvent) => void")]
+    pub fn on_health(&self, callback: Function<'_, HealthEvent, ()>) -> Result<()> {
+        let tsfn = callback
+            .build_threadsafe_function::<HealthEvent>()
+            .weak::<true>()
+            .callee_handled::<false>()
+            .build_callback(|ctx| Ok(ctx.value))?;
+        self.inner.on_health(move |e: &lease::HealthEvent| {
+            let event = HealthEvent {
+                health: e.health.as_str().to_string(),
+                remaining_ms: e.remaining.as_millis() as f64,
+                reason: e.reason.as_ref().map(|r| r.kind().to_string()),
+            };
+            tsfn.call(event, ThreadsafeFunctionCallMode::NonBlocking);
+        });
+        Ok(())
+    }
+
     /// Call `callback(error)` once, on the JavaScript thread, when the lease is lost. Does not
     /// keep the process alive. Used by `signal` and `lost`.
     #[napi(js_name = "_onLost", skip_typescript)]
@@ -382,6 +411,19 @@ impl Lease {
         });
         Ok(())
     }
+}
+
+/// A change of a held lease's health (`Lease.onHealth`).
+#[napi(object)]
+#[derive(Clone)]
+pub struct HealthEvent {
+    #[napi(ts_type = "'healthy' | 'late' | 'unknown' | 'lost'")]
+    pub health: String,
+    /// Milliseconds the holder may still rely on the lease (0 once lost).
+    pub remaining_ms: f64,
+    /// Why it was lost: `expired`, `taken_over`, `broken`, `vanished`, `overwritten`; a queued
+    /// lock's grant: `session_deleted`, `removed`, `lock_replaced`.
+    pub reason: Option<String>,
 }
 
 /// Options of `Lease.fencedPut`: write only if the object is as the caller read it.

@@ -45,6 +45,21 @@ pub fn init(_exports: Object, env: Env) -> Result<()> {
     Ok(())
 }
 
+/// This process's lease metrics (the numbers every language shares): a list of `{ name, help,
+/// type, samples }`, each sample `{ labels, value }` or, for a histogram, `{ labels, buckets:
+/// [[le, cumulative count], …], sum, count }`. `bucket-lease/prometheus` hands them to
+/// prom-client.
+#[napi(ts_return_type = "MetricFamily[]")]
+pub fn metrics() -> serde_json::Value {
+    lease::metrics::snapshot().to_json()
+}
+
+/// This process's lease metrics in the Prometheus (OpenMetrics) text format.
+#[napi]
+pub fn metrics_text() -> String {
+    lease::metrics::encode_text()
+}
+
 /// Release what this JavaScript environment still holds, now (index.js calls it from
 /// `process.on('exit')`, which `process.exit()` fires but after which the environment's cleanup
 /// hook does not run).

@@ -102,6 +102,25 @@ pub struct Status {
     /// broken, released, gone): the waiters remove them (`null` for a lease).
     #[napi(ts_type = "Participant[] | null")]
     pub departing: Nullable,
+    /// The tenures before the current one, most recent first (at most 10).
+    pub history: Vec<Tenure>,
+}
+
+/// A past tenure of a lease (`Status.history`): who held it, from when to when, and how it
+/// ended.
+#[napi(object)]
+pub struct Tenure {
+    pub epoch: f64,
+    pub holder: Holder,
+    #[napi(ts_type = "string | null")]
+    pub acquired_at: Nullable,
+    #[napi(ts_type = "string | null")]
+    pub ended_at: Nullable,
+    /// `released`, `expired` (taken over after its deadline), `broken` (by an operator, `by`)
+    /// or `deleted` (the record was deleted while held).
+    pub end: String,
+    #[napi(ts_type = "string | null")]
+    pub by: Nullable,
 }
 
 /// A holder or a waiter of a queued lock (`Status.holders`, `Status.departing`,

@@ -69,3 +69,14 @@ export interface Lease {
     fn: (old: FencedObject | null) => string | Uint8Array | ArrayBuffer | PromiseLike<string | Uint8Array | ArrayBuffer>,
   ): Promise<string>
 }
+
+/** One metric family of `metrics()`: counters end in `_total`; units are seconds, bytes, dollars. */
+export interface MetricFamily {
+  name: string
+  help: string
+  type: 'counter' | 'gauge' | 'histogram'
+  samples: Array<
+    | { labels: Record<string, string>; value: number }
+    | { labels: Record<string, string>; buckets: Array<[number, number]>; sum: number; count: number }
+  >
+}

@@ -52,6 +52,8 @@ from ._types import (
     Participant,
     State,
     Status,
+    Tenure,
+    HealthEvent,
     Token,
 )
 
@@ -59,9 +61,12 @@ if TYPE_CHECKING:
     import datetime
     import os
     from typing import (
+        Any,
         AsyncIterator,
         Callable,
+        Dict,
         Iterator,
+        List,
         Mapping,
         NoReturn,
         Optional,
@@ -102,6 +107,10 @@ __all__ = [
     "Mode",
     "Status",
     "State",
+    "Tenure",
+    "HealthEvent",
+    "metrics",
+    "metrics_text",
     "Leader",
     "Token",
     "LeaseError",
@@ -275,6 +284,19 @@ def acquire_async(
         return _lease._acquire_start(url, options, done, task_owner())
 
     return AcquireAsync(start)
+
+
+def metrics() -> List[Dict[str, Any]]:
+    """This process's lease metrics (the same numbers in every language): a list of
+    ``{"name", "help", "type", "samples"}``, each sample ``{"labels": {…}, "value": v}`` or,
+    for a histogram, ``{"labels", "buckets": [[le, cumulative count], …], "sum", "count"}``.
+    :class:`lease.prometheus.LeaseCollector` hands them to ``prometheus_client``."""
+    return _lease._metrics()
+
+
+def metrics_text() -> str:
+    """This process's lease metrics in the Prometheus (OpenMetrics) text format."""
+    return _lease._metrics_text()
 
 
 def status(url: URL) -> Status:

@@ -5,7 +5,7 @@ import threading
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union, final
 
 from ._errors import LeaseError, LeaseLost
-from ._types import FencedObject, Grant, Holder
+from ._types import FencedObject, Grant, HealthEvent, Holder
 
 __version__: str
 
@@ -75,6 +75,11 @@ class Lease:
     def ensure_held(self, min_remaining: Optional[_Seconds] = None) -> float:
         """The seconds left if at least ``min_remaining``; else raises :class:`LeaseLost`."""
     def on_lost(self, callback: Callable[[LeaseLost], object]) -> None: ...
+    @property
+    def health(self) -> str:
+        """"healthy", "late", "unknown" or "lost" (docs/protocol.md §4)."""
+    def on_health(self, callback: Callable[[HealthEvent], object]) -> None:
+        """Call ``callback`` with the current health, then at each change."""
     def fenced_put(
         self,
         key: str,
@@ -229,3 +234,6 @@ def _parse_token(
 def _shutdown() -> None: ...
 def _refresh_log_level() -> None: ...
 def _log_through_tracing(level: str, message: str) -> None: ...
+
+def _metrics() -> List[Dict[str, Any]]: ...
+def _metrics_text() -> str: ...

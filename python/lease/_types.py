@@ -101,6 +101,41 @@ def _opt_seconds(ms: Optional[int]) -> Optional[float]:
     return None if ms is None else ms / 1000.0
 
 
+class Tenure(NamedTuple):
+    """One past tenure of a lease: who held it, from when to when, and how it ended: ``end``
+    is ``"released"``, ``"expired"`` (taken over after its deadline), ``"broken"`` (by an
+    operator, ``by``) or ``"deleted"`` (the record was deleted while held)."""
+
+    epoch: int
+    holder: Holder
+    acquired_at: Optional[str]
+    ended_at: Optional[str]
+    end: str
+    by: Optional[str]
+
+    @classmethod
+    def _from_json(cls, d: Dict[str, Any]) -> "Tenure":
+        return cls(
+            epoch=d["epoch"],
+            holder=Holder(**d["holder"]),
+            acquired_at=d.get("acquired_at"),
+            ended_at=d.get("ended_at"),
+            end=d["end"],
+            by=d.get("by"),
+        )
+
+
+class HealthEvent(NamedTuple):
+    """A change of a held lease's health (:meth:`Lease.on_health`): ``health`` is
+    ``"healthy"`` (renewals landing), ``"late"`` (a renewal failed or is slow, the deadline still
+    far), ``"unknown"`` (the deadline is near and no renewal landed: act only through fenced
+    writes) or ``"lost"``; ``remaining`` the seconds left; ``reason`` why it was lost."""
+
+    health: Literal["healthy", "late", "unknown", "lost"]
+    remaining: float
+    reason: Optional[str]
+
+
 @dataclass(frozen=True)
 class Status:
     """A snapshot of a lease, as ``lease.status(url)`` and ``lease.watch(url)`` return it.
@@ -136,6 +171,8 @@ class Status:
     waiting: Optional[List[Participant]]
     json: Dict[str, Any] = field(repr=False, compare=False)
     departing: Optional[List[Participant]] = None
+    #: The tenures before the current one, most recent first (at most 10; docs/protocol.md §3).
+    history: List["Tenure"] = field(default_factory=list)
 
     @classmethod
     def _from_json(cls, d: Dict[str, Any]) -> "Status":
@@ -156,6 +193,7 @@ class Status:
             waiting=_participants(d.get("waiting")),
             json=d,
             departing=_participants(d.get("departing")),
+            history=[Tenure._from_json(t) for t in d.get("history") or []],
         )
 
     @property

@@ -393,6 +393,44 @@ impl PyLease {
         Ok(())
     }
 
+    /// The lease's health now: "healthy", "late", "unknown" or "lost" (docs/protocol.md §4).
+    #[getter]
+    fn health(&self) -> &'static str {
+        if self.forked() {
+            return "lost";
+        }
+        self.inner.health().as_str()
+    }
+
+    /// Call `callback(event: HealthEvent)` with the current health, then at each change, from
+    /// the library's notifier thread, in order: `event.health` is "healthy", "late",
+    /// "unknown" or "lost", `event.remaining` the seconds left, `event.reason` why it was
+    /// lost ("expired", "taken_over", "broken", "vanished", "overwritten"; a queued
+    /// lock's grant: "session_deleted", "removed", "lock_replaced") or None. A release
+    /// ends the calls without one. An exception the callback raises is reported, not raised.
+    fn on_health(&self, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+        options::check_callable("on_health", callback)?;
+        if self.forked() {
+            return Ok(());
+        }
+        let cb = Arc::new(callback.clone().unbind());
+        self.inner.on_health(move |e: &lease::HealthEvent| {
+            let (cb, health) = (cb.clone(), e.health.as_str());
+            let remaining = e.remaining.as_secs_f64();
+            let reason = e.reason.as_ref().map(|r| r.kind());
+            runtime::notify(Box::new(move |py| {
+                static EVENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+                let called = import_attr(py, &EVENT, "lease._types", "HealthEvent")
+                    .and_then(|cls| cls.call1((health, remaining, reason)))
+                    .and_then(|event| cb.call1(py, (event,)));
+                if let Err(err) = called {
+                    err.write_unraisable(py, Some(cb.bind(py)));
+                }
+            }));
+        });
+        Ok(())
+    }
+
     /// Renew now (before a long step, say); return the seconds left. Raises `LeaseLost`.
     fn renew(&self, py: Python<'_>) -> PyResult<f64> {
         let lease = self.owned()?.clone();

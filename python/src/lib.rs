@@ -42,6 +42,19 @@ fn _log_through_tracing(level: &str, message: &str) {
     }
 }
 
+/// This process's metrics: a list of {name, help, type, samples} (the core's
+/// `metrics::Snapshot::to_json`).
+#[pyfunction]
+fn _metrics(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(json::to_py(py, &lease::metrics::snapshot().to_json())?.unbind())
+}
+
+/// This process's metrics in the Prometheus text format.
+#[pyfunction]
+fn _metrics_text() -> String {
+    lease::metrics::encode_text()
+}
+
 #[pymodule]
 fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::init_pid();
@@ -66,6 +79,8 @@ fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(error::_error_for_kind, m)?)?;
     m.add_function(wrap_pyfunction!(error::_error_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_parse_token, m)?)?;
+    m.add_function(wrap_pyfunction!(_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(_metrics_text, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(_refresh_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(_log_through_tracing, m)?)?;

@@ -306,6 +306,9 @@ impl LeaseModel {
             try_once: false,
             wait_deadline: None,
             unavailable_timeout: None,
+            // No decision reads the history (docs/protocol.md §3); leaving it out keeps the
+            // model's records, and so its state space, as they were.
+            history: false,
             probe_holders: self.pid_namespaces.is_some(),
             epoch_is_token: true,
         }

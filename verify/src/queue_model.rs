@@ -720,6 +720,7 @@ impl QueueModel {
             prev: vec![],
             write: None,
             broken: None,
+            history: vec![],
         };
         let found = |r: Record, v: &str, modified: u64, server_now: u64| {
             let version = Version::etag(format!("{key}:{v}"));

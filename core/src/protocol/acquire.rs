@@ -52,6 +52,8 @@ pub struct Plan {
     /// Give up with `Unavailable` once every call to the store has failed `Unavailable` for
     /// this long in a row (`None`: never; the model checker's acquirers retry forever).
     pub unavailable_timeout: Option<Duration>,
+    /// Append the tenure this acquisition replaces to the record's history (§3).
+    pub history: bool,
     /// Ask whether a holder on this machine is gone (`Step::Probe`), to take over at once
     /// ([`dead_holder`]).
     pub probe_holders: bool,
@@ -155,6 +157,9 @@ pub struct Acquirer {
     /// When the store last answered (at the start: the start): the unavailable timeout runs
     /// from here, so a call that hangs counts from when it was sent, not when it gave up.
     last_answer: Instant,
+    /// The last valid record seen: if the key is then found absent, its tenure ended by
+    /// deletion, and the history goes on in the record created next.
+    last_seen: Option<Record>,
     /// Who holds the lease while this acquisition waits for it (the holder, `None` for a
     /// corrupt record, and its epoch), for the driver to tell a waiting user; `None` when not
     /// waiting for a holder.
@@ -181,6 +186,7 @@ impl Acquirer {
             phase: Phase::Idle,
             start: now,
             last_answer: now,
+            last_seen: None,
             waiting_for: None,
         }
     }
@@ -360,6 +366,10 @@ impl Acquirer {
     fn decide_and_act(&mut self, now: Instant, wall: SystemTime, entropy: &dyn Entropy) -> Step {
         if let Some(r) = self.view.record() {
             self.known = self.known.max(r.epoch);
+            // Any change, whatever its rev and nonce (an older writer's records carry none).
+            if self.last_seen.as_ref() != Some(r) {
+                self.last_seen = Some(r.clone());
+            }
         }
         if let Some((version, record, t_send)) = self.adoptable() {
             // An earlier attempt of ours landed late: we hold the lease since its send.
@@ -402,7 +412,9 @@ impl Acquirer {
         let grants = !makes
             || !self.plan.epoch_is_token
             || super::mutants::on(super::mutants::Mutant::LeaseCreateGrants);
+        let history = self.history(makes, &now_wall);
         let record = Record {
+            history,
             format: FORMAT,
             epoch,
             rev,
@@ -428,6 +440,57 @@ impl Acquirer {
         }
         let op = WriteOp::new(&self.plan.url, &record, cond, give_up_at, &self.plan.timing);
         self.writing(op, record, Event::Start, now, wall, entropy)
+    }
+
+    /// The history of the record this acquisition writes: the record it replaces (or, for a
+    /// create, the last one seen before the key was found absent) ends its tenure.
+    fn history(&self, create: bool, now_wall: &str) -> Vec<crate::record::Tenure> {
+        let replaced = if create {
+            self.last_seen.as_ref()
+        } else {
+            self.view.record()
+        };
+        let Some(r) = replaced else {
+            return Vec::new();
+        };
+        if !self.plan.history {
+            return r.history.clone();
+        }
+        let (end, at) = match (create, r.state) {
+            (true, RecordState::Held) => ("deleted", Some(now_wall.to_string())),
+            _ => r.ending(now_wall),
+        };
+        r.history_after(end, at, None)
+    }
+
+    /// How long the lease had been free when this acquisition's write landed at `now`, by the
+    /// store's clock: since the release it replaced, or since the deadline of the holder it
+    /// took over (its last write + its ttl). `None` for a new record, the take of a record a
+    /// create made (nobody held it), or when the store gave no clock.
+    pub fn handover(&self, now: Instant) -> Option<Duration> {
+        let Some(super::view::Seen::Present {
+            parsed: crate::record::Parsed::Valid(r),
+            last_modified: Some(modified),
+            ..
+        }) = &self.view.seen
+        else {
+            return None;
+        };
+        // Our own record hands nothing over, nor one a create made that nobody acquired.
+        if r.holder.id == self.plan.holder.id || r.never_acquired() {
+            return None;
+        }
+        let (server_now, at) = self.view.server_now?;
+        let store_now = server_now + now.saturating_duration_since(at);
+        let free_since = match r.state {
+            RecordState::Released => *modified,
+            RecordState::Held => *modified + r.ttl(),
+        };
+        Some(
+            store_now
+                .duration_since(free_since)
+                .unwrap_or(Duration::ZERO),
+        )
     }
 
     fn wait(

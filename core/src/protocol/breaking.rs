@@ -55,31 +55,50 @@ pub fn plan(
     else {
         return BreakPlan::Nothing;
     };
-    let (epoch, rev, ttl_ms, broken) = match parsed {
+    let now_wall = timestamp(wall);
+    let by = match (&breaker.label, &breaker.host) {
+        (Some(l), Some(h)) => Some(format!("{l}@{h}")),
+        (l, h) => l.clone().or_else(|| h.clone()),
+    };
+    let (epoch, rev, ttl_ms, broken, history) = match parsed {
         Parsed::Valid(r) if r.state == RecordState::Released => return BreakPlan::Nothing,
         // Already broken: nobody believes this record, so only releasing it is left to do.
         Parsed::Valid(r) if r.broken.is_some() => {
             if mode == BreakMode::WaitOutHolder {
                 return BreakPlan::AlreadyBroken;
             }
-            (r.epoch, r.rev + 1, r.ttl_ms, r.broken.clone())
+            (
+                r.epoch,
+                r.rev + 1,
+                r.ttl_ms,
+                r.broken.clone(),
+                r.history.clone(),
+            )
         }
         Parsed::Valid(r) => {
             let broken = Broken {
                 id: r.holder.id.clone(),
                 epoch: r.epoch,
             };
-            (r.epoch.max(known) + 1, r.rev + 1, r.ttl_ms, Some(broken))
+            let history = r.history_after("broken", Some(now_wall.clone()), by);
+            (
+                r.epoch.max(known) + 1,
+                r.rev + 1,
+                r.ttl_ms,
+                Some(broken),
+                history,
+            )
         }
         Parsed::Corrupt { epoch, .. } => (
             (epoch.unwrap_or(0).max(known) + 1).max(view.time_epoch(wall)),
             1,
             timing.ttl.as_millis() as u64,
             None,
+            Vec::new(),
         ),
     };
-    let now_wall = timestamp(wall);
     let record = Record {
+        history,
         format: FORMAT,
         epoch,
         rev,

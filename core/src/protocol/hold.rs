@@ -100,6 +100,22 @@ impl fmt::Display for LostReason {
 }
 
 impl LostReason {
+    /// A short name for metrics labels and JSON: `expired`, `taken_over`, `broken`,
+    /// `vanished`, `overwritten`, and a queued lock's grant's `session_deleted`, `removed`,
+    /// `lock_replaced`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LostReason::Expired => "expired",
+            LostReason::TakenOver { .. } => "taken_over",
+            LostReason::Broken { .. } => "broken",
+            LostReason::Vanished => "vanished",
+            LostReason::Overwritten => "overwritten",
+            LostReason::SessionDeleted => "session_deleted",
+            LostReason::Removed { .. } => "removed",
+            LostReason::LockReplaced(_) => "lock_replaced",
+        }
+    }
+
     /// What the store shows instead of the record of holder `ours`. Only a record that names
     /// us as the holder it broke is a break; any other record of another holder (held, or
     /// released after taking over) means we were taken over.
@@ -122,6 +138,50 @@ impl LostReason {
             Get::NotModified { .. } => LostReason::Overwritten,
         }
     }
+}
+
+/// How a held lease is doing (docs/protocol.md §4, "Health"): a pure function of the hold and
+/// the time, [`Hold::health`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Health {
+    /// Renewals are landing: the last one landed less than `renew + request_timeout` ago and
+    /// no attempt since has failed.
+    Healthy,
+    /// A renewal attempt failed, or the one due has not landed within a request timeout; the
+    /// deadline is still more than `unknown_within` away.
+    Late,
+    /// No renewal has landed and the deadline is near (no more than `unknown_within` left:
+    /// when `lease run` sends its command SIGTERM). The holder still believes, but should act
+    /// only through fenced writes.
+    Unknown,
+    /// The holder no longer believes: lost, expired, or released.
+    Lost,
+}
+
+impl Health {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Healthy => "healthy",
+            Health::Late => "late",
+            Health::Unknown => "unknown",
+            Health::Lost => "lost",
+        }
+    }
+}
+
+impl fmt::Display for Health {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A change of a held lease's health, as delivered to the holder: the new state, the time
+/// left (zero once lost) and, for a loss, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthEvent {
+    pub health: Health,
+    pub remaining: Duration,
+    pub reason: Option<LostReason>,
 }
 
 /// Where a held lease stands.
@@ -148,6 +208,8 @@ pub struct Hold {
     /// For a queued lock's grant held through this session lease: the grant's token, which
     /// messages name instead of the session's epoch (with `url` the lock's).
     pub token: Option<u64>,
+    /// Renewal attempts that failed since the last one landed (health: `late`).
+    pub failed_renewals: u32,
     /// A ttl and data the holder asked for that no landed write carries yet.
     pub wanted: Wanted,
     /// The latest instant the holder may believe while a write with a shorter ttl than the
@@ -179,6 +241,7 @@ impl Hold {
             last_send: t_send,
             phase: Phase::Held,
             token: None,
+            failed_renewals: 0,
             wanted: Wanted::default(),
             cap: None,
         }
@@ -341,6 +404,63 @@ impl Hold {
         self.record = record;
         self.version = version;
         self.last_send = t_send;
+        self.failed_renewals = 0;
+    }
+
+    /// A renewal attempt failed (it is retried until the deadline).
+    pub fn renewal_failed(&mut self) {
+        self.failed_renewals = self.failed_renewals.saturating_add(1);
+    }
+
+    /// The lease's health at `now`. The thresholds, from the last landed write's send:
+    /// `late` at `renew + request_timeout` (or at once when an attempt fails), `unknown` when
+    /// `unknown_within` is left, `lost` at the deadline. `ensure_held` is unchanged by it: a
+    /// `late` or `unknown` lease is still held.
+    pub fn health(&self, now: Instant) -> Health {
+        let left = self.remaining(now);
+        if left.is_zero() {
+            Health::Lost
+        } else if left <= self.timing.unknown_within {
+            Health::Unknown
+        } else if self.failed_renewals > 0 || now >= self.last_send + self.timing.late_after() {
+            Health::Late
+        } else {
+            Health::Healthy
+        }
+    }
+
+    /// The health at `now`, with the time left and why it was lost.
+    pub fn health_event(&self, now: Instant) -> HealthEvent {
+        let health = self.health(now);
+        HealthEvent {
+            health,
+            remaining: self.remaining(now),
+            reason: match (&self.phase, health) {
+                (Phase::Lost(r), _) => Some(r.clone()),
+                (Phase::Held, Health::Lost) => Some(LostReason::Expired),
+                _ => None,
+            },
+        }
+    }
+
+    /// The next instant after `now` at which the health may change with nothing else
+    /// happening (no renewal landing or failing): `None` once nothing is held.
+    pub fn next_health_change(&self, now: Instant) -> Option<Instant> {
+        if self.phase != Phase::Held {
+            return None;
+        }
+        let deadline = self.deadline();
+        let unknown_at = deadline
+            .checked_sub(self.timing.unknown_within)
+            .unwrap_or(self.last_send);
+        [
+            self.last_send + self.timing.late_after(),
+            unknown_at,
+            deadline,
+        ]
+        .into_iter()
+        .filter(|t| *t > now)
+        .min()
     }
 
     /// A release is about to be sent: from now on the holder does not believe it holds the

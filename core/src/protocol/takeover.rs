@@ -258,6 +258,7 @@ mod tests {
             prev: vec![],
             write: Some("w".into()),
             broken: None,
+            history: vec![],
         };
         View {
             seen: Some(Seen::Present {

@@ -74,6 +74,9 @@ pub struct WriteOp {
     backoff: Backoff,
     t_send: Option<Instant>,
     after_sleep: After,
+    /// Whether this write paused (a backoff) since it was last sent: two sends of it are always
+    /// at least one pause apart, and never more than one (see `read_back`).
+    paused_since_send: bool,
 }
 
 impl WriteOp {
@@ -95,6 +98,7 @@ impl WriteOp {
             backoff: Backoff::for_timing(timing),
             t_send: None,
             after_sleep: After::Put,
+            paused_since_send: false,
         }
     }
 
@@ -147,7 +151,8 @@ impl WriteOp {
         }
     }
 
-    fn put(&self) -> WriteStep {
+    fn put(&mut self) -> WriteStep {
+        self.paused_since_send = false;
         WriteStep::Put {
             bytes: self.bytes.clone(),
             cond: self.cond.clone(),
@@ -160,6 +165,7 @@ impl WriteOp {
 
     fn sleep(&mut self, after: After, entropy: &dyn Entropy) -> WriteStep {
         self.after_sleep = after;
+        self.paused_since_send = true;
         WriteStep::Sleep(self.backoff.next(entropy))
     }
 
@@ -193,6 +199,14 @@ impl WriteOp {
                 "could not write {} before giving up",
                 self.url
             ))));
+        }
+        // Read-backs that failed (a partition) already paused since the last send: the store
+        // answers again, so send at once. A renewal's deadline does not wait, and one more
+        // backoff here (up to renew/2) was what kept a healed holder from renewing in time.
+        // Otherwise (the store answered the read at once) pause first, so that a store that
+        // keeps failing writes is not sent them back to back.
+        if self.paused_since_send {
+            return self.put();
         }
         self.sleep(After::Put, entropy)
     }

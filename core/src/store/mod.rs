@@ -243,6 +243,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// Whether this store already counts and traces its requests (the metrics' wrapper): a
+    /// client built on another client's store does not count them twice. Stores themselves
+    /// leave the default.
+    #[doc(hidden)]
+    fn counted(&self) -> bool {
+        false
+    }
+
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get>;
 
     async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put>;

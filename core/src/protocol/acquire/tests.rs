@@ -16,6 +16,7 @@ fn plan() -> Plan {
         try_once: false,
         wait_deadline: None,
         unavailable_timeout: None,
+        history: false,
         probe_holders: false,
         epoch_is_token: true,
     }
@@ -137,6 +138,7 @@ fn where_nothing_is_the_record_is_made_released_then_taken_above_the_clock_after
         prev: vec![],
         write: Some("n1".into()),
         broken: None,
+        history: vec![],
     };
     assert_eq!(made, expected_made);
     // The create's answer comes 2 s after its send: the take goes above the clock read now.
@@ -155,6 +157,8 @@ fn where_nothing_is_the_record_is_made_released_then_taken_above_the_clock_after
         prev: made.prev_for_successor(),
         write: Some("n2".into()),
         broken: None,
+        // The record the create made granted nobody: it is no tenure.
+        history: vec![],
     };
     assert_eq!(taken, expected);
     match r.written(3, 2.7) {
@@ -887,4 +891,191 @@ fn a_stamp_that_did_not_come_is_retried_and_one_that_cannot_be_had_refuses_date(
         0.6,
     ));
     assert!(r.m.date_refused(), "no stamp to be had: Date is refused");
+}
+
+// History (docs/protocol.md §3, "History"): the write that replaces a tenure appends it.
+
+/// A plan that records history.
+fn plan_with_history() -> Plan {
+    Plan {
+        history: true,
+        ..plan()
+    }
+}
+
+/// A past tenure, as an earlier write appended it.
+fn past_tenure() -> crate::record::Tenure {
+    crate::record::Tenure {
+        epoch: 6,
+        holder: holder("first"),
+        acquired_at: Some("2025-12-01T00:00:00Z".into()),
+        ended_at: Some("2025-12-01T01:00:00Z".into()),
+        end: "released".into(),
+        by: None,
+    }
+}
+
+/// Poll a held record until it has been unchanged for ttl + grace and take it over at 11 s.
+fn take_over(plan: Plan, held: &Record) -> Record {
+    let mut r = Run::new(plan, 0.0);
+    r.step(Event::Start, 0.0);
+    expect_sleep(r.read(found(held, 1), 0.0));
+    for t in 1..11 {
+        let t = t as f64;
+        r.step(Event::Slept, t);
+        expect_sleep(r.read(Get::NotModified { server_now: None }, t));
+    }
+    let (rec, cond) = expect_put(r.step(Event::Slept, 11.0));
+    assert_eq!(cond, Cond::Match(version(1)));
+    rec
+}
+
+#[test]
+fn a_takeover_appends_the_expired_tenure_before_the_earlier_ones() {
+    let held = Record {
+        acquired_at: Some("2025-12-31T23:59:55Z".into()),
+        history: vec![past_tenure()],
+        ..record("other", 7, RecordState::Held)
+    };
+    let rec = take_over(plan_with_history(), &held);
+    assert_eq!(rec.history.len(), 2);
+    let ended = &rec.history[0];
+    assert_eq!(
+        (ended.epoch, ended.holder.id.as_str(), ended.end.as_str()),
+        (7, "other", "expired")
+    );
+    assert_eq!(ended.acquired_at.as_deref(), Some("2025-12-31T23:59:55Z"));
+    assert_eq!(ended.ended_at, Some(timestamp(wall(11.0))));
+    assert_eq!(rec.history[1], past_tenure());
+}
+
+#[test]
+fn with_history_off_a_takeover_keeps_the_records_history_as_it_is() {
+    let held = Record {
+        history: vec![past_tenure()],
+        ..record("other", 7, RecordState::Held)
+    };
+    let rec = take_over(plan(), &held);
+    assert_eq!(rec.history, vec![past_tenure()]);
+}
+
+#[test]
+fn a_lease_taken_back_after_its_release_ends_that_tenure_released_at_the_release() {
+    let released = Record {
+        rev: 4,
+        acquired_at: Some("2025-12-31T23:00:00Z".into()),
+        renewed_at: Some("2025-12-31T23:59:58Z".into()),
+        ..record("me", 7, RecordState::Released)
+    };
+    let mut r = Run {
+        m: Acquirer::new(
+            plan_with_history(),
+            7,
+            Some((version(3), released)),
+            at(0.0),
+        ),
+        e: Counter::default(),
+    };
+    let (rec, _) = expect_put(r.step(Event::Start, 0.0));
+    assert_eq!(rec.history.len(), 1);
+    assert_eq!(rec.history[0].end, "released");
+    assert_eq!(
+        rec.history[0].ended_at.as_deref(),
+        Some("2025-12-31T23:59:58Z")
+    );
+}
+
+#[test]
+fn a_record_deleted_while_held_ends_the_last_tenure_seen_deleted_in_the_record_created_next() {
+    let mut r = Run::new(plan_with_history(), 0.0);
+    r.step(Event::Start, 0.0);
+    expect_sleep(r.read(held_by_other(), 0.0));
+    // Another record at the same rev (a new holder's create after a deletion): the last seen.
+    r.step(Event::Slept, 1.0);
+    let third = record("third", 7, RecordState::Held);
+    expect_sleep(r.read(found(&third, 2), 1.0));
+    r.step(Event::Slept, 2.0);
+    let (rec, cond) = expect_put(r.read(not_found(), 2.0));
+    assert_eq!(cond, Cond::Create);
+    assert_eq!(rec.history.len(), 1);
+    let ended = &rec.history[0];
+    assert_eq!(
+        (ended.holder.id.as_str(), ended.end.as_str()),
+        ("third", "deleted")
+    );
+    assert_eq!(ended.ended_at, Some(timestamp(wall(2.0))));
+    // The record the create made granted nobody: the take carries its history as it is, with
+    // no tenure of ours for it.
+    let (taken, cond) = expect_put(r.written(4, 2.5));
+    assert_eq!(cond, Cond::Match(version(4)));
+    assert_eq!(taken.history, rec.history);
+}
+
+#[test]
+fn a_key_never_seen_is_created_with_no_history() {
+    let mut r = Run::new(plan_with_history(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (rec, cond) = expect_put(r.read(not_found(), 0.0));
+    assert_eq!((cond, rec.history), (Cond::Create, vec![]));
+    // Nor is its take's: the released record the create made was nobody's tenure.
+    let (taken, cond) = expect_put(r.written(2, 0.5));
+    assert_eq!((cond, taken.history), (Cond::Match(version(2)), vec![]));
+}
+
+/// A record another acquirer's create made (released, acquired by nobody: it died or gave up
+/// before its take) is no tenure: taking it adds none, and it hands nothing over.
+#[test]
+fn the_take_of_a_record_made_by_anothers_create_adds_no_tenure_and_no_handover() {
+    let made = Record {
+        rev: 1,
+        acquired_at: None,
+        history: vec![past_tenure()],
+        ..record("other", 7, RecordState::Released)
+    };
+    let mut r = Run::new(plan_with_history(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (rec, cond) = expect_put(r.read(found_at(&made, 1, 1.0, 3.0), 0.0));
+    assert_eq!(cond, Cond::Match(version(1)));
+    assert_eq!(rec.history, vec![past_tenure()]);
+    assert_eq!(r.m.handover(at(0.5)), None);
+}
+
+/// A read of `record` at generation `g` whose object the store last modified at `wall(modified)`,
+/// answered at `wall(server_now)`.
+fn found_at(record: &Record, g: u64, modified: f64, server_now: f64) -> Get {
+    Get::Found(crate::store::Object {
+        last_modified: Some(wall(modified)),
+        server_now: Some(wall(server_now)),
+        ..object(&record.to_bytes(), g)
+    })
+}
+
+#[test]
+fn the_handover_is_the_time_from_the_release_to_the_landed_write_by_the_stores_clock() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let released = Record {
+        acquired_at: Some(timestamp(wall(0.0))),
+        ..record("other", 7, RecordState::Released)
+    };
+    let (_, cond) = expect_put(r.read(found_at(&released, 1, 1.0, 3.0), 0.0));
+    assert_eq!(cond, Cond::Match(version(1)));
+    // Released at 1 s by the store's clock, which said 3 s at the read; landed 0.5 s later.
+    assert_eq!(r.m.handover(at(0.5)), Some(secs(2.5)));
+}
+
+#[test]
+fn the_handover_of_a_takeover_counts_from_the_holders_deadline_and_none_from_our_own() {
+    let mut r = Run::new(plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let held = record("other", 7, RecordState::Held);
+    expect_sleep(r.read(found_at(&held, 1, 0.0, 8.0), 0.0));
+    // Last written at 0 s with a 10 s ttl: free since 10 s; the store said 8 s at the read,
+    // so 12 s four seconds later.
+    assert_eq!(r.m.handover(at(4.0)), Some(secs(2.0)));
+    let mut own = Run::new(plan(), 0.0);
+    own.step(Event::Start, 0.0);
+    let mine = record("me", 7, RecordState::Released);
+    own.read(found_at(&mine, 1, 1.0, 3.0), 0.0);
+    assert_eq!(own.m.handover(at(0.5)), None);
 }

@@ -354,6 +354,193 @@ fn tidy_writes_nothing_unless_the_lease_was_lost() {
     }
 }
 
+// Health (docs/protocol.md §4, "Health"): with the 10 s ttl a renewal is `late` 5 s after the
+// last send (renew 10/3 s + request timeout 5/3 s), `unknown` once `kill_after + margin`
+// (10/3 s + 1 s) is left, at 5.667 s, and `lost` at the deadline, 10 s.
+
+/// The instant at which `late` begins for `held()`.
+fn late_at() -> Instant {
+    at(0.0) + timing().late_after()
+}
+
+/// The instant at which `unknown` begins for `held()`.
+fn unknown_at() -> Instant {
+    at(10.0) - timing().unknown_within
+}
+
+#[test]
+fn health_thresholds_follow_the_timing_of_lease_run() {
+    let t = timing();
+    assert_eq!(t.late_after(), t.renew + t.request_timeout);
+    // 10/3 s + 5/3 s: 5 s, less a nanosecond of rounding.
+    assert!(secs(5.0) - t.late_after() < secs(0.000_001));
+    let margin = crate::options::stop_margin(t.ttl);
+    let kill_after = crate::options::default_kill_after(t.ttl, t.renew, t.request_timeout);
+    assert_eq!(t.unknown_within, kill_after + margin);
+    // The windows are in order: healthy, late, unknown, lost.
+    assert!(at(0.0) + t.late_after() < unknown_at());
+}
+
+#[test]
+fn health_is_healthy_until_the_renewal_due_has_had_a_request_timeout() {
+    let h = held();
+    assert_eq!(h.health(at(0.0)), Health::Healthy);
+    assert_eq!(h.health(late_at() - secs(0.001)), Health::Healthy);
+    assert_eq!(
+        h.health(late_at()),
+        Health::Late,
+        "late at the threshold itself"
+    );
+    assert_eq!(h.health(unknown_at() - secs(0.001)), Health::Late);
+}
+
+#[test]
+fn health_is_unknown_with_kill_after_and_margin_left_and_lost_at_the_deadline() {
+    let h = held();
+    assert_eq!(
+        h.health(unknown_at()),
+        Health::Unknown,
+        "unknown at the threshold itself"
+    );
+    assert_eq!(h.health(at(10.0) - secs(0.001)), Health::Unknown);
+    assert_eq!(h.health(at(10.0)), Health::Lost);
+    assert_eq!(h.health(at(11.0)), Health::Lost);
+}
+
+#[test]
+fn a_failed_renewal_makes_a_lease_late_at_once_and_a_landed_one_healthy_again() {
+    let mut h = held();
+    h.renewal_failed();
+    assert_eq!(h.failed_renewals, 1);
+    assert_eq!(h.health(at(0.1)), Health::Late);
+    h.renewal_failed();
+    assert_eq!(h.failed_renewals, 2);
+    // Failures do not make it unknown early: only the time left does.
+    assert_eq!(h.health(unknown_at() - secs(0.001)), Health::Late);
+    assert_eq!(h.health(unknown_at()), Health::Unknown);
+    let mut next = h.record.successor();
+    next.write = Some("n9".into());
+    h.renewed(next, version(2), at(3.0));
+    assert_eq!(h.failed_renewals, 0);
+    assert_eq!(h.health(at(3.1)), Health::Healthy);
+    // The thresholds move with the landed renewal's send.
+    assert_eq!(h.health(at(8.0)), Health::Late);
+    assert_eq!(h.health(at(13.0)), Health::Lost);
+}
+
+#[test]
+fn health_is_lost_in_every_phase_but_held() {
+    for phase in [
+        Phase::Releasing,
+        Phase::Released,
+        Phase::Lost(LostReason::Vanished),
+    ] {
+        assert_eq!(
+            in_phase(phase.clone()).health(at(0.0)),
+            Health::Lost,
+            "{phase:?}"
+        );
+    }
+}
+
+#[test]
+fn a_health_event_carries_the_time_left_and_why_it_was_lost() {
+    let h = held();
+    let e = h.health_event(at(1.0));
+    assert_eq!(
+        e,
+        HealthEvent {
+            health: Health::Healthy,
+            remaining: secs(9.0),
+            reason: None
+        }
+    );
+    assert_eq!(h.health_event(unknown_at()).reason, None);
+    let e = h.health_event(at(10.0));
+    assert_eq!((e.health, e.remaining), (Health::Lost, Duration::ZERO));
+    assert_eq!(
+        e.reason,
+        Some(LostReason::Expired),
+        "a held lease past its deadline expired"
+    );
+    let e = in_phase(Phase::Lost(LostReason::Vanished)).health_event(at(1.0));
+    assert_eq!(e.reason, Some(LostReason::Vanished));
+    // Released: lost to the holder, for no fault.
+    let e = in_phase(Phase::Released).health_event(at(1.0));
+    assert_eq!((e.health, e.reason), (Health::Lost, None));
+    let e = in_phase(Phase::Releasing).health_event(at(11.0));
+    assert_eq!((e.health, e.reason), (Health::Lost, None));
+}
+
+#[test]
+fn the_next_health_change_is_the_next_threshold_strictly_after_now() {
+    let h = held();
+    assert_eq!(h.next_health_change(at(0.0)), Some(late_at()));
+    assert_eq!(
+        h.next_health_change(late_at()),
+        Some(unknown_at()),
+        "not now itself"
+    );
+    assert_eq!(h.next_health_change(unknown_at()), Some(at(10.0)));
+    assert_eq!(h.next_health_change(at(10.0)), None);
+    for phase in [Phase::Releasing, Phase::Released, lost().phase] {
+        assert_eq!(
+            in_phase(phase.clone()).next_health_change(at(0.0)),
+            None,
+            "{phase:?}"
+        );
+    }
+}
+
+#[test]
+fn health_and_loss_names_are_stable() {
+    let names: Vec<String> = [Health::Healthy, Health::Late, Health::Unknown, Health::Lost]
+        .iter()
+        .map(|h| format!("{h}/{}", h.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "healthy/healthy",
+            "late/late",
+            "unknown/unknown",
+            "lost/lost"
+        ]
+    );
+    let kinds: Vec<&str> = [
+        LostReason::Expired,
+        LostReason::TakenOver {
+            holder: holder("you"),
+            epoch: 8,
+        },
+        LostReason::Broken {
+            by: holder("op"),
+            epoch: 8,
+        },
+        LostReason::Vanished,
+        LostReason::Overwritten,
+        LostReason::SessionDeleted,
+        LostReason::Removed { by: holder("gc") },
+        LostReason::LockReplaced("made again".into()),
+    ]
+    .iter()
+    .map(LostReason::kind)
+    .collect();
+    assert_eq!(
+        kinds,
+        [
+            "expired",
+            "taken_over",
+            "broken",
+            "vanished",
+            "overwritten",
+            "session_deleted",
+            "removed",
+            "lock_replaced"
+        ]
+    );
+}
+
 #[test]
 fn a_queued_grants_lost_reasons_say_what_happened_and_who_removed_it() {
     let removed = LostReason::Removed { by: holder("gc") };

@@ -999,6 +999,7 @@ impl Waiter {
             prev,
             write: Some(entropy.nonce()),
             broken: None,
+            history: Vec::new(),
         };
         self.phase = Phase::EndingSession { id: id.to_string() };
         Some(Step::EndSession {

@@ -38,6 +38,16 @@ fn outcome(s: WriteStep) -> Result<Written> {
     }
 }
 
+/// The step sends our record again, with the same condition.
+fn assert_resent(s: WriteStep, cond: &Cond) {
+    match s {
+        WriteStep::Put { bytes, cond: again } => {
+            assert_eq!((bytes, &again), (ours().to_bytes(), cond));
+        }
+        other => panic!("expected the write sent again, got {other:?}"),
+    }
+}
+
 fn unavailable() -> Error {
     Error::unavailable("no answer")
 }
@@ -178,12 +188,7 @@ fn where_the_condition_still_holds_the_same_bytes_are_sent_again_after_a_backoff
             step(&mut w, read(current.clone()), 2.0),
             WriteStep::Sleep(d) if d == secs(0.05)
         ));
-        match step(&mut w, WriteEvent::Slept, 2.05) {
-            WriteStep::Put { bytes, cond: again } => {
-                assert_eq!((bytes, again), (ours().to_bytes(), cond.clone()));
-            }
-            other => panic!("{other:?}"),
-        }
+        assert_resent(step(&mut w, WriteEvent::Slept, 2.05), &cond);
         assert_eq!(w.t_send(), Some(at(0.0)), "t_send stays the first send's");
         step(&mut w, WriteEvent::Put(Err(unavailable())), 3.0);
         assert!(matches!(
@@ -247,4 +252,37 @@ fn a_read_back_that_fails_is_tried_again_until_the_write_gives_up() {
             .contains("the outcome of a write to memory://t/job is unknown"),
         "{e}"
     );
+}
+
+/// A store that came back (a partition healed): the read-backs that failed already paused, so
+/// the first one that answers "not landed" sends again at once. Waiting one more backoff there
+/// (up to renew/2) was the time a renewal lacked to land before the deadline (core/tests/
+/// health.rs, `a_partition_that_heals_before_the_deadline_ends_healthy`).
+#[test]
+fn after_failed_read_backs_a_write_not_landed_is_sent_again_at_once() {
+    for (cond, current) in [
+        (Cond::Match(version(1)), found(&theirs(), 1)),
+        (Cond::Create, not_found()),
+    ] {
+        let mut w = sent(cond.clone());
+        step(&mut w, WriteEvent::Put(Err(unavailable())), 1.0);
+        assert!(matches!(
+            step(&mut w, WriteEvent::Read(Err(unavailable())), 1.0),
+            WriteStep::Sleep(_)
+        ));
+        assert!(matches!(
+            step(&mut w, WriteEvent::Slept, 1.05),
+            WriteStep::Read
+        ));
+        // Sent again at once.
+        assert_resent(step(&mut w, read(current.clone()), 1.1), &cond);
+        assert_eq!(w.t_send(), Some(at(0.0)), "t_send stays the first send's");
+        // The resend fails too, and the store answers at once: now it pauses again, so two
+        // sends are never back to back.
+        step(&mut w, WriteEvent::Put(Err(unavailable())), 1.2);
+        assert!(matches!(
+            step(&mut w, read(current), 1.3),
+            WriteStep::Sleep(_)
+        ));
+    }
 }

@@ -35,6 +35,15 @@ pub(super) const LEASE_CODES: &[&str] = &[
 ];
 
 pub(super) fn classify_status(i: ClassifyInput<'_>) -> Failure {
+    // The answer's status goes with the error, for the metrics' status label.
+    let status = i.status;
+    match classify_answer(i) {
+        Failure::Error(e) => Failure::Error(e.with_http_status(status)),
+        answer => answer,
+    }
+}
+
+fn classify_answer(i: ClassifyInput<'_>) -> Failure {
     let ClassifyInput {
         op,
         status,

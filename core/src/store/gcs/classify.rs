@@ -57,6 +57,15 @@ pub(super) fn no_such_bucket(message: &str) -> bool {
 
 /// The status part of the classification, separate so it can be tested on its own.
 pub(super) fn classify_status(i: ClassifyInput<'_>) -> Failure {
+    // The answer's status goes with the error, for the metrics' status label.
+    let status = i.status;
+    match classify_answer(i) {
+        Failure::Error(e) => Failure::Error(e.with_http_status(status)),
+        answer => answer,
+    }
+}
+
+fn classify_answer(i: ClassifyInput<'_>) -> Failure {
     let ClassifyInput {
         op,
         status,

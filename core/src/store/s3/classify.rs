@@ -72,7 +72,7 @@ impl S3Store {
                     (false, true) => format!("HTTP {status} {code}"),
                     (false, false) => format!("HTTP {status} {code}: {message}"),
                 };
-                classify_status(ClassifyInput {
+                match classify_status(ClassifyInput {
                     op,
                     conditional,
                     status,
@@ -83,7 +83,10 @@ impl S3Store {
                     key,
                     bucket_region,
                     credentials_hint: &loaded.credentials_hint,
-                })
+                }) {
+                    Failure::Error(e) => Failure::Error(e.with_http_status(status)),
+                    answer => answer,
+                }
             }
             SdkError::TimeoutError(_) => unavailable(format!("timed out ({})", chain_text(&err))),
             SdkError::DispatchFailure(d) => {

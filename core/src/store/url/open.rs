@@ -17,9 +17,9 @@ use crate::store::DynStore;
 static STORES: PerProcess<StoreUrl, DynStore> = PerProcess::new();
 
 impl StoreUrl {
-    /// Open the store, or return the one this process already opened for the same URL (also
-    /// the store of [`Client::for_store`](crate::Client::for_store)). Opening does not contact
-    /// the store.
+    /// Open the store, or return the one this process already opened for the same URL (the
+    /// store beneath [`Client::for_store`](crate::Client::for_store)'s, which counts its
+    /// requests through the metrics' wrapper). Opening does not contact the store.
     pub fn open(&self) -> Result<DynStore> {
         STORES.get_or_open(self, || self.open_new())
     }

@@ -140,6 +140,7 @@ fn a_record_without_the_grant_or_of_another_kind_loses_it_saying_which() {
                 prev: vec![],
                 write: None,
                 broken: None,
+                history: vec![],
             }
             .to_bytes()
             .to_vec(),

@@ -174,6 +174,7 @@ fn session(v: &str, state: RecordState, age: u64) -> Get {
         prev: vec![],
         write: Some("w".into()),
         broken: None,
+        history: vec![],
     };
     let store_now = store_now();
     let bytes = r.to_bytes();
@@ -836,6 +837,7 @@ fn lease_at(epoch: u64, state: RecordState) -> bytes::Bytes {
         prev: vec![],
         write: None,
         broken: None,
+        history: vec![],
     }
     .to_bytes()
 }
