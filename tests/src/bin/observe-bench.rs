@@ -5,7 +5,8 @@
 //! `LeaseOptions::history(false)`), on the memory and the file store.
 //!
 //! `lease-observe-bench [ROUNDS] [CYCLES]` prints a Markdown table: medians of ROUNDS rounds
-//! (default 7) of CYCLES cycles and CYCLES renewals (default 300) each.
+//! (default 7) of CYCLES cycles and CYCLES renewals (default 300) each. A second table splits
+//! the cost: metrics alone and history alone, against both off, in the same rounds.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,8 +23,19 @@ fn now() -> std::time::Instant {
 
 /// Nanoseconds per cycle and per renewal with metrics and history `on` or off.
 async fn round(client: &Client, key: &str, on: bool, n: u32) -> (f64, f64) {
-    lease::metrics::set_enabled(on);
-    let opts = LeaseOptions::new(Duration::from_secs(30)).history(on);
+    round_with(client, key, on, on, n).await
+}
+
+/// Nanoseconds per cycle and per renewal with metrics and history each on or off.
+async fn round_with(
+    client: &Client,
+    key: &str,
+    metrics: bool,
+    history: bool,
+    n: u32,
+) -> (f64, f64) {
+    lease::metrics::set_enabled(metrics);
+    let opts = LeaseOptions::new(Duration::from_secs(30)).history(history);
     let start = now();
     for _ in 0..n {
         let held = client.acquire(key, &opts).await.expect("acquire");
@@ -57,12 +69,16 @@ async fn main() {
     ];
     println!("| store | cycle on | cycle off | ratio | renewal on | renewal off | ratio |");
     println!("|---|---|---|---|---|---|---|");
+    let mut split = vec![];
     for (name, store) in stores {
         let client = Client::new(store);
         // Warm up both ways (and fill the "on" key's history).
         round(&client, "on", true, cycles).await;
         round(&client, "off", false, cycles).await;
+        round_with(&client, "metrics", true, false, cycles).await;
+        round_with(&client, "history", false, true, cycles).await;
         let (mut on, mut off) = ((vec![], vec![]), (vec![], vec![]));
+        let (mut m, mut h) = ((vec![], vec![]), (vec![], vec![]));
         for _ in 0..rounds {
             let (c, r) = round(&client, "on", true, cycles).await;
             on.0.push(c);
@@ -70,6 +86,12 @@ async fn main() {
             let (c, r) = round(&client, "off", false, cycles).await;
             off.0.push(c);
             off.1.push(r);
+            let (c, r) = round_with(&client, "metrics", true, false, cycles).await;
+            m.0.push(c);
+            m.1.push(r);
+            let (c, r) = round_with(&client, "history", false, true, cycles).await;
+            h.0.push(c);
+            h.1.push(r);
         }
         let (con, coff) = (median(on.0), median(off.0));
         let (ron, roff) = (median(on.1), median(off.1));
@@ -82,6 +104,20 @@ async fn main() {
             roff / 1e3,
             ron / roff
         );
+        let (cm, rm) = (median(m.0), median(m.1));
+        let (ch, rh) = (median(h.0), median(h.1));
+        split.push(format!(
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            cm / coff,
+            ch / coff,
+            rm / roff,
+            rh / roff
+        ));
+    }
+    println!("\n| store | cycle, metrics only | cycle, history only | renewal, metrics only | renewal, history only |");
+    println!("|---|---|---|---|---|");
+    for line in split {
+        println!("{line}");
     }
     lease::metrics::set_enabled(true);
 }
