@@ -127,20 +127,9 @@ fn a_record_without_the_grant_or_of_another_kind_loses_it_saying_which() {
             crate::record::Record {
                 format: 1,
                 epoch: 9,
-                rev: 1,
-                state: crate::record::RecordState::Held,
                 ttl_ms: 1000,
-                holder: crate::record::Holder {
-                    id: "x".into(),
-                    ..Default::default()
-                },
-                acquired_at: None,
-                renewed_at: None,
-                data: None,
-                prev: vec![],
                 write: None,
-                broken: None,
-                history: vec![],
+                ..crate::protocol::testing::record("x", 9, crate::record::RecordState::Held)
             }
             .to_bytes()
             .to_vec(),

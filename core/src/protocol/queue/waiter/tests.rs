@@ -159,22 +159,9 @@ fn store_now() -> SystemTime {
 /// store's `now`.
 fn session(v: &str, state: RecordState, age: u64) -> Get {
     let r = Record {
-        format: FORMAT,
-        epoch: 3,
         rev: 2,
-        state,
-        ttl_ms: 10_000,
-        holder: Holder {
-            id: "a".into(),
-            ..Holder::default()
-        },
-        acquired_at: None,
-        renewed_at: None,
-        data: None,
-        prev: vec![],
         write: Some("w".into()),
-        broken: None,
-        history: vec![],
+        ..crate::protocol::testing::record("a", 3, state)
     };
     let store_now = store_now();
     let bytes = r.to_bytes();
@@ -820,26 +807,11 @@ fn a_record_of_a_newer_version_is_refused_never_taken_over() {
 
 /// A lease record at `epoch` held by `old` ("cron").
 fn lease_at(epoch: u64, state: RecordState) -> bytes::Bytes {
-    Record {
-        format: FORMAT,
-        epoch,
-        rev: 3,
-        state,
-        ttl_ms: 10_000,
-        holder: Holder {
-            id: "old".into(),
-            label: Some("cron".into()),
-            ..Holder::default()
-        },
-        acquired_at: None,
-        renewed_at: None,
-        data: None,
-        prev: vec![],
-        write: None,
-        broken: None,
-        history: vec![],
-    }
-    .to_bytes()
+    let mut r = crate::protocol::testing::record("old", epoch, state);
+    r.rev = 3;
+    r.holder.label = Some("cron".into());
+    r.write = None;
+    r.to_bytes()
 }
 
 #[test]
