@@ -52,7 +52,11 @@ pub(crate) async fn acquire(
     let me = client.new_holder(req.opts.label.clone());
     // Where writers that grant us can wake us (docs/protocol.md §10, "Wake hints"): our
     // process's listener, which wakes us by our id; none when hints are off.
-    let hints = wake_hint::listener(&req.opts.wake_hints);
+    // A store whose clients all live in this process wakes them directly.
+    let hints = match client.store().in_process() {
+        true => None,
+        false => wake_hint::listener(&req.opts.wake_hints),
+    };
     let hinted = hints.as_ref().map(|l| l.register(key, &me.id));
     let plan = WaitPlan {
         key: key.to_string(),
