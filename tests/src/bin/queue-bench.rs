@@ -67,7 +67,7 @@ fn options(mode: &str) -> LeaseOptions {
     }
 }
 
-/// `wait URL MODE HOLD_MS POLL_MS [TTL_S]`: on "go", acquire; print "acquired T"; hold; release; print "done".
+/// `wait URL MODE HOLD_MS POLL_MS [TTL_S]`: on "go", acquire; print "acquired T TOKEN"; hold; release; print "done".
 async fn waiter(url: &str, mode: &str, hold_ms: u64) {
     let (client, key) = Client::for_url(url).expect("url");
     let stdin = std::io::stdin();
@@ -75,7 +75,7 @@ async fn waiter(url: &str, mode: &str, hold_ms: u64) {
     while stdin.lock().read_line(&mut line).unwrap() > 0 {
         if line.trim() == "go" {
             let held = client.acquire(&key, &options(mode)).await.expect("acquire");
-            println!("acquired {}", mono_ns());
+            println!("acquired {} {}", mono_ns(), held.epoch());
             tokio::time::sleep(Duration::from_millis(hold_ms)).await;
             held.release().await.expect("release");
             println!("done");
@@ -120,10 +120,11 @@ impl Waiter {
 
     fn acquired_at(&mut self) -> u64 {
         let l = self.line();
-        l.strip_prefix("acquired ")
-            .expect("acquired T")
-            .parse()
-            .unwrap()
+        if std::env::var_os("LEASE_BENCH_DEBUG").is_some() {
+            eprintln!("{l}");
+        }
+        let t = l.strip_prefix("acquired ").expect("acquired T TOKEN");
+        t.split(' ').next().unwrap().parse().unwrap()
     }
 }
 
