@@ -20,13 +20,7 @@ use lease::store::{Cond, Get, GetOptions, Meta, Put, Version};
 use lease::{Client, LeaseOptions};
 
 fn servers() -> Vec<(&'static str, String)> {
-    [
-        ("moto", "LEASE_TEST_S3_MOTO"),
-        ("minio", "LEASE_TEST_S3_MINIO"),
-    ]
-    .into_iter()
-    .filter_map(|(name, var)| lease_systests::server(var).map(|url| (name, url)))
-    .collect()
+    lease_systests::s3_servers()
 }
 
 const HOUR_S: u64 = 3600;
