@@ -64,6 +64,12 @@ impl History {
         self.0.iter().map(|e| &e.tenure)
     }
 
+    /// The length of its JSON (encoding the tenures not encoded yet).
+    pub fn encoded_len(&self) -> usize {
+        let commas = self.len().saturating_sub(1);
+        2 + commas + self.0.iter().map(|e| e.json().get().len()).sum::<usize>()
+    }
+
     /// Whether `other` is this very list (not a copy).
     #[cfg(test)]
     pub(crate) fn is_shared_with(&self, other: &History) -> bool {
@@ -194,7 +200,9 @@ mod tests {
         assert_eq!(serde_json::to_vec(&shared).unwrap(), want);
         assert!(shared.0.iter().all(|e| e.json.get().is_some()));
         assert_eq!(serde_json::to_vec(&shared).unwrap(), want);
+        assert_eq!(shared.encoded_len(), want.len());
         assert_eq!(serde_json::to_vec(&History::default()).unwrap(), b"[]");
+        assert_eq!(History::default().encoded_len(), 2);
         // And it reads back as the list it is.
         let back: History = serde_json::from_slice(&want).unwrap();
         assert_eq!(back, plain);
