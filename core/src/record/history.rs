@@ -173,9 +173,11 @@ mod tests {
                 ..Default::default()
             },
             acquired_at: Some("2026-11-26T12:00:00.000Z".into()),
-            ended_at: (epoch % 2 == 0).then(|| "2026-11-26T12:00:01.000Z".into()),
+            ended_at: epoch
+                .is_multiple_of(2)
+                .then(|| "2026-11-26T12:00:01.000Z".into()),
             end: "expired".into(),
-            by: (epoch % 3 == 0).then(|| "ops@\"bastion\"".into()),
+            by: epoch.is_multiple_of(3).then(|| "ops@\"bastion\"".into()),
         }
     }
 
