@@ -161,7 +161,7 @@ async fn break_record(
                         id: g.id().to_string(),
                         epoch: 0,
                     }),
-                    history: Vec::new(),
+                    history: Default::default(),
                 };
                 (record, Cond::Create)
             }

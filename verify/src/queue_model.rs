@@ -731,7 +731,7 @@ impl QueueModel {
             prev: vec![],
             write: None,
             broken: None,
-            history: vec![],
+            history: Default::default(),
         };
         let found = |r: Record, v: &str, modified: u64, server_now: u64| {
             let version = Version::etag(format!("{key}:{v}"));

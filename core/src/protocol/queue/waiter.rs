@@ -1038,7 +1038,7 @@ impl Waiter {
             prev,
             write: Some(entropy.nonce()),
             broken: None,
-            history: Vec::new(),
+            history: Default::default(),
         };
         self.phase = Phase::EndingSession { id: id.to_string() };
         Some(Step::EndSession {
