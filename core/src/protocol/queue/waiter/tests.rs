@@ -1148,6 +1148,10 @@ fn a_hint_reads_at_once_then_at_most_once_an_interval() {
     // Past the interval: at once again.
     r.at_ms(400);
     assert!(matches!(r.step(Event::Hinted), Step::ReadRecord { .. }));
+    r.step(Event::Record(Ok(Get::NotModified { server_now: None })));
+    // A hint exactly at the interval's end is past it: a read at once, not a sleep until now.
+    r.at_ms(450);
+    assert!(matches!(r.step(Event::Hinted), Step::ReadRecord { .. }));
 }
 
 /// A hint that the record shows was real: granted by the read it caused.
