@@ -1197,8 +1197,12 @@ impl Model for QueueModel {
                 Phase::Waiting {
                     io: Io::Sleep { retry, .. },
                     ..
-                } if *retry || p.idle_wakes > 0 || self.news(s, c) => {
-                    actions.push(Action::Wake(c));
+                } => {
+                    if *retry || p.idle_wakes > 0 || self.news(s, c) {
+                        actions.push(Action::Wake(c));
+                    }
+                    // A hint needs no news: a forged or duplicated one comes to a waiter with
+                    // nothing new to see, as a real one may come before the write it follows.
                     if p.hints > 0 && p.session == Session::Alive {
                         actions.push(Action::Hint(c));
                     }
