@@ -309,7 +309,7 @@ fn a_clock_step_never_kills_the_process_it_steps() {
         .unwrap();
     let mut steps = 0u64;
     while child.try_wait().unwrap().is_none() {
-        let offset_ms = if steps % 2 == 0 { -300_000 } else { 0 };
+        let offset_ms = if steps.is_multiple_of(2) { -300_000 } else { 0 };
         harness::set_wall_offset(&file, offset_ms * 1_000_000);
         steps += 1;
     }
