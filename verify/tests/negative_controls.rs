@@ -45,6 +45,7 @@
 //! | a newer record is never taken over (`QueueNewerTakenAsCorrupt`) | `a_newer_record_taken_for_corrupt_…` |
 //! | session checks paced to the rule (`QueueSessionCheckLate`) | `core/tests/in_process/queue_holes.rs` … (simulated time; see below) |
 //! | wall clocks agree within the gap a deletion leaves (an assumption, no mutant) | `a_wall_clock_behind_by_the_whole_gap_…` |
+//! | a hint only starts a read (`HintTakenAsGrant`, issue 23) | `a_hint_taken_as_a_grant_makes_two_holders` |
 //!
 //! And for what a new user trips over (issue 28):
 //!
@@ -448,6 +449,27 @@ fn a_queue_record_made_again_at_the_known_token_repeats_a_token() {
             "pair, a deletion"
         ),
         Some(queue_model::TOKENS)
+    );
+}
+
+/// Issue 23: a wake hint carries no authority. Taken as the news of a grant (the waiter goes
+/// ahead with the record it last read), the model's hints — forged, duplicated, or come
+/// before the write they follow — make a second holder: the hint action reaches the granting
+/// path, and only the read it starts keeps the grant with the record.
+#[test]
+fn a_hint_taken_as_a_grant_makes_two_holders() {
+    let m = QueueModel {
+        hints: 1,
+        ..queue_model::pair()
+    };
+    assert_eq!(
+        violated(
+            m,
+            QUEUE,
+            Some(Mutant::HintTakenAsGrant),
+            "pair, a hint each"
+        ),
+        Some(queue_model::MUTUAL_EXCLUSION)
     );
 }
 

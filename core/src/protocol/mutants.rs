@@ -83,6 +83,10 @@ pub enum Mutant {
     /// meanwhile handed that epoch out and was deleted — it hands it out again (issue 22's
     /// finding on the exclusive lease).
     LeaseCreateGrants = 29,
+    /// Queued locks: a wake hint is taken as the news of a grant — the waiter goes ahead with
+    /// the record it last read and its token counter, without reading (issue 23: a hint carries
+    /// no authority, and the model's forged, duplicated and early hints must show why).
+    HintTakenAsGrant = 40,
 }
 
 #[cfg(feature = "negative-controls")]
