@@ -144,7 +144,7 @@ function leaseOptions(options, what, allowed) {
     }
     out[k] = v;
   }
-  for (const k of [...TEXT_OPTIONS, 'owner']) {
+  for (const k of [...TEXT_OPTIONS, 'owner', 'wakeHints']) {
     const v = o[k];
     if (v === undefined || v === null || !allowed.includes(k)) continue;
     if (typeof v !== 'string') throw typeError(`The "options.${k}" property must be a string, not ${describe(v)}`);
@@ -179,7 +179,7 @@ function leaseOptions(options, what, allowed) {
 
 // Queued locks (docs/protocol.md §10): shared/exclusive, semaphores, path and byte-range scopes.
 const FLAG_OPTIONS = ['shared', 'queue'];
-const QUEUE_OPTIONS = [...FLAG_OPTIONS, 'permits', 'scope', 'range'];
+const QUEUE_OPTIONS = [...FLAG_OPTIONS, 'permits', 'scope', 'range', 'wakeHints'];
 const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner', 'signal'];
 const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner'];
 

@@ -154,7 +154,22 @@ type Options struct {
 	// goroutines have no identity, so a goroutine that acquires what it holds waits, as with
 	// sync.Mutex, until ctx ends it).
 	Owner string
+
+	// WakeHints says where a waiter of a queued lock can be woken by the write that grants it
+	// (docs/protocol.md §10, "Wake hints"): WakeHintsLoopback (listen on 127.0.0.1: hints from
+	// writers on this host; "" means the same), WakeHintsOff (no address in its queue entry: it
+	// learns of its grant at its next poll), or the IP address of an interface to listen on
+	// ("10.0.0.5", for writers on other hosts). Anything else fails with an error matching
+	// ErrInvalid. A hint only makes the waiter read the record sooner: a firewall that drops it
+	// leaves the poll.
+	WakeHints string
 }
+
+// The named choices of Options.WakeHints (an interface's IP address is the third).
+const (
+	WakeHintsLoopback = "loopback"
+	WakeHintsOff      = "off"
+)
 
 // ByteRange is the bytes [Start, End) of an object (End excluded, above Start).
 type ByteRange struct {
@@ -278,6 +293,9 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 			copts.queue = 1
 		}
 		if err := text(opts.Owner, "owner", &copts.owner); err != nil {
+			return nil, err
+		}
+		if err := text(opts.WakeHints, "wake hints", &copts.wake_hints); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"sync"
@@ -315,4 +316,84 @@ func TestQueueFencing(t *testing.T) {
 	}
 	_, err = ParseToken("s3://b/l#7@ab;readers")
 	expectErr(t, err, ErrInvalid)
+}
+
+// waiterWake reads the queued lock's record through the store and returns its one waiter's
+// wake field ("" when its entry has none).
+func waiterWake(t *testing.T, s *Store, name string) string {
+	t.Helper()
+	obj, err := s.FencedGet(name)
+	if err != nil || obj == nil {
+		t.Fatalf("read %s: %v %v", name, obj, err)
+	}
+	var rec struct {
+		Queue []struct {
+			Wake *string `json:"wake"`
+		} `json:"queue"`
+	}
+	if err := json.Unmarshal(obj.Data, &rec); err != nil {
+		t.Fatalf("record %q: %v", obj.Data, err)
+	}
+	if len(rec.Queue) != 1 {
+		t.Fatalf("expected one waiter in %s", obj.Data)
+	}
+	if rec.Queue[0].Wake == nil {
+		return ""
+	}
+	return *rec.Queue[0].Wake
+}
+
+// Issue 23: Options.WakeHints says where a waiter of a queued lock can be woken. By default
+// (and with WakeHintsLoopback or "127.0.0.1") its queue entry carries a loopback address; with
+// WakeHintsOff none (it learns of its grant at its next poll); anything else is ErrInvalid.
+func TestQueueWakeHints(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		s := open(t, base)
+		name := uniqueName(t, "wake")
+		ctx := context.Background()
+		opt := func(label, hints string) *Options {
+			return &Options{TTL: 10 * time.Second, Label: label, Queue: true, PollInterval: queuePoll, WakeHints: hints}
+		}
+		for _, hints := range []string{"", WakeHintsLoopback, "127.0.0.1", WakeHintsOff} {
+			holder, err := s.TryAcquire(ctx, name, opt("h", WakeHintsOff))
+			if err != nil {
+				t.Fatal(err)
+			}
+			type got struct {
+				l   *Lease
+				err error
+			}
+			wch := make(chan got, 1)
+			go func() {
+				l, err := s.Acquire(ctx, name, opt("w", hints))
+				wch <- got{l, err}
+			}()
+			waitUntil(t, "the waiter to wait", func() bool {
+				st, err := s.Status(name)
+				return err == nil && sameStrings(labelsOf(st.Waiting), []string{"w"})
+			})
+			wake := waiterWake(t, s, name)
+			// Hand over before judging, so that a failure leaves no waiter behind.
+			if err := holder.Close(); err != nil {
+				t.Fatal(err)
+			}
+			w := <-wch
+			if w.err != nil {
+				t.Fatal(w.err)
+			}
+			if err := w.l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if hints == WakeHintsOff && wake != "" {
+				t.Fatalf("hints off, yet the waiter's entry has wake %q", wake)
+			}
+			if hints != WakeHintsOff && !strings.HasPrefix(wake, "udp:127.0.0.1:") {
+				t.Fatalf("WakeHints %q: the waiter's entry has wake %q, not a loopback address", hints, wake)
+			}
+		}
+		for _, bad := range []string{"on-demand", "127.0.0", "udp:127.0.0.1:9", "a\x00b"} {
+			_, err := s.TryAcquire(ctx, name, opt("x", bad))
+			expectErr(t, err, ErrInvalid)
+		}
+	})
 }

@@ -62,6 +62,13 @@ pub struct LeaseOptions {
     /// waiting for itself. Unset: nobody in particular, it waits like any other (one thread runs
     /// every async function, and any of them may release the lease).
     pub owner: Option<String>,
+    /// Where a waiter of a queued lock can be woken by the write that grants it, so that it reads
+    /// at once rather than at its next poll (docs/protocol.md §10, "Wake hints"): `'loopback'`
+    /// (the default: 127.0.0.1, hints from writers on this host), `'off'` (it learns of its
+    /// grant at its next poll), or the IP address of an interface to listen on (`'10.0.0.5'`,
+    /// for writers on other hosts). Anything else rejects with `LEASE_INVALID`.
+    #[napi(ts_type = "'loopback' | 'off' | (string & {})")]
+    pub wake_hints: Option<String>,
 }
 
 /// Stands in for the `signal` field: the JavaScript layer turns an `AbortSignal` into a
@@ -162,6 +169,9 @@ impl LeaseOptions {
         }
         if self.queue == Some(true) {
             o = o.queue();
+        }
+        if let Some(hints) = &self.wake_hints {
+            o = o.wake_hints(hints.parse()?);
         }
         o.check_queue()?;
         Ok(o)

@@ -261,7 +261,7 @@ impl Options {
         signature = (**kwargs),
         text_signature = "(*, ttl, wait=None, label=None, data=None, on_lost=None, \
                           unavailable_timeout=None, shared=None, permits=None, scope=None, \
-                          range=None, queue=None, poll=None)"
+                          range=None, queue=None, poll=None, wake_hints=None)"
     )]
     fn new(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let kw = Keywords::of(kwargs)?;
@@ -282,7 +282,7 @@ impl Options {
             kw.get("scope"),
             kw.get("range"),
         );
-        let (queue, poll) = (kw.get("queue"), kw.get("poll"));
+        let (queue, poll, wake_hints) = (kw.get("queue"), kw.get("poll"), kw.get("wake_hints"));
         let mut core = LeaseOptions::new(ttl_seconds(ttl)?);
         core.wait = opt_seconds("wait", wait)?;
         core.label = opt_text("label", label)?;
@@ -340,6 +340,9 @@ impl Options {
         if let Some(poll) = opt_seconds("poll", poll)? {
             core = core.poll_interval(poll);
         }
+        if let Some(hints) = wake_hints {
+            core = core.wake_hints(wake_hints_of(hints)?);
+        }
         core.check_queue().py()?;
         Ok(Options {
             core,
@@ -349,7 +352,7 @@ impl Options {
 }
 
 /// The keyword arguments `Options` takes.
-const KEYWORDS: [&str; 12] = [
+const KEYWORDS: [&str; 13] = [
     "ttl",
     "wait",
     "label",
@@ -362,6 +365,7 @@ const KEYWORDS: [&str; 12] = [
     "range",
     "queue",
     "poll",
+    "wake_hints",
 ];
 
 /// `Options`' keyword arguments by their place in `KEYWORDS`, as given (`None` included).
@@ -420,6 +424,29 @@ pub fn ttl_seconds(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
         )));
     }
     Ok(ttl)
+}
+
+/// `wake_hints=`: `"off"`, `"loopback"` or an interface's IP address, as a `str` or an
+/// `ipaddress.IPv4Address` / `IPv6Address`; the core parses it (`InvalidArgument` otherwise).
+fn wake_hints_of(obj: &Bound<'_, PyAny>) -> PyResult<lease::WakeHints> {
+    let is_ip_address = obj
+        .get_type()
+        .module()
+        .is_ok_and(|m| m.to_cow().is_ok_and(|m| m == "ipaddress"));
+    let text = if is_ip_address {
+        obj.str()?.to_cow()?.into_owned()
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        s.to_cow()
+            .map_err(|_| invalid("wake_hints is not valid UTF-8 (it contains a lone surrogate)"))?
+            .into_owned()
+    } else {
+        return Err(type_error(format!(
+            "wake_hints must be a str (\"off\", \"loopback\" or an interface's IP address such \
+             as \"10.0.0.5\"), not {}",
+            type_name(obj)
+        )));
+    };
+    text.parse().py()
 }
 
 /// A bool argument; `None` (or absent) is false.

@@ -200,3 +200,49 @@ async fn the_counted_store_says_what_the_store_says_of_itself() {
         assert!(std::sync::Arc::ptr_eq(&again, &counted));
     }
 }
+
+/// A lease's renewal handle counts where a lookup by name would: under its key, under a new
+/// key when the lease's key changes (a grant's), and in the new registry after a reset.
+#[test]
+fn a_renewal_handle_counts_where_a_lookup_would() {
+    let _turn = serial();
+    let h = RenewalMetrics::default();
+    h.landed("t/handle", Duration::from_secs(5));
+    h.failed("t/handle");
+    h.landed("t/handle-grant", Duration::from_secs(25));
+    let s = snapshot();
+    let l = |k, o| [("lease", k), ("outcome", o)];
+    assert_eq!(
+        count(&s, "lease_renewals_total", &l("t/handle", "landed")),
+        1.0
+    );
+    assert_eq!(
+        count(&s, "lease_renewals_total", &l("t/handle", "failed")),
+        1.0
+    );
+    assert_eq!(
+        count(&s, "lease_renewals_total", &l("t/handle-grant", "landed")),
+        1.0
+    );
+    assert!(s
+        .sample("lease_renewals_total", &l("t/handle-grant", "failed"))
+        .is_none());
+    let Some(Sample {
+        value: Value::Histogram { sum, count: n, .. },
+        ..
+    }) = s.sample("lease_renewal_slack_seconds", &[("lease", "t/handle")])
+    else {
+        panic!("no slack histogram")
+    };
+    assert_eq!((*sum, *n), (5.0, 1));
+    reset();
+    h.landed("t/handle", Duration::from_secs(5));
+    let s = snapshot();
+    assert_eq!(
+        count(&s, "lease_renewals_total", &l("t/handle", "landed")),
+        1.0
+    );
+    assert!(s
+        .sample("lease_renewals_total", &l("t/handle", "failed"))
+        .is_none());
+}
