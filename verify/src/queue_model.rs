@@ -631,6 +631,8 @@ impl QueueModel {
             ttl_ms: self.timing().ttl.as_millis() as u64,
             token: None,
             wake: None,
+            priority: self.priorities.get(c).copied().unwrap_or(0),
+            passed: 0,
         }
     }
 
