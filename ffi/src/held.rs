@@ -56,6 +56,10 @@ pub struct lease_options {
     /// (the Go binding's choice: goroutines move between threads); any other string names an
     /// owner.
     pub owner: *const c_char,
+    /// Priority among waiters that conflict (-1,000,000,000 to 1,000,000,000; default 0, and
+    /// non-zero queues): the higher is granted first, arrival order within a priority, and a
+    /// waiter is passed over by at most 8 later ones. A holder is never preempted.
+    pub priority: i32,
 }
 
 /// What a held lease was granted (`lease_grant_mode`).
@@ -88,6 +92,7 @@ pub extern "C" fn lease_options_default() -> lease_options {
         range_end: 0,
         queue: 0,
         owner: std::ptr::null(),
+        priority: 0,
     }
 }
 
@@ -163,6 +168,7 @@ fn queue_options(
     if o.queue != 0 {
         lo = lo.queue();
     }
+    lo = lo.priority(o.priority);
     lo.check_queue()?;
     Ok(lo)
 }

@@ -170,7 +170,7 @@ def _no_such_keywords(call: str, wrong: "Mapping[str, object]", known: "Tuple[st
 
 
 _ACQUIRE_KEYWORDS = ("ttl", "wait", "label", "data", "on_lost", "unavailable_timeout", "shared",
-                     "permits", "scope", "range", "queue", "poll")
+                     "permits", "scope", "range", "queue", "poll", "priority")
 _TRY_KEYWORDS = tuple(k for k in _ACQUIRE_KEYWORDS if k not in ("wait", "unavailable_timeout"))
 
 
@@ -189,6 +189,7 @@ def acquire(
     range: Optional[Tuple[int, int]] = None,
     queue: bool = False,
     poll: Optional[Seconds] = None,
+    priority: int = 0,
     **wrong: NoReturn,
 ) -> Lease:
     """Acquire the lease at ``url``, waiting up to ``wait`` seconds (``None``: as long as a
@@ -211,13 +212,16 @@ def acquire(
     lock a semaphore of N (implies shared); ``scope="tables/users"`` holds a path (it conflicts
     with the paths above and under it), ``range=(start, end)`` the bytes ``[start, end)`` of one
     object (overlapping ranges conflict); ``queue=True`` queues an exclusive request too.
+    ``priority=N`` (an int, default 0; a queued request when not 0): among waiters that conflict
+    the higher priority is granted first, arrival order within a priority, and a waiter is passed
+    over by at most 8 later ones; a holder is never preempted.
     ``poll``: how often a waiter reads the lock (default ttl/10 within 50 ms..2 s).
     """
     _no_such_keywords("acquire", wrong, _ACQUIRE_KEYWORDS)
     options = _lease.Options(
         ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost,
         unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
-        range=range, queue=queue, poll=poll,
+        range=range, queue=queue, poll=poll, priority=priority,
     )
     lease = _lease._acquire(url, options)
     _live.add(lease)
@@ -237,6 +241,7 @@ def try_acquire(
     range: Optional[Tuple[int, int]] = None,
     queue: bool = False,
     poll: Optional[Seconds] = None,
+    priority: int = 0,
     **wrong: NoReturn,
 ) -> Optional[Lease]:
     """Try once: the :class:`Lease`, or ``None`` when someone else holds it (or, for a queued
@@ -244,7 +249,7 @@ def try_acquire(
     _no_such_keywords("try_acquire", wrong, _TRY_KEYWORDS)
     options = _lease.Options(
         ttl=ttl, label=label, data=data, on_lost=on_lost, shared=shared, permits=permits,
-        scope=scope, range=range, queue=queue, poll=poll,
+        scope=scope, range=range, queue=queue, poll=poll, priority=priority,
     )
     lease = _lease._try_acquire(url, options)
     if lease is not None:
@@ -267,6 +272,7 @@ def acquire_async(
     range: Optional[Tuple[int, int]] = None,
     queue: bool = False,
     poll: Optional[Seconds] = None,
+    priority: int = 0,
     **wrong: NoReturn,
 ) -> AcquireAsync:
     """:func:`acquire` for asyncio: ``l = await lease.acquire_async(url)``, or
@@ -277,7 +283,7 @@ def acquire_async(
     options = _lease.Options(
         ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost,
         unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
-        range=range, queue=queue, poll=poll,
+        range=range, queue=queue, poll=poll, priority=priority,
     )
 
     def start(done: Callable[[bool, object], None]) -> _lease.Pending:

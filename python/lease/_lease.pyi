@@ -34,6 +34,7 @@ class Options:
         range: Optional[Tuple[int, int]] = None,
         queue: Optional[bool] = None,
         poll: Optional[_Seconds] = None,
+        priority: Optional[int] = None,
     ) -> None: ...
 
 @final

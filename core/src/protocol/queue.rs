@@ -492,13 +492,16 @@ impl QueueRecord {
             granted[i] = true;
             any = true;
             // Every earlier competing waiter still waiting was passed over once more.
+            let passed_over: Vec<usize> = granted[..i]
+                .iter()
+                .enumerate()
+                .filter(|&(j, done)| !done && self.competes(&self.queue[j], &self.queue[i]))
+                .map(|(j, _)| j)
+                .collect();
             let mut newly_due = false;
-            for j in 0..i {
-                if granted[j]
-                    || !self.competes(&self.queue[j], &self.queue[i])
-                    || super::mutants::on(super::mutants::Mutant::QueueBypassNotCounted)
-                {
-                    continue;
+            for j in passed_over {
+                if super::mutants::on(super::mutants::Mutant::QueueBypassNotCounted) {
+                    break;
                 }
                 let passed = &mut self.queue[j].passed;
                 if *passed < limit {
