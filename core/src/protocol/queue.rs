@@ -456,22 +456,29 @@ impl QueueRecord {
     /// tokens never repeat, whatever is deleted and whatever `Create` lands late **(changed,
     /// issue 22)**.
     ///
-    /// Passes run until one grants nobody: a grant that makes a waiter due ends its pass, so
-    /// the next orders that waiter first (docs/protocol.md §10, "Priorities").
+    /// A grant that makes a waiter due ends its pass, and the next pass orders that waiter
+    /// first (docs/protocol.md §10, "Priorities"); a pass that ends by itself has seen every
+    /// waiter with what it knows at the end, so nothing more can go. Each pass that ends early
+    /// has granted someone: at most one pass more than there are waiters.
     ///
     /// [`order`]: QueueRecord::order
     pub fn settle(&mut self, floor: u64) {
-        while self.settle_pass(floor) {}
+        for _ in 0..=self.queue.len() {
+            if !self.settle_pass(floor) {
+                break;
+            }
+        }
         self.note_features();
     }
 
-    /// One pass over the waiters in settling order; whether it granted anyone.
+    /// One pass over the waiters in settling order; whether it ended early, at a grant that
+    /// made a waiter due (then another pass may grant more).
     fn settle_pass(&mut self, floor: u64) -> bool {
         let limit = bypass_limit();
         let mut granted = vec![false; self.queue.len()];
         // Considered in this pass and not granted: they go before the rest.
         let mut waiting: Vec<usize> = Vec::new();
-        let mut any = false;
+        let mut ended_early = false;
         for i in self.order() {
             let request = &self.queue[i];
             let overtakes = waiting
@@ -490,7 +497,6 @@ impl QueueRecord {
             grant.passed = 0;
             self.grants.push(grant);
             granted[i] = true;
-            any = true;
             // Every earlier competing waiter still waiting was passed over once more.
             let passed_over: Vec<usize> = granted[..i]
                 .iter()
@@ -510,6 +516,7 @@ impl QueueRecord {
                 }
             }
             if newly_due {
+                ended_early = true;
                 break;
             }
         }
@@ -518,7 +525,7 @@ impl QueueRecord {
             at += 1;
             !granted[at - 1]
         });
-        any
+        ended_early
     }
 
     /// The order in which waiters are considered for a grant, as indexes into the queue
