@@ -463,9 +463,14 @@ impl QueueRecord {
     ///
     /// [`order`]: QueueRecord::order
     pub fn settle(&mut self, floor: u64) {
-        for _ in 0..=self.queue.len() {
-            if !self.settle_pass(floor) {
-                break;
+        if !self.queue.iter().any(Entry::uses_priority) {
+            // Without priorities nobody is passed over, so nobody becomes due: one pass.
+            self.settle_pass(floor);
+        } else {
+            for _ in 0..=self.queue.len() {
+                if !self.settle_pass(floor) {
+                    break;
+                }
             }
         }
         self.note_features();
@@ -504,16 +509,17 @@ impl QueueRecord {
                 .filter(|&(j, done)| !done && self.competes(&self.queue[j], &self.queue[i]))
                 .map(|(j, _)| j)
                 .collect();
+            // A waiter that reaches the bound is due: the next pass orders it first (the order
+            // is only ever recomputed, so ending early more often would cost passes, not
+            // change the record).
             let mut newly_due = false;
             for j in passed_over {
                 if super::mutants::on(super::mutants::Mutant::QueueBypassNotCounted) {
                     break;
                 }
                 let passed = &mut self.queue[j].passed;
-                if *passed < limit {
-                    *passed += 1;
-                    newly_due |= *passed == limit;
-                }
+                *passed = passed.saturating_add(1);
+                newly_due |= *passed == limit;
             }
             if newly_due {
                 ended_early = true;
@@ -543,15 +549,16 @@ impl QueueRecord {
         let limit = bypass_limit();
         let mut due: Vec<bool> = self.queue.iter().map(|e| e.passed >= limit).collect();
         // From the latest back, so that it passes on through a chain of one priority.
-        for i in (0..n).rev() {
-            let e = &self.queue[i];
-            due[i] = due[i]
-                || (i + 1..n).any(|j| {
-                    due[j]
-                        && self.queue[j].priority == e.priority
-                        && self.competes(e, &self.queue[j])
-                        && !super::mutants::on(super::mutants::Mutant::QueueDueNotInherited)
-                });
+        for j in (0..n).rev() {
+            if !due[j] || super::mutants::on(super::mutants::Mutant::QueueDueNotInherited) {
+                continue;
+            }
+            let later = &self.queue[j];
+            for (i, e) in self.queue[..j].iter().enumerate() {
+                if e.priority == later.priority && self.competes(e, later) {
+                    due[i] = true;
+                }
+            }
         }
         order.sort_by_key(|&i| {
             let rank = if due[i] {

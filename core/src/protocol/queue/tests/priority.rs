@@ -96,6 +96,28 @@ fn a_waiter_is_passed_over_at_most_max_bypass_times() {
     assert_eq!(r.queue.len(), 1);
 }
 
+/// One write that grants several: the grant that makes a waiter due ends the settling pass,
+/// and the next orders that waiter first, so the same write grants it before the other higher
+/// priorities still waiting.
+#[test]
+fn a_waiter_made_due_within_one_write_goes_next_in_that_write() {
+    let mut r = QueueRecord::new(0, Some(1));
+    r = join(&r, with("holder", Mode::Shared, 0));
+    r = join(&r, with("low", Mode::Shared, 0));
+    for h in ["h1", "h2", "h3"] {
+        r = join(&r, with(h, Mode::Shared, 1));
+    }
+    r.queue[0].passed = MAX_BYPASS - 1;
+    // Two more permits: h1 goes and passes the low one to the bound; the low one is due, and
+    // goes before h2.
+    let r = r
+        .apply(&Change::SetPermits(Some(3)), MAX, 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(ids(&r.grants), vec!["holder", "h1", "low"]);
+    assert_eq!(ids(&r.queue), vec!["h2", "h3"]);
+}
+
 #[test]
 fn a_due_waiter_makes_earlier_competing_ones_of_its_priority_due_too() {
     // A (a reader) and B (a writer) have priority 0; B was passed over to the bound (by
