@@ -169,6 +169,10 @@ typedef struct lease_options {
   // else: `LEASE_INVALID`. A hint only makes the waiter read the record sooner; a firewall
   // that drops it leaves the poll.
   const char *wake_hints;
+  // Priority among waiters that conflict (-1,000,000,000 to 1,000,000,000; default 0, and
+  // non-zero queues): the higher is granted first, arrival order within a priority, and a
+  // waiter is passed over by at most 8 later ones. A holder is never preempted.
+  int32_t priority;
 } lease_options;
 
 // Called once when a lease is lost: `user_data` as given to `lease_on_lost`, and a one-line

@@ -406,6 +406,12 @@ export interface LeaseOptions {
    */
   queue?: boolean
   /**
+   * Priority among waiters that conflict (a whole number from -1e9 to 1e9, default 0; a
+   * queued lock when not 0): the higher is granted first, arrival order within a priority,
+   * and a waiter is passed over by at most 8 later ones. A holder is never preempted.
+   */
+  priority?: number
+  /**
    * Who in this process asks, named by the caller (as Go's `Owner`): acquiring a lease (or a
    * conflicting grant) that the same owner holds rejects at once with `LEASE_HELD` instead of
    * waiting for itself. Unset: nobody in particular, it waits like any other (one thread runs

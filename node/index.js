@@ -162,6 +162,12 @@ function leaseOptions(options, what, allowed) {
     }
     out.permits = o.permits;
   }
+  if (allowed.includes('priority') && o.priority !== undefined && o.priority !== null) {
+    if (typeof o.priority !== 'number') {
+      throw typeError(`The "options.priority" property must be a number, not ${describe(o.priority)}`);
+    }
+    out.priority = o.priority;
+  }
   if (allowed.includes('scope') && o.scope !== undefined && o.scope !== null) {
     out.scope = checkString(o.scope, 'options.scope');
   }
@@ -179,7 +185,7 @@ function leaseOptions(options, what, allowed) {
 
 // Queued locks (docs/protocol.md §10): shared/exclusive, semaphores, path and byte-range scopes.
 const FLAG_OPTIONS = ['shared', 'queue'];
-const QUEUE_OPTIONS = [...FLAG_OPTIONS, 'permits', 'scope', 'range', 'wakeHints'];
+const QUEUE_OPTIONS = [...FLAG_OPTIONS, 'permits', 'scope', 'range', 'wakeHints', 'priority'];
 const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner', 'signal'];
 const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner'];
 

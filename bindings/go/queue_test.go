@@ -145,6 +145,69 @@ func TestQueueSharedReadersAndWriter(t *testing.T) {
 	})
 }
 
+// A holder, then a low- and a high-priority waiter (the low one first): the holder is not
+// preempted, and its release grants the high one first; status lists them in that order.
+func TestQueuePriority(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		s := open(t, base)
+		name := uniqueName(t, "priority")
+		ctx := context.Background()
+		opt := func(label string, priority int32) *Options {
+			return &Options{TTL: 10 * time.Second, Label: label, Queue: true, Priority: priority, PollInterval: queuePoll}
+		}
+		holder, err := s.Acquire(ctx, name, opt("holder", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		type got struct {
+			label string
+			l     *Lease
+			err   error
+		}
+		granted := make(chan got, 2)
+		acquire := func(label string, priority int32) {
+			l, err := s.Acquire(ctx, name, opt(label, priority))
+			granted <- got{label, l, err}
+		}
+		waiting := func() []string {
+			st, err := s.Status(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return labelsOf(st.Waiting)
+		}
+		go acquire("low", 0)
+		waitUntil(t, "low to wait", func() bool { return sameStrings(waiting(), []string{"low"}) })
+		go acquire("high", 5)
+		waitUntil(t, "high to wait", func() bool { return sameStrings(waiting(), []string{"high", "low"}) })
+		select {
+		case g := <-granted:
+			t.Fatalf("%s was granted while the holder holds", g.label)
+		default:
+		}
+		if err := holder.Release(); err != nil {
+			t.Fatal(err)
+		}
+		first := <-granted
+		if first.err != nil || first.label != "high" || first.l.Epoch() <= holder.Epoch() {
+			t.Fatalf("first granted: %+v (holder's token %d)", first, holder.Epoch())
+		}
+		if w := waiting(); !sameStrings(w, []string{"low"}) {
+			t.Fatalf("waiting after the first grant: %v", w)
+		}
+		if err := first.l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		second := <-granted
+		if second.err != nil || second.label != "low" || second.l.Epoch() <= first.l.Epoch() {
+			t.Fatalf("second granted: %+v", second)
+		}
+		_ = second.l.Close()
+		_ = first.l.Close()
+		_ = holder.Close()
+	})
+}
+
 // A semaphore of 2 with 4 goroutines: never more than 2 at once, all served.
 func TestQueueSemaphore(t *testing.T) {
 	forFileAndMoto(t, func(t *testing.T, base string) {
@@ -241,6 +304,8 @@ func TestQueueRangesAndBadOptions(t *testing.T) {
 		{Scope: "a/../b"},
 		{Scope: "a", Range: &ByteRange{0, 1}},
 		{Scope: "a\x00b"},
+		{Priority: 1_000_000_001},
+		{Priority: -1_000_000_001},
 	} {
 		o := o
 		_, err := s.TryAcquire(ctx, uniqueName(t, "bad"), &o)

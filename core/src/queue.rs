@@ -69,6 +69,8 @@ pub(crate) async fn acquire(
             ttl_ms: timing.ttl.as_millis() as u64,
             token: None,
             wake: hints.as_ref().map(|l| l.wake_field()),
+            priority: req.opts.priority,
+            passed: 0,
         },
         permits: req.opts.permits,
         timing,

@@ -92,7 +92,8 @@ pub struct QueueStatus {
     /// Grants still listed whose sessions show they hold no more (expired, broken, released,
     /// deleted): the waiters remove them (docs/protocol.md §10, "Removing the gone").
     pub departing: Vec<Participant>,
-    /// In arrival order: the order they will be granted among those that conflict.
+    /// In the order they will be granted among those that conflict: arrival order, or with
+    /// priorities the settling order (`QueueRecord::order`).
     pub waiting: Vec<Participant>,
 }
 
@@ -276,7 +277,13 @@ impl Status {
             .iter()
             .map(participant)
             .partition(|p| p.session.is_live());
-        let waiting: Vec<Participant> = r.queue.iter().map(participant).collect();
+        // In the order they will be granted among those that conflict (with priorities, not
+        // arrival order: docs/protocol.md §10, "Priorities").
+        let waiting: Vec<Participant> = r
+            .order()
+            .into_iter()
+            .map(|i| participant(&r.queue[i]))
+            .collect();
         let first = holders.first();
         let state = if first.is_some() {
             LeaseState::Held

@@ -64,6 +64,10 @@ pub struct lease_options {
     /// else: `LEASE_INVALID`. A hint only makes the waiter read the record sooner; a firewall
     /// that drops it leaves the poll.
     pub wake_hints: *const c_char,
+    /// Priority among waiters that conflict (-1,000,000,000 to 1,000,000,000; default 0, and
+    /// non-zero queues): the higher is granted first, arrival order within a priority, and a
+    /// waiter is passed over by at most 8 later ones. A holder is never preempted.
+    pub priority: i32,
 }
 
 /// What a held lease was granted (`lease_grant_mode`).
@@ -98,6 +102,7 @@ pub extern "C" fn lease_options_default() -> lease_options {
         queue: 0,
         owner: std::ptr::null(),
         wake_hints: std::ptr::null(),
+        priority: 0,
     }
 }
 
@@ -177,6 +182,7 @@ fn queue_options(
     if o.queue != 0 {
         lo = lo.queue();
     }
+    lo = lo.priority(o.priority);
     lo.check_queue()?;
     Ok(lo)
 }

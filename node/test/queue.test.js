@@ -80,6 +80,28 @@ for (const store of ['file', 'moto']) {
       assert.deepEqual([after.holders, after.waiting], [[], []]);
     });
 
+    it('a higher priority waiter goes first, and a holder is not preempted', async () => {
+      const u = makeUrl(store, 'priority');
+      const opts = (label, o) => ({ ttl: TTL, pollInterval: POLL, label, ...o });
+      const holder = await lease.acquire(u, opts('holder', { queue: true }));
+      const order = [];
+      const low = lease.acquire(u, opts('low', { queue: true })).then((l) => (order.push('low'), l));
+      await until(async () => labels((await lease.status(u)).waiting).join() === 'low', 30_000, 'low to wait');
+      const high = lease.acquire(u, opts('high', { priority: 5 })).then((l) => (order.push('high'), l));
+      // Listed in the order they will be granted: the later, higher priority first.
+      await until(async () => labels((await lease.status(u)).waiting).join() === 'high,low', 30_000, 'high to wait');
+      assert.deepEqual(order, [], 'a priority preempted the holder');
+      await holder.release();
+      const first = await high;
+      assert.ok(first.epoch > holder.epoch);
+      assert.deepEqual(labels((await lease.status(u)).waiting), ['low']);
+      await first.release();
+      const second = await low;
+      assert.ok(second.epoch > first.epoch);
+      assert.deepEqual(order, ['high', 'low']);
+      await second.release();
+    });
+
     it('a semaphore of 2 with 4 callers', async () => {
       const u = makeUrl(store, 'sem');
       let running = 0;
@@ -182,7 +204,7 @@ describe('queued lock options', () => {
 
   it('wrong types throw TypeError, bad values LEASE_INVALID', async () => {
     const u = makeUrl('file', 'bad');
-    for (const o of [{ shared: 1 }, { queue: 'yes' }, { permits: '2' }, { scope: 5 }, { range: [1] }, { range: '0..4' }, { range: [0, '4'] }, { wakeHints: false }, { wakeHints: ['127.0.0.1'] }]) {
+    for (const o of [{ shared: 1 }, { queue: 'yes' }, { permits: '2' }, { scope: 5 }, { range: [1] }, { range: '0..4' }, { range: [0, '4'] }, { wakeHints: false }, { wakeHints: ['127.0.0.1'] }, { priority: '1' }]) {
       await assert.rejects(lease.acquire(u, { wait: 0, ...o }), TypeError, JSON.stringify(o));
       await assert.rejects(lease.tryAcquire(u, o), TypeError, JSON.stringify(o));
     }
@@ -202,6 +224,10 @@ describe('queued lock options', () => {
       { queue: true, wakeHints: '127.0.0' },
       { queue: true, wakeHints: 'udp:127.0.0.1:9' },
       { queue: true, wakeHints: '' },
+      { priority: 1.5 },
+      { priority: 1e10 },
+      { priority: -1e10 },
+      { priority: NaN },
     ]) {
       await assert.rejects(lease.acquire(u, { wait: 0, ...o }), { code: 'LEASE_INVALID' }, JSON.stringify(o));
     }

@@ -36,6 +36,7 @@ class Options:
         queue: Optional[bool] = None,
         poll: Optional[_Seconds] = None,
         wake_hints: Optional[Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]] = None,
+        priority: Optional[int] = None,
     ) -> None: ...
 
 @final

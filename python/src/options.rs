@@ -261,7 +261,7 @@ impl Options {
         signature = (**kwargs),
         text_signature = "(*, ttl, wait=None, label=None, data=None, on_lost=None, \
                           unavailable_timeout=None, shared=None, permits=None, scope=None, \
-                          range=None, queue=None, poll=None, wake_hints=None)"
+                          range=None, queue=None, poll=None, wake_hints=None, priority=None)"
     )]
     fn new(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let kw = Keywords::of(kwargs)?;
@@ -282,7 +282,8 @@ impl Options {
             kw.get("scope"),
             kw.get("range"),
         );
-        let (queue, poll, wake_hints) = (kw.get("queue"), kw.get("poll"), kw.get("wake_hints"));
+        let (queue, poll) = (kw.get("queue"), kw.get("poll"));
+        let (wake_hints, priority) = (kw.get("wake_hints"), kw.get("priority"));
         let mut core = LeaseOptions::new(ttl_seconds(ttl)?);
         core.wait = opt_seconds("wait", wait)?;
         core.label = opt_text("label", label)?;
@@ -336,6 +337,9 @@ impl Options {
         if flag("queue", queue)? {
             core = core.queue();
         }
+        if let Some(p) = priority.filter(|p| !p.is_none()) {
+            core = core.priority(priority_number(p)?);
+        }
         // The core checks its range (1 ms ..= 1 h) with the other timings.
         if let Some(poll) = opt_seconds("poll", poll)? {
             core = core.poll_interval(poll);
@@ -352,7 +356,7 @@ impl Options {
 }
 
 /// The keyword arguments `Options` takes.
-const KEYWORDS: [&str; 13] = [
+const KEYWORDS: [&str; 14] = [
     "ttl",
     "wait",
     "label",
@@ -366,6 +370,7 @@ const KEYWORDS: [&str; 13] = [
     "queue",
     "poll",
     "wake_hints",
+    "priority",
 ];
 
 /// `Options`' keyword arguments by their place in `KEYWORDS`, as given (`None` included).
@@ -476,6 +481,19 @@ fn whole_number(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
         Ok(i) => u64::try_from(i).map_err(|_| invalid(format!("{name}={i} is out of range"))),
         Err(_) => Err(invalid(format!("{name}={obj} is out of range"))),
     }
+}
+
+/// `priority=N`: an int (negative too) within the core's range, which names it.
+fn priority_number(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(type_error(format!(
+            "priority must be an int, not {}",
+            type_name(obj)
+        )));
+    }
+    // Out of i32: the core's message names the range.
+    let n = obj.extract::<i128>().unwrap_or(i128::MAX);
+    Ok(i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX }))
 }
 
 /// `range=(start, end)`: a tuple or list of two ints, bytes `[start, end)`.

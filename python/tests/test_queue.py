@@ -110,6 +110,24 @@ def test_shared_readers_then_a_writer_then_later_readers_wait(qurl: str) -> None
     assert s.holders == [] and s.waiting == []
 
 
+def test_a_higher_priority_waiter_goes_first_and_a_holder_is_not_preempted(qurl: str) -> None:
+    holder = lease.acquire(qurl, ttl=TTL, queue=True, label="holder", poll=POLL)
+    low = Acquirer(qurl, "low", queue=True)
+    wait_for("low to wait", lambda: labels(lease.status(qurl).waiting) == ["low"])
+    high = Acquirer(qurl, "high", priority=5)
+    # Listed in the order they will be granted: the later, higher priority first.
+    wait_for("high to wait", lambda: labels(lease.status(qurl).waiting) == ["high", "low"])
+    assert not high.granted.is_set(), "a priority preempted the holder"
+    holder.release()
+    first = high.get()
+    assert first.grant is not None and first.epoch > holder.epoch
+    assert not low.granted.is_set() and labels(lease.status(qurl).waiting) == ["low"]
+    first.release()
+    second = low.get()
+    assert second.epoch > first.epoch
+    second.release()
+
+
 def semaphore_worker(url: str, history: str, i: int) -> None:
     with lease.acquire(url, ttl=TTL, wait=120, permits=2, poll=POLL, label=f"s{i}") as l:
         assert l.grant is not None and l.grant.permits == 2
@@ -259,6 +277,11 @@ def test_async_shared_holders(tmp_path: Path) -> None:
         ({"poll": 0}, ValueError),
         ({"poll": "fast"}, ValueError),
         ({"poll": [1]}, TypeError),
+        ({"priority": 1_000_000_001}, ValueError),
+        ({"priority": -(10**30)}, ValueError),
+        ({"priority": 1.5}, TypeError),
+        ({"priority": "high"}, TypeError),
+        ({"priority": True}, TypeError),
     ],
 )
 def test_bad_queue_options(tmp_path: Path, kw: Dict[str, Any], error: type) -> None:

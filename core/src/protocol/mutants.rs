@@ -87,6 +87,42 @@ pub enum Mutant {
     /// the record it last read and its token counter, without reading (issue 23: a hint carries
     /// no authority, and the model's forged, duplicated and early hints must show why).
     HintTakenAsGrant = 40,
+    /// Queued locks: a grant to a later-joined waiter does not advance the bypass count of the
+    /// earlier competing waiters it passed, so a stream of higher priorities starves a lower
+    /// one (issue 23, "Priorities").
+    QueueBypassNotCounted = 30,
+    /// Queued locks: a waiter is due only by its own bypass count, not by a later competing
+    /// one's of its priority, so a due later waiter goes before an earlier one of the same
+    /// priority (issue 23, "Priorities").
+    QueueDueNotInherited = 31,
+}
+
+#[cfg(feature = "negative-controls")]
+static BYPASS_LIMIT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Set the queued locks' bypass bound for the whole process (`None`: [`MAX_BYPASS`]): the model
+/// checker checks the rule at 1 or 2 to reach the bound in few steps. Test processes only.
+///
+/// [`MAX_BYPASS`]: super::queue::MAX_BYPASS
+#[cfg(feature = "negative-controls")]
+pub fn set_bypass_limit(limit: Option<u32>) {
+    BYPASS_LIMIT.store(limit.unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The bypass bound a test process set, if any.
+#[inline]
+pub(crate) fn bypass_limit() -> Option<u32> {
+    #[cfg(feature = "negative-controls")]
+    {
+        match BYPASS_LIMIT.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+    #[cfg(not(feature = "negative-controls"))]
+    {
+        None
+    }
 }
 
 #[cfg(feature = "negative-controls")]

@@ -1468,6 +1468,25 @@ static void test_queue_scopes_and_bad_options(void) {
   CHECK(lease_grant_mode(NULL) == LEASE_MODE_NONE);
   lease_free(plain);
 
+  /* A priority (issue 23) makes a request a queued one; out of range it is LEASE_INVALID. The
+   * order it gives is tested through this ABI by the Go binding's TestQueuePriority. */
+  char prio_name[128];
+  name_of(prio_name, sizeof prio_name, "queue-priority");
+  lease_options p = lease_options_default();
+  p.wait_ms = 0;
+  p.priority = -7;
+  lease *prio = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, prio_name, &p, &prio, &err));
+  CHECK(lease_grant_mode(prio) == LEASE_MODE_EXCLUSIVE);
+  lease_free(prio);
+  int32_t bad_priorities[] = {1000000001, -1000000001, INT32_MIN, INT32_MAX};
+  for (size_t i = 0; i < sizeof bad_priorities / sizeof bad_priorities[0]; i++) {
+    p.priority = bad_priorities[i];
+    lease *l = NULL;
+    CHECK_CODE(LEASE_INVALID, lease_acquire(store, prio_name, &p, &l, &err));
+    CHECK(l == NULL);
+  }
+
   struct {
     int shared;
     uint32_t permits;

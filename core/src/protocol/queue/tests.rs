@@ -71,6 +71,8 @@ pub(super) fn entry(id: &str, mode: Mode, scope: Scope) -> Entry {
         ttl_ms: 30_000,
         token: None,
         wake: None,
+        priority: 0,
+        passed: 0,
     }
 }
 
@@ -678,6 +680,8 @@ fn a_wake_address_is_kept_through_the_grant_and_counted_in_the_reserve() {
     let wake = "udp:127.0.0.1:40123".to_string();
     let e = Entry {
         wake: Some(wake.clone()),
+        priority: 0,
+        passed: 0,
         ..entry("me", Mode::Exclusive, Scope::Whole)
     };
     let granted = join(&QueueRecord::new(0, None), e.clone());
@@ -700,6 +704,8 @@ fn a_wake_address_is_kept_through_the_grant_and_counted_in_the_reserve() {
     let limit = with.reserved_len() - 1;
     let e2 = Entry {
         wake: Some(wake),
+        priority: 0,
+        passed: 0,
         ..entry("me", Mode::Exclusive, Scope::Whole)
     };
     let err = base.changed(&Change::Join(e2), limit).unwrap_err();
@@ -719,6 +725,8 @@ fn an_over_long_wake_address_is_ignored() {
     let at_limit = format!("udp:{}", "1".repeat(MAX_WAKE_LEN - 4));
     let e = |w: &str| Entry {
         wake: Some(w.to_string()),
+        priority: 0,
+        passed: 0,
         ..entry("x", Mode::Exclusive, Scope::Whole)
     };
     assert_eq!(e(&at_limit).wake_hint(), Some(at_limit.as_str()));
@@ -728,3 +736,5 @@ fn an_over_long_wake_address_is_ignored() {
     let r = join(&QueueRecord::new(0, None), e("udp:[::1]:9"));
     assert!(matches!(classify(&r.to_bytes()), Classified::Queue(q) if q == r));
 }
+
+mod priority;

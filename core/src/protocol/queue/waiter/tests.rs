@@ -28,6 +28,8 @@ fn plan(mode: Mode) -> WaitPlan {
             ttl_ms: 10_000,
             token: None,
             wake: None,
+            priority: 0,
+            passed: 0,
         },
         permits: None,
         timing: timing(),
