@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::duration::format_duration;
 use crate::error::{Error, Result};
 use crate::record::{MAX_DATA_LEN, MAX_LABEL_LEN};
-use crate::scope::{Mode, Scope, MAX_PERMITS};
+use crate::scope::{Mode, Scope, MAX_PERMITS, MAX_PRIORITY, MIN_PRIORITY};
 use crate::store::Capabilities;
 
 /// Shortest ttl accepted.
@@ -76,14 +76,10 @@ pub struct LeaseOptions {
     /// request on a lock that is already a queued lock.
     pub queue: bool,
     /// A queued request's priority among competing waiters: higher goes first, FIFO within a
-    /// priority, and a waiter is passed over by at most [`MAX_BYPASS`] later ones
+    /// priority, and a waiter is passed over by at most `MAX_BYPASS` (8) later ones
     /// (docs/protocol.md §10, "Priorities"). Default 0; from [`MIN_PRIORITY`] to
     /// [`MAX_PRIORITY`]. Any other value makes the request a queued one. It never preempts a
     /// holder.
-    ///
-    /// [`MAX_BYPASS`]: crate::protocol::queue::MAX_BYPASS
-    /// [`MIN_PRIORITY`]: crate::protocol::queue::MIN_PRIORITY
-    /// [`MAX_PRIORITY`]: crate::protocol::queue::MAX_PRIORITY
     pub priority: i32,
     /// When a held lease's health turns `unknown`: once no more than `kill_after` plus
     /// [`stop_margin`] is left before the deadline (`lease run --kill-after`: when its command
@@ -218,7 +214,6 @@ impl LeaseOptions {
 
     /// Check the queued-lock options.
     pub fn check_queue(&self) -> Result<()> {
-        use crate::protocol::queue::{MAX_PRIORITY, MIN_PRIORITY};
         if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&self.priority) {
             return Err(Error::invalid(format!(
                 "priority {} is out of range: use {MIN_PRIORITY} to {MAX_PRIORITY} (higher goes \

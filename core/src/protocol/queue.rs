@@ -65,10 +65,9 @@ const KNOWN_FEATURES: [&str; 1] = [PRIORITY_FEATURE];
 /// "Priorities").
 pub const PRIORITY_FEATURE: &str = "priority";
 
-/// The lowest and highest priority a request may carry (those of Kubernetes' user priority
-/// classes); the default is 0.
-pub const MIN_PRIORITY: i32 = -1_000_000_000;
-pub const MAX_PRIORITY: i32 = 1_000_000_000;
+/// The lowest and highest priority a request may carry (defined with the other bounds of what
+/// a request asks, in `scope`).
+pub use crate::scope::{MAX_PRIORITY, MIN_PRIORITY};
 
 /// How many later-joined competing waiters may be granted before a waiter: at this many it is
 /// *due* and goes first (docs/protocol.md §10, "Priorities": bounded bypass).
