@@ -576,13 +576,7 @@ proptest! {
             }
             prop_assert_eq!(next.epoch, last_token);
             r = next;
-            for (i, a) in r.grants.iter().enumerate() {
-                for b in &r.grants[i + 1..] {
-                    let conflict = a.scope.overlaps(&b.scope)
-                        && (a.mode == Mode::Exclusive || b.mode == Mode::Exclusive);
-                    prop_assert!(!conflict, "{:?} and {:?} granted together", a, b);
-                }
-            }
+            no_conflicting_grants(&r)?;
             if let Some(n) = r.permits {
                 for point in probe_points() {
                     let covering = r.grants.iter().filter(|g| covers(&g.scope, &point)).count();
@@ -738,3 +732,15 @@ fn an_over_long_wake_address_is_ignored() {
 }
 
 mod priority;
+
+/// No two grants of `r` conflict (overlapping scopes, one of them exclusive).
+fn no_conflicting_grants(r: &QueueRecord) -> Result<(), TestCaseError> {
+    for (i, a) in r.grants.iter().enumerate() {
+        for b in &r.grants[i + 1..] {
+            let conflict = a.scope.overlaps(&b.scope)
+                && (a.mode == Mode::Exclusive || b.mode == Mode::Exclusive);
+            prop_assert!(!conflict, "{:?} and {:?} granted together", a, b);
+        }
+    }
+    Ok(())
+}

@@ -264,13 +264,7 @@ proptest! {
                 prop_assert_eq!(w.passed, count);
             }
             r = next;
-            for (i, a) in r.grants.iter().enumerate() {
-                for b in &r.grants[i + 1..] {
-                    let conflict = a.scope.overlaps(&b.scope)
-                        && (a.mode == Mode::Exclusive || b.mode == Mode::Exclusive);
-                    prop_assert!(!conflict, "{:?} and {:?} granted together", a, b);
-                }
-            }
+            no_conflicting_grants(&r)?;
             let order = r.order();
             for (k, &i) in order.iter().enumerate() {
                 let w = &r.queue[i];
