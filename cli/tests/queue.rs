@@ -67,11 +67,18 @@ fn worker(url: &str, flags: &[&str], name: &str, hold_ms: u64, history: &Path) -
         h = history.display(),
         s = hold_ms as f64 / 1000.0
     );
+    let mut args = vec!["--ttl", "5s", "--wait", "120s"];
+    args.extend(flags);
+    args.extend([url, "--", "sh", "-c", &script]);
+    lease_run(&args)
+}
+
+/// `lease run ARGS` in the background: its output discarded, its stderr kept for the failure
+/// message.
+fn lease_run(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_lease"))
         .arg("run")
-        .args(["--ttl", "5s", "--wait", "120s"])
-        .args(flags)
-        .args([url, "--", "sh", "-c", &script])
+        .args(args)
         .env_remove("LEASE_LOG")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -332,14 +339,9 @@ fn a_higher_priority_waiter_goes_first_and_the_holder_is_not_preempted() {
             h = history.display(),
             m = marker.display()
         );
-        let holder = Command::new(env!("CARGO_BIN_EXE_lease"))
-            .args(["run", "--queue", "--ttl", "5s", "--label", "holder", &url])
-            .args(["--", "sh", "-c", &script])
-            .env_remove("LEASE_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let holder = lease_run(&[
+            "--queue", "--ttl", "5s", "--label", "holder", &url, "--", "sh", "-c", &script,
+        ]);
         wait_until("the holder to hold", || {
             status_json(&url)["state"] == "held"
         });
@@ -380,15 +382,9 @@ fn a_higher_priority_waiter_goes_first_and_the_holder_is_not_preempted() {
 fn break_stops_a_queued_holder_and_status_no_longer_shows_it_holding() {
     let dir = tempfile::tempdir().unwrap();
     for (store, url) in stores(dir.path(), "break") {
-        let holder = Command::new(env!("CARGO_BIN_EXE_lease"))
-            .args([
-                "run", "--queue", "--ttl", "3s", "--label", "victim", &url, "--", "sleep", "60",
-            ])
-            .env_remove("LEASE_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let holder = lease_run(&[
+            "--queue", "--ttl", "3s", "--label", "victim", &url, "--", "sleep", "60",
+        ]);
         wait_until("the holder to hold", || {
             status_json(&url)["state"] == "held"
         });
@@ -427,23 +423,7 @@ fn break_stops_a_queued_holder_and_status_no_longer_shows_it_holding() {
 fn permits_are_changed_with_lease_permits_while_the_lock_is_held() {
     let dir = tempfile::tempdir().unwrap();
     for (store, url) in stores(dir.path(), "permits") {
-        let holder = Command::new(env!("CARGO_BIN_EXE_lease"))
-            .args([
-                "run",
-                "--permits",
-                "1",
-                "--ttl",
-                "5s",
-                &url,
-                "--",
-                "sleep",
-                "3",
-            ])
-            .env_remove("LEASE_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let holder = lease_run(&["--permits", "1", "--ttl", "5s", &url, "--", "sleep", "3"]);
         wait_until("the holder to hold", || {
             status_json(&url)["state"] == "held"
         });
