@@ -16,6 +16,7 @@
 
 mod instrumented;
 pub mod prices;
+mod requests;
 mod text;
 
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 pub(crate) use instrumented::Instrumented;
+pub(crate) use requests::{Op, Status, StoreKind};
 pub use text::{encode_text, CONTENT_TYPE};
 
 use crate::protocol::hold::{Health, LostReason};
@@ -202,8 +204,6 @@ impl Hist {
 
 /// Label values of the lease metrics: the lease's name, and one more (outcome, reason, state).
 type LeaseKey = (Arc<str>, &'static str);
-/// Label values of the store metrics: store kind, request kind, status.
-type RequestKey = (&'static str, &'static str, &'static str);
 
 /// The registry's maps: hashed with foldhash, not the standard SipHash. A renewal records into
 /// about eight of them; with SipHash that was most of the metrics' cost on a fast store
@@ -222,11 +222,6 @@ struct Registry {
     wait: Map<Arc<str>, Hist>,
     hold: Map<Arc<str>, Hist>,
     handover: Map<Arc<str>, Hist>,
-    requests: Map<RequestKey, u64>,
-    request_seconds: Map<(&'static str, &'static str), Hist>,
-    sent: Map<&'static str, u64>,
-    received: Map<&'static str, u64>,
-    cost: Map<&'static str, f64>,
 }
 
 /// One lease name's renewal metrics: `lease_renewals_total{outcome}` and
@@ -342,6 +337,7 @@ pub fn set_lease_label_limit(n: usize) {
 pub fn reset() {
     let mut r = registry().lock().unwrap();
     *r = Registry::default();
+    requests::clear();
     GENERATION.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -481,28 +477,20 @@ pub(crate) fn watch_health(source: HealthSource) {
     live.push(source);
 }
 
-/// A store request answered (or not: `status` "error") after `took`, with `sent` and
-/// `received` body bytes.
+/// A store request answered with `status` (or not: [`Status::Error`]) after `took`, with
+/// `sent` and `received` body bytes: counted in fixed cells, without the registry's lock
+/// (`requests.rs`).
 pub(crate) fn request(
-    store: &'static str,
-    kind: &'static str,
-    status: &'static str,
+    store: StoreKind,
+    op: Op,
+    status: Status,
     took: Duration,
     sent: u64,
     received: u64,
 ) {
-    record(|r| {
-        *r.requests.entry((store, kind, status)).or_default() += 1;
-        r.request_seconds
-            .entry((store, kind))
-            .or_insert_with(|| Hist::new(REQUEST_BUCKETS))
-            .observe(took.as_secs_f64());
-        *r.sent.entry(store).or_default() += sent;
-        *r.received.entry(store).or_default() += received;
-        if status != "error" {
-            *r.cost.entry(store).or_default() += prices::price(store, kind);
-        }
-    });
+    if enabled() {
+        requests::record(store, op, status, took, sent, received);
+    }
 }
 
 /// Every metric now.
@@ -569,12 +557,7 @@ pub fn snapshot() -> Snapshot {
             });
         }
     }
-    let per_store = |m: &Map<&'static str, u64>| {
-        m.iter()
-            .map(|(s, n)| number(vec![("store", s.to_string())], *n as f64))
-            .collect::<Vec<_>>()
-    };
-    let families = vec![
+    let mut families = vec![
         family(
             "lease_acquisitions_total",
             "Acquisitions ended, by outcome (acquired, held, timeout, unavailable, cancelled, failed).",
@@ -623,59 +606,9 @@ pub fn snapshot() -> Snapshot {
             Kind::Gauge,
             health_samples,
         ),
-        family(
-            "lease_store_requests_total",
-            "Store requests, by store, kind (get, create, update, delete) and status (200, 304, 404, 412, 429, 5xx, 4xx, error: no answer).",
-            Kind::Counter,
-            r.requests
-                .iter()
-                .map(|((s, k, st), n)| {
-                    number(
-                        vec![
-                            ("store", s.to_string()),
-                            ("kind", k.to_string()),
-                            ("status", st.to_string()),
-                        ],
-                        *n as f64,
-                    )
-                })
-                .collect(),
-        ),
-        family(
-            "lease_store_request_seconds",
-            "Latency of store requests, by store and kind.",
-            Kind::Histogram,
-            r.request_seconds
-                .iter()
-                .map(|((s, k), h)| Sample {
-                    labels: vec![("store", s.to_string()), ("kind", k.to_string())],
-                    value: h.value(),
-                })
-                .collect(),
-        ),
-        family(
-            "lease_store_sent_bytes_total",
-            "Bytes of request bodies sent to the store.",
-            Kind::Counter,
-            per_store(&r.sent),
-        ),
-        family(
-            "lease_store_received_bytes_total",
-            "Bytes of response bodies received from the store.",
-            Kind::Counter,
-            per_store(&r.received),
-        ),
-        family(
-            "lease_store_cost_dollars_total",
-            "Estimated request charges in US dollars, from the list prices in core/src/metrics/prices.rs.",
-            Kind::Counter,
-            r.cost
-                .iter()
-                .map(|(s, c)| number(vec![("store", s.to_string())], *c))
-                .collect(),
-        ),
     ];
     drop(r);
+    families.extend(requests::families());
     let mut snapshot = Snapshot { families };
     for f in &mut snapshot.families {
         f.samples.sort_by(|a, b| a.labels.cmp(&b.labels));
