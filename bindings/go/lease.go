@@ -668,6 +668,11 @@ type Participant struct {
 	TTL   time.Duration
 	Since string
 	Data  string
+	// Priority is a waiter's priority among competing waiters (higher goes first); Passed how
+	// many later-joined waiters went before it (at 8 it is due and goes next). Both 0 for a
+	// grant.
+	Priority int32
+	Passed   uint32
 }
 
 type participantJSON struct {
@@ -678,10 +683,12 @@ type participantJSON struct {
 		Start uint64  `json:"start"`
 		End   uint64  `json:"end"`
 	} `json:"scope"`
-	Token uint64 `json:"token"`
-	TTLMs int64  `json:"ttl_ms"`
-	Since string `json:"since"`
-	Data  string `json:"data"`
+	Token    uint64 `json:"token"`
+	TTLMs    int64  `json:"ttl_ms"`
+	Since    string `json:"since"`
+	Data     string `json:"data"`
+	Priority int32  `json:"priority"`
+	Passed   uint32 `json:"passed"`
 }
 
 func participants(js []participantJSON) []Participant {
@@ -691,7 +698,8 @@ func participants(js []participantJSON) []Participant {
 	out := make([]Participant, 0, len(js))
 	for _, j := range js {
 		p := Participant{Holder: j.Holder, Mode: ModeExclusive, Token: j.Token,
-			TTL: time.Duration(j.TTLMs) * time.Millisecond, Since: j.Since, Data: j.Data}
+			TTL: time.Duration(j.TTLMs) * time.Millisecond, Since: j.Since, Data: j.Data,
+			Priority: j.Priority, Passed: j.Passed}
 		if j.Mode == "shared" {
 			p.Mode = ModeShared
 		}

@@ -180,6 +180,21 @@ func TestQueuePriority(t *testing.T) {
 		waitUntil(t, "low to wait", func() bool { return sameStrings(waiting(), []string{"low"}) })
 		go acquire("high", 5)
 		waitUntil(t, "high to wait", func() bool { return sameStrings(waiting(), []string{"high", "low"}) })
+		// Each waiter's priority, and how often it was passed over, as the status shows them.
+		standing := func() [][2]int64 {
+			st, err := s.Status(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out [][2]int64
+			for _, w := range st.Waiting {
+				out = append(out, [2]int64{int64(w.Priority), int64(w.Passed)})
+			}
+			return out
+		}
+		if got := standing(); len(got) != 2 || got[0] != [2]int64{5, 0} || got[1] != [2]int64{0, 0} {
+			t.Fatalf("waiters' priority and passed: %v", got)
+		}
 		select {
 		case g := <-granted:
 			t.Fatalf("%s was granted while the holder holds", g.label)
@@ -194,6 +209,10 @@ func TestQueuePriority(t *testing.T) {
 		}
 		if w := waiting(); !sameStrings(w, []string{"low"}) {
 			t.Fatalf("waiting after the first grant: %v", w)
+		}
+		// The high one, joined later, went first: the low one was passed over once.
+		if got := standing(); len(got) != 1 || got[0] != [2]int64{0, 1} {
+			t.Fatalf("the low waiter's priority and passed after the first grant: %v", got)
 		}
 		if err := first.l.Release(); err != nil {
 			t.Fatal(err)

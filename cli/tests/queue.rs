@@ -357,6 +357,18 @@ fn a_higher_priority_waiter_goes_first_and_the_holder_is_not_preempted() {
         wait_until("high to wait, listed first", || {
             waiting_labels(&url) == ["high", "low"]
         });
+        // Each waiter's priority, as `lease status` shows it (JSON and text).
+        let waiting = status_json(&url)["waiting"].clone();
+        assert_eq!(
+            (waiting[0]["priority"].as_i64(), waiting[1]["priority"].as_i64()),
+            (Some(5), Some(0)),
+            "{store}: {waiting}"
+        );
+        let (_, text, _) = lease(&["status", &url]);
+        assert!(
+            text.contains("(exclusive), priority 5\n") && text.contains("\"low\""),
+            "{store}: {text}"
+        );
         std::fs::write(&marker, b"").unwrap();
         let runs = finish(vec![holder, low, high], &history);
         let (holder, low, high) = (

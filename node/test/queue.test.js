@@ -91,10 +91,15 @@ for (const store of ['file', 'moto']) {
       // Listed in the order they will be granted: the later, higher priority first.
       await until(async () => labels((await lease.status(u)).waiting).join() === 'high,low', 30_000, 'high to wait');
       assert.deepEqual(order, [], 'a priority preempted the holder');
+      // Each waiter's priority, and how often it was passed over, as the status shows them.
+      const standing = async () => (await lease.status(u)).waiting.map((w) => [w.priority, w.passed]);
+      assert.deepEqual(await standing(), [[5, 0], [0, 0]]);
       await holder.release();
       const first = await high;
       assert.ok(first.epoch > holder.epoch);
       assert.deepEqual(labels((await lease.status(u)).waiting), ['low']);
+      // The high one, joined later, went first: the low one was passed over once.
+      assert.deepEqual(await standing(), [[0, 1]]);
       await first.release();
       const second = await low;
       assert.ok(second.epoch > first.epoch);

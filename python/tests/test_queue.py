@@ -118,10 +118,14 @@ def test_a_higher_priority_waiter_goes_first_and_a_holder_is_not_preempted(qurl:
     # Listed in the order they will be granted: the later, higher priority first.
     wait_for("high to wait", lambda: labels(lease.status(qurl).waiting) == ["high", "low"])
     assert not high.granted.is_set(), "a priority preempted the holder"
+    # Each waiter's priority, and how often it was passed over, as the status shows them.
+    assert [(w.priority, w.passed) for w in lease.status(qurl).waiting] == [(5, 0), (0, 0)]
     holder.release()
     first = high.get()
     assert first.grant is not None and first.epoch > holder.epoch
     assert not low.granted.is_set() and labels(lease.status(qurl).waiting) == ["low"]
+    # The high one, joined later, went first: the low one was passed over once.
+    assert [(w.priority, w.passed) for w in lease.status(qurl).waiting] == [(0, 1)]
     first.release()
     second = low.get()
     assert second.epoch > first.epoch
