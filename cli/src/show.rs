@@ -406,10 +406,7 @@ mod tests {
     fn a_waiters_standing_is_shown_only_where_it_is_not_the_default() {
         assert_eq!(standing(&waiter(0, 0)), "");
         assert_eq!(standing(&waiter(-3, 0)), ", priority -3");
-        assert_eq!(
-            standing(&waiter(0, 1)),
-            ", passed over 1 time (due at 8)"
-        );
+        assert_eq!(standing(&waiter(0, 1)), ", passed over 1 time (due at 8)");
         assert_eq!(
             standing(&waiter(2, MAX_BYPASS - 1)),
             ", priority 2, passed over 7 times (due at 8)"

@@ -360,7 +360,10 @@ fn a_higher_priority_waiter_goes_first_and_the_holder_is_not_preempted() {
         // Each waiter's priority, as `lease status` shows it (JSON and text).
         let waiting = status_json(&url)["waiting"].clone();
         assert_eq!(
-            (waiting[0]["priority"].as_i64(), waiting[1]["priority"].as_i64()),
+            (
+                waiting[0]["priority"].as_i64(),
+                waiting[1]["priority"].as_i64()
+            ),
             (Some(5), Some(0)),
             "{store}: {waiting}"
         );

@@ -1,4 +1,4 @@
-use super::sidecar::flock_holder;
+use super::sidecar::{flock_holder, proc_locks_holder};
 use super::*;
 use crate::clock::BootTime;
 
@@ -18,6 +18,64 @@ fn flock_holders_are_found_in_proc_locks() {
     // Only a waiter: nobody to name.
     let waiting = "2: -> FLOCK  ADVISORY  WRITE 99 00:2d:5678 0 EOF\n";
     assert_eq!(flock_holder(waiting, dev, 5678), None);
+}
+
+/// `/proc/locks` is made a page at a time: a lock taken or let go elsewhere between two pages
+/// shifts its lines, and one read can skip the line of a lock held all along. Seen as a flake
+/// of `store_file::a_lock_held_within_this_process_is_named_as_such` under a mutation run's
+/// load ("held by another process": no holder found). The scenario: a held lock among a few
+/// pages of others, while other threads take and let go of locks; every lookup must name it.
+/// A bounded loop (at most 2 s).
+#[test]
+fn a_held_lock_is_found_in_proc_locks_while_other_locks_come_and_go() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let lock = |name: String| {
+        let f = std::fs::File::create(dir.path().join(name)).unwrap();
+        // SAFETY: flock(2) on a file this test owns.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        f
+    };
+    // Enough lines for several pages of /proc/locks (about 80 lines a page).
+    let _others: Vec<_> = (0..300).map(|i| lock(format!("held{i}"))).collect();
+    let ours = lock("ours".into());
+    let meta = ours.metadata().unwrap();
+    let stop = AtomicBool::new(false);
+    let (found, missed) = std::thread::scope(|s| {
+        for t in 0..3 {
+            let (dir, stop) = (dir.path(), &stop);
+            s.spawn(move || {
+                let files: Vec<_> = (0..40)
+                    .map(|i| std::fs::File::create(dir.join(format!("churn{t}.{i}"))).unwrap())
+                    .collect();
+                while !stop.load(Ordering::Relaxed) {
+                    for op in [libc::LOCK_EX, libc::LOCK_UN] {
+                        for f in &files {
+                            // SAFETY: flock(2) on files this test owns.
+                            unsafe { libc::flock(f.as_raw_fd(), op) };
+                        }
+                    }
+                }
+            });
+        }
+        let start = std::time::Instant::now();
+        let (mut found, mut missed) = (0, 0);
+        while found + missed < 500 && start.elapsed() < Duration::from_secs(2) {
+            match proc_locks_holder(meta.dev(), meta.ino()) {
+                Some(pid) if pid == std::process::id() => found += 1,
+                _ => missed += 1,
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        (found, missed)
+    });
+    assert!(
+        found > 0 && missed == 0,
+        "{missed} of {} lookups missed a held lock",
+        found + missed
+    );
 }
 
 #[test]
