@@ -480,6 +480,10 @@ export interface Participant {
   data: string | null
   /** What its session shows. */
   session: 'live' | 'expired' | 'broken' | 'released' | 'gone' | 'unknown'
+  /** A waiter's priority among competing waiters (higher goes first); 0 for a grant. */
+  priority: number
+  /** How many later-joined waiters went before this one; at 8 it is due and goes next. */
+  passed: number
 }
 
 /** The lease at `url` as the store shows it now (needs only read permission). */
