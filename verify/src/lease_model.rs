@@ -1121,6 +1121,24 @@ pub fn base() -> LeaseModel {
     }
 }
 
+/// A holder changes its ttl to `ttl` while it holds (`Lease::set_ttl`: 4 s to 1 s shortens,
+/// to 8 s lengthens), under one fault of its own (its write held up, landing late, its answer
+/// lost); `deep` faults anyone's and adds crashes and drift. Checked by
+/// `mutual_exclusion_when_a_holder_changes_its_ttl`; the shortening one without `deep` is also
+/// the model of the `NoCapOnShorterTtl` negative control, which leans on that check for the
+/// model's safety without the mutant rather than checking the same states twice.
+pub fn ttl_change(ttl: Duration, deep: bool) -> LeaseModel {
+    LeaseModel {
+        ttl_change: Some(ttl),
+        max_faults: 1,
+        faulty: if deep { None } else { Some(0) },
+        max_time: if deep { 10 } else { 7 },
+        crashes: deep,
+        drift: deep,
+        ..base()
+    }
+}
+
 pub fn deep() -> bool {
     std::env::var("LEASE_MODEL").is_ok_and(|v| v == "deep")
 }

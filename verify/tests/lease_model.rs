@@ -56,16 +56,7 @@ fn mutual_exclusion_when_a_holder_changes_its_ttl() {
     // held up, landing late, its answer lost); `LEASE_MODEL=deep` faults anyone's and adds
     // crashes and drift.
     for (ttl, what) in [(1, "ttl shortened"), (8, "ttl lengthened")] {
-        let m = LeaseModel {
-            ttl_change: Some(Duration::from_secs(ttl)),
-            max_faults: 1,
-            faulty: if deep() { None } else { Some(0) },
-            max_time: if deep() { 10 } else { 7 },
-            crashes: deep(),
-            drift: deep(),
-            ..base()
-        };
-        check(m, what);
+        check(ttl_change(Duration::from_secs(ttl), deep()), what);
     }
 }
 
