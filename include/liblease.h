@@ -164,8 +164,9 @@ typedef struct lease_options {
   // Where this acquire, waiting in a queued lock's queue, can be woken by the write that
   // grants it (docs/protocol.md §10, "Wake hints"): `"loopback"` (listen on 127.0.0.1: hints
   // from writers on this host), `"off"` (no address in its queue entry: it learns of its
-  // grant at its next poll), or the IP address of an interface to listen on
-  // (`"10.0.0.5"`, for writers on other hosts). NULL: the default, `"loopback"`. Anything
+  // grant at its next poll), `"route"` (the address this host's default route leaves from,
+  // for writers on other hosts), or the IP address of an interface to listen on
+  // (`"10.0.0.5"`). NULL: the default, `"loopback"`. Anything
   // else: `LEASE_INVALID`. A hint only makes the waiter read the record sooner; a firewall
   // that drops it leaves the poll.
   const char *wake_hints;

@@ -169,10 +169,12 @@ type Options struct {
 	WakeHints string
 }
 
-// The named choices of Options.WakeHints (an interface's IP address is the third).
+// The named choices of Options.WakeHints (an interface's IP address is the fourth).
 const (
 	WakeHintsLoopback = "loopback"
 	WakeHintsOff      = "off"
+	// WakeHintsRoute listens on the address this host's default route leaves from.
+	WakeHintsRoute = "route"
 )
 
 // ByteRange is the bytes [Start, End) of an object (End excluded, above Start).

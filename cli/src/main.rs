@@ -161,9 +161,10 @@ pub struct RunArgs {
     #[arg(long, value_parser = duration, value_name = "DUR")]
     pub poll: Option<Duration>,
     /// Where a queued lock's waiter listens for wake hints, so the release that grants it
-    /// wakes it at once instead of at its next poll: `loopback` (hints from this host), the
-    /// IP address of an interface other hosts reach this one at, or `off` [default: loopback].
-    #[arg(long, value_name = "off|loopback|IP", value_parser = wake_hints)]
+    /// wakes it at once instead of at its next poll: `loopback` (hints from this host),
+    /// `route` (the address this host's default route leaves from), the IP address of an
+    /// interface other hosts reach this one at, or `off` [default: loopback].
+    #[arg(long, value_name = "off|loopback|route|IP", value_parser = wake_hints)]
     pub wake_hints: Option<lease::WakeHints>,
     /// When renewals are late, send CMD SIGTERM this long before the SIGKILL that lands just
     /// before the lease's deadline [default: ttl/3, at most 10s]. A lost lease means SIGKILL at

@@ -115,20 +115,27 @@ pub enum WakeHints {
     /// Listen on this interface's address (an ephemeral port): the address other hosts reach
     /// this one at.
     Listen(std::net::IpAddr),
+    /// Listen on the address this host's default route leaves from (found once, without
+    /// sending anything: `wake_hint::route_address`): for waiters on several hosts of one
+    /// network, without naming an interface. Loopback when the host has no route. Not the
+    /// default: it opens a UDP port to the network, which a library should not do unasked.
+    Route,
 }
 
 impl std::str::FromStr for WakeHints {
     type Err = crate::error::Error;
 
-    /// `off`, `loopback`, or an IP address to listen on.
+    /// `off`, `loopback`, `route`, or an IP address to listen on.
     fn from_str(s: &str) -> Result<WakeHints, Self::Err> {
         match s {
             "off" | "none" => Ok(WakeHints::Off),
             "loopback" | "on" => Ok(WakeHints::Loopback),
+            "route" => Ok(WakeHints::Route),
             ip => ip.parse().map(WakeHints::Listen).map_err(|_| {
                 crate::error::Error::invalid(format!(
-                    "wake hints {s:?}: expected `off`, `loopback`, or the IP address of an \
-                     interface to listen on (e.g. 10.0.0.5)"
+                    "wake hints {s:?}: expected `off`, `loopback`, `route` (the address this \
+                     host's default route leaves from), or the IP address of an interface to \
+                     listen on (e.g. 10.0.0.5)"
                 ))
             }),
         }

@@ -142,8 +142,20 @@ pub(crate) fn listener(choice: &WakeHints) -> Option<Arc<Listener>> {
         WakeHints::Off => return None,
         WakeHints::Loopback => IpAddr::V4(Ipv4Addr::LOCALHOST),
         WakeHints::Listen(ip) => *ip,
+        WakeHints::Route => route_address().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
     };
     LISTENERS.with(|all| bind(all, ip))
+}
+
+/// The address this host's default route leaves from: the source address the kernel picks
+/// for a UDP socket connected to an address of no local network (198.51.100.1, TEST-NET-2,
+/// RFC 5737). Connecting a UDP socket sends nothing; it only chooses a route. `None` without
+/// a route, or when the kernel picks no address.
+pub(crate) fn route_address() -> Option<IpAddr> {
+    let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    socket.connect((Ipv4Addr::new(198, 51, 100, 1), 9)).ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_unspecified()).then_some(ip)
 }
 
 /// Bind `ip`'s listener and start its thread, unless `all` has it.

@@ -70,9 +70,10 @@ pub struct LeaseOptions {
     /// Where a waiter of a queued lock can be woken by the write that grants it, so that it reads
     /// at once rather than at its next poll (docs/protocol.md §10, "Wake hints"): `'loopback'`
     /// (the default: 127.0.0.1, hints from writers on this host), `'off'` (it learns of its
-    /// grant at its next poll), or the IP address of an interface to listen on (`'10.0.0.5'`,
-    /// for writers on other hosts). Anything else rejects with `LEASE_INVALID`.
-    #[napi(ts_type = "'loopback' | 'off' | (string & {})")]
+    /// grant at its next poll), `'route'` (the address this host's default route leaves from,
+    /// for writers on other hosts), or the IP address of an interface to listen on
+    /// (`'10.0.0.5'`). Anything else rejects with `LEASE_INVALID`.
+    #[napi(ts_type = "'loopback' | 'off' | 'route' | (string & {})")]
     pub wake_hints: Option<String>,
 }
 

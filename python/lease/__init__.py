@@ -82,8 +82,8 @@ if TYPE_CHECKING:
     #: unit (``"30s"``, ``"500ms"``, ``"5m"``; a number alone in a str is refused).
     Seconds = Union[int, float, datetime.timedelta, str]
     OnLost = Optional[Callable[[LeaseLost], object]]
-    #: Where a waiter listens for wake hints: ``"off"``, ``"loopback"`` or an interface's IP
-    #: address (a str or an ``ipaddress`` object).
+    #: Where a waiter listens for wake hints: ``"off"``, ``"loopback"``, ``"route"`` or an
+    #: interface's IP address (a str or an ``ipaddress`` object).
     WakeHints = Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 __version__: str = _lease.__version__
@@ -224,8 +224,9 @@ def acquire(
     ``wake_hints``: where a waiter of a queued lock can be woken by the write that grants it,
     so that it reads at once rather than at its next poll (docs/protocol.md §10, "Wake hints"):
     ``"loopback"`` (the default: 127.0.0.1, hints from writers on this host), ``"off"`` (it
-    learns of its grant at its next poll), or the IP address of an interface to listen on
-    (``"10.0.0.5"`` or an ``ipaddress`` object, for writers on other hosts); anything else
+    learns of its grant at its next poll), ``"route"`` (the address this host's default route
+    leaves from, for writers on other hosts of one network), or the IP address of an interface
+    to listen on (``"10.0.0.5"`` or an ``ipaddress`` object); anything else
     raises :class:`InvalidArgument`. A hint only makes the waiter read sooner.
     """
     _no_such_keywords("acquire", wrong, _ACQUIRE_KEYWORDS)

@@ -431,7 +431,7 @@ pub fn ttl_seconds(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     Ok(ttl)
 }
 
-/// `wake_hints=`: `"off"`, `"loopback"` or an interface's IP address, as a `str` or an
+/// `wake_hints=`: `"off"`, `"loopback"`, `"route"` or an interface's IP address, as a `str` or an
 /// `ipaddress.IPv4Address` / `IPv6Address`; the core parses it (`InvalidArgument` otherwise).
 fn wake_hints_of(obj: &Bound<'_, PyAny>) -> PyResult<lease::WakeHints> {
     let is_ip_address = obj
@@ -446,8 +446,8 @@ fn wake_hints_of(obj: &Bound<'_, PyAny>) -> PyResult<lease::WakeHints> {
             .into_owned()
     } else {
         return Err(type_error(format!(
-            "wake_hints must be a str (\"off\", \"loopback\" or an interface's IP address such \
-             as \"10.0.0.5\"), not {}",
+            "wake_hints must be a str (\"off\", \"loopback\", \"route\" or an interface's IP \
+             address such as \"10.0.0.5\"), not {}",
             type_name(obj)
         )));
     };

@@ -365,12 +365,26 @@ def waiter_wake(url: str) -> Optional[str]:
     return wake
 
 
+def route_address() -> str:
+    """The address this host's default route leaves from (a connected UDP socket sends
+    nothing), or 127.0.0.1 without a route: where ``wake_hints="route"`` listens."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("198.51.100.1", 9))
+        except OSError:
+            return "127.0.0.1"
+        return str(s.getsockname()[0])
+
+
 @pytest.mark.parametrize(
-    "hints", [None, "loopback", "127.0.0.1", ipaddress.ip_address("127.0.0.1"), "off"]
+    "hints", [None, "loopback", "127.0.0.1", ipaddress.ip_address("127.0.0.1"), "off", "route"]
 )
 def test_wake_hints_in_the_waiters_entry(qurl: str, hints: Any) -> None:
     """Issue 23: ``wake_hints`` says where a waiter can be woken: by default (and with
-    "loopback" or 127.0.0.1) its queue entry names a loopback address, with "off" none."""
+    "loopback" or 127.0.0.1) its queue entry names a loopback address, with "off" none, with
+    "route" the address the default route leaves from."""
     holder = lease.acquire(qurl, ttl=TTL, queue=True, wait=0, poll=POLL, wake_hints="off")
     w = Acquirer(qurl, "w", queue=True, **({} if hints is None else {"wake_hints": hints}))
     try:
@@ -381,6 +395,8 @@ def test_wake_hints_in_the_waiters_entry(qurl: str, hints: Any) -> None:
     w.get().release()
     if hints == "off":
         assert wake is None
+    elif hints == "route":
+        assert wake is not None and wake.startswith(f"udp:{route_address()}:"), wake
     else:
         assert wake is not None and wake.startswith("udp:127.0.0.1:"), wake
 

@@ -84,9 +84,30 @@ fn wake_hints_parse_from_the_options_text() {
         "10.0.0.5".parse::<WakeHints>().unwrap(),
         WakeHints::Listen("10.0.0.5".parse().unwrap())
     );
+    assert_eq!("route".parse::<WakeHints>().unwrap(), WakeHints::Route);
     let e = "eth0".parse::<WakeHints>().unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::Invalid);
-    assert!(e.to_string().contains("off"), "{e}");
+    assert!(
+        e.to_string().contains("off") && e.to_string().contains("route"),
+        "{e}"
+    );
+}
+
+/// `route` listens on the address the default route leaves from (the kernel's choice for a
+/// connected UDP socket, the source `ip route get` shows), one of this host's own, and on
+/// loopback when there is no route. Nothing is sent: the listener's address is only checked.
+#[test]
+fn route_listens_where_the_default_route_leaves_from() {
+    let l = listener(&WakeHints::Route).expect("a listener");
+    let at = parse_address(&l.wake_field()).expect("its wake field").ip();
+    match route_address() {
+        Some(ip) => {
+            assert_eq!(at, ip);
+            // One of this host's own addresses: a socket binds to it.
+            assert!(UdpSocket::bind((ip, 0)).is_ok(), "{ip} is not this host's");
+        }
+        None => assert!(at.is_loopback(), "{at}"),
+    }
 }
 
 #[test]
