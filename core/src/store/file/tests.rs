@@ -60,6 +60,7 @@ fn a_held_lock_is_found_in_proc_locks_while_other_locks_come_and_go() {
                 }
             });
         }
+        #[allow(clippy::disallowed_methods)] // bounds the test's own loop, decides nothing
         let start = std::time::Instant::now();
         let (mut found, mut missed) = (0, 0);
         while found + missed < 500 && start.elapsed() < Duration::from_secs(2) {
