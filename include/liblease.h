@@ -108,8 +108,12 @@ typedef struct lease_runtime lease_runtime;
 // name in it. Thread-safe.
 typedef struct lease_store lease_store;
 
-// Options of `lease_runtime_new`. Start from `lease_runtime_options_default()`.
+// Options of `lease_runtime_new`. Start from `lease_runtime_options_default()`. The struct
+// grows at its end as options are added (docs/ffi.md, "Options").
 typedef struct lease_runtime_options {
+  // `sizeof(lease_runtime_options)` as the program was compiled: set by
+  // `lease_runtime_options_default()`; leave it. 0 is `LEASE_INVALID`.
+  size_t struct_size;
   // Worker threads (renewals and store requests run there; blocking calls run on the
   // caller's thread). 0 means the default, 2.
   uint32_t worker_threads;
@@ -119,8 +123,13 @@ typedef struct lease_runtime_options {
 } lease_runtime_options;
 
 // How a lease is acquired and held. Start from `lease_options_default()`; strings are
-// borrowed for the duration of the call.
+// borrowed for the duration of the call. The struct grows at its end as options are added;
+// `struct_size` lets a program built against an older header keep working with a newer
+// liblease (docs/ffi.md, "Options").
 typedef struct lease_options {
+  // `sizeof(lease_options)` as the program was compiled: set by `lease_options_default()`;
+  // leave it. 0 (a struct not started from the default) is `LEASE_INVALID`.
+  size_t struct_size;
   // How long the lease lasts without renewal, in ms (100 ms to 24 h; default 30 000). The
   // holder renews every ttl/3 in the background.
   uint64_t ttl_ms;
@@ -155,6 +164,10 @@ typedef struct lease_options {
   // Non-zero: queue an exclusive request in arrival order (a queued lock) rather than race
   // for a plain lease. Shared, permits, a scope or a range always queue.
   int32_t queue;
+  // Priority among waiters that conflict (-1,000,000,000 to 1,000,000,000; default 0, and
+  // non-zero queues): the higher is granted first, arrival order within a priority, and a
+  // waiter is passed over by at most 8 later ones. A holder is never preempted.
+  int32_t priority;
   // Who in this process asks: acquiring a lease (or a conflicting grant) its own owner
   // holds fails at once with `LEASE_HELD` instead of waiting for itself (leases are not
   // re-entrant). NULL: the calling thread (the default); an empty string: nobody, no check
@@ -170,10 +183,6 @@ typedef struct lease_options {
   // else: `LEASE_INVALID`. A hint only makes the waiter read the record sooner; a firewall
   // that drops it leaves the poll.
   const char *wake_hints;
-  // Priority among waiters that conflict (-1,000,000,000 to 1,000,000,000; default 0, and
-  // non-zero queues): the higher is granted first, arrival order within a priority, and a
-  // waiter is passed over by at most 8 later ones. A holder is never preempted.
-  int32_t priority;
 } lease_options;
 
 // Called once when a lease is lost: `user_data` as given to `lease_on_lost`, and a one-line

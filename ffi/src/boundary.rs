@@ -128,6 +128,73 @@ pub(crate) unsafe fn opt_str_arg(p: *const c_char, what: &str) -> Result<Option<
     unsafe { str_arg(p, what) }.map(|s| Some(s.to_string()))
 }
 
+/// An options struct that begins with its own size (`size_t struct_size`, set by its
+/// `…_default()`), read from the caller. So the struct can grow at its end without breaking
+/// programs built against an older header: a smaller struct (at least `min_size`, the size of
+/// the first layout with `struct_size`) is read up to its size, and the fields it lacks keep
+/// their defaults; a larger one (a header newer than this library) is accepted only when every
+/// byte this library does not know is zero, as Linux's `copy_struct_from_user` does, so an
+/// option this library cannot honour is never ignored silently. NULL gives `default`.
+///
+/// # Safety
+/// `p` is NULL, or points to `struct_size` readable bytes (at least a `usize`) that begin with
+/// `struct_size`, aligned for `T`.
+pub(crate) unsafe fn sized_options<T: Copy>(
+    p: *const T,
+    name: &str,
+    default: T,
+    min_size: usize,
+) -> Result<T, Failure> {
+    if p.is_null() {
+        return Ok(default);
+    }
+    // SAFETY: the caller's contract: the struct begins with its size.
+    let size = unsafe { p.cast::<usize>().read() };
+    let ours = std::mem::size_of::<T>();
+    let start_from = format!("start from {name}_default(), which sets it");
+    if size == 0 {
+        return Err(Failure::invalid(format!(
+            "{name}.struct_size is 0: {start_from}"
+        )));
+    }
+    if size < min_size {
+        return Err(Failure::invalid(format!(
+            "{name}.struct_size is {size}, smaller than any {name} ({min_size} bytes or more): \
+             {start_from}"
+        )));
+    }
+    // More than any struct of options could ever be: not a size (an uninitialized struct).
+    const MAX_SIZE: usize = 64 * 1024;
+    if size > MAX_SIZE {
+        return Err(Failure::invalid(format!(
+            "{name}.struct_size is {size}, not the size of a {name}: {start_from}"
+        )));
+    }
+    if size > ours {
+        // SAFETY: the caller's contract: `size` readable bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size) };
+        if bytes[ours..].iter().any(|b| *b != 0) {
+            return Err(Failure::invalid(format!(
+                "{name} is larger than this liblease's ({size} bytes against {ours}) and sets \
+                 options this liblease ({}) does not know: link the liblease whose header the \
+                 program was compiled against",
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+    }
+    let mut out = default;
+    // SAFETY: `min(size, ours)` bytes are readable at `p` and writable at `out`, and `T` is a
+    // plain C struct (`Copy`, every bit pattern of its fields the caller's to choose).
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            p.cast::<u8>(),
+            (&mut out as *mut T).cast::<u8>(),
+            size.min(ours),
+        )
+    };
+    Ok(out)
+}
+
 /// # Safety
 /// `p` is NULL or points to a live `T` for the lifetime `'a`.
 pub(crate) unsafe fn handle<'a, T>(p: *const T, what: &str) -> Result<&'a T, Failure> {

@@ -12,10 +12,15 @@ use tokio_util::sync::CancellationToken;
 use crate::{boundary::*, cancel::*, error::*, runtime::*, store::*};
 
 /// How a lease is acquired and held. Start from `lease_options_default()`; strings are
-/// borrowed for the duration of the call.
+/// borrowed for the duration of the call. The struct grows at its end as options are added;
+/// `struct_size` lets a program built against an older header keep working with a newer
+/// liblease (docs/ffi.md, "Options").
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct lease_options {
+    /// `sizeof(lease_options)` as the program was compiled: set by `lease_options_default()`;
+    /// leave it. 0 (a struct not started from the default) is `LEASE_INVALID`.
+    pub struct_size: usize,
     /// How long the lease lasts without renewal, in ms (100 ms to 24 h; default 30 000). The
     /// holder renews every ttl/3 in the background.
     pub ttl_ms: u64,
@@ -50,6 +55,10 @@ pub struct lease_options {
     /// Non-zero: queue an exclusive request in arrival order (a queued lock) rather than race
     /// for a plain lease. Shared, permits, a scope or a range always queue.
     pub queue: i32,
+    /// Priority among waiters that conflict (-1,000,000,000 to 1,000,000,000; default 0, and
+    /// non-zero queues): the higher is granted first, arrival order within a priority, and a
+    /// waiter is passed over by at most 8 later ones. A holder is never preempted.
+    pub priority: i32,
     /// Who in this process asks: acquiring a lease (or a conflicting grant) its own owner
     /// holds fails at once with `LEASE_HELD` instead of waiting for itself (leases are not
     /// re-entrant). NULL: the calling thread (the default); an empty string: nobody, no check
@@ -65,10 +74,6 @@ pub struct lease_options {
     /// else: `LEASE_INVALID`. A hint only makes the waiter read the record sooner; a firewall
     /// that drops it leaves the poll.
     pub wake_hints: *const c_char,
-    /// Priority among waiters that conflict (-1,000,000,000 to 1,000,000,000; default 0, and
-    /// non-zero queues): the higher is granted first, arrival order within a priority, and a
-    /// waiter is passed over by at most 8 later ones. A holder is never preempted.
-    pub priority: i32,
 }
 
 /// What a held lease was granted (`lease_grant_mode`).
@@ -89,6 +94,7 @@ pub enum lease_mode {
 #[no_mangle]
 pub extern "C" fn lease_options_default() -> lease_options {
     lease_options {
+        struct_size: std::mem::size_of::<lease_options>(),
         ttl_ms: 30_000,
         wait_ms: -1,
         label: std::ptr::null(),
@@ -101,11 +107,23 @@ pub extern "C" fn lease_options_default() -> lease_options {
         range_start: 0,
         range_end: 0,
         queue: 0,
+        priority: 0,
         owner: std::ptr::null(),
         wake_hints: std::ptr::null(),
-        priority: 0,
     }
 }
+
+/// The size of the first `lease_options` with `struct_size` (up to `wake_hints`, its last
+/// field): the smallest a caller may pass. Options added later go after `wake_hints`, and the
+/// struct must end with no padding, so that an added field always grows `struct_size` (checked
+/// below: update the check to the new last field, never this).
+const LEASE_OPTIONS_MIN_SIZE: usize =
+    std::mem::offset_of!(lease_options, wake_hints) + std::mem::size_of::<*const c_char>();
+const _: () = assert!(
+    std::mem::size_of::<lease_options>()
+        == std::mem::offset_of!(lease_options, wake_hints) + std::mem::size_of::<*const c_char>(),
+    "lease_options must end without padding: pair a 4-byte option with another, or widen it"
+);
 
 /// # Safety
 /// `opts` is NULL or a valid `lease_options` whose pointers are NULL or valid.
@@ -113,9 +131,14 @@ pub(crate) unsafe fn convert_options(
     opts: *const lease_options,
 ) -> Result<(LeaseOptions, Option<CancellationToken>), Failure> {
     // SAFETY: the caller's contract.
-    let o = unsafe { opts.as_ref() }
-        .copied()
-        .unwrap_or_else(|| lease_options_default());
+    let o = unsafe {
+        sized_options(
+            opts,
+            "lease_options",
+            lease_options_default(),
+            LEASE_OPTIONS_MIN_SIZE,
+        )
+    }?;
     let mut lo = LeaseOptions::new(Duration::from_millis(o.ttl_ms));
     lo = match o.wait_ms {
         -1 => lo.wait_forever(),

@@ -106,4 +106,106 @@ mod tests {
             lease_error_free(err);
         }
     }
+
+    /// An options struct of two layouts: `Old` (the first with `struct_size`), and `New`, which
+    /// appended one field. Each is read by a library that knows the other.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    struct Old {
+        struct_size: usize,
+        a: u64,
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    struct New {
+        struct_size: usize,
+        a: u64,
+        added: u64,
+    }
+
+    const OLD: usize = std::mem::size_of::<Old>();
+    const NEW: usize = std::mem::size_of::<New>();
+
+    fn read<T: Copy>(p: &T, default: T) -> Result<T, (lease_code, String)> {
+        // SAFETY: `p` is a live `T`, and for `New` read as `Old` its size covers `struct_size`.
+        unsafe { sized_options(p, "opts", default, OLD) }.map_err(|f| (f.code, f.message))
+    }
+
+    /// `struct_size` (docs/ffi.md, "Options"): an older program's smaller struct is read up to
+    /// its size and the added field keeps its default; a newer program's larger struct is read
+    /// when what this library does not know is zero, and refused when it sets it; a size of 0,
+    /// below the first layout's, or no size at all is refused, saying to start from the
+    /// default.
+    #[test]
+    fn options_are_read_up_to_the_size_the_caller_was_compiled_with() {
+        let new_default = New {
+            struct_size: NEW,
+            a: 1,
+            added: 7,
+        };
+        // An older program: its struct ends before `added`.
+        let old = Old {
+            struct_size: OLD,
+            a: 5,
+        };
+        // SAFETY: reading `OLD` bytes of `old` only (its struct_size), as the library would.
+        let as_new =
+            unsafe { sized_options(&old as *const Old as *const New, "opts", new_default, OLD) };
+        assert_eq!(
+            as_new.map_err(|f| f.message).unwrap(),
+            New {
+                struct_size: OLD,
+                a: 5,
+                added: 7
+            }
+        );
+        // A newer program, read by an older library: the unknown field zero, then set.
+        let old_default = Old {
+            struct_size: OLD,
+            a: 1,
+        };
+        let newer = New {
+            struct_size: NEW,
+            a: 5,
+            added: 0,
+        };
+        let read_old = |n: &New| {
+            // SAFETY: `n` is a live `New`: `NEW` readable bytes that begin with its size.
+            unsafe { sized_options(n as *const New as *const Old, "opts", old_default, OLD) }
+                .map_err(|f| (f.code, f.message))
+        };
+        assert_eq!(
+            read_old(&newer).unwrap(),
+            Old {
+                struct_size: NEW,
+                a: 5
+            }
+        );
+        let (code, msg) = read_old(&New { added: 3, ..newer }).unwrap_err();
+        assert_eq!(code, LEASE_INVALID);
+        assert!(
+            msg.contains("does not know") && msg.contains("link the liblease"),
+            "{msg}"
+        );
+        // Sizes that are not a struct's.
+        for size in [0, OLD - 1, 1 << 20] {
+            let (code, msg) = read(
+                &New {
+                    struct_size: size,
+                    ..newer
+                },
+                new_default,
+            )
+            .unwrap_err();
+            assert_eq!(code, LEASE_INVALID, "{size}");
+            assert!(msg.contains("start from opts_default()"), "{size}: {msg}");
+        }
+        // NULL: the defaults.
+        // SAFETY: NULL is allowed.
+        let none = unsafe { sized_options(std::ptr::null::<New>(), "opts", new_default, OLD) };
+        assert_eq!(none.map_err(|f| f.message).unwrap(), new_default);
+        // The same size: read whole.
+        assert_eq!(read(&newer, new_default).unwrap(), newer);
+    }
 }

@@ -60,10 +60,14 @@ pub struct lease_runtime {
     pub(crate) rt: Arc<Rt>,
 }
 
-/// Options of `lease_runtime_new`. Start from `lease_runtime_options_default()`.
+/// Options of `lease_runtime_new`. Start from `lease_runtime_options_default()`. The struct
+/// grows at its end as options are added (docs/ffi.md, "Options").
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct lease_runtime_options {
+    /// `sizeof(lease_runtime_options)` as the program was compiled: set by
+    /// `lease_runtime_options_default()`; leave it. 0 is `LEASE_INVALID`.
+    pub struct_size: usize,
     /// Worker threads (renewals and store requests run there; blocking calls run on the
     /// caller's thread). 0 means the default, 2.
     pub worker_threads: u32,
@@ -76,10 +80,21 @@ pub struct lease_runtime_options {
 #[no_mangle]
 pub extern "C" fn lease_runtime_options_default() -> lease_runtime_options {
     lease_runtime_options {
+        struct_size: std::mem::size_of::<lease_runtime_options>(),
         worker_threads: 0,
         client_name: std::ptr::null(),
     }
 }
+
+/// The first `lease_runtime_options` with `struct_size` ends at `client_name`: the smallest a
+/// caller may pass. Options added later go after it, and the struct ends with no padding (as
+/// `lease_options`, checked below).
+const RUNTIME_OPTIONS_MIN_SIZE: usize =
+    std::mem::offset_of!(lease_runtime_options, client_name) + std::mem::size_of::<*const c_char>();
+const _: () = assert!(
+    std::mem::size_of::<lease_runtime_options>() == RUNTIME_OPTIONS_MIN_SIZE,
+    "lease_runtime_options must end without padding at its last field"
+);
 
 /// Create a runtime. `opts` may be NULL for the defaults.
 ///
@@ -100,9 +115,14 @@ pub unsafe extern "C" fn lease_runtime_new(
     call(err, || {
         let out = out_arg(out, "out")?;
         // SAFETY: the caller's contract.
-        let opts = unsafe { opts.as_ref() }
-            .copied()
-            .unwrap_or_else(|| lease_runtime_options_default());
+        let opts = unsafe {
+            sized_options(
+                opts,
+                "lease_runtime_options",
+                lease_runtime_options_default(),
+                RUNTIME_OPTIONS_MIN_SIZE,
+            )
+        }?;
         // SAFETY: the caller's contract.
         let name = unsafe { opt_str_arg(opts.client_name, "client_name") }?;
         let name = name.as_deref().unwrap_or("c");

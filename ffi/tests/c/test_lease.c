@@ -545,6 +545,10 @@ static void test_bad_input(void) {
   ro = lease_runtime_options_default();
   ro.client_name = "\xff\xfe";
   CHECK_CODE(LEASE_INVALID, lease_runtime_new(&ro, &rt, &err));
+  /* Options not started from their default: no struct_size. */
+  lease_runtime_options zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  CHECK_CODE(LEASE_INVALID, lease_runtime_new(&zeroed, &rt, &err));
   CHECK(rt == SENTINEL_RT);
   CHECK(lease_runtime_new(NULL, NULL, NULL) == LEASE_INVALID); /* err may be NULL */
   rt = new_runtime();
@@ -620,7 +624,39 @@ static void test_bad_input(void) {
   bad = opts;
   bad.data = "\xc3";
   CHECK_CODE(LEASE_INVALID, lease_acquire(store, name, &bad, &l, &err));
+  /* struct_size (docs/ffi.md, "Options"): 0 is refused, saying where to start. */
+  bad = opts;
+  bad.struct_size = 0;
+  {
+    lease_error *e = NULL;
+    char msg[512];
+    CHECK(code_and_message(lease_acquire(store, name, &bad, &l, &e), &e, msg, sizeof msg) ==
+          LEASE_INVALID);
+    if (strstr(msg, "lease_options_default()") == NULL) {
+      fprintf(stderr, "struct_size 0: %s\n", msg);
+      exit(1);
+    }
+  }
   CHECK(l == (lease *)0x1);
+  /* A program built against a newer header: a larger struct whose options this library does not
+     know are zero is read; one that sets them is refused. */
+  {
+    struct {
+      lease_options o;
+      uint64_t newer;
+    } big;
+    memset(&big, 0, sizeof big);
+    big.o = opts;
+    big.o.struct_size = sizeof big;
+    big.newer = 1;
+    CHECK_CODE(LEASE_INVALID, lease_acquire(store, name, &big.o, &l, &err));
+    CHECK(l == (lease *)0x1);
+    big.newer = 0;
+    CHECK_CODE(LEASE_OK, lease_acquire(store, name, &big.o, &l, &err));
+    CHECK_CODE(LEASE_OK, lease_release(l, &err));
+    lease_free(l);
+    l = (lease *)0x1;
+  }
   CHECK(lease_acquire(store, NULL, NULL, NULL, NULL) == LEASE_INVALID);
 
   char *json = (char *)0x1;
