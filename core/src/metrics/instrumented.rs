@@ -7,10 +7,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tracing::Instrument;
 
-use super::{Op, Status, StoreKind};
+use super::{Status, StoreKind};
 use crate::error::{ErrorKind, Result};
 use crate::store::{
-    Capabilities, Cond, Delete, DynStore, Get, GetOptions, Meta, Put, Store, Version, Watch,
+    Capabilities, Cond, Delete, DynStore, Get, GetOptions, Meta, Op, Put, Store, Version, Watch,
 };
 
 /// A store whose requests are counted and traced.
@@ -67,7 +67,7 @@ async fn counted<T>(
     let span = tracing::debug_span!(
         "store",
         store = store.as_str(),
-        op = op.as_str(),
+        op = op.label(),
         key,
         status = tracing::field::Empty
     );

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 pub(crate) use instrumented::Instrumented;
-pub(crate) use requests::{Op, Status, StoreKind};
+pub(crate) use requests::{request, Status, StoreKind};
 pub use text::{encode_text, CONTENT_TYPE};
 
 use crate::protocol::hold::{Health, LostReason};
@@ -475,22 +475,6 @@ pub(crate) fn watch_health(source: HealthSource) {
         BOUND.store((live.len() * 2).max(1024), Ordering::Relaxed);
     }
     live.push(source);
-}
-
-/// A store request answered with `status` (or not: [`Status::Error`]) after `took`, with
-/// `sent` and `received` body bytes: counted in fixed cells, without the registry's lock
-/// (`requests.rs`).
-pub(crate) fn request(
-    store: StoreKind,
-    op: Op,
-    status: Status,
-    took: Duration,
-    sent: u64,
-    received: u64,
-) {
-    if enabled() {
-        requests::record(store, op, status, took, sent, received);
-    }
 }
 
 /// Every metric now.

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use super::{family, number, prices, Family, Kind, Sample, Value, REQUEST_BUCKETS};
+use crate::store::Op;
 
 /// A store's kind (the `store` label), from its URL's scheme.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,28 +54,6 @@ impl StoreKind {
             StoreKind::File => "file",
             StoreKind::Memory => "memory",
             StoreKind::Other => "other",
-        }
-    }
-}
-
-/// A request's kind (the `kind` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    Get,
-    Create,
-    Update,
-    Delete,
-}
-
-impl Op {
-    const ALL: [Op; 4] = [Op::Get, Op::Create, Op::Update, Op::Delete];
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Op::Get => "get",
-            Op::Create => "create",
-            Op::Update => "update",
-            Op::Delete => "delete",
         }
     }
 }
@@ -221,7 +200,7 @@ static CELLS: [PerStore; STORES] = [const { PerStore::new() }; STORES];
 
 /// A store request answered with `status` (or not: [`Status::Error`]) after `took`, with
 /// `sent` and `received` body bytes.
-pub(crate) fn record(
+pub(crate) fn request(
     store: StoreKind,
     op: Op,
     status: Status,
@@ -229,6 +208,9 @@ pub(crate) fn record(
     sent: u64,
     received: u64,
 ) {
+    if !super::enabled() {
+        return;
+    }
     let cells = &CELLS[store as usize];
     cells.requests[op as usize][status as usize].fetch_add(1, Relaxed);
     cells.latency[op as usize].observe(took);
@@ -264,14 +246,14 @@ pub(super) fn families() -> Vec<Family> {
                 if n > 0 {
                     let labels = vec![
                         ("store", s.to_string()),
-                        ("kind", op.as_str().to_string()),
+                        ("kind", op.label().to_string()),
                         ("status", status.as_str().to_string()),
                     ];
                     requests.push(number(labels, n as f64));
                 }
             }
             if let Some(value) = cells.latency[op as usize].value() {
-                let labels = vec![("store", s.to_string()), ("kind", op.as_str().to_string())];
+                let labels = vec![("store", s.to_string()), ("kind", op.label().to_string())];
                 latency.push(Sample { labels, value });
             }
         }
@@ -284,7 +266,7 @@ pub(super) fn families() -> Vec<Family> {
         if Op::ALL.iter().any(|op| cells.answered(*op) > 0) {
             let dollars: f64 = Op::ALL
                 .iter()
-                .map(|op| cells.answered(*op) as f64 * prices::price(s, op.as_str()))
+                .map(|op| cells.answered(*op) as f64 * prices::price(s, op.label()))
                 .sum();
             cost.push(number(vec![("store", s.to_string())], dollars));
         }

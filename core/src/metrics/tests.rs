@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use super::text::encode_snapshot;
 use super::*;
+use crate::store::Op;
 
 /// The registry and its label cap are the process's: these tests take turns, and the one that
 /// fills the cap forgets everything when it is done (else the others' names land in `_other`).

@@ -125,8 +125,7 @@ pub struct GetOptions<'a> {
 }
 
 /// What a call to a store was, for the remote stores' messages (each names the permission it
-/// needs).
-#[cfg_attr(not(any(feature = "s3", feature = "http-client")), allow(dead_code))]
+/// needs) and the metrics' `kind` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     Get,
@@ -135,8 +134,20 @@ pub(crate) enum Op {
     Delete,
 }
 
-#[cfg_attr(not(any(feature = "s3", feature = "http-client")), allow(dead_code))]
 impl Op {
+    pub(crate) const ALL: [Op; 4] = [Op::Get, Op::Create, Op::Update, Op::Delete];
+
+    /// The metrics' `kind` label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Op::Get => "get",
+            Op::Create => "create",
+            Op::Update => "update",
+            Op::Delete => "delete",
+        }
+    }
+
+    #[cfg_attr(not(any(feature = "s3", feature = "http-client")), allow(dead_code))]
     pub(crate) fn verb(self) -> &'static str {
         match self {
             Op::Get => "read",
@@ -148,6 +159,7 @@ impl Op {
 
     /// What an answer that says nothing certain means for this call: a write may or may not
     /// have landed (the client reads back), a read can simply be retried.
+    #[cfg_attr(not(any(feature = "s3", feature = "http-client")), allow(dead_code))]
     pub(crate) fn unknown_outcome(self) -> &'static str {
         match self {
             Op::Get => "the read can be retried",
