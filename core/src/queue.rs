@@ -59,6 +59,7 @@ pub(crate) async fn acquire(
             scope: req.opts.scope.clone(),
             ttl_ms: timing.ttl.as_millis() as u64,
             token: None,
+            session: None,
         },
         permits: req.opts.permits,
         timing,
@@ -221,7 +222,7 @@ pub(crate) async fn acquire(
                 // Name whoever is in the way: its session says who it is.
                 let mut holders = vec![];
                 if let Some(g) = in_the_way.first() {
-                    let skey = session_key(key, g.id());
+                    let skey = g.session_key(key);
                     if let Ok(Get::Found(obj)) = client.read_record(&skey, None, &timing).await {
                         if let Parsed::Valid(r) = Record::parse(obj.bytes.as_deref(), obj.size) {
                             holders.push((g.id().to_string(), r.holder));

@@ -620,6 +620,7 @@ impl QueueModel {
             scope,
             ttl_ms: self.timing().ttl.as_millis() as u64,
             token: None,
+            session: None,
         }
     }
 

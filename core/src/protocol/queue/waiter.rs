@@ -517,11 +517,18 @@ impl Waiter {
                 self.record = Some((next, version, sent));
                 self.shown = Shown::Queue;
                 if let Why::Remove { id } = &why {
-                    let released = self.watches.remove(id).and_then(|(_, w)| w.gone.flatten());
-                    if let Some(version) = released {
+                    // A participant's own session is used once: the one who ended it deletes
+                    // it. A shared session is its owner's to delete: its other grants' checkers
+                    // still learn from its `released` record.
+                    let released = self
+                        .watches
+                        .remove(id)
+                        .filter(|(entry, _)| entry.session.is_none())
+                        .and_then(|(entry, w)| Some((entry, w.gone.flatten()?)));
+                    if let Some((entry, version)) = released {
                         self.phase = Phase::DeletingSession;
                         return Step::DeleteSession {
-                            key: session_key(&self.plan.key, id),
+                            key: entry.session_key(&self.plan.key),
                             version,
                         };
                     }
@@ -885,11 +892,11 @@ impl Waiter {
             .watches
             .iter()
             .find(|(_, (_, w))| w.next_check.is_none_or(|at| at <= now))
-            .map(|(id, (_, w))| (id.clone(), w.view.version().cloned()));
-        if let Some((id, if_none_match)) = due {
-            self.phase = Phase::ReadingSession { id: id.clone() };
+            .map(|(id, (entry, w))| (id.clone(), entry.clone(), w.view.version().cloned()));
+        if let Some((id, entry, if_none_match)) = due {
+            self.phase = Phase::ReadingSession { id };
             return Step::ReadSession {
-                key: session_key(&self.plan.key, &id),
+                key: entry.session_key(&self.plan.key),
                 if_none_match,
             };
         }
@@ -974,7 +981,7 @@ impl Waiter {
                         None
                     }
                     Decision::Stamp => {
-                        let session = Some(session_key(&self.plan.key, id));
+                        let session = Some(entry.session_key(&self.plan.key));
                         self.phase = Phase::Stamping {
                             id: Some(id.to_string()),
                         };
@@ -984,6 +991,7 @@ impl Waiter {
             }
         };
         let (version, epoch, rev, ttl_ms, prev) = end?;
+        let key = entry.session_key(&self.plan.key);
         // Its deadline has surely passed: write it released in our name, so that its renewals
         // fail from now on.
         let record = Record {
@@ -1003,7 +1011,7 @@ impl Waiter {
         };
         self.phase = Phase::EndingSession { id: id.to_string() };
         Some(Step::EndSession {
-            key: session_key(&self.plan.key, id),
+            key,
             record,
             cond: Cond::Match(version),
         })

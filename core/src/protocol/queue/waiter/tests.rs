@@ -27,6 +27,7 @@ fn plan(mode: Mode) -> WaitPlan {
             scope: Scope::Whole,
             ttl_ms: 10_000,
             token: None,
+            session: None,
         },
         permits: None,
         timing: timing(),
@@ -521,6 +522,63 @@ fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
             current: session("s5", RecordState::Released, 0)
         }))),
         Step::WriteRecord { .. }
+    ));
+    assert!(matches!(r.written(6), Step::Granted { .. }));
+}
+
+/// Shared sessions (docs/protocol.md §10, issue 24): the holder in the way is attached to a
+/// shared session, so its liveness is read from `PREFIX.lease-sessions/SID`, not from
+/// `KEY.q/ID` (which does not exist: judging by it would remove a live grant after ttl +
+/// grace). Taken over by the rules, it is ended there and the grant removed; the session is
+/// not deleted (its other grants' checkers still learn from its `released` record).
+#[test]
+fn a_grant_on_a_shared_session_is_judged_by_that_session_which_is_never_deleted() {
+    const SID: &str = "0123456789abcdef0123456789abcdef";
+    let shared_key = format!("team/.lease-sessions/{SID}");
+    let holder = Entry {
+        session: Some("team/".into()),
+        ..entry(&format!("{SID}.7"), Mode::Exclusive, Scope::Whole)
+    };
+    let held = join(&QueueRecord::new(WALL_MS, None), holder);
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held.to_bytes(), 4));
+    r.join_write(step);
+    match r.written(5) {
+        Step::ReadSession { key, .. } => assert_eq!(key, shared_key),
+        other => panic!("{other:?}"),
+    }
+    // Not renewed for 20 s: its store stamp is asked for at the shared key, then it is ended
+    // there.
+    match r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))) {
+        Step::Stamp { session } => assert_eq!(session.as_deref(), Some(shared_key.as_str())),
+        other => panic!("{other:?}"),
+    }
+    match r.step(Event::Stamped(Ok(Some(store_now())))) {
+        Step::EndSession { key, .. } => assert_eq!(key, shared_key),
+        other => panic!("{other:?}"),
+    }
+    let step = r.step(Event::Ended(Ok(Written::Landed {
+        version: Version::etag("s2"),
+        t_send: t0(),
+    })));
+    assert!(
+        matches!(&step, Step::WriteRecord { why: Why::Remove { id }, .. } if *id == format!("{SID}.7")),
+        "{step:?}"
+    );
+    // Removed: granted at once, the shared session left to its owner.
+    assert!(matches!(r.written(6), Step::Granted { .. }));
+
+    // Released by its owner: removed at once, and not deleted either.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held.to_bytes(), 4));
+    r.join_write(step);
+    r.written(5);
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s3", RecordState::Released, 0)))),
+        Step::WriteRecord {
+            why: Why::Remove { .. },
+            ..
+        }
     ));
     assert!(matches!(r.written(6), Step::Granted { .. }));
 }
