@@ -172,6 +172,7 @@ async fn break_record(
                         epoch: 0,
                     }),
                     history: Vec::new(),
+                    attached: None,
                 };
                 (record, Cond::Create)
             }

@@ -46,6 +46,7 @@ fn held(ttl: Duration, t0: Instant) -> Hold {
         write: None,
         broken: None,
         history: vec![],
+        attached: None,
     };
     Hold::new("memory://t/k", record, Version::etag("v1"), t0, timing(ttl))
 }

@@ -722,6 +722,7 @@ impl QueueModel {
             write: None,
             broken: None,
             history: vec![],
+            attached: None,
         };
         let found = |r: Record, v: &str, modified: u64, server_now: u64| {
             let version = Version::etag(format!("{key}:{v}"));

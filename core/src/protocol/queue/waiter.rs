@@ -1008,6 +1008,7 @@ impl Waiter {
             write: Some(entropy.nonce()),
             broken: None,
             history: Vec::new(),
+            attached: None,
         };
         self.phase = Phase::EndingSession { id: id.to_string() };
         Some(Step::EndSession {
