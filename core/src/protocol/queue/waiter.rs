@@ -32,6 +32,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::options::Timing;
 use crate::protocol::hold::LostReason;
 use crate::protocol::mutants::{on, Mutant};
+use crate::protocol::session::{attachment, Attachment};
 use crate::protocol::takeover::{self, Decision};
 use crate::protocol::view::{Seen, View};
 use crate::protocol::write::Written;
@@ -959,6 +960,19 @@ impl Waiter {
                 ..
             }) if r.state == RecordState::Released => {
                 w.gone = Some(Some(version.clone()));
+                None
+            }
+            // Rule 4 (shared sessions, issue 24): its number is not in the attached set of its
+            // session, read after the read of the record that listed it (this watch began with
+            // that read, and each watch has its own view): its owner stopped believing it.
+            Some(Seen::Present {
+                parsed: Parsed::Valid(r),
+                ..
+            }) if entry.shared().is_some_and(|s| {
+                attachment(r.attached.as_deref(), s.n) == Attachment::Detached
+            }) =>
+            {
+                w.gone = Some(None);
                 None
             }
             Some(Seen::Present { .. }) => {
