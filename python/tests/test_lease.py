@@ -1,4 +1,4 @@
-"""The protocol at the API level, on each store: what core/tests/protocol.rs checks in
+"""The protocol at the API level, on each store: what core/tests/in_process/protocol.rs checks in
 simulated time, checked here through the Python API against real files and a real S3 server."""
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def as_path(word, tops, block):
     file), but for a `text` block: a listing of the tree, whose every name counts."""
     if "://" in word or any(c in word for c in "$*{<…~") or word.startswith(("/", "./", "../")):
         return None
-    word = word.split("::")[0]  # `core/tests/protocol.rs::a_test`
+    word = word.split("::")[0]  # `core/tests/in_process/protocol.rs::a_test`
     word = re.sub(r"#.*$", "", word)  # a link's anchor
     word = re.sub(r"(:\d+)+$", "", word).rstrip(".,:;)")
     if "/" in word and word.split("/")[0] + "/" in tops:

@@ -43,7 +43,7 @@
 //! | a `Create` grants nobody (`QueueCreateGrants`)     | `a_create_that_grants_hands_a_token_…`    |
 //! | joins reserve room for every later settle (`QueueJoinIgnoresReserve`) | `joins_that_reserve_no_room_…` |
 //! | a newer record is never taken over (`QueueNewerTakenAsCorrupt`) | `a_newer_record_taken_for_corrupt_…` |
-//! | session checks paced to the rule (`QueueSessionCheckLate`) | `core/tests/queue_holes.rs` … (simulated time; see below) |
+//! | session checks paced to the rule (`QueueSessionCheckLate`) | `core/tests/in_process/queue_holes.rs` … (simulated time; see below) |
 //! | wall clocks agree within the gap a deletion leaves (an assumption, no mutant) | `a_wall_clock_behind_by_the_whole_gap_…` |
 //!
 //! And for what a new user trips over (issue 28):
@@ -538,7 +538,7 @@ fn a_newer_record_taken_for_corrupt_is_written_over() {
 /// the takeover rule's own estimate (which adds a whole resolution), a crashed holder on a store
 /// of whole-second dates is replaced later than `ttl + grace + resolution + poll` after its last
 /// renewal; paced a resolution early, then every poll, never. The same scenario as
-/// `core/tests/queue_holes.rs` `the_takeover_bound_holds_with_a_whole_second_store_clock_at_every_phase`.
+/// `core/tests/in_process/queue_holes.rs` `the_takeover_bound_holds_with_a_whole_second_store_clock_at_every_phase`.
 #[test]
 fn session_checks_paced_by_the_estimate_miss_the_takeover_bound() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
@@ -680,7 +680,7 @@ fn lost_increments(tasks: u32, rounds: u32) -> u32 {
 /// `store::file::negative_control::set_lock_file_not_rechecked`, `LockFileNotRechecked`)
 /// a writer that locked a removed file and one that locked the new file write at once: the
 /// conditional writes of concurrent increments lose some. With it, none is lost (and
-/// `core/tests/store_file.rs` hammers it with real processes).
+/// `core/tests/in_process/store_file.rs` hammers it with real processes).
 #[test]
 fn a_lock_file_not_rechecked_after_removal_loses_updates() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());

@@ -57,46 +57,96 @@ fn stamps_parse_with_and_without_a_time_namespace() {
     assert!(!other.same_clock_as(&now));
 }
 
-/// A waiter drops its watch the moment it sees its grant, and closing an inotify instance
-/// waits for the kernel to free its marks (`fsnotify_destroy_group` flushes the mark reaper,
-/// an SRCU grace period: 0.2 to 16 ms measured here, issue 23). The close must not hold up the
-/// dropping thread (the waiter's acquire, a runtime worker): it runs on the blocking pool.
-#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-#[allow(clippy::disallowed_methods)] // a bounded wait for another thread, no simulated time
-async fn a_dropped_watch_is_closed_off_the_dropping_thread() {
-    let dir = tempfile::tempdir().unwrap();
-    let watch = watch::FileWatch::new(&dir.path().join("job")).expect("inotify here");
-    let closed_on = watch.closed_on.clone();
-    let dropped_on = std::thread::current().id();
-    drop(watch);
-    // Bounded wait for the close to run (it is not timed: it only has to happen).
-    for _ in 0..500 {
-        if closed_on.get().is_some() {
-            break;
+/// A directory's watch is shared by its waiters and goes with the last of them: a waiter that
+/// leaves does not deafen another waiter of the same directory, and a directory watched again
+/// after its last waiter left is watched again.
+#[tokio::test]
+#[allow(clippy::disallowed_methods)] // a hang guard on kernel events, no simulated time
+async fn a_directorys_watch_outlives_each_waiter_but_the_last() {
+    use crate::store::{Cond, Store};
+    let root = tempfile::tempdir().unwrap();
+    let store = FileStore::open(root.path()).unwrap();
+    let meta = Meta::default();
+    let create = |key: &'static str| {
+        let (store, meta) = (&store, &meta);
+        async move {
+            match store
+                .put(key, Bytes::from_static(b"a"), Cond::Create, meta)
+                .await
+            {
+                Ok(Put::Written { version, .. }) => version,
+                other => panic!("{key} created: {other:?}"),
+            }
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let closed_on = *closed_on.get().expect("the watch was closed within 5 s");
-    assert_ne!(
-        closed_on, dropped_on,
-        "closed on the thread that dropped it"
-    );
+    };
+    let a_version = create("d/a").await;
+    let mut a = store.watch("d/a").expect("inotify here");
+    let b = store.watch("d/b").expect("inotify here");
+    drop(b);
+    // a's watch survived b's leaving: a change of a's own object still wakes it.
+    store.delete("d/a", &a_version).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), a.changed())
+        .await
+        .expect("a is woken by its own object's change after b left");
+    drop(a);
+    // The directory is watched again after its last waiter left.
+    let b_version = create("d/b").await;
+    let mut c = store.watch("d/b").expect("inotify here");
+    store.delete("d/b", &b_version).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), c.changed())
+        .await
+        .expect("a directory watched again wakes its waiter");
 }
 
-/// Outside a runtime there is no pool to hand the close to: it happens in place.
-#[test]
-fn a_watch_dropped_outside_a_runtime_is_closed_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    // The stream registers with the runtime's reactor: made inside it, dropped outside it.
-    let watch = rt.block_on(async { watch::FileWatch::new(&dir.path().join("job")) });
-    let watch = watch.expect("inotify here");
-    let closed_on = watch.closed_on.clone();
-    drop(watch);
-    assert_eq!(closed_on.get(), Some(&std::thread::current().id()));
+/// Every waiter of a process is woken by the kernel, however many there are: the kernel lets
+/// a user open only `max_user_instances` inotify instances (128 by default), so an instance per
+/// waiter made every waiter past that poll instead, without a word (issue 23). One instance
+/// per process holds every watch (up to `max_user_watches`, 8,192 or more).
+#[tokio::test]
+#[allow(clippy::disallowed_methods)] // a hang guard on kernel events, no simulated time
+async fn more_waiters_than_the_kernel_allows_instances_are_each_woken() {
+    use crate::store::{Cond, Store};
+    let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .map(|s| s.trim().parse().unwrap())
+        .unwrap_or(128);
+    let count = limit + 20;
+    let root = tempfile::tempdir().unwrap();
+    let store = FileStore::open(root.path()).unwrap();
+    let meta = Meta::default();
+    // One object per directory (a watch each), and two waiters on one of them.
+    let keys: Vec<String> = (0..count).map(|i| format!("d{i}/job")).collect();
+    let mut versions = Vec::new();
+    for key in &keys {
+        let put = store
+            .put(key, Bytes::from_static(b"a"), Cond::Create, &meta)
+            .await
+            .unwrap();
+        let Put::Written { version, .. } = put else {
+            panic!("created")
+        };
+        versions.push(version);
+    }
+    let mut watches: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            store
+                .watch(key)
+                .unwrap_or_else(|| panic!("no kernel watch for {key}"))
+        })
+        .collect();
+    let mut twin = store.watch(&keys[0]).expect("a second watch of one object");
+    for (key, version) in keys.iter().zip(&versions) {
+        store.delete(key, version).await.unwrap();
+    }
+    for (key, watch) in keys.iter().zip(watches.iter_mut()) {
+        // A hang guard, not a timed assertion: the event is already queued.
+        tokio::time::timeout(Duration::from_secs(10), watch.changed())
+            .await
+            .unwrap_or_else(|_| panic!("{key}'s waiter was not woken"));
+    }
+    tokio::time::timeout(Duration::from_secs(10), twin.changed())
+        .await
+        .expect("both waiters of one object are woken");
 }
 
 /// The waiter's wake: a replace of the watched object (a `rename(2)` over it) completes

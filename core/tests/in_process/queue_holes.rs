@@ -9,7 +9,7 @@ use std::time::Duration;
 use lease::store::{Get, GetOptions, Store};
 use lease::{ErrorKind, Lease, LeaseOptions, Scope};
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 async fn raw(w: &World, key: &str) -> Option<bytes::Bytes> {

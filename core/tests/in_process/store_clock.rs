@@ -15,7 +15,7 @@ use lease::store::memory::MemoryStore;
 use lease::store::{Capabilities, Cond, Delete, Get, GetOptions, Meta, Put, Store, Version};
 use lease::{Client, ErrorKind, LeaseOptions};
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 /// A front end whose `Date` runs `ahead` of the store's clock.

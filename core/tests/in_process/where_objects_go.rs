@@ -9,7 +9,7 @@
 //! `scripts/stores.sh` (`LEASE_TEST_S3_MOTO`, `LEASE_TEST_GCS_FAKE`, `LEASE_TEST_AZURE_AZURITE`);
 //! under CI each is mandatory, outside CI a missing one is reported loudly and skipped.
 
-mod remote;
+use crate::remote;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 
 #![allow(clippy::disallowed_methods)] // simulated time: tokio's paused clock
 
-mod sim;
+use crate::sim;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -10,7 +10,7 @@ use lease::record::{Record, RecordState};
 use lease::store::memory::{Fault, Op};
 use lease::{BreakMode, ErrorKind, FencingGate, LeaseOptions, LeaseState, LostReason};
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 /// Item 1. The first create of an acquisition is stuck in the network past the ttl; the write

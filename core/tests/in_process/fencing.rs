@@ -12,7 +12,7 @@ use lease::store::memory::{Fault, LoggedWrite, MemoryStore, Op};
 use lease::store::{Cond, GetOptions, Meta, Put, Store};
 use lease::{BreakMode, Client, ErrorKind, FencingGate, FencingToken};
 
-mod sim;
+use crate::sim;
 use sim::{opts, secs, sleep, World, FIRST};
 
 /// A world whose store records every write that lands.

@@ -18,7 +18,7 @@ use std::time::Duration;
 use lease::options::default_unavailable_timeout;
 use lease::ErrorKind;
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 /// The request timeout of `opts()` (ttl 10 s: renew every 10/3 s, half of that per request),

@@ -5,7 +5,7 @@
 
 use lease::{ErrorKind, Scope};
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 fn range(a: u64, b: u64) -> lease::LeaseOptions {

@@ -1,7 +1,7 @@
 //! The conformance suite on the file store, plus what only the file store has: atomic
 //! replacement, sidecar names, directory errors.
 
-mod conformance;
+use crate::conformance;
 
 use lease::store::file::FileStore;
 use lease::store::{Cond, Get, GetOptions, Meta, Store};
@@ -145,7 +145,7 @@ fn lock_files_and_folders_removed_under_concurrent_processes_lose_nothing() {
         .map(|i| {
             std::process::Command::new(std::env::current_exe().unwrap())
                 .args([
-                    "hammer_process",
+                    "store_file::hammer_process",
                     "--exact",
                     "--ignored",
                     "--nocapture",
@@ -525,7 +525,7 @@ async fn a_waiter_in_another_time_namespace_does_not_take_a_live_lease() {
         .args(["--time", "--boottime", "+100000"])
         .arg(std::env::current_exe().unwrap())
         .args([
-            "timens_waiter_process",
+            "store_file::timens_waiter_process",
             "--exact",
             "--ignored",
             "--nocapture",

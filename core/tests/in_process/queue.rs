@@ -14,7 +14,7 @@ use lease::protocol::view::unix_ms;
 use lease::store::{Get, GetOptions, Store};
 use lease::{ErrorKind, LostReason, Mode, Scope};
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 /// The lock's record as stored.

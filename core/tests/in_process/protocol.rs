@@ -12,7 +12,7 @@ use lease::record::RecordState;
 use lease::store::memory::{Fault, MemoryStore, Op};
 use lease::{BreakMode, Client, Election, ErrorKind, LeaseOptions, LeaseState, LostReason};
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 #[tokio::test(start_paused = true)]

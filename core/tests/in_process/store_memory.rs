@@ -1,6 +1,6 @@
 //! The conformance suite on the in-memory store.
 
-mod conformance;
+use crate::conformance;
 
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use lease::{ErrorKind, LeaseOptions, Scope};
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 /// Every acquisition here is bounded (a minute of simulated time): one that waits for itself,

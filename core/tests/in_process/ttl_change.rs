@@ -14,7 +14,7 @@ use lease::record::{Holder, Record, RecordState};
 use lease::store::{Capabilities, Cond, Version};
 use lease::{ErrorKind, LeaseState};
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 fn timing(ttl: Duration) -> Timing {

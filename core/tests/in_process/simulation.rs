@@ -12,7 +12,7 @@ use std::time::Duration;
 use lease::clock::{Clock, Instant, Rng, SimClock};
 use lease::ErrorKind;
 
-mod sim;
+use crate::sim;
 use sim::*;
 
 struct Contention {
@@ -135,7 +135,7 @@ fn seeds(default: std::ops::RangeInclusive<u64>) -> Vec<u64> {
 /// What a failure says: the seed, and the command that replays it.
 fn replay(what: &str, seed: u64, test: &str) -> String {
     format!(
-        "{what} {seed} (replay: LEASE_SIM_SEED={seed} cargo test -p bucket-lease --test simulation {test})"
+        "{what} {seed} (replay: LEASE_SIM_SEED={seed} cargo test -p bucket-lease --test in_process simulation::{test})"
     )
 }
 
