@@ -155,6 +155,11 @@ pub struct RunArgs {
     /// How often a waiter re-reads the lock [default: ttl/10, within 50ms..2s].
     #[arg(long, value_parser = duration, value_name = "DUR")]
     pub poll: Option<Duration>,
+    /// Where a queued lock's waiter listens for wake hints, so the release that grants it
+    /// wakes it at once instead of at its next poll: `loopback` (hints from this host), the
+    /// IP address of an interface other hosts reach this one at, or `off` [default: loopback].
+    #[arg(long, value_name = "off|loopback|IP", value_parser = wake_hints)]
+    pub wake_hints: Option<lease::WakeHints>,
     /// When renewals are late, send CMD SIGTERM this long before the SIGKILL that lands just
     /// before the lease's deadline [default: ttl/3, at most 10s]. A lost lease means SIGKILL at
     /// once.
@@ -184,6 +189,12 @@ pub struct RunArgs {
 
 fn duration(s: &str) -> Result<Duration, String> {
     lease::parse_duration(s).map_err(|e| e.message().to_string())
+}
+
+/// Where to listen for wake hints (`lease::WakeHints`).
+fn wake_hints(s: &str) -> Result<lease::WakeHints, String> {
+    s.parse::<lease::WakeHints>()
+        .map_err(|e| e.message().to_string())
 }
 
 /// A ttl: a number without a unit is offered only the units that make a valid ttl.

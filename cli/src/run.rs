@@ -217,6 +217,9 @@ fn lease_options(args: &RunArgs) -> Result<LeaseOptions, Exit> {
         opts = opts.queue();
     }
     opts.poll_interval = args.poll;
+    if let Some(hints) = args.wake_hints {
+        opts.wake_hints = hints;
+    }
     // Health turns `unknown` when the command gets SIGTERM (kill-after + margin left).
     opts.kill_after = args.kill_after;
     opts.data = args.data.clone();

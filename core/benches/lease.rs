@@ -40,7 +40,7 @@ fn record(rev: u64) -> Bytes {
         prev: vec![],
         write: Some("0123456789abcdef".into()),
         broken: None,
-        history: vec![],
+        history: Default::default(),
         attached: None,
     }
     .to_bytes()

@@ -171,7 +171,7 @@ async fn break_record(
                         id: g.id().to_string(),
                         epoch: 0,
                     }),
-                    history: Vec::new(),
+                    history: Default::default(),
                     attached: None,
                 };
                 (record, Cond::Create)

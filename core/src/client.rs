@@ -14,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, Rng, SystemClock};
 use crate::error::{ErrorKind, Result};
 use crate::fence::FencedObject;
-pub(crate) use crate::io::local_wake;
 use crate::io::Io;
 use crate::lease::Lease;
 use crate::options::LeaseOptions;

@@ -45,6 +45,7 @@ mod status;
 pub mod store;
 mod store_clock;
 mod token;
+mod wake_hint;
 
 pub use acquirer::WAITING_TARGET;
 pub use client::{current_user, set_client_name, Client, ClientBuilder};
@@ -54,7 +55,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use fence::FencedObject;
 pub use gate::FencingGate;
 pub use lease::{Grant, Health, HealthEvent, Lease, LostReason};
-pub use options::LeaseOptions;
+pub use options::{LeaseOptions, WakeHints};
 pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use scope::{Mode, Scope};

@@ -17,8 +17,9 @@ use crate::io::local_wake;
 use crate::io::Io;
 use crate::options::Timing;
 use crate::protocol::queue::change::{ChangeEvent, ChangeOp, ChangeStep, Changed};
-use crate::protocol::queue::{Change, QueueRecord, MAX_QUEUE_RECORD_LEN};
+use crate::protocol::queue::{Change, Entry, QueueRecord, MAX_QUEUE_RECORD_LEN};
 use crate::store::Version;
+use crate::wake_hint;
 
 /// The wake-up of participant `id` of the lock at `key`, in this process. Sharded: a wake-up
 /// meant for another costs a 304.
@@ -30,13 +31,19 @@ pub(crate) fn grant_wake(store_url: &str, key: &str, id: &str) -> &'static Notif
     &slots[(h.finish() % 256) as usize]
 }
 
-/// Wake, in this process, the participants `after` grants that `before` did not, and the key's
-/// other watchers.
-pub(crate) fn wake_granted(client: &Arc<Io>, key: &str, before: &QueueRecord, after: &QueueRecord) {
+/// Wake the participants a landed write granted (`granted`: [`QueueRecord::newly_granted`]):
+/// at once where they wait in this process, else by a wake hint to the address in their entry
+/// (docs/protocol.md §10, "Wake hints"); and the key's other watchers in this process.
+pub(crate) fn wake_granted<'a>(
+    client: &Arc<Io>,
+    key: &str,
+    granted: impl IntoIterator<Item = &'a Entry>,
+) {
     let url = client.store().url();
-    for g in &after.grants {
-        if !before.grants.iter().any(|b| b.id() == g.id()) {
-            grant_wake(url, key, g.id()).notify_waiters();
+    for g in granted {
+        grant_wake(url, key, g.id()).notify_waiters();
+        if let Some(wake) = g.wake_hint() {
+            wake_hint::send(key, g.id(), wake);
         }
     }
     local_wake(url, key).notify_waiters();
@@ -80,7 +87,7 @@ pub(crate) async fn run(
                     ..
                 }) = &outcome
                 {
-                    wake_granted(client, key, before, record);
+                    wake_granted(client, key, record.newly_granted(Some(before)));
                 }
                 return outcome;
             }

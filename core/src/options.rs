@@ -89,6 +89,44 @@ pub struct LeaseOptions {
     /// the tokio task that acquires, if any; the bindings name the thread (Python, C) or the
     /// asyncio task; an empty string: nobody (no check). Leases are not re-entrant.
     pub owner: Option<String>,
+    /// Where a queued lock's waiter can be woken when a write grants it (docs/protocol.md §10,
+    /// "Wake hints"): its entry names a UDP address that the granting writer sends one datagram
+    /// to. Default [`WakeHints::Loopback`]. The poll stays the fallback.
+    pub wake_hints: WakeHints,
+}
+
+/// Where a queued lock's waiter listens for wake hints (docs/protocol.md §10, "Wake hints").
+/// A hint carries no authority (the waiter only reads the record sooner), so a hint that is
+/// dropped, late or forged costs at most one conditional read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum WakeHints {
+    /// No address in the entry and no socket: the waiter learns of its grant at its next poll.
+    Off,
+    /// Listen on 127.0.0.1 (an ephemeral port): hints from writers on this host. Opens nothing
+    /// to the network.
+    #[default]
+    Loopback,
+    /// Listen on this interface's address (an ephemeral port): the address other hosts reach
+    /// this one at.
+    Listen(std::net::IpAddr),
+}
+
+impl std::str::FromStr for WakeHints {
+    type Err = crate::error::Error;
+
+    /// `off`, `loopback`, or an IP address to listen on.
+    fn from_str(s: &str) -> Result<WakeHints, Self::Err> {
+        match s {
+            "off" | "none" => Ok(WakeHints::Off),
+            "loopback" | "on" => Ok(WakeHints::Loopback),
+            ip => ip.parse().map(WakeHints::Listen).map_err(|_| {
+                crate::error::Error::invalid(format!(
+                    "wake hints {s:?}: expected `off`, `loopback`, or the IP address of an \
+                     interface to listen on (e.g. 10.0.0.5)"
+                ))
+            }),
+        }
+    }
 }
 
 impl Default for LeaseOptions {
@@ -120,6 +158,7 @@ impl LeaseOptions {
             kill_after: None,
             history: true,
             owner: None,
+            wake_hints: WakeHints::default(),
         }
     }
 
@@ -230,6 +269,12 @@ impl LeaseOptions {
     /// Whether to append the tenure an acquisition replaces to the record's history.
     pub fn history(mut self, on: bool) -> Self {
         self.history = on;
+        self
+    }
+
+    /// Where a queued lock's waiter listens for wake hints ([`WakeHints`]).
+    pub fn wake_hints(mut self, hints: WakeHints) -> Self {
+        self.wake_hints = hints;
         self
     }
 

@@ -17,7 +17,7 @@ use crate::acquirer::{self, Acquired};
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::Io;
 use crate::lease::{Grant, Lease};
-use crate::lock_change::{self, grant_wake};
+use crate::lock_change::{self, grant_wake, wake_granted};
 use crate::options::{LeaseOptions, Timing};
 use crate::protocol::acquire::Plan;
 use crate::protocol::queue::waiter::{held_error, Ctx, Event, Step, WaitPlan, Waiter, Why};
@@ -25,6 +25,7 @@ use crate::protocol::queue::{session_key, Change, Entry, MAX_QUEUE_RECORD_LEN};
 use crate::record::{Holder, Parsed, Record};
 use crate::store::Get;
 use crate::store_clock;
+use crate::wake_hint;
 
 /// Everything one queued acquisition needs.
 pub(crate) struct Request<'a> {
@@ -49,6 +50,14 @@ pub(crate) async fn acquire(
     let clock = client.clock().clone();
     let rng = &client.rng;
     let me = client.new_holder(req.opts.label.clone());
+    // Where writers that grant us can wake us (docs/protocol.md §10, "Wake hints"): our
+    // process's listener, which wakes us by our id; none when hints are off.
+    // A store whose clients all live in this process wakes them directly.
+    let hints = match client.store().in_process() {
+        true => None,
+        false => wake_hint::listener(&req.opts.wake_hints),
+    };
+    let hinted = hints.as_ref().map(|l| l.register(key, &me.id));
     let plan = WaitPlan {
         key: key.to_string(),
         url: url.to_string(),
@@ -60,6 +69,7 @@ pub(crate) async fn acquire(
             ttl_ms: timing.ttl.as_millis() as u64,
             token: None,
             session: None,
+            wake: hints.as_ref().map(|l| l.wake_field()),
         },
         permits: req.opts.permits,
         timing,
@@ -121,11 +131,9 @@ pub(crate) async fn acquire(
                 }
                 let put = client.put_raw(key, bytes, cond, &timing).await;
                 if matches!(put, Ok(crate::store::Put::Written { .. })) {
-                    // Whoever this write granted, waiting in this process, learns it at once.
-                    for id in grants.iter().filter(|id| **id != me.id) {
-                        grant_wake(client.store().url(), key, id).notify_waiters();
-                    }
-                    crate::client::local_wake(client.store().url(), key).notify_waiters();
+                    // Whoever this write granted learns it at once: in this process directly,
+                    // elsewhere by a wake hint.
+                    wake_granted(client, key, grants.iter().filter(|g| g.id() != me.id));
                 }
                 Event::Wrote(put)
             }
@@ -176,10 +184,17 @@ pub(crate) async fn acquire(
                         None => std::future::pending().await,
                     }
                 };
+                let hint = async {
+                    match &hinted {
+                        Some(r) => r.notify.notified().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = clock.sleep_until(until) => Event::Slept,
                     _ = &mut notified => Event::Slept,
                     _ = changed => Event::Slept,
+                    _ = hint => Event::Hinted,
                     _ = req.cancel.cancelled() => Event::Cancelled,
                     reason = lost => Event::SessionLost(reason),
                 }

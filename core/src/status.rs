@@ -237,7 +237,7 @@ impl Status {
                 s.data = r.data.clone();
                 s.acquired_at = r.acquired_at.clone();
                 s.renewed_at = r.renewed_at.clone();
-                s.history = r.history.clone();
+                s.history = r.history.to_vec();
                 s.state = match (r.state, &r.broken) {
                     (RecordState::Released, _) => LeaseState::Released,
                     (RecordState::Held, None) => LeaseState::Held,

@@ -102,19 +102,7 @@ macro_rules! suite {
     )*};
 }
 
-suite!(
-    create_race_has_one_winner,
-    match_race_has_one_winner,
-    stale_versions_fail,
-    not_modified_works,
-    missing_keys,
-    large_and_odd_keys_round_trip,
-    max_len_bounds_reads,
-    metadata_round_trips,
-    store_clock_is_sane,
-    conditional_delete,
-    rewrites_make_new_versions,
-);
+conformance::every_case!(suite);
 
 #[tokio::test]
 async fn polling_reads_carry_the_store_clock() {

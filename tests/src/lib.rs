@@ -63,3 +63,15 @@ pub(crate) fn percent_decode(s: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// The S3 test servers that scripts/stores.sh started, by name (moto, MinIO); each missing one
+/// is skipped loudly, as [`server`] does.
+pub fn s3_servers() -> Vec<(&'static str, String)> {
+    [
+        ("moto", "LEASE_TEST_S3_MOTO"),
+        ("minio", "LEASE_TEST_S3_MINIO"),
+    ]
+    .into_iter()
+    .filter_map(|(name, var)| server(var).map(|url| (name, url)))
+    .collect()
+}

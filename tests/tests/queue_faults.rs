@@ -13,13 +13,7 @@ use lease::{Client, LeaseOptions};
 use lease_systests::proxy::{proxied, Fault, On};
 
 fn servers() -> Vec<(&'static str, String)> {
-    [
-        ("moto", "LEASE_TEST_S3_MOTO"),
-        ("minio", "LEASE_TEST_S3_MINIO"),
-    ]
-    .into_iter()
-    .filter_map(|(name, var)| lease_systests::server(var).map(|url| (name, url)))
-    .collect()
+    lease_systests::s3_servers()
 }
 
 fn key(what: &str) -> String {

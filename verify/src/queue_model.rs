@@ -177,6 +177,8 @@ pub struct Participant {
     seen_gen: u64,
     /// Wake-ups without anything new, left.
     idle_wakes: u8,
+    /// Wake hints (early wake-ups, no time passing), left.
+    hints: u8,
     /// Its wall clock runs [`QueueModel::wall_lag_ms`] behind the others' (after a `Drift`).
     wall_behind: bool,
 }
@@ -249,6 +251,10 @@ pub enum Action {
     DropOrphan(usize),
     /// A waiter's sleep ends (only when there is something new to see, or a few times idly).
     Wake(usize),
+    /// A wake hint reaches a sleeping waiter, at any moment and with no time passing: real
+    /// (after a grant), late, duplicated or forged — the waiter cannot tell (docs/protocol.md
+    /// §10, "Wake hints").
+    Hint(usize),
     /// A holder renews its session and confirms the lock's record.
     Renew(usize),
     /// A holder stops believing, then leaves.
@@ -288,6 +294,8 @@ pub struct QueueModel {
     pub max_len: usize,
     /// Wake-ups with nothing new to see, per participant and acquisition.
     pub idle_wakes: u8,
+    /// Wake hints, per participant and acquisition: arbitrary extra wake-ups (0: none).
+    pub hints: u8,
     /// Negative control: a checker takes a session whose owner is alive for a dead one.
     pub evict_live: bool,
     /// Negative control: a holder goes on believing until its leave's answer comes back.
@@ -321,6 +329,7 @@ pub fn conserve() -> QueueModel {
         newer_writes: 0,
         max_len: lease::protocol::queue::MAX_QUEUE_RECORD_LEN,
         idle_wakes: 1,
+        hints: 0,
         evict_live: false,
         believe_while_leaving: false,
         wall_lag_ms: 0,
@@ -553,6 +562,7 @@ impl State {
                     applied_at: 0,
                     seen_gen: 0,
                     idle_wakes: 0,
+                    hints: 0,
                     wall_behind: false,
                 };
                 m.requests.len()
@@ -621,6 +631,7 @@ impl QueueModel {
             ttl_ms: self.timing().ttl.as_millis() as u64,
             token: None,
             session: None,
+            wake: None,
         }
     }
 
@@ -721,7 +732,7 @@ impl QueueModel {
             prev: vec![],
             write: None,
             broken: None,
-            history: vec![],
+            history: Default::default(),
             attached: None,
         };
         let found = |r: Record, v: &str, modified: u64, server_now: u64| {
@@ -1188,8 +1199,15 @@ impl Model for QueueModel {
                 Phase::Waiting {
                     io: Io::Sleep { retry, .. },
                     ..
-                } if *retry || p.idle_wakes > 0 || self.news(s, c) => {
-                    actions.push(Action::Wake(c));
+                } => {
+                    if *retry || p.idle_wakes > 0 || self.news(s, c) {
+                        actions.push(Action::Wake(c));
+                    }
+                    // A hint needs no news: a forged or duplicated one comes to a waiter with
+                    // nothing new to see, as a real one may come before the write it follows.
+                    if p.hints > 0 && p.session == Session::Alive {
+                        actions.push(Action::Hint(c));
+                    }
                 }
                 Phase::Holding {
                     confirming: None, ..
@@ -1260,6 +1278,7 @@ impl Model for QueueModel {
                 p.session = Session::Alive;
                 p.obj = SessionObj::None;
                 p.idle_wakes = self.idle_wakes;
+                p.hints = self.hints;
                 let now = at(p.clock);
                 let waiter = Waiter::new(self.plan(&s, c), 0, now);
                 s.participants[c].phase = Phase::Waiting {
@@ -1318,6 +1337,21 @@ impl Model for QueueModel {
                     Event::SessionLost(LostReason::Expired)
                 };
                 self.drive_waiter(&mut s, c, event, false);
+            }
+            Action::Hint(c) => {
+                let p = &mut s.participants[c];
+                if !matches!(
+                    &p.phase,
+                    Phase::Waiting {
+                        io: Io::Sleep { .. },
+                        ..
+                    }
+                ) {
+                    return None;
+                }
+                p.hints -= 1;
+                // No time passes: the hint may come at once, before anything changed.
+                self.drive_waiter(&mut s, c, Event::Hinted, false);
             }
             // (Its clock does not move: renewing again and again must not make new states.)
             Action::Renew(c) => self.drive_confirm(&mut s, c, ConfirmEvent::Start),

@@ -115,6 +115,10 @@ impl Store for Instrumented {
         self.inner.answers_carry_store_clock()
     }
 
+    fn in_process(&self) -> bool {
+        self.inner.in_process()
+    }
+
     fn counted(&self) -> bool {
         true
     }

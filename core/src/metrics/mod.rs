@@ -205,21 +205,27 @@ type LeaseKey = (Arc<str>, &'static str);
 /// Label values of the store metrics: store kind, request kind, status.
 type RequestKey = (&'static str, &'static str, &'static str);
 
+/// The registry's maps: hashed with foldhash, not the standard SipHash. A renewal records into
+/// about eight of them; with SipHash that was most of the metrics' cost on a fast store
+/// (issue 25). Their keys are fixed strings and at most [`DEFAULT_LEASE_LABELS`] (or the set
+/// limit) lease names from this process's own code: nothing to flood.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 struct Registry {
-    lease_names: HashMap<String, Arc<str>>,
-    acquisitions: HashMap<LeaseKey, u64>,
-    renewals: HashMap<LeaseKey, u64>,
-    losses: HashMap<LeaseKey, u64>,
-    wait: HashMap<Arc<str>, Hist>,
-    hold: HashMap<Arc<str>, Hist>,
-    handover: HashMap<Arc<str>, Hist>,
-    slack: HashMap<Arc<str>, Hist>,
-    requests: HashMap<RequestKey, u64>,
-    request_seconds: HashMap<(&'static str, &'static str), Hist>,
-    sent: HashMap<&'static str, u64>,
-    received: HashMap<&'static str, u64>,
-    cost: HashMap<&'static str, f64>,
+    lease_names: Map<String, Arc<str>>,
+    acquisitions: Map<LeaseKey, u64>,
+    renewals: Map<LeaseKey, u64>,
+    losses: Map<LeaseKey, u64>,
+    wait: Map<Arc<str>, Hist>,
+    hold: Map<Arc<str>, Hist>,
+    handover: Map<Arc<str>, Hist>,
+    slack: Map<Arc<str>, Hist>,
+    requests: Map<RequestKey, u64>,
+    request_seconds: Map<(&'static str, &'static str), Hist>,
+    sent: Map<&'static str, u64>,
+    received: Map<&'static str, u64>,
+    cost: Map<&'static str, f64>,
 }
 
 fn registry() -> &'static Mutex<Registry> {
@@ -281,7 +287,7 @@ impl Registry {
     }
 }
 
-fn observe(map: &mut HashMap<Arc<str>, Hist>, name: Arc<str>, bounds: &'static [f64], v: Duration) {
+fn observe(map: &mut Map<Arc<str>, Hist>, name: Arc<str>, bounds: &'static [f64], v: Duration) {
     map.entry(name)
         .or_insert_with(|| Hist::new(bounds))
         .observe(v.as_secs_f64());
@@ -450,7 +456,7 @@ pub fn snapshot() -> Snapshot {
             n as f64,
         ));
     }
-    let lease2 = |m: &HashMap<LeaseKey, u64>, second: &'static str| {
+    let lease2 = |m: &Map<LeaseKey, u64>, second: &'static str| {
         m.iter()
             .map(|((name, v), n)| {
                 number(
@@ -460,7 +466,7 @@ pub fn snapshot() -> Snapshot {
             })
             .collect::<Vec<_>>()
     };
-    let hists = |m: &HashMap<Arc<str>, Hist>| {
+    let hists = |m: &Map<Arc<str>, Hist>| {
         m.iter()
             .map(|(name, h)| Sample {
                 labels: vec![("lease", name.to_string())],
@@ -468,7 +474,7 @@ pub fn snapshot() -> Snapshot {
             })
             .collect::<Vec<_>>()
     };
-    let per_store = |m: &HashMap<&'static str, u64>| {
+    let per_store = |m: &Map<&'static str, u64>| {
         m.iter()
             .map(|(s, n)| number(vec![("store", s.to_string())], *n as f64))
             .collect::<Vec<_>>()

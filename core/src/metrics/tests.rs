@@ -179,6 +179,7 @@ async fn the_counted_store_says_what_the_store_says_of_itself() {
                 counted.min_write_interval(),
                 counted.dead_holder_rule(),
                 counted.answers_carry_store_clock(),
+                counted.in_process(),
                 counted.watch("k").is_some(),
             ),
             (
@@ -187,6 +188,7 @@ async fn the_counted_store_says_what_the_store_says_of_itself() {
                 raw.min_write_interval(),
                 raw.dead_holder_rule(),
                 raw.answers_carry_store_clock(),
+                raw.in_process(),
                 raw.watch("k").is_some(),
             ),
             "{}",

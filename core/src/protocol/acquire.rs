@@ -445,14 +445,14 @@ impl Acquirer {
 
     /// The history of the record this acquisition writes: the record it replaces (or, for a
     /// create, the last one seen before the key was found absent) ends its tenure.
-    fn history(&self, create: bool, now_wall: &str) -> Vec<crate::record::Tenure> {
+    fn history(&self, create: bool, now_wall: &str) -> crate::record::History {
         let replaced = if create {
             self.last_seen.as_ref()
         } else {
             self.view.record()
         };
         let Some(r) = replaced else {
-            return Vec::new();
+            return Default::default();
         };
         if !self.plan.history {
             return r.history.clone();

@@ -94,7 +94,7 @@ pub fn plan(
             1,
             timing.ttl.as_millis() as u64,
             None,
-            Vec::new(),
+            Default::default(),
         ),
     };
     let record = Record {

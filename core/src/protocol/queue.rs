@@ -54,6 +54,9 @@ pub const QUEUE_FORMAT: u32 = 2;
 /// every participant, so it may be larger: about 2,500 participants over the whole lock.
 pub const MAX_QUEUE_RECORD_LEN: usize = 256 * 1024;
 
+/// The longest wake address an entry may carry (`udp:` and an IPv6 address with its port fit).
+pub const MAX_WAKE_LEN: usize = 64;
+
 /// The features (`requires`) this version knows. A record that requires another one was
 /// written by a newer version (docs/protocol.md §10, "Evolution").
 const KNOWN_FEATURES: [&str; 1] = [SESSION_FEATURE];
@@ -89,6 +92,10 @@ pub struct Entry {
     /// `KEY.q/ID`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// Where the participant can be woken when a write grants it: `udp:IP:PORT`
+    /// (docs/protocol.md §10, "Wake hints"). It decides nothing and carries no authority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<String>,
 }
 
 fn is_exclusive(m: &Mode) -> bool {
@@ -121,6 +128,12 @@ impl Entry {
             (Some(prefix), Some(shared)) => shared_session_key(prefix, &shared.sid),
             _ => session_key(key, &self.id),
         }
+    }
+
+    /// Where to send this participant a wake hint, if it gave an address this version would
+    /// have written (at most [`MAX_WAKE_LEN`] bytes); anything else is ignored.
+    pub fn wake_hint(&self) -> Option<&str> {
+        self.wake.as_deref().filter(|w| w.len() <= MAX_WAKE_LEN)
     }
 }
 
@@ -518,6 +531,17 @@ impl QueueRecord {
             && (earlier.mode == Mode::Exclusive
                 || later.mode == Mode::Exclusive
                 || self.permits.is_some())
+    }
+
+    /// The grants of `self` that `before` did not list: whom a write of `self` over `before`
+    /// grants, and so whom the writer wakes, in this process and by a hint, once it landed
+    /// (docs/protocol.md §10, "Wake hints"). `None`: no record before (a `Create` grants
+    /// nobody, but a record written without one read is taken as granting all it lists).
+    pub fn newly_granted(&self, before: Option<&QueueRecord>) -> Vec<&Entry> {
+        self.grants
+            .iter()
+            .filter(|g| before.is_none_or(|b| !b.grants.iter().any(|o| o.id() == g.id())))
+            .collect()
     }
 
     /// The participant `id`, granted or waiting.

@@ -258,7 +258,7 @@ mod tests {
             prev: vec![],
             write: Some("w".into()),
             broken: None,
-            history: vec![],
+            history: Default::default(),
             attached: None,
         };
         View {

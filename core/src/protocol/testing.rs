@@ -89,7 +89,7 @@ pub(crate) fn record(id: &str, epoch: u64, state: RecordState) -> Record {
         prev: vec![],
         write: Some(format!("w-{id}-{epoch}")),
         broken: None,
-        history: vec![],
+        history: Default::default(),
         attached: None,
     }
 }

@@ -490,6 +490,10 @@ impl Store for MemoryStore {
         &self.url
     }
 
+    fn in_process(&self) -> bool {
+        true
+    }
+
     fn answers_carry_store_clock(&self) -> bool {
         true
     }

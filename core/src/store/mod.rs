@@ -243,6 +243,13 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// Whether every client of this store lives in this process (the memory store): a write
+    /// wakes its waiters directly, so they advertise no wake-hint address (docs/protocol.md
+    /// §10, "Wake hints"), and their entries stay as small as before.
+    fn in_process(&self) -> bool {
+        false
+    }
+
     /// Whether this store already counts and traces its requests (the metrics' wrapper): a
     /// client built on another client's store does not count them twice. Stores themselves
     /// leave the default.

@@ -6,6 +6,28 @@
 
 #![allow(dead_code)]
 
+/// Calls the store's `suite!` macro with every case every store must pass, then the `extra`
+/// ones only some stores keep (one list, not one per store).
+macro_rules! every_case {
+    ($suite:ident $(, $extra:ident)* $(,)?) => {
+        $suite!(
+            create_race_has_one_winner,
+            match_race_has_one_winner,
+            stale_versions_fail,
+            not_modified_works,
+            missing_keys,
+            large_and_odd_keys_round_trip,
+            max_len_bounds_reads,
+            metadata_round_trips,
+            store_clock_is_sane,
+            conditional_delete,
+            rewrites_make_new_versions,
+            $($extra,)*
+        );
+    };
+}
+pub(crate) use every_case;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

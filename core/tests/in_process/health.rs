@@ -45,7 +45,7 @@ fn hold(timing: Timing, start: Instant) -> Hold {
         prev: vec![],
         write: Some("w".into()),
         broken: None,
-        history: vec![],
+        history: Default::default(),
         attached: None,
     };
     Hold::new("memory://t/k", record, Version::etag("v1"), start, timing)

@@ -56,7 +56,7 @@ fn record() -> impl Strategy<Value = Record> {
             prev: vec![],
             write,
             broken: None,
-            history: vec![],
+            history: Default::default(),
             attached: None,
         })
 }

@@ -18,20 +18,7 @@ macro_rules! suite {
     )*};
 }
 
-suite!(
-    create_race_has_one_winner,
-    match_race_has_one_winner,
-    stale_versions_fail,
-    not_modified_works,
-    missing_keys,
-    large_and_odd_keys_round_trip,
-    max_len_bounds_reads,
-    metadata_round_trips,
-    store_clock_is_sane,
-    conditional_delete,
-    rewrites_make_new_versions,
-    identical_rewrites_make_new_versions,
-);
+conformance::every_case!(suite, identical_rewrites_make_new_versions);
 
 /// Negative control of `rewrites_make_new_versions`: a store whose versions hash the bytes (as
 /// on S3) but that claims every write makes a new version is caught.

@@ -45,7 +45,7 @@ fn held(ttl: Duration, t0: Instant) -> Hold {
         prev: vec![],
         write: None,
         broken: None,
-        history: vec![],
+        history: Default::default(),
         attached: None,
     };
     Hold::new("memory://t/k", record, Version::etag("v1"), t0, timing(ttl))

@@ -4,8 +4,9 @@
 //! client cycling on one key fills to its 10 entries) and "off" (`metrics::set_enabled(false)`,
 //! `LeaseOptions::history(false)`), on the memory and the file store.
 //!
-//! `lease-observe-bench [ROUNDS] [CYCLES]` prints a Markdown table: medians of ROUNDS rounds
-//! (default 7) of CYCLES cycles and CYCLES renewals (default 300) each. A second table splits
+//! `lease-observe-bench [ROUNDS] [CYCLES] [STORE]` prints a Markdown table: medians of ROUNDS
+//! rounds (default 7) of CYCLES cycles and CYCLES renewals (default 300) each, on both stores or
+//! only STORE (`memory` or `file`). A second table splits
 //! the cost: metrics alone and history alone, against both off, in the same rounds.
 
 use std::sync::Arc;
@@ -62,6 +63,7 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rounds: usize = args.get(1).map_or(7, |a| a.parse().expect("ROUNDS"));
     let cycles: u32 = args.get(2).map_or(300, |a| a.parse().expect("CYCLES"));
+    let only = args.get(3);
     let dir = tempfile::tempdir().unwrap();
     let stores: Vec<(&str, DynStore)> = vec![
         ("memory", Arc::new(MemoryStore::new())),
@@ -71,6 +73,9 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|");
     let mut split = vec![];
     for (name, store) in stores {
+        if only.is_some_and(|o| o != name) {
+            continue;
+        }
         let client = Client::new(store);
         // Warm up both ways (and fill the "on" key's history).
         round(&client, "on", true, cycles).await;

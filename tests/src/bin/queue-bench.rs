@@ -10,6 +10,9 @@
 //!   grants that went to the earliest arrival still waiting, and grants per second from the
 //!   release to the last grant.
 //!
+//! `queue-hints`: the same queued lock, its waiters listening for wake hints on 127.0.0.1
+//! (`queue` has them off: the waiter learns of its grant at its next poll).
+//!
 //! `POLL_MS` sets every waiter's poll interval (default: ttl/10 within 50 ms..2 s, so 2 s).
 //! `LEASE_BENCH_MODES=queue` (or `lease`) runs only that mode: the lease's hand-over waits for
 //! a poll, so its rounds take seconds each, where the queue's take milliseconds.
@@ -24,7 +27,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use lease::{Client, LeaseOptions};
+use lease::{Client, LeaseOptions, WakeHints};
 
 fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -39,6 +42,10 @@ fn mono_ns() -> u64 {
 /// Every waiter's poll interval, when given (the waiter processes get it as an argument).
 static POLL_MS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
 
+/// The ttl (30 s unless a `wait` process is given one: tests/tests/wake_hints.rs gives an hour,
+/// so that neither a poll nor a session check can wake its waiter before a hint does).
+static TTL_S: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
 fn poll_arg() -> String {
     POLL_MS
         .get()
@@ -48,16 +55,19 @@ fn poll_arg() -> String {
 }
 
 fn options(mode: &str) -> LeaseOptions {
-    let mut opts = LeaseOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(60));
+    let ttl = Duration::from_secs(TTL_S.get().copied().unwrap_or(30));
+    let mut opts = LeaseOptions::new(ttl).wait(Duration::from_secs(60));
     opts.poll_interval = POLL_MS.get().copied().flatten().map(Duration::from_millis);
-    if mode == "queue" {
-        opts.queue()
-    } else {
-        opts
+    match mode {
+        // Today's queued lock: the waiter learns of its grant at its next poll.
+        "queue" => opts.queue().wake_hints(WakeHints::Off),
+        // Woken by the releaser's hint over 127.0.0.1 (docs/protocol.md §10, "Wake hints").
+        "queue-hints" => opts.queue().wake_hints(WakeHints::Loopback),
+        _ => opts,
     }
 }
 
-/// `wait URL MODE HOLD_MS`: on "go", acquire; print "acquired T"; hold; release; print "done".
+/// `wait URL MODE HOLD_MS POLL_MS [TTL_S]`: on "go", acquire; print "acquired T TOKEN"; hold; release; print "done".
 async fn waiter(url: &str, mode: &str, hold_ms: u64) {
     let (client, key) = Client::for_url(url).expect("url");
     let stdin = std::io::stdin();
@@ -65,7 +75,7 @@ async fn waiter(url: &str, mode: &str, hold_ms: u64) {
     while stdin.lock().read_line(&mut line).unwrap() > 0 {
         if line.trim() == "go" {
             let held = client.acquire(&key, &options(mode)).await.expect("acquire");
-            println!("acquired {}", mono_ns());
+            println!("acquired {} {}", mono_ns(), held.epoch());
             tokio::time::sleep(Duration::from_millis(hold_ms)).await;
             held.release().await.expect("release");
             println!("done");
@@ -110,10 +120,11 @@ impl Waiter {
 
     fn acquired_at(&mut self) -> u64 {
         let l = self.line();
-        l.strip_prefix("acquired ")
-            .expect("acquired T")
-            .parse()
-            .unwrap()
+        if std::env::var_os("LEASE_BENCH_DEBUG").is_some() {
+            eprintln!("{l}");
+        }
+        let t = l.strip_prefix("acquired ").expect("acquired T TOKEN");
+        t.split(' ').next().unwrap().parse().unwrap()
     }
 }
 
@@ -182,6 +193,9 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("wait") {
         POLL_MS.set(args[5].parse().ok()).unwrap();
+        if let Some(ttl) = args.get(6) {
+            TTL_S.set(ttl.parse().expect("TTL_S is a number")).unwrap();
+        }
         return waiter(&args[2], &args[3], args[4].parse().unwrap()).await;
     }
     if args.len() < 3 {
@@ -193,7 +207,7 @@ async fn main() {
         .set(args.get(3).map(|p| p.parse().expect("POLL_MS is a number")))
         .unwrap();
     let only = std::env::var("LEASE_BENCH_MODES").ok();
-    for mode in ["lease", "queue"] {
+    for mode in ["lease", "queue", "queue-hints"] {
         if only
             .as_deref()
             .is_some_and(|m| !m.split(',').any(|m| m == mode))
@@ -219,7 +233,11 @@ async fn main() {
             serde_json::json!({
                 "url": url, "mode": mode, "rounds": rounds,
                 "poll_ms": POLL_MS.get().copied().flatten(),
-                "handoff_ms": {"median": percentile(&ms, 0.5), "p90": percentile(&ms, 0.9)},
+                "handoff_ms": {
+                    "median": percentile(&ms, 0.5),
+                    "p90": percentile(&ms, 0.9),
+                    "p99": percentile(&ms, 0.99),
+                },
                 "in_order": orders.iter().sum::<f64>() / orders.len() as f64,
                 "grants_per_s": rates[1],
             })

@@ -138,7 +138,7 @@ fn where_nothing_is_the_record_is_made_released_then_taken_above_the_clock_after
         prev: vec![],
         write: Some("n1".into()),
         broken: None,
-        history: vec![],
+        history: Default::default(),
         attached: None,
     };
     assert_eq!(made, expected_made);
@@ -159,7 +159,7 @@ fn where_nothing_is_the_record_is_made_released_then_taken_above_the_clock_after
         write: Some("n2".into()),
         broken: None,
         // The record the create made granted nobody: it is no tenure.
-        history: vec![],
+        history: Default::default(),
         attached: None,
     };
     assert_eq!(taken, expected);
@@ -936,7 +936,7 @@ fn take_over(plan: Plan, held: &Record) -> Record {
 fn a_takeover_appends_the_expired_tenure_before_the_earlier_ones() {
     let held = Record {
         acquired_at: Some("2025-12-31T23:59:55Z".into()),
-        history: vec![past_tenure()],
+        history: vec![past_tenure()].into(),
         ..record("other", 7, RecordState::Held)
     };
     let rec = take_over(plan_with_history(), &held);
@@ -954,7 +954,7 @@ fn a_takeover_appends_the_expired_tenure_before_the_earlier_ones() {
 #[test]
 fn with_history_off_a_takeover_keeps_the_records_history_as_it_is() {
     let held = Record {
-        history: vec![past_tenure()],
+        history: vec![past_tenure()].into(),
         ..record("other", 7, RecordState::Held)
     };
     let rec = take_over(plan(), &held);
@@ -1018,10 +1018,13 @@ fn a_key_never_seen_is_created_with_no_history() {
     let mut r = Run::new(plan_with_history(), 0.0);
     r.step(Event::Start, 0.0);
     let (rec, cond) = expect_put(r.read(not_found(), 0.0));
-    assert_eq!((cond, rec.history), (Cond::Create, vec![]));
+    assert_eq!((cond, rec.history.to_vec()), (Cond::Create, vec![]));
     // Nor is its take's: the released record the create made was nobody's tenure.
     let (taken, cond) = expect_put(r.written(2, 0.5));
-    assert_eq!((cond, taken.history), (Cond::Match(version(2)), vec![]));
+    assert_eq!(
+        (cond, taken.history.to_vec()),
+        (Cond::Match(version(2)), vec![])
+    );
 }
 
 /// A record another acquirer's create made (released, acquired by nobody: it died or gave up
@@ -1031,7 +1034,7 @@ fn the_take_of_a_record_made_by_anothers_create_adds_no_tenure_and_no_handover()
     let made = Record {
         rev: 1,
         acquired_at: None,
-        history: vec![past_tenure()],
+        history: vec![past_tenure()].into(),
         ..record("other", 7, RecordState::Released)
     };
     let mut r = Run::new(plan_with_history(), 0.0);

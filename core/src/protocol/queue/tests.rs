@@ -71,6 +71,7 @@ pub(super) fn entry(id: &str, mode: Mode, scope: Scope) -> Entry {
         ttl_ms: 30_000,
         token: None,
         session: None,
+        wake: None,
     }
 }
 
@@ -752,4 +753,94 @@ fn competing_requests_overlap_and_one_is_exclusive_or_takes_a_permit() {
     // Disjoint.
     assert!(!plain.competes(&x(path("a")), &x(path("b"))));
     assert!(!semaphore.competes(&r(path("a")), &r(path("b"))));
+}
+
+/// Wake hints (issue 23): whom a landed write wakes is a pure function of the record before and
+/// after it — the grants it added, never those already there, never a waiter still waiting.
+#[test]
+fn a_write_hints_exactly_the_participants_it_newly_granted() {
+    let held = join(
+        &QueueRecord::new(0, None),
+        entry("w1", Mode::Exclusive, Scope::Whole),
+    );
+    let mut r = join(&held, entry("r1", Mode::Shared, Scope::Whole));
+    r = join(&r, entry("r2", Mode::Shared, Scope::Whole));
+    r = join(&r, entry("w2", Mode::Exclusive, Scope::Whole));
+    assert!(r.newly_granted(Some(&r)).is_empty(), "nothing changed");
+    let left = r
+        .apply(&Change::Leave("w1".into()), MAX, 0)
+        .unwrap()
+        .unwrap();
+    let ids: Vec<&str> = left
+        .newly_granted(Some(&r))
+        .iter()
+        .map(|e| e.id())
+        .collect();
+    assert_eq!(ids, ["r1", "r2"], "the readers, not the writer behind them");
+    // Without a record before, everything the record grants.
+    let all: Vec<&str> = left.newly_granted(None).iter().map(|e| e.id()).collect();
+    assert_eq!(all, ["r1", "r2"]);
+    // A reader leaving grants nobody new while the other reads.
+    let one_left = left
+        .apply(&Change::Leave("r1".into()), MAX, 0)
+        .unwrap()
+        .unwrap();
+    assert!(one_left.newly_granted(Some(&left)).is_empty());
+}
+
+/// A wake address is part of the entry: it survives the grant, and every size bound counts it.
+#[test]
+fn a_wake_address_is_kept_through_the_grant_and_counted_in_the_reserve() {
+    let wake = "udp:127.0.0.1:40123".to_string();
+    let e = Entry {
+        wake: Some(wake.clone()),
+        ..entry("me", Mode::Exclusive, Scope::Whole)
+    };
+    let granted = join(&QueueRecord::new(0, None), e.clone());
+    assert_eq!(granted.grants[0].wake.as_deref(), Some(wake.as_str()));
+    assert_eq!(granted.grants[0].wake_hint(), Some(wake.as_str()));
+    let bytes = String::from_utf8(granted.to_bytes().to_vec()).unwrap();
+    assert!(bytes.contains(r#""wake":"udp:127.0.0.1:40123""#), "{bytes}");
+    let plain = join(
+        &QueueRecord::new(0, None),
+        entry("me", Mode::Exclusive, Scope::Whole),
+    );
+    assert!(!String::from_utf8(plain.to_bytes().to_vec())
+        .unwrap()
+        .contains("wake"));
+    let field = r#","wake":"udp:127.0.0.1:40123""#.len();
+    assert_eq!(granted.reserved_len(), plain.reserved_len() + field);
+    // A join refused for its address's bytes: the reserve counts them.
+    let base = QueueRecord::new(0, None);
+    let with = base.changed(&Change::Join(e), MAX).unwrap().unwrap();
+    let limit = with.reserved_len() - 1;
+    let e2 = Entry {
+        wake: Some(wake),
+        ..entry("me", Mode::Exclusive, Scope::Whole)
+    };
+    let err = base.changed(&Change::Join(e2), limit).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::QueueFull);
+    assert!(base
+        .changed(
+            &Change::Join(entry("me", Mode::Exclusive, Scope::Whole)),
+            limit
+        )
+        .is_ok());
+}
+
+/// An address longer than this version writes is never hinted (a record is input: whoever
+/// wrote it, a hint goes only where this version would have sent one).
+#[test]
+fn an_over_long_wake_address_is_ignored() {
+    let at_limit = format!("udp:{}", "1".repeat(MAX_WAKE_LEN - 4));
+    let e = |w: &str| Entry {
+        wake: Some(w.to_string()),
+        ..entry("x", Mode::Exclusive, Scope::Whole)
+    };
+    assert_eq!(e(&at_limit).wake_hint(), Some(at_limit.as_str()));
+    assert_eq!(e(&format!("{at_limit}1")).wake_hint(), None);
+    assert_eq!(entry("x", Mode::Exclusive, Scope::Whole).wake_hint(), None);
+    // An older reader's record (no field) and a newer one's (the field) both parse.
+    let r = join(&QueueRecord::new(0, None), e("udp:[::1]:9"));
+    assert!(matches!(classify(&r.to_bytes()), Classified::Queue(q) if q == r));
 }

@@ -83,6 +83,10 @@ pub enum Event {
     Slept,
     /// The caller cancelled (delivered instead of `Slept`).
     Cancelled,
+    /// A wake hint arrived while we slept (delivered instead of `Slept`): someone says a write
+    /// granted us. It proves nothing: at most it moves our next read of the record earlier,
+    /// no more often than once a [`hint_interval`] (docs/protocol.md §10, "Wake hints").
+    Hinted,
     /// Our own session was lost while we waited.
     SessionLost(LostReason),
     /// The answer to [`Step::Stamp`]: the store's own stamp of a write of the probe object
@@ -125,8 +129,9 @@ pub enum Step {
         bytes: Bytes,
         cond: Cond,
         why: Why,
-        /// The participants this write grants (to wake them at once where they wait).
-        grants: Vec<String>,
+        /// The participants this write grants: once it landed, the driver wakes them at once
+        /// where they wait in this process, and sends a hint to those with a wake address.
+        grants: Vec<Entry>,
     },
     /// Begin our session (an ordinary lease at our session key), then answer `SessionBegun`.
     BeginSession,
@@ -229,8 +234,12 @@ enum Phase {
         id: Option<String>,
     },
     DeletingSession,
-    Sleeping,
-    BackingOff,
+    Sleeping {
+        until: Instant,
+    },
+    BackingOff {
+        until: Instant,
+    },
     Done,
 }
 
@@ -262,6 +271,9 @@ pub struct Waiter {
     /// write does (issue 24).
     writes_refused: bool,
     cancelled: bool,
+    /// When the last read a hint caused was (or is to be) sent: the next one comes no sooner
+    /// than a [`hint_interval`] after it.
+    hint_read: Option<Instant>,
     /// A `Date` was found ahead of the store's own stamps (or no stamp could be had): the
     /// driver says so once.
     date_refused: bool,
@@ -286,6 +298,7 @@ impl Waiter {
             last_answer: now,
             writes_refused: false,
             cancelled: false,
+            hint_read: None,
             date_refused: false,
         }
     }
@@ -370,9 +383,18 @@ impl Waiter {
             }
             (Phase::Stamping { id }, Event::Stamped(r)) => self.after_stamp(id, r, ctx, entropy),
             (Phase::DeletingSession, Event::Deleted) => self.decide(ctx, entropy),
-            (Phase::Sleeping | Phase::BackingOff | Phase::Idle, Event::Slept) => self.read(now),
-            (Phase::Sleeping | Phase::BackingOff | Phase::Idle, Event::Cancelled) => {
+            (Phase::Sleeping { .. } | Phase::BackingOff { .. } | Phase::Idle, Event::Slept) => {
+                self.read(now)
+            }
+            (Phase::Sleeping { .. } | Phase::BackingOff { .. } | Phase::Idle, Event::Cancelled) => {
                 self.decide(ctx, entropy)
+            }
+            (Phase::Sleeping { until }, Event::Hinted) => self.hinted(until, now),
+            // The store refused us: its backoff stands (a hint is no sign that it takes our
+            // requests again).
+            (Phase::BackingOff { until }, Event::Hinted) => {
+                self.phase = Phase::BackingOff { until };
+                Step::Sleep { until }
             }
             (phase, event) => unreachable!("{event:?} while {phase:?}"),
         }
@@ -564,7 +586,7 @@ impl Waiter {
         if let Some(g) = give_up_at {
             until = until.min(g);
         }
-        self.phase = Phase::BackingOff;
+        self.phase = Phase::BackingOff { until };
         Step::Sleep { until }
     }
 
@@ -808,8 +830,30 @@ impl Waiter {
             Some(d) if !self.plan.try_once => until.min(d),
             _ => until,
         };
-        self.phase = Phase::Sleeping;
+        self.phase = Phase::Sleeping { until };
         Step::Sleep { until }
+    }
+
+    /// A hint arrived while we slept until `until`: read now, unless a read caused by a hint
+    /// was sent less than a [`hint_interval`] ago; then read at that interval's end (or at
+    /// `until`, when sooner). A hint is never dropped, only delayed, and however many arrive
+    /// they cause at most one read an interval.
+    fn hinted(&mut self, until: Instant, now: Instant) -> Step {
+        let next = self
+            .hint_read
+            .map(|at| at + hint_interval(&self.plan.timing));
+        match next {
+            Some(next) if next > now => {
+                if next < until {
+                    self.hint_read = Some(next);
+                }
+                self.sleep(until.min(next))
+            }
+            _ => {
+                self.hint_read = Some(now);
+                self.read(now)
+            }
+        }
     }
 
     /// Write `next` (our join, or a removal), beginning our session first for a join.
@@ -830,13 +874,8 @@ impl Waiter {
             self.joined = true;
         }
         let bytes = next.to_bytes();
-        let before = self.record.as_ref().map(|(r, _, _)| &r.grants);
-        let grants = next
-            .grants
-            .iter()
-            .filter(|g| before.is_none_or(|b| !b.iter().any(|o| o.id() == g.id())))
-            .map(|g| g.id().to_string())
-            .collect();
+        let before = self.record.as_ref().map(|(r, _, _)| r);
+        let grants = next.newly_granted(before).into_iter().cloned().collect();
         self.phase = Phase::Writing {
             next,
             sent: ctx.now,
@@ -1021,7 +1060,7 @@ impl Waiter {
             prev,
             write: Some(entropy.nonce()),
             broken: None,
-            history: Vec::new(),
+            history: Default::default(),
             attached: None,
         };
         self.phase = Phase::EndingSession { id: id.to_string() };
@@ -1046,6 +1085,16 @@ impl Waiter {
         )
     }
 }
+
+/// The least time between two reads caused by wake hints: the poll, at most 50 ms. A real hint
+/// is late by at most this much; a flood of forged ones costs a waiter at most one conditional
+/// read (a 304 while unchanged) per interval.
+pub fn hint_interval(timing: &Timing) -> Duration {
+    timing.poll.min(HINT_INTERVAL)
+}
+
+/// The longest [`hint_interval`].
+pub const HINT_INTERVAL: Duration = Duration::from_millis(50);
 
 /// When to check a session next, given that a takeover rule could fire at `until` at the
 /// latest: a resolution early (the store clock's estimate adds one), then every poll until it

@@ -28,6 +28,7 @@ fn plan(mode: Mode) -> WaitPlan {
             ttl_ms: 10_000,
             token: None,
             session: None,
+            wake: None,
         },
         permits: None,
         timing: timing(),
@@ -78,6 +79,10 @@ impl Rig {
 
     fn at(&mut self, s: f64) {
         self.now = t0() + secs(s);
+    }
+
+    fn at_ms(&mut self, n: u64) {
+        self.now = t0() + Duration::from_millis(n);
     }
 
     /// Start, and answer the first read with `get`.
@@ -211,7 +216,7 @@ fn a_free_key_is_made_a_queued_lock_that_grants_nobody_then_settled_above_the_cl
                 "on the version the Create made"
             );
             assert_eq!(why, Why::Settle);
-            assert_eq!(grants, vec!["me".to_string()]);
+            assert_eq!(ids(&grants), ["me"]);
             record(&bytes)
         }
         other => panic!("{other:?}"),
@@ -404,7 +409,7 @@ fn a_session_taken_over_by_the_rules_is_ended_then_its_participant_removed() {
     };
     assert_eq!(why, Why::Remove { id: "a".into() });
     assert_eq!(cond, Cond::Match(version(5)));
-    assert_eq!(grants, ["me"], "the removal grants us");
+    assert_eq!(ids(&grants), ["me"], "the removal grants us");
     let removed = record(&bytes);
     assert_eq!(removed.find("a"), None);
     assert_eq!(removed.grants.len(), 1);
@@ -1259,4 +1264,134 @@ fn a_write_refused_again_and_again_backs_off_further_though_reads_are_answered()
         Step::Sleep { until } => assert_eq!(until - r.now, Duration::from_millis(50)),
         other => panic!("{other:?}"),
     }
+}
+
+/// Wake hints (issue 23, docs/protocol.md §10 "Wake hints"): a hint makes a sleeping waiter read
+/// now, and however many come, they cause at most one read a `hint_interval` (the poll, at most
+/// 50 ms): a hint inside the interval moves the read to the interval's end, never drops it.
+#[test]
+fn a_hint_reads_at_once_then_at_most_once_an_interval() {
+    assert_eq!(hint_interval(&timing()), Duration::from_millis(50));
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s1", RecordState::Held, 0)))),
+        Step::Sleep { until } if until == t0() + secs(1.0)
+    ));
+    // The first hint: read now, on the version known (a 304 while unchanged).
+    r.at_ms(200);
+    assert!(matches!(
+        r.step(Event::Hinted),
+        Step::ReadRecord { if_none_match: Some(v) } if v == version(5)
+    ));
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::Sleep { until } if until == t0() + ms(1200)
+    ));
+    // Hints within 50 ms of it: one read, at the interval's end.
+    r.at_ms(210);
+    assert!(matches!(r.step(Event::Hinted), Step::Sleep { until } if until == t0() + ms(250)));
+    r.at_ms(220);
+    assert!(matches!(r.step(Event::Hinted), Step::Sleep { until } if until == t0() + ms(250)));
+    r.at_ms(250);
+    assert!(matches!(r.step(Event::Slept), Step::ReadRecord { .. }));
+    r.step(Event::Record(Ok(Get::NotModified { server_now: None })));
+    // That read counts as one a hint caused: the next hint waits for 0.30.
+    r.at_ms(260);
+    assert!(matches!(r.step(Event::Hinted), Step::Sleep { until } if until == t0() + ms(300)));
+    r.at_ms(300);
+    assert!(matches!(r.step(Event::Slept), Step::ReadRecord { .. }));
+    r.step(Event::Record(Ok(Get::NotModified { server_now: None })));
+    // Past the interval: at once again.
+    r.at_ms(400);
+    assert!(matches!(r.step(Event::Hinted), Step::ReadRecord { .. }));
+    r.step(Event::Record(Ok(Get::NotModified { server_now: None })));
+    // A hint exactly at the interval's end is past it: a read at once, not a sleep until now.
+    r.at_ms(450);
+    assert!(matches!(r.step(Event::Hinted), Step::ReadRecord { .. }));
+}
+
+/// A hint that the record shows was real: granted by the read it caused.
+#[test]
+fn a_hint_after_the_release_finds_the_grant_at_once() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let joined = r.joined_behind_a();
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    let left = joined
+        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    r.at_ms(200);
+    assert!(matches!(r.step(Event::Hinted), Step::ReadRecord { .. }));
+    match r.step(Event::Record(Ok(found(&left.to_bytes(), 6)))) {
+        Step::Granted { confirmation, .. } => {
+            assert_eq!(confirmation.sent, t0() + ms(200));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A poll due before the hint interval ends is not put off, and does not count as a read a hint
+/// caused: a hint just after it reads at once.
+#[test]
+fn a_hint_never_puts_off_a_sooner_poll() {
+    let mut p = plan(Mode::Exclusive);
+    p.timing.poll = Duration::from_millis(40);
+    assert_eq!(hint_interval(&p.timing), Duration::from_millis(40));
+    let mut r = Rig::new(p);
+    r.joined_behind_a();
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    r.at_ms(200);
+    assert!(matches!(r.step(Event::Hinted), Step::ReadRecord { .. }));
+    // Answered at 0.21: the poll is due at 0.25, the hint interval ends at 0.24.
+    r.at_ms(210);
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::Sleep { until } if until == t0() + ms(250)
+    ));
+    r.at_ms(220);
+    assert!(matches!(r.step(Event::Hinted), Step::Sleep { until } if until == t0() + ms(240)));
+    // Answered at once: the poll (0.28) comes after the interval's end (0.24 + 0.04).
+    r.at_ms(240);
+    assert!(matches!(r.step(Event::Slept), Step::ReadRecord { .. }));
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::Sleep { until } if until == t0() + ms(280)
+    ));
+    // Here the poll (0.28) is sooner than the interval's end (0.24 + 0.04 = 0.28, not sooner):
+    // the sleep stays, and the hint's read is the poll's.
+    r.at_ms(250);
+    assert!(matches!(r.step(Event::Hinted), Step::Sleep { until } if until == t0() + ms(280)));
+    r.at_ms(280);
+    assert!(matches!(r.step(Event::Slept), Step::ReadRecord { .. }));
+    assert!(matches!(
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None }))),
+        Step::Sleep { until } if until == t0() + ms(320)
+    ));
+    // That poll was no hint's read (the last was at 0.24): a hint at 0.29 reads at once.
+    r.at_ms(290);
+    assert!(matches!(r.step(Event::Hinted), Step::ReadRecord { .. }));
+}
+
+/// A hint while the store refuses us does not cut the backoff short.
+#[test]
+fn a_hint_does_not_cut_a_backoff_short() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.step(Event::Start);
+    let until = match r.step(Event::Record(Err(Error::unavailable("refused")))) {
+        Step::Sleep { until } => until,
+        other => panic!("{other:?}"),
+    };
+    r.at_ms(1);
+    assert!(matches!(r.step(Event::Hinted), Step::Sleep { until: u } if u == until));
+    r.at_ms(2);
+    assert!(matches!(r.step(Event::Hinted), Step::Sleep { until: u } if u == until));
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn ids(entries: &[Entry]) -> Vec<&str> {
+    entries.iter().map(Entry::id).collect()
 }
