@@ -9,10 +9,12 @@
 //!   a version of its session read *after* the read of the lock's record that listed it is proven
 //!   gone while the session lives on.
 //!
-//! The session's own machine (attach, detach, renewal, loss) is not built yet (protocol.md §10,
-//! "Steps").
+//! The owner's machine (attach, detach, renewal, loss; one session lease shared by many grants)
+//! is [`owner`].
 
 use std::fmt::Write as _;
+
+pub mod owner;
 
 /// The directory of shared sessions, under the session's prefix.
 pub const SESSIONS_DIR: &str = ".lease-sessions/";
@@ -111,6 +113,20 @@ impl Attached {
         Some(Attached { ranges })
     }
 
+    /// The length of [`Attached::text`], without making it.
+    pub fn text_len(&self) -> usize {
+        let digits = |n: u64| n.checked_ilog10().unwrap_or(0) as usize + 1;
+        let ranges: usize = self
+            .ranges
+            .iter()
+            .map(|&(lo, hi)| match lo == hi {
+                true => digits(lo),
+                false => digits(lo) + 1 + digits(hi),
+            })
+            .sum();
+        ranges + self.ranges.len().saturating_sub(1)
+    }
+
     /// The canonical text.
     pub fn text(&self) -> String {
         let mut out = String::new();
@@ -144,10 +160,11 @@ impl Attached {
 
     /// Attach `n` (nothing if attached).
     pub fn insert(&mut self, n: u64) {
-        if self.contains(n) {
+        // The ranges that start at or before `n`; the last of them may hold it already.
+        let at = self.ranges.partition_point(|&(lo, _)| lo <= n);
+        if at > 0 && self.ranges[at - 1].1 >= n {
             return;
         }
-        let at = self.ranges.partition_point(|&(lo, _)| lo < n);
         let joins_before = at > 0 && self.ranges[at - 1].1 + 1 == n;
         let joins_after = at < self.ranges.len() && self.ranges[at].0 == n + 1;
         match (joins_before, joins_after) {

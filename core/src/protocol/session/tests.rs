@@ -81,8 +81,12 @@ fn attaching_and_detaching_join_and_split_ranges() {
     }
     assert_eq!(a.text(), "1-5,10");
     assert_eq!(a.len(), 6);
-    a.insert(3);
-    assert_eq!(a.text(), "1-5,10");
+    assert!(!a.is_empty());
+    // Attached already, at a range's start, inside, at its end: nothing changes.
+    for n in [1, 3, 5, 10] {
+        a.insert(n);
+        assert_eq!(a.text(), "1-5,10", "{n}");
+    }
     a.remove(3);
     assert_eq!(a.text(), "1-2,4-5,10");
     a.remove(1);
@@ -137,10 +141,29 @@ proptest! {
                 model.remove(&n);
             }
             prop_assert_eq!(Attached::parse(&a.text()), Some(a.clone()));
+            prop_assert_eq!(a.text_len(), a.text().len());
             prop_assert_eq!(a.len(), model.len() as u64);
             for n in 0..42 {
                 prop_assert_eq!(a.contains(n), model.contains(&n), "{} in {}", n, a.text());
             }
         }
+    }
+}
+
+#[test]
+fn the_length_of_the_text_is_counted_without_making_it() {
+    let mut a = Attached::default();
+    assert_eq!(a.text_len(), 0);
+    for (n, text) in [
+        (9, "9"),
+        (10, "9-10"),
+        (12, "9-10,12"),
+        (99, "9-10,12,99"),
+        (100, "9-10,12,99-100"),
+        (u64::MAX, "9-10,12,99-100,18446744073709551615"),
+    ] {
+        a.insert(n);
+        assert_eq!(a.text(), text);
+        assert_eq!(a.text_len(), text.len(), "{text}");
     }
 }
