@@ -62,7 +62,7 @@ const KEY: &str = "lock";
 const BASE_MS: u64 = 1_767_225_600_000;
 
 /// Deterministic randomness: no jitter; one nonce (the model answers the writes that use it).
-struct Fixed;
+pub(crate) struct Fixed;
 
 impl Entropy for Fixed {
     fn nonce(&self) -> String {

@@ -83,6 +83,16 @@ pub enum Mutant {
     /// meanwhile handed that epoch out and was deleted — it hands it out again (issue 22's
     /// finding on the exclusive lease).
     LeaseCreateGrants = 29,
+    /// Shared sessions: a grant's join is sent as soon as its number is handed out, before a
+    /// session write that holds it has landed: a checker that reads the record, then the
+    /// session, finds the number detached and removes a grant its owner will believe (issue 24).
+    SessionJoinBeforeAttach = 30,
+    /// Shared sessions: a released grant's number is detached while its owner still believes
+    /// it (the detach lands before the belief ends): rule 4 removes a believed grant.
+    SessionDetachWhileBelieved = 31,
+    /// Shared sessions: a grant's belief outlives its session's loss (lapse, takeover): every
+    /// grant attached stays believed while checkers remove them.
+    SessionBeliefOutlivesLoss = 32,
 }
 
 #[cfg(feature = "negative-controls")]

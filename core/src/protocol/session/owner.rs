@@ -29,6 +29,7 @@ use std::time::{Duration, SystemTime};
 use crate::clock::Instant;
 use crate::error::Error;
 use crate::protocol::hold::{after_write, Hold, LostReason, Next, Phase, Wrote};
+use crate::protocol::mutants::{on, Mutant};
 use crate::protocol::write::Written;
 use crate::protocol::Entropy;
 use crate::record::{Record, RecordState};
@@ -215,13 +216,21 @@ impl Owner {
     /// Whether the join of number `n` may be sent: a landed write holds it, and the session is
     /// believed at `now`.
     pub fn may_join(&self, n: u64, now: Instant) -> bool {
-        self.state(n) == Some(Attach::Landed) && self.hold.believes(now)
+        let attached = match self.state(n) {
+            Some(Attach::Landed) => true,
+            Some(Attach::Pending) => on(Mutant::SessionJoinBeforeAttach),
+            None => false,
+        };
+        attached && self.hold.believes(now)
     }
 
     /// Whether the owner may believe number `n`'s grant at `now`, as far as the session goes:
     /// attached by a landed write and not released, and the session believed. (The lock's
     /// record must confirm the grant too.)
     pub fn believes(&self, n: u64, now: Instant) -> bool {
+        if on(Mutant::SessionBeliefOutlivesLoss) {
+            return self.state(n) == Some(Attach::Landed);
+        }
         self.may_join(n, now)
     }
 
@@ -243,7 +252,11 @@ impl Owner {
     /// is false: no join of it was sent) is returned to send, and kept pending until
     /// [`Owner::left`]. Its number leaves the set of the next write. `None`: nothing to send.
     pub fn release(&mut self, n: u64, joined: bool, now: Instant) -> Option<Leave> {
-        let member = self.members.remove(&n)?;
+        let member = match on(Mutant::SessionDetachWhileBelieved) {
+            // Detached, and still believed.
+            true => self.members.get(&n)?.clone(),
+            false => self.members.remove(&n)?,
+        };
         self.set.remove(n);
         let leave = joined.then(|| Leave {
             n,
@@ -382,7 +395,10 @@ impl Owner {
         self.hold.lose(reason.clone());
         // A late answer of a write in flight then reports no leave to retry.
         self.leaves.clear();
-        let grants = std::mem::take(&mut self.members).into_keys().collect();
+        let grants = match on(Mutant::SessionBeliefOutlivesLoss) {
+            true => self.members.keys().copied().collect(),
+            false => std::mem::take(&mut self.members).into_keys().collect(),
+        };
         Lost { reason, grants }
     }
 }
