@@ -213,25 +213,26 @@ impl Owner {
         self.members.get(&n).map(|m| m.state)
     }
 
-    /// Whether the join of number `n` may be sent: a landed write holds it, and the session is
-    /// believed at `now`.
-    pub fn may_join(&self, n: u64, now: Instant) -> bool {
-        let attached = match self.state(n) {
+    /// Whether a landed write holds number `n` (and it was not released since).
+    fn attached(&self, n: u64) -> bool {
+        match self.state(n) {
             Some(Attach::Landed) => true,
             Some(Attach::Pending) => on(Mutant::SessionJoinBeforeAttach),
             None => false,
-        };
-        attached && self.hold.believes(now)
+        }
+    }
+
+    /// Whether the join of number `n` may be sent: a landed write holds it, and the session is
+    /// believed at `now`.
+    pub fn may_join(&self, n: u64, now: Instant) -> bool {
+        self.attached(n) && self.hold.believes(now)
     }
 
     /// Whether the owner may believe number `n`'s grant at `now`, as far as the session goes:
     /// attached by a landed write and not released, and the session believed. (The lock's
     /// record must confirm the grant too.)
     pub fn believes(&self, n: u64, now: Instant) -> bool {
-        if on(Mutant::SessionBeliefOutlivesLoss) {
-            return self.state(n) == Some(Attach::Landed);
-        }
-        self.may_join(n, now)
+        self.attached(n) && (self.hold.believes(now) || on(Mutant::SessionBeliefOutlivesLoss))
     }
 
     /// Whether the session itself is believed at `now`.
