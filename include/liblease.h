@@ -161,6 +161,18 @@ typedef struct lease_options {
   // (the Go binding's choice: goroutines move between threads); any other string names an
   // owner.
   const char *owner;
+  // Where this acquire, waiting in a queued lock's queue, can be woken by the write that
+  // grants it (docs/protocol.md §10, "Wake hints"): `"loopback"` (listen on 127.0.0.1: hints
+  // from writers on this host), `"off"` (no address in its queue entry: it learns of its
+  // grant at its next poll), or the IP address of an interface to listen on
+  // (`"10.0.0.5"`, for writers on other hosts). NULL: the default, `"loopback"`. Anything
+  // else: `LEASE_INVALID`. A hint only makes the waiter read the record sooner; a firewall
+  // that drops it leaves the poll.
+  const char *wake_hints;
+  // Priority among waiters that conflict (-1,000,000,000 to 1,000,000,000; default 0, and
+  // non-zero queues): the higher is granted first, arrival order within a priority, and a
+  // waiter is passed over by at most 8 later ones. A holder is never preempted.
+  int32_t priority;
 } lease_options;
 
 // Called once when a lease is lost: `user_data` as given to `lease_on_lost`, and a one-line
@@ -311,7 +323,8 @@ void lease_cancel_token_cancel(const struct lease_cancel_token *token);
 void lease_cancel_token_free(struct lease_cancel_token *token);
 
 // The default options: ttl 30 s, wait forever, no label, no data, default poll, no cancel,
-// a plain exclusive lease (not shared, no permits, no scope, no range, no queue).
+// a plain exclusive lease (not shared, no permits, no scope, no range, no queue), the calling
+// thread as owner, wake hints on 127.0.0.1.
 struct lease_options lease_options_default(void);
 
 // Acquire the lease `name` in `store`, waiting as `opts->wait_ms` says. `opts` may be NULL

@@ -406,12 +406,26 @@ export interface LeaseOptions {
    */
   queue?: boolean
   /**
+   * Priority among waiters that conflict (a whole number from -1e9 to 1e9, default 0; a
+   * queued lock when not 0): the higher is granted first, arrival order within a priority,
+   * and a waiter is passed over by at most 8 later ones. A holder is never preempted.
+   */
+  priority?: number
+  /**
    * Who in this process asks, named by the caller (as Go's `Owner`): acquiring a lease (or a
    * conflicting grant) that the same owner holds rejects at once with `LEASE_HELD` instead of
    * waiting for itself. Unset: nobody in particular, it waits like any other (one thread runs
    * every async function, and any of them may release the lease).
    */
   owner?: string
+  /**
+   * Where a waiter of a queued lock can be woken by the write that grants it, so that it reads
+   * at once rather than at its next poll (docs/protocol.md §10, "Wake hints"): `'loopback'`
+   * (the default: 127.0.0.1, hints from writers on this host), `'off'` (it learns of its
+   * grant at its next poll), or the IP address of an interface to listen on (`'10.0.0.5'`,
+   * for writers on other hosts). Anything else rejects with `LEASE_INVALID`.
+   */
+  wakeHints?: 'loopback' | 'off' | (string & {})
 }
 
 /**

@@ -144,7 +144,7 @@ function leaseOptions(options, what, allowed) {
     }
     out[k] = v;
   }
-  for (const k of [...TEXT_OPTIONS, 'owner']) {
+  for (const k of [...TEXT_OPTIONS, 'owner', 'wakeHints']) {
     const v = o[k];
     if (v === undefined || v === null || !allowed.includes(k)) continue;
     if (typeof v !== 'string') throw typeError(`The "options.${k}" property must be a string, not ${describe(v)}`);
@@ -161,6 +161,12 @@ function leaseOptions(options, what, allowed) {
       throw typeError(`The "options.permits" property must be a number, not ${describe(o.permits)}`);
     }
     out.permits = o.permits;
+  }
+  if (allowed.includes('priority') && o.priority !== undefined && o.priority !== null) {
+    if (typeof o.priority !== 'number') {
+      throw typeError(`The "options.priority" property must be a number, not ${describe(o.priority)}`);
+    }
+    out.priority = o.priority;
   }
   if (allowed.includes('scope') && o.scope !== undefined && o.scope !== null) {
     out.scope = checkString(o.scope, 'options.scope');
@@ -179,7 +185,7 @@ function leaseOptions(options, what, allowed) {
 
 // Queued locks (docs/protocol.md §10): shared/exclusive, semaphores, path and byte-range scopes.
 const FLAG_OPTIONS = ['shared', 'queue'];
-const QUEUE_OPTIONS = [...FLAG_OPTIONS, 'permits', 'scope', 'range'];
+const QUEUE_OPTIONS = [...FLAG_OPTIONS, 'permits', 'scope', 'range', 'wakeHints', 'priority'];
 const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner', 'signal'];
 const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner'];
 

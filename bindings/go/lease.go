@@ -147,6 +147,10 @@ type Options struct {
 	// Queue queues an exclusive request in arrival order (a queued lock) rather than racing for
 	// a plain lease. Shared, Permits, Scope and Range always queue.
 	Queue bool
+	// Priority orders waiters that conflict (-1,000,000,000 to 1,000,000,000; 0 by default,
+	// and non-zero queues): the higher is granted first, arrival order within a priority, and
+	// a waiter is passed over by at most 8 later ones. A holder is never preempted.
+	Priority int32
 
 	// Owner names who in this process asks: acquiring a lease (or a conflicting grant) that the
 	// same Owner holds fails at once with an error matching ErrHeld, instead of waiting for
@@ -154,7 +158,22 @@ type Options struct {
 	// goroutines have no identity, so a goroutine that acquires what it holds waits, as with
 	// sync.Mutex, until ctx ends it).
 	Owner string
+
+	// WakeHints says where a waiter of a queued lock can be woken by the write that grants it
+	// (docs/protocol.md §10, "Wake hints"): WakeHintsLoopback (listen on 127.0.0.1: hints from
+	// writers on this host; "" means the same), WakeHintsOff (no address in its queue entry: it
+	// learns of its grant at its next poll), or the IP address of an interface to listen on
+	// ("10.0.0.5", for writers on other hosts). Anything else fails with an error matching
+	// ErrInvalid. A hint only makes the waiter read the record sooner: a firewall that drops it
+	// leaves the poll.
+	WakeHints string
 }
+
+// The named choices of Options.WakeHints (an interface's IP address is the third).
+const (
+	WakeHintsLoopback = "loopback"
+	WakeHintsOff      = "off"
+)
 
 // ByteRange is the bytes [Start, End) of an object (End excluded, above Start).
 type ByteRange struct {
@@ -277,7 +296,11 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 		if opts.Queue {
 			copts.queue = 1
 		}
+		copts.priority = C.int32_t(opts.Priority)
 		if err := text(opts.Owner, "owner", &copts.owner); err != nil {
+			return nil, err
+		}
+		if err := text(opts.WakeHints, "wake hints", &copts.wake_hints); err != nil {
 			return nil, err
 		}
 	}
@@ -645,6 +668,11 @@ type Participant struct {
 	TTL   time.Duration
 	Since string
 	Data  string
+	// Priority is a waiter's priority among competing waiters (higher goes first); Passed how
+	// many later-joined waiters went before it (at 8 it is due and goes next). Both 0 for a
+	// grant.
+	Priority int32
+	Passed   uint32
 }
 
 type participantJSON struct {
@@ -655,10 +683,12 @@ type participantJSON struct {
 		Start uint64  `json:"start"`
 		End   uint64  `json:"end"`
 	} `json:"scope"`
-	Token uint64 `json:"token"`
-	TTLMs int64  `json:"ttl_ms"`
-	Since string `json:"since"`
-	Data  string `json:"data"`
+	Token    uint64 `json:"token"`
+	TTLMs    int64  `json:"ttl_ms"`
+	Since    string `json:"since"`
+	Data     string `json:"data"`
+	Priority int32  `json:"priority"`
+	Passed   uint32 `json:"passed"`
 }
 
 func participants(js []participantJSON) []Participant {
@@ -668,7 +698,8 @@ func participants(js []participantJSON) []Participant {
 	out := make([]Participant, 0, len(js))
 	for _, j := range js {
 		p := Participant{Holder: j.Holder, Mode: ModeExclusive, Token: j.Token,
-			TTL: time.Duration(j.TTLMs) * time.Millisecond, Since: j.Since, Data: j.Data}
+			TTL: time.Duration(j.TTLMs) * time.Millisecond, Since: j.Since, Data: j.Data,
+			Priority: j.Priority, Passed: j.Passed}
 		if j.Mode == "shared" {
 			p.Mode = ModeShared
 		}

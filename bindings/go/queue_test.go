@@ -5,6 +5,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"sync"
@@ -144,6 +145,88 @@ func TestQueueSharedReadersAndWriter(t *testing.T) {
 	})
 }
 
+// A holder, then a low- and a high-priority waiter (the low one first): the holder is not
+// preempted, and its release grants the high one first; status lists them in that order.
+func TestQueuePriority(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		s := open(t, base)
+		name := uniqueName(t, "priority")
+		ctx := context.Background()
+		opt := func(label string, priority int32) *Options {
+			return &Options{TTL: 10 * time.Second, Label: label, Queue: true, Priority: priority, PollInterval: queuePoll}
+		}
+		holder, err := s.Acquire(ctx, name, opt("holder", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		type got struct {
+			label string
+			l     *Lease
+			err   error
+		}
+		granted := make(chan got, 2)
+		acquire := func(label string, priority int32) {
+			l, err := s.Acquire(ctx, name, opt(label, priority))
+			granted <- got{label, l, err}
+		}
+		waiting := func() []string {
+			st, err := s.Status(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return labelsOf(st.Waiting)
+		}
+		go acquire("low", 0)
+		waitUntil(t, "low to wait", func() bool { return sameStrings(waiting(), []string{"low"}) })
+		go acquire("high", 5)
+		waitUntil(t, "high to wait", func() bool { return sameStrings(waiting(), []string{"high", "low"}) })
+		// Each waiter's priority, and how often it was passed over, as the status shows them.
+		standing := func() [][2]int64 {
+			st, err := s.Status(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out [][2]int64
+			for _, w := range st.Waiting {
+				out = append(out, [2]int64{int64(w.Priority), int64(w.Passed)})
+			}
+			return out
+		}
+		if got := standing(); len(got) != 2 || got[0] != [2]int64{5, 0} || got[1] != [2]int64{0, 0} {
+			t.Fatalf("waiters' priority and passed: %v", got)
+		}
+		select {
+		case g := <-granted:
+			t.Fatalf("%s was granted while the holder holds", g.label)
+		default:
+		}
+		if err := holder.Release(); err != nil {
+			t.Fatal(err)
+		}
+		first := <-granted
+		if first.err != nil || first.label != "high" || first.l.Epoch() <= holder.Epoch() {
+			t.Fatalf("first granted: %+v (holder's token %d)", first, holder.Epoch())
+		}
+		if w := waiting(); !sameStrings(w, []string{"low"}) {
+			t.Fatalf("waiting after the first grant: %v", w)
+		}
+		// The high one, joined later, went first: the low one was passed over once.
+		if got := standing(); len(got) != 1 || got[0] != [2]int64{0, 1} {
+			t.Fatalf("the low waiter's priority and passed after the first grant: %v", got)
+		}
+		if err := first.l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		second := <-granted
+		if second.err != nil || second.label != "low" || second.l.Epoch() <= first.l.Epoch() {
+			t.Fatalf("second granted: %+v", second)
+		}
+		_ = second.l.Close()
+		_ = first.l.Close()
+		_ = holder.Close()
+	})
+}
+
 // A semaphore of 2 with 4 goroutines: never more than 2 at once, all served.
 func TestQueueSemaphore(t *testing.T) {
 	forFileAndMoto(t, func(t *testing.T, base string) {
@@ -240,6 +323,8 @@ func TestQueueRangesAndBadOptions(t *testing.T) {
 		{Scope: "a/../b"},
 		{Scope: "a", Range: &ByteRange{0, 1}},
 		{Scope: "a\x00b"},
+		{Priority: 1_000_000_001},
+		{Priority: -1_000_000_001},
 	} {
 		o := o
 		_, err := s.TryAcquire(ctx, uniqueName(t, "bad"), &o)
@@ -315,4 +400,84 @@ func TestQueueFencing(t *testing.T) {
 	}
 	_, err = ParseToken("s3://b/l#7@ab;readers")
 	expectErr(t, err, ErrInvalid)
+}
+
+// waiterWake reads the queued lock's record through the store and returns its one waiter's
+// wake field ("" when its entry has none).
+func waiterWake(t *testing.T, s *Store, name string) string {
+	t.Helper()
+	obj, err := s.FencedGet(name)
+	if err != nil || obj == nil {
+		t.Fatalf("read %s: %v %v", name, obj, err)
+	}
+	var rec struct {
+		Queue []struct {
+			Wake *string `json:"wake"`
+		} `json:"queue"`
+	}
+	if err := json.Unmarshal(obj.Data, &rec); err != nil {
+		t.Fatalf("record %q: %v", obj.Data, err)
+	}
+	if len(rec.Queue) != 1 {
+		t.Fatalf("expected one waiter in %s", obj.Data)
+	}
+	if rec.Queue[0].Wake == nil {
+		return ""
+	}
+	return *rec.Queue[0].Wake
+}
+
+// Issue 23: Options.WakeHints says where a waiter of a queued lock can be woken. By default
+// (and with WakeHintsLoopback or "127.0.0.1") its queue entry carries a loopback address; with
+// WakeHintsOff none (it learns of its grant at its next poll); anything else is ErrInvalid.
+func TestQueueWakeHints(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		s := open(t, base)
+		name := uniqueName(t, "wake")
+		ctx := context.Background()
+		opt := func(label, hints string) *Options {
+			return &Options{TTL: 10 * time.Second, Label: label, Queue: true, PollInterval: queuePoll, WakeHints: hints}
+		}
+		for _, hints := range []string{"", WakeHintsLoopback, "127.0.0.1", WakeHintsOff} {
+			holder, err := s.TryAcquire(ctx, name, opt("h", WakeHintsOff))
+			if err != nil {
+				t.Fatal(err)
+			}
+			type got struct {
+				l   *Lease
+				err error
+			}
+			wch := make(chan got, 1)
+			go func() {
+				l, err := s.Acquire(ctx, name, opt("w", hints))
+				wch <- got{l, err}
+			}()
+			waitUntil(t, "the waiter to wait", func() bool {
+				st, err := s.Status(name)
+				return err == nil && sameStrings(labelsOf(st.Waiting), []string{"w"})
+			})
+			wake := waiterWake(t, s, name)
+			// Hand over before judging, so that a failure leaves no waiter behind.
+			if err := holder.Close(); err != nil {
+				t.Fatal(err)
+			}
+			w := <-wch
+			if w.err != nil {
+				t.Fatal(w.err)
+			}
+			if err := w.l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if hints == WakeHintsOff && wake != "" {
+				t.Fatalf("hints off, yet the waiter's entry has wake %q", wake)
+			}
+			if hints != WakeHintsOff && !strings.HasPrefix(wake, "udp:127.0.0.1:") {
+				t.Fatalf("WakeHints %q: the waiter's entry has wake %q, not a loopback address", hints, wake)
+			}
+		}
+		for _, bad := range []string{"on-demand", "127.0.0", "udp:127.0.0.1:9", "a\x00b"} {
+			_, err := s.TryAcquire(ctx, name, opt("x", bad))
+			expectErr(t, err, ErrInvalid)
+		}
+	})
 }

@@ -152,6 +152,11 @@ pub struct RunArgs {
     /// (a queued lock; --shared, --permits, --scope and --range always queue).
     #[arg(long)]
     pub queue: bool,
+    /// Wait with this priority among competing waiters: higher goes first, arrival order
+    /// within a priority, and a waiter is passed over by at most 8 later ones; a holder is
+    /// never preempted (a queued lock when not 0) [default: 0].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub priority: Option<i32>,
     /// How often a waiter re-reads the lock [default: ttl/10, within 50ms..2s].
     #[arg(long, value_parser = duration, value_name = "DUR")]
     pub poll: Option<Duration>,

@@ -216,6 +216,9 @@ fn lease_options(args: &RunArgs) -> Result<LeaseOptions, Exit> {
     if args.queue {
         opts = opts.queue();
     }
+    if let Some(n) = args.priority {
+        opts = opts.priority(n);
+    }
     opts.poll_interval = args.poll;
     if let Some(hints) = args.wake_hints {
         opts.wake_hints = hints;

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use lease::clock::{Clock, SystemClock};
-use lease::{format_duration, BreakMode, Client, LeaseState, QueueStatus, Status};
+use lease::protocol::queue::MAX_BYPASS;
+use lease::{format_duration, BreakMode, Client, LeaseState, Participant, QueueStatus, Status};
 
 use crate::exit::{self, Exit};
 
@@ -56,6 +57,26 @@ fn human(s: &Status) -> String {
     out
 }
 
+/// A waiter's priority and how often it was passed over, where either is not the default:
+/// `, priority 5, passed over 3 times (due at 8)`, or `, due` once it goes next whatever the
+/// priorities (docs/protocol.md §10, "Priorities").
+fn standing(w: &Participant) -> String {
+    let mut out = String::new();
+    if w.priority != 0 {
+        out += &format!(", priority {}", w.priority);
+    }
+    if w.passed >= MAX_BYPASS {
+        out += ", due";
+    } else if w.passed > 0 {
+        out += &format!(
+            ", passed over {} time{} (due at {MAX_BYPASS})",
+            w.passed,
+            if w.passed == 1 { "" } else { "s" }
+        );
+    }
+    out
+}
+
 /// A queued lock's holders (with their tokens), the grants on their way out, and its waiters,
 /// in the order they will go.
 fn queue_lines(q: &QueueStatus) -> String {
@@ -95,7 +116,7 @@ fn queue_lines(q: &QueueStatus) -> String {
         } else {
             format!(", session {}", w.session.as_str())
         };
-        out += &format!("  {}. {}{session}\n", i + 1, w.describe());
+        out += &format!("  {}. {}{session}{}\n", i + 1, w.describe(), standing(w));
     }
     out
 }
@@ -357,5 +378,42 @@ pub async fn doctor(url: &str, prefix: &str, json: bool) -> Result<Exit, Exit> {
         Ok(Exit::ok())
     } else {
         Err(Exit::fail(exit::STORE, report.verdict()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(priority: i32, passed: u32) -> Participant {
+        Participant {
+            holder: lease::Holder::default(),
+            mode: lease::Mode::Exclusive,
+            scope: lease::Scope::Whole,
+            token: None,
+            ttl: Duration::from_secs(30),
+            since: None,
+            data: None,
+            session: lease::SessionState::Live,
+            priority,
+            passed,
+        }
+    }
+
+    /// What `lease status` adds to a waiter's line: nothing for the defaults, its priority, how
+    /// often it was passed over, and `due` once it goes next whatever the priorities.
+    #[test]
+    fn a_waiters_standing_is_shown_only_where_it_is_not_the_default() {
+        assert_eq!(standing(&waiter(0, 0)), "");
+        assert_eq!(standing(&waiter(-3, 0)), ", priority -3");
+        assert_eq!(
+            standing(&waiter(0, 1)),
+            ", passed over 1 time (due at 8)"
+        );
+        assert_eq!(
+            standing(&waiter(2, MAX_BYPASS - 1)),
+            ", priority 2, passed over 7 times (due at 8)"
+        );
+        assert_eq!(standing(&waiter(0, MAX_BYPASS)), ", due");
     }
 }

@@ -67,11 +67,18 @@ fn worker(url: &str, flags: &[&str], name: &str, hold_ms: u64, history: &Path) -
         h = history.display(),
         s = hold_ms as f64 / 1000.0
     );
+    let mut args = vec!["--ttl", "5s", "--wait", "120s"];
+    args.extend(flags);
+    args.extend([url, "--", "sh", "-c", &script]);
+    lease_run(&args)
+}
+
+/// `lease run ARGS` in the background: its output discarded, its stderr kept for the failure
+/// message.
+fn lease_run(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_lease"))
         .arg("run")
-        .args(["--ttl", "5s", "--wait", "120s"])
-        .args(flags)
-        .args([url, "--", "sh", "-c", &script])
+        .args(args)
         .env_remove("LEASE_LOG")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -302,6 +309,84 @@ fn exit_of(mut child: Child) -> (i32, String) {
     }
 }
 
+/// The labels of a queued lock's waiters, as `lease status` lists them (in the order they will be
+/// granted).
+fn waiting_labels(url: &str) -> Vec<String> {
+    status_json(url)["waiting"]
+        .as_array()
+        .map(|ws| {
+            ws.iter()
+                .map(|w| w["holder"]["label"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 23, priorities: a holder, then a low-priority and a high-priority waiter in other
+/// processes (the low one joined first); the holder is not preempted, and its release grants
+/// the high one first — checked from the tokens and start lines the workers' commands wrote.
+#[test]
+fn a_higher_priority_waiter_goes_first_and_the_holder_is_not_preempted() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, url) in stores(dir.path(), "priority") {
+        let history = dir.path().join(format!("{store}.history"));
+        let marker = dir.path().join(format!("{store}.release"));
+        // The holder runs until the test says (a bounded loop: at most 60 s).
+        let script = format!(
+            "echo \"start holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'; \
+             for i in $(seq 1 1200); do [ -e '{m}' ] && break; sleep 0.05; done; \
+             echo \"end holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'",
+            h = history.display(),
+            m = marker.display()
+        );
+        let holder = lease_run(&[
+            "--queue", "--ttl", "5s", "--label", "holder", &url, "--", "sh", "-c", &script,
+        ]);
+        wait_until("the holder to hold", || {
+            status_json(&url)["state"] == "held"
+        });
+        let low = worker(&url, &["--queue", "--label", "low"], "low", 100, &history);
+        wait_until("low to wait", || waiting_labels(&url) == ["low"]);
+        let high = worker(
+            &url,
+            &["--priority", "5", "--label", "high"],
+            "high",
+            100,
+            &history,
+        );
+        wait_until("high to wait, listed first", || {
+            waiting_labels(&url) == ["high", "low"]
+        });
+        // Each waiter's priority, as `lease status` shows it (JSON and text).
+        let waiting = status_json(&url)["waiting"].clone();
+        assert_eq!(
+            (waiting[0]["priority"].as_i64(), waiting[1]["priority"].as_i64()),
+            (Some(5), Some(0)),
+            "{store}: {waiting}"
+        );
+        let (_, text, _) = lease(&["status", &url]);
+        assert!(
+            text.contains("(exclusive), priority 5\n") && text.contains("\"low\""),
+            "{store}: {text}"
+        );
+        std::fs::write(&marker, b"").unwrap();
+        let runs = finish(vec![holder, low, high], &history);
+        let (holder, low, high) = (
+            by_name(&runs, "holder"),
+            by_name(&runs, "low"),
+            by_name(&runs, "high"),
+        );
+        assert!(
+            holder.token < high.token && high.token < low.token,
+            "{store}: the high one was not granted first: {runs:?}"
+        );
+        assert!(
+            holder.end <= high.start && high.end <= low.start,
+            "{store}: grants overlapped: {runs:?}"
+        );
+    }
+}
+
 /// Issue 22 item 2 and issue 28 item 5: `lease break` on a queued lock stops its holder at its
 /// next renewal, says which grants it broke and the lock's tokens, and `lease status` no longer
 /// shows the broken holder as holding; the next waiter gets in once that holder let go.
@@ -309,15 +394,9 @@ fn exit_of(mut child: Child) -> (i32, String) {
 fn break_stops_a_queued_holder_and_status_no_longer_shows_it_holding() {
     let dir = tempfile::tempdir().unwrap();
     for (store, url) in stores(dir.path(), "break") {
-        let holder = Command::new(env!("CARGO_BIN_EXE_lease"))
-            .args([
-                "run", "--queue", "--ttl", "3s", "--label", "victim", &url, "--", "sleep", "60",
-            ])
-            .env_remove("LEASE_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let holder = lease_run(&[
+            "--queue", "--ttl", "3s", "--label", "victim", &url, "--", "sleep", "60",
+        ]);
         wait_until("the holder to hold", || {
             status_json(&url)["state"] == "held"
         });
@@ -356,23 +435,7 @@ fn break_stops_a_queued_holder_and_status_no_longer_shows_it_holding() {
 fn permits_are_changed_with_lease_permits_while_the_lock_is_held() {
     let dir = tempfile::tempdir().unwrap();
     for (store, url) in stores(dir.path(), "permits") {
-        let holder = Command::new(env!("CARGO_BIN_EXE_lease"))
-            .args([
-                "run",
-                "--permits",
-                "1",
-                "--ttl",
-                "5s",
-                &url,
-                "--",
-                "sleep",
-                "3",
-            ])
-            .env_remove("LEASE_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let holder = lease_run(&["--permits", "1", "--ttl", "5s", &url, "--", "sleep", "3"]);
         wait_until("the holder to hold", || {
             status_json(&url)["state"] == "held"
         });

@@ -132,6 +132,8 @@ struct Shared {
     /// Set once the tenure's end has been counted.
     ended: AtomicBool,
     health: HealthMonitor,
+    /// Where its renewals are counted, resolved once.
+    renewal_metrics: metrics::RenewalMetrics,
 }
 
 /// A grant of a queued lock (docs/protocol.md §10), held through the participant's session
@@ -217,6 +219,7 @@ impl Lease {
             acquired: now,
             runtime: tokio::runtime::Handle::current(),
             ended: AtomicBool::new(false),
+            renewal_metrics: metrics::RenewalMetrics::default(),
             health: HealthMonitor {
                 started: OnceLock::new(),
                 wake: tokio::sync::Notify::new(),
@@ -784,7 +787,7 @@ impl Shared {
                 _ = clock.sleep_until(deadline) => {
                     // The renewal in flight (a write still resolving its outcome) did not land
                     // in time: a failed renewal, counted as one.
-                    metrics::renewal_failed(self.metric_key());
+                    self.renewal_metrics.failed(self.metric_key());
                     self.mark_lost(LostReason::Expired);
                     return;
                 }
@@ -827,15 +830,13 @@ impl Shared {
                 after_write(&mut st.hold, Wrote::Renewal, record, outcome, now)
             };
             if failed {
-                metrics::renewal_failed(self.metric_key());
+                self.renewal_metrics.failed(self.metric_key());
             }
             match next {
                 Next::Renewed => {
                     debug!(lease = %self.url, rev, "renewed");
-                    metrics::renewal_landed(
-                        self.metric_key(),
-                        deadline.saturating_duration_since(now),
-                    );
+                    self.renewal_metrics
+                        .landed(self.metric_key(), deadline.saturating_duration_since(now));
                     self.health_may_change();
                     return true;
                 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::duration::format_duration;
 use crate::error::{Error, Result};
 use crate::record::{MAX_DATA_LEN, MAX_LABEL_LEN};
-use crate::scope::{Mode, Scope, MAX_PERMITS};
+use crate::scope::{Mode, Scope, MAX_PERMITS, MAX_PRIORITY, MIN_PRIORITY};
 use crate::store::Capabilities;
 
 /// Shortest ttl accepted.
@@ -75,6 +75,12 @@ pub struct LeaseOptions {
     /// exclusive over the whole lock. Shared, permits and scopes always queue; so does every
     /// request on a lock that is already a queued lock.
     pub queue: bool,
+    /// A queued request's priority among competing waiters: higher goes first, FIFO within a
+    /// priority, and a waiter is passed over by at most `MAX_BYPASS` (8) later ones
+    /// (docs/protocol.md §10, "Priorities"). Default 0; from [`MIN_PRIORITY`] to
+    /// [`MAX_PRIORITY`]. Any other value makes the request a queued one. It never preempts a
+    /// holder.
+    pub priority: i32,
     /// When a held lease's health turns `unknown`: once no more than `kill_after` plus
     /// [`stop_margin`] is left before the deadline (`lease run --kill-after`: when its command
     /// gets SIGTERM). Default [`default_kill_after`]: `ttl/3`, at most 10 s.
@@ -155,6 +161,7 @@ impl LeaseOptions {
             permits: None,
             scope: Scope::Whole,
             queue: false,
+            priority: 0,
             kill_after: None,
             history: true,
             owner: None,
@@ -189,9 +196,17 @@ impl LeaseOptions {
         self
     }
 
+    /// Wait with priority `n` among competing waiters (see the `priority` field). Implies a
+    /// queued request when not 0.
+    pub fn priority(mut self, n: i32) -> Self {
+        self.priority = n;
+        self
+    }
+
     /// Whether this request needs a queued lock.
     pub fn wants_queue(&self) -> bool {
         self.queue
+            || self.priority != 0
             || self.mode == Mode::Shared
             || self.permits.is_some()
             || self.scope != Scope::Whole
@@ -199,6 +214,13 @@ impl LeaseOptions {
 
     /// Check the queued-lock options.
     pub fn check_queue(&self) -> Result<()> {
+        if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&self.priority) {
+            return Err(Error::invalid(format!(
+                "priority {} is out of range: use {MIN_PRIORITY} to {MAX_PRIORITY} (higher goes \
+                 first among waiters; the default is 0)",
+                self.priority
+            )));
+        }
         if let Some(n) = self.permits {
             if n == 0 || n > MAX_PERMITS {
                 return Err(Error::invalid(format!(

@@ -70,6 +70,8 @@ pub(crate) async fn acquire(
             token: None,
             session: None,
             wake: hints.as_ref().map(|l| l.wake_field()),
+            priority: req.opts.priority,
+            passed: 0,
         },
         permits: req.opts.permits,
         timing,

@@ -8,6 +8,10 @@ use crate::error::{Error, Result};
 
 /// The most permits a semaphore may have.
 pub const MAX_PERMITS: u32 = 65_536;
+/// The lowest and highest priority a queued request may carry (those of Kubernetes' user
+/// priority classes); the default is 0 (docs/protocol.md §10, "Priorities").
+pub const MIN_PRIORITY: i32 = -1_000_000_000;
+pub const MAX_PRIORITY: i32 = 1_000_000_000;
 /// The longest path scope, in bytes: every participant's entry is in the lock's one record,
 /// whose size is bounded (docs/protocol.md §10, "Capacity").
 pub const MAX_SCOPE_PATH_LEN: usize = 1024;

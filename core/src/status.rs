@@ -92,7 +92,8 @@ pub struct QueueStatus {
     /// Grants still listed whose sessions show they hold no more (expired, broken, released,
     /// deleted): the waiters remove them (docs/protocol.md §10, "Removing the gone").
     pub departing: Vec<Participant>,
-    /// In arrival order: the order they will be granted among those that conflict.
+    /// In the order they will be granted among those that conflict: arrival order, or with
+    /// priorities the settling order (`QueueRecord::order`).
     pub waiting: Vec<Participant>,
 }
 
@@ -152,6 +153,12 @@ pub struct Participant {
     /// Its data, from its session.
     pub data: Option<String>,
     pub session: SessionState,
+    /// Its priority among competing waiters (0: the default; docs/protocol.md §10,
+    /// "Priorities"); 0 once granted.
+    pub priority: i32,
+    /// How many later-joined competing waiters were granted while it waited; at
+    /// [`MAX_BYPASS`](crate::protocol::queue::MAX_BYPASS) it is due and goes next. 0 once granted.
+    pub passed: u32,
 }
 
 impl Participant {
@@ -183,6 +190,8 @@ impl Participant {
             since: s.and_then(|s| s.acquired_at.clone()),
             data: s.and_then(|s| s.data.clone()),
             session: state,
+            priority: entry.priority,
+            passed: entry.passed,
         }
     }
 
@@ -276,7 +285,13 @@ impl Status {
             .iter()
             .map(participant)
             .partition(|p| p.session.is_live());
-        let waiting: Vec<Participant> = r.queue.iter().map(participant).collect();
+        // In the order they will be granted among those that conflict (with priorities, not
+        // arrival order: docs/protocol.md §10, "Priorities").
+        let waiting: Vec<Participant> = r
+            .order()
+            .into_iter()
+            .map(|i| participant(&r.queue[i]))
+            .collect();
         let first = holders.first();
         let state = if first.is_some() {
             LeaseState::Held
@@ -426,7 +441,8 @@ impl<'a> From<&'a Tenure> for TenureJson<'a> {
 /// A queued lock's participant: `holder`, `mode`, `scope` (`null` for the whole lock,
 /// `{"path": …}` or `{"start": …, "end": …}`), `token` (`null` while waiting), `ttl_ms`,
 /// `since`, `data`, `session` (what its session shows: `live`, `expired`, `broken`,
-/// `released`, `gone`, `unknown`).
+/// `released`, `gone`, `unknown`), `priority` and `passed` (a waiter's priority and how many
+/// later-joined waiters went before it; both 0 for a grant).
 #[derive(Serialize)]
 struct ParticipantJson<'a> {
     holder: HolderJson<'a>,
@@ -437,6 +453,8 @@ struct ParticipantJson<'a> {
     since: Option<&'a str>,
     data: Option<&'a str>,
     session: &'static str,
+    priority: i32,
+    passed: u32,
 }
 
 #[derive(Serialize)]
@@ -464,6 +482,8 @@ impl<'a> From<&'a Participant> for ParticipantJson<'a> {
             since: e.since.as_deref(),
             data: e.data.as_deref(),
             session: e.session.as_str(),
+            priority: e.priority,
+            passed: e.passed,
         }
     }
 }

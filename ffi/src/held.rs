@@ -56,6 +56,18 @@ pub struct lease_options {
     /// (the Go binding's choice: goroutines move between threads); any other string names an
     /// owner.
     pub owner: *const c_char,
+    /// Where this acquire, waiting in a queued lock's queue, can be woken by the write that
+    /// grants it (docs/protocol.md §10, "Wake hints"): `"loopback"` (listen on 127.0.0.1: hints
+    /// from writers on this host), `"off"` (no address in its queue entry: it learns of its
+    /// grant at its next poll), or the IP address of an interface to listen on
+    /// (`"10.0.0.5"`, for writers on other hosts). NULL: the default, `"loopback"`. Anything
+    /// else: `LEASE_INVALID`. A hint only makes the waiter read the record sooner; a firewall
+    /// that drops it leaves the poll.
+    pub wake_hints: *const c_char,
+    /// Priority among waiters that conflict (-1,000,000,000 to 1,000,000,000; default 0, and
+    /// non-zero queues): the higher is granted first, arrival order within a priority, and a
+    /// waiter is passed over by at most 8 later ones. A holder is never preempted.
+    pub priority: i32,
 }
 
 /// What a held lease was granted (`lease_grant_mode`).
@@ -71,7 +83,8 @@ pub enum lease_mode {
 }
 
 /// The default options: ttl 30 s, wait forever, no label, no data, default poll, no cancel,
-/// a plain exclusive lease (not shared, no permits, no scope, no range, no queue).
+/// a plain exclusive lease (not shared, no permits, no scope, no range, no queue), the calling
+/// thread as owner, wake hints on 127.0.0.1.
 #[no_mangle]
 pub extern "C" fn lease_options_default() -> lease_options {
     lease_options {
@@ -88,6 +101,8 @@ pub extern "C" fn lease_options_default() -> lease_options {
         range_end: 0,
         queue: 0,
         owner: std::ptr::null(),
+        wake_hints: std::ptr::null(),
+        priority: 0,
     }
 }
 
@@ -130,6 +145,10 @@ pub(crate) unsafe fn convert_options(
         Some(owner) => lo.owner(owner),
     };
     // SAFETY: the caller's contract.
+    if let Some(hints) = unsafe { opt_str_arg(o.wake_hints, "wake_hints") }? {
+        lo = lo.wake_hints(hints.parse()?);
+    }
+    // SAFETY: the caller's contract.
     let cancel = unsafe { o.cancel.as_ref() }.map(|t| t.token.clone());
     Ok((lo, cancel))
 }
@@ -163,6 +182,7 @@ fn queue_options(
     if o.queue != 0 {
         lo = lo.queue();
     }
+    lo = lo.priority(o.priority);
     lo.check_queue()?;
     Ok(lo)
 }

@@ -57,11 +57,23 @@ pub struct LeaseOptions {
     /// Queue an exclusive request in arrival order (a queued lock) instead of racing for a
     /// plain lease. Shared, permits, a scope or a range always queue.
     pub queue: Option<bool>,
+    /// Priority among waiters that conflict (a whole number from -1e9 to 1e9, default 0; a
+    /// queued lock when not 0): the higher is granted first, arrival order within a priority,
+    /// and a waiter is passed over by at most 8 later ones. A holder is never preempted.
+    #[napi(ts_type = "number")]
+    pub priority: Option<f64>,
     /// Who in this process asks, named by the caller (as Go's `Owner`): acquiring a lease (or a
     /// conflicting grant) that the same owner holds rejects at once with `LEASE_HELD` instead of
     /// waiting for itself. Unset: nobody in particular, it waits like any other (one thread runs
     /// every async function, and any of them may release the lease).
     pub owner: Option<String>,
+    /// Where a waiter of a queued lock can be woken by the write that grants it, so that it reads
+    /// at once rather than at its next poll (docs/protocol.md §10, "Wake hints"): `'loopback'`
+    /// (the default: 127.0.0.1, hints from writers on this host), `'off'` (it learns of its
+    /// grant at its next poll), or the IP address of an interface to listen on (`'10.0.0.5'`,
+    /// for writers on other hosts). Anything else rejects with `LEASE_INVALID`.
+    #[napi(ts_type = "'loopback' | 'off' | (string & {})")]
+    pub wake_hints: Option<String>,
 }
 
 /// Stands in for the `signal` field: the JavaScript layer turns an `AbortSignal` into a
@@ -162,6 +174,22 @@ impl LeaseOptions {
         }
         if self.queue == Some(true) {
             o = o.queue();
+        }
+        if let Some(hints) = &self.wake_hints {
+            o = o.wake_hints(hints.parse()?);
+        }
+        if let Some(n) = self.priority {
+            let (lo, hi) = (
+                lease::protocol::queue::MIN_PRIORITY,
+                lease::protocol::queue::MAX_PRIORITY,
+            );
+            if !(n.is_finite() && n.fract() == 0.0 && (f64::from(lo)..=f64::from(hi)).contains(&n))
+            {
+                return Err(lease::Error::invalid(format!(
+                    "priority must be a whole number from {lo} to {hi} (got {n})"
+                )));
+            }
+            o = o.priority(n as i32);
         }
         o.check_queue()?;
         Ok(o)

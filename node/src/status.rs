@@ -146,6 +146,10 @@ pub struct Participant {
     /// What its session shows.
     #[napi(ts_type = "'live' | 'expired' | 'broken' | 'released' | 'gone' | 'unknown'")]
     pub session: String,
+    /// A waiter's priority among competing waiters (higher goes first); 0 for a grant.
+    pub priority: i32,
+    /// How many later-joined waiters went before this one; at 8 it is due and goes next.
+    pub passed: u32,
 }
 
 /// Who holds (or last held) a lease.

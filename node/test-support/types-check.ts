@@ -32,6 +32,8 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
     const mode: 'exclusive' | 'shared' | undefined = g?.mode;
     const range: [number, number] | null | undefined = g?.range;
     await lease.acquire(url, { permits: 3, scope: 'tables/users', queue: true });
+    await lease.acquire(url, { queue: true, wakeHints: 'off' });
+    await lease.acquire(url, { queue: true, wakeHints: '10.0.0.5' });
     await lease.tryAcquire(url, { range: [0, 4096] });
     const q: Status = await lease.status(url);
     const holders: lease.Participant[] | null = q.holders;

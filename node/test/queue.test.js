@@ -17,6 +17,29 @@ for (const store of ['file', 'moto']) {
   const skip = store === 'moto' && !process.env.LEASE_TEST_S3_MOTO && !inCI() ? 'LEASE_TEST_S3_MOTO is not set' : false;
   if (skip) process.stderr.write(`\n!!! SKIPPING queue tests on moto: ${skip}\n`);
   describe(`queued locks [${store}]`, { skip }, () => {
+    // Issue 23: `wakeHints` says where a waiter can be woken; its queue entry, read through the
+    // store, names a loopback address by default (and with 'loopback' or '127.0.0.1'), none with
+    // 'off'.
+    for (const hints of [undefined, 'loopback', '127.0.0.1', 'off']) {
+      it(`wakeHints ${hints}: the waiter's entry ${hints === 'off' ? 'has no' : 'has a loopback'} wake address`, async () => {
+        const u = makeUrl(store, 'wake');
+        const holder = await lease.acquire(u, { ttl: TTL, queue: true, wait: 0, wakeHints: 'off' });
+        const w = lease.acquire(u, { ttl: TTL, pollInterval: POLL, label: 'w', queue: true, wakeHints: hints });
+        let wake;
+        try {
+          await until(async () => labels((await lease.status(u)).waiting).join() === 'w', 30_000, 'the waiter');
+          const record = JSON.parse((await lease.fencedGet(u)).data.toString());
+          assert.equal(record.queue.length, 1, JSON.stringify(record));
+          wake = record.queue[0].wake;
+        } finally {
+          await holder.release();
+        }
+        await (await w).release();
+        if (hints === 'off') assert.equal(wake, undefined);
+        else assert.match(wake, /^udp:127\.0\.0\.1:\d+$/);
+      });
+    }
+
     it('shared readers, then a writer, then later readers wait', async () => {
       const u = makeUrl(store, 'rw');
       const opts = (label, o) => ({ ttl: TTL, pollInterval: POLL, label, ...o });
@@ -55,6 +78,33 @@ for (const store of ['file', 'moto']) {
       await reader.release();
       const after = await lease.status(u);
       assert.deepEqual([after.holders, after.waiting], [[], []]);
+    });
+
+    it('a higher priority waiter goes first, and a holder is not preempted', async () => {
+      const u = makeUrl(store, 'priority');
+      const opts = (label, o) => ({ ttl: TTL, pollInterval: POLL, label, ...o });
+      const holder = await lease.acquire(u, opts('holder', { queue: true }));
+      const order = [];
+      const low = lease.acquire(u, opts('low', { queue: true })).then((l) => (order.push('low'), l));
+      await until(async () => labels((await lease.status(u)).waiting).join() === 'low', 30_000, 'low to wait');
+      const high = lease.acquire(u, opts('high', { priority: 5 })).then((l) => (order.push('high'), l));
+      // Listed in the order they will be granted: the later, higher priority first.
+      await until(async () => labels((await lease.status(u)).waiting).join() === 'high,low', 30_000, 'high to wait');
+      assert.deepEqual(order, [], 'a priority preempted the holder');
+      // Each waiter's priority, and how often it was passed over, as the status shows them.
+      const standing = async () => (await lease.status(u)).waiting.map((w) => [w.priority, w.passed]);
+      assert.deepEqual(await standing(), [[5, 0], [0, 0]]);
+      await holder.release();
+      const first = await high;
+      assert.ok(first.epoch > holder.epoch);
+      assert.deepEqual(labels((await lease.status(u)).waiting), ['low']);
+      // The high one, joined later, went first: the low one was passed over once.
+      assert.deepEqual(await standing(), [[0, 1]]);
+      await first.release();
+      const second = await low;
+      assert.ok(second.epoch > first.epoch);
+      assert.deepEqual(order, ['high', 'low']);
+      await second.release();
     });
 
     it('a semaphore of 2 with 4 callers', async () => {
@@ -159,7 +209,7 @@ describe('queued lock options', () => {
 
   it('wrong types throw TypeError, bad values LEASE_INVALID', async () => {
     const u = makeUrl('file', 'bad');
-    for (const o of [{ shared: 1 }, { queue: 'yes' }, { permits: '2' }, { scope: 5 }, { range: [1] }, { range: '0..4' }, { range: [0, '4'] }]) {
+    for (const o of [{ shared: 1 }, { queue: 'yes' }, { permits: '2' }, { scope: 5 }, { range: [1] }, { range: '0..4' }, { range: [0, '4'] }, { wakeHints: false }, { wakeHints: ['127.0.0.1'] }, { priority: '1' }]) {
       await assert.rejects(lease.acquire(u, { wait: 0, ...o }), TypeError, JSON.stringify(o));
       await assert.rejects(lease.tryAcquire(u, o), TypeError, JSON.stringify(o));
     }
@@ -175,9 +225,18 @@ describe('queued lock options', () => {
       { range: [0.5, 4] },
       { range: [0, 4], scope: 'a' },
       { shared: true, pollInterval: 0 },
+      { queue: true, wakeHints: 'on-demand' },
+      { queue: true, wakeHints: '127.0.0' },
+      { queue: true, wakeHints: 'udp:127.0.0.1:9' },
+      { queue: true, wakeHints: '' },
+      { priority: 1.5 },
+      { priority: 1e10 },
+      { priority: -1e10 },
+      { priority: NaN },
     ]) {
       await assert.rejects(lease.acquire(u, { wait: 0, ...o }), { code: 'LEASE_INVALID' }, JSON.stringify(o));
     }
+    await assert.rejects(lease.tryAcquire(u, { wakeHints: 'nope' }), { code: 'LEASE_INVALID', message: /loopback/ });
     assert.equal((await lease.status(u)).state, 'free');
   });
 });

@@ -59,6 +59,7 @@ from ._types import (
 
 if TYPE_CHECKING:
     import datetime
+    import ipaddress
     import os
     from typing import (
         Any,
@@ -81,6 +82,9 @@ if TYPE_CHECKING:
     #: unit (``"30s"``, ``"500ms"``, ``"5m"``; a number alone in a str is refused).
     Seconds = Union[int, float, datetime.timedelta, str]
     OnLost = Optional[Callable[[LeaseLost], object]]
+    #: Where a waiter listens for wake hints: ``"off"``, ``"loopback"`` or an interface's IP
+    #: address (a str or an ``ipaddress`` object).
+    WakeHints = Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 __version__: str = _lease.__version__
 
@@ -170,7 +174,7 @@ def _no_such_keywords(call: str, wrong: "Mapping[str, object]", known: "Tuple[st
 
 
 _ACQUIRE_KEYWORDS = ("ttl", "wait", "label", "data", "on_lost", "unavailable_timeout", "shared",
-                     "permits", "scope", "range", "queue", "poll")
+                     "permits", "scope", "range", "queue", "poll", "wake_hints", "priority")
 _TRY_KEYWORDS = tuple(k for k in _ACQUIRE_KEYWORDS if k not in ("wait", "unavailable_timeout"))
 
 
@@ -189,6 +193,8 @@ def acquire(
     range: Optional[Tuple[int, int]] = None,
     queue: bool = False,
     poll: Optional[Seconds] = None,
+    wake_hints: Optional[WakeHints] = None,
+    priority: int = 0,
     **wrong: NoReturn,
 ) -> Lease:
     """Acquire the lease at ``url``, waiting up to ``wait`` seconds (``None``: as long as a
@@ -211,13 +217,22 @@ def acquire(
     lock a semaphore of N (implies shared); ``scope="tables/users"`` holds a path (it conflicts
     with the paths above and under it), ``range=(start, end)`` the bytes ``[start, end)`` of one
     object (overlapping ranges conflict); ``queue=True`` queues an exclusive request too.
+    ``priority=N`` (an int, default 0; a queued request when not 0): among waiters that conflict
+    the higher priority is granted first, arrival order within a priority, and a waiter is passed
+    over by at most 8 later ones; a holder is never preempted.
     ``poll``: how often a waiter reads the lock (default ttl/10 within 50 ms..2 s).
+    ``wake_hints``: where a waiter of a queued lock can be woken by the write that grants it,
+    so that it reads at once rather than at its next poll (docs/protocol.md §10, "Wake hints"):
+    ``"loopback"`` (the default: 127.0.0.1, hints from writers on this host), ``"off"`` (it
+    learns of its grant at its next poll), or the IP address of an interface to listen on
+    (``"10.0.0.5"`` or an ``ipaddress`` object, for writers on other hosts); anything else
+    raises :class:`InvalidArgument`. A hint only makes the waiter read sooner.
     """
     _no_such_keywords("acquire", wrong, _ACQUIRE_KEYWORDS)
     options = _lease.Options(
         ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost,
         unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
-        range=range, queue=queue, poll=poll,
+        range=range, queue=queue, poll=poll, wake_hints=wake_hints, priority=priority,
     )
     lease = _lease._acquire(url, options)
     _live.add(lease)
@@ -237,6 +252,8 @@ def try_acquire(
     range: Optional[Tuple[int, int]] = None,
     queue: bool = False,
     poll: Optional[Seconds] = None,
+    wake_hints: Optional[WakeHints] = None,
+    priority: int = 0,
     **wrong: NoReturn,
 ) -> Optional[Lease]:
     """Try once: the :class:`Lease`, or ``None`` when someone else holds it (or, for a queued
@@ -244,7 +261,7 @@ def try_acquire(
     _no_such_keywords("try_acquire", wrong, _TRY_KEYWORDS)
     options = _lease.Options(
         ttl=ttl, label=label, data=data, on_lost=on_lost, shared=shared, permits=permits,
-        scope=scope, range=range, queue=queue, poll=poll,
+        scope=scope, range=range, queue=queue, poll=poll, wake_hints=wake_hints, priority=priority,
     )
     lease = _lease._try_acquire(url, options)
     if lease is not None:
@@ -267,6 +284,8 @@ def acquire_async(
     range: Optional[Tuple[int, int]] = None,
     queue: bool = False,
     poll: Optional[Seconds] = None,
+    wake_hints: Optional[WakeHints] = None,
+    priority: int = 0,
     **wrong: NoReturn,
 ) -> AcquireAsync:
     """:func:`acquire` for asyncio: ``l = await lease.acquire_async(url)``, or
@@ -277,7 +296,7 @@ def acquire_async(
     options = _lease.Options(
         ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost,
         unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
-        range=range, queue=queue, poll=poll,
+        range=range, queue=queue, poll=poll, wake_hints=wake_hints, priority=priority,
     )
 
     def start(done: Callable[[bool, object], None]) -> _lease.Pending:

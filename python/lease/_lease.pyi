@@ -1,5 +1,6 @@
 # Type stubs of the Rust extension module `lease._lease` (python/src/).
 import datetime
+import ipaddress
 import os
 import threading
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union, final
@@ -34,6 +35,8 @@ class Options:
         range: Optional[Tuple[int, int]] = None,
         queue: Optional[bool] = None,
         poll: Optional[_Seconds] = None,
+        wake_hints: Optional[Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]] = None,
+        priority: Optional[int] = None,
     ) -> None: ...
 
 @final

@@ -76,6 +76,10 @@ class Participant(NamedTuple):
     since: Optional[str]
     data: Optional[str]
     session: str = "unknown"
+    priority: int = 0
+    """A waiter's priority among competing waiters (higher goes first); 0 for a grant."""
+    passed: int = 0
+    """How many later-joined waiters went before this one; at 8 it is due and goes next."""
 
     @classmethod
     def _from_json(cls, d: Dict[str, Any]) -> "Participant":
@@ -90,6 +94,8 @@ class Participant(NamedTuple):
             since=d.get("since"),
             data=d.get("data"),
             session=d.get("session", "unknown"),
+            priority=d.get("priority", 0),
+            passed=d.get("passed", 0),
         )
 
 

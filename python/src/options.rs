@@ -261,7 +261,7 @@ impl Options {
         signature = (**kwargs),
         text_signature = "(*, ttl, wait=None, label=None, data=None, on_lost=None, \
                           unavailable_timeout=None, shared=None, permits=None, scope=None, \
-                          range=None, queue=None, poll=None)"
+                          range=None, queue=None, poll=None, wake_hints=None, priority=None)"
     )]
     fn new(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let kw = Keywords::of(kwargs)?;
@@ -283,6 +283,7 @@ impl Options {
             kw.get("range"),
         );
         let (queue, poll) = (kw.get("queue"), kw.get("poll"));
+        let (wake_hints, priority) = (kw.get("wake_hints"), kw.get("priority"));
         let mut core = LeaseOptions::new(ttl_seconds(ttl)?);
         core.wait = opt_seconds("wait", wait)?;
         core.label = opt_text("label", label)?;
@@ -336,9 +337,15 @@ impl Options {
         if flag("queue", queue)? {
             core = core.queue();
         }
+        if let Some(p) = priority.filter(|p| !p.is_none()) {
+            core = core.priority(priority_number(p)?);
+        }
         // The core checks its range (1 ms ..= 1 h) with the other timings.
         if let Some(poll) = opt_seconds("poll", poll)? {
             core = core.poll_interval(poll);
+        }
+        if let Some(hints) = wake_hints {
+            core = core.wake_hints(wake_hints_of(hints)?);
         }
         core.check_queue().py()?;
         Ok(Options {
@@ -349,7 +356,7 @@ impl Options {
 }
 
 /// The keyword arguments `Options` takes.
-const KEYWORDS: [&str; 12] = [
+const KEYWORDS: [&str; 14] = [
     "ttl",
     "wait",
     "label",
@@ -362,6 +369,8 @@ const KEYWORDS: [&str; 12] = [
     "range",
     "queue",
     "poll",
+    "wake_hints",
+    "priority",
 ];
 
 /// `Options`' keyword arguments by their place in `KEYWORDS`, as given (`None` included).
@@ -422,6 +431,29 @@ pub fn ttl_seconds(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     Ok(ttl)
 }
 
+/// `wake_hints=`: `"off"`, `"loopback"` or an interface's IP address, as a `str` or an
+/// `ipaddress.IPv4Address` / `IPv6Address`; the core parses it (`InvalidArgument` otherwise).
+fn wake_hints_of(obj: &Bound<'_, PyAny>) -> PyResult<lease::WakeHints> {
+    let is_ip_address = obj
+        .get_type()
+        .module()
+        .is_ok_and(|m| m.to_cow().is_ok_and(|m| m == "ipaddress"));
+    let text = if is_ip_address {
+        obj.str()?.to_cow()?.into_owned()
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        s.to_cow()
+            .map_err(|_| invalid("wake_hints is not valid UTF-8 (it contains a lone surrogate)"))?
+            .into_owned()
+    } else {
+        return Err(type_error(format!(
+            "wake_hints must be a str (\"off\", \"loopback\" or an interface's IP address such \
+             as \"10.0.0.5\"), not {}",
+            type_name(obj)
+        )));
+    };
+    text.parse().py()
+}
+
 /// A bool argument; `None` (or absent) is false.
 fn flag(name: &str, obj: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
@@ -449,6 +481,19 @@ fn whole_number(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
         Ok(i) => u64::try_from(i).map_err(|_| invalid(format!("{name}={i} is out of range"))),
         Err(_) => Err(invalid(format!("{name}={obj} is out of range"))),
     }
+}
+
+/// `priority=N`: an int (negative too) within the core's range, which names it.
+fn priority_number(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(type_error(format!(
+            "priority must be an int, not {}",
+            type_name(obj)
+        )));
+    }
+    // Out of i32: the core's message names the range.
+    let n = obj.extract::<i128>().unwrap_or(i128::MAX);
+    Ok(i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX }))
 }
 
 /// `range=(start, end)`: a tuple or list of two ints, bytes `[start, end)`.

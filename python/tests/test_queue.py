@@ -5,7 +5,11 @@ and on S3 (moto)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import json
 import multiprocessing as mp
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -104,6 +108,28 @@ def test_shared_readers_then_a_writer_then_later_readers_wait(qurl: str) -> None
     reader.release()
     s = lease.status(qurl)
     assert s.holders == [] and s.waiting == []
+
+
+def test_a_higher_priority_waiter_goes_first_and_a_holder_is_not_preempted(qurl: str) -> None:
+    holder = lease.acquire(qurl, ttl=TTL, queue=True, label="holder", poll=POLL)
+    low = Acquirer(qurl, "low", queue=True)
+    wait_for("low to wait", lambda: labels(lease.status(qurl).waiting) == ["low"])
+    high = Acquirer(qurl, "high", priority=5)
+    # Listed in the order they will be granted: the later, higher priority first.
+    wait_for("high to wait", lambda: labels(lease.status(qurl).waiting) == ["high", "low"])
+    assert not high.granted.is_set(), "a priority preempted the holder"
+    # Each waiter's priority, and how often it was passed over, as the status shows them.
+    assert [(w.priority, w.passed) for w in lease.status(qurl).waiting] == [(5, 0), (0, 0)]
+    holder.release()
+    first = high.get()
+    assert first.grant is not None and first.epoch > holder.epoch
+    assert not low.granted.is_set() and labels(lease.status(qurl).waiting) == ["low"]
+    # The high one, joined later, went first: the low one was passed over once.
+    assert [(w.priority, w.passed) for w in lease.status(qurl).waiting] == [(0, 1)]
+    first.release()
+    second = low.get()
+    assert second.epoch > first.epoch
+    second.release()
 
 
 def semaphore_worker(url: str, history: str, i: int) -> None:
@@ -255,6 +281,11 @@ def test_async_shared_holders(tmp_path: Path) -> None:
         ({"poll": 0}, ValueError),
         ({"poll": "fast"}, ValueError),
         ({"poll": [1]}, TypeError),
+        ({"priority": 1_000_000_001}, ValueError),
+        ({"priority": -(10**30)}, ValueError),
+        ({"priority": 1.5}, TypeError),
+        ({"priority": "high"}, TypeError),
+        ({"priority": True}, TypeError),
     ],
 )
 def test_bad_queue_options(tmp_path: Path, kw: Dict[str, Any], error: type) -> None:
@@ -321,3 +352,90 @@ def test_fencing_per_scope_and_for_readers(qurl: str) -> None:
         gate.admit("doc", writer.token)
     for r in readers:
         r.release()
+
+
+def waiter_wake(url: str) -> Optional[str]:
+    """The wake field of the one waiter in the queued lock's record, read through the store."""
+    obj = lease.fenced_get(url)
+    assert obj is not None
+    record = json.loads(obj.data)
+    assert len(record["queue"]) == 1, record
+    wake = record["queue"][0].get("wake")
+    assert wake is None or isinstance(wake, str)
+    return wake
+
+
+@pytest.mark.parametrize(
+    "hints", [None, "loopback", "127.0.0.1", ipaddress.ip_address("127.0.0.1"), "off"]
+)
+def test_wake_hints_in_the_waiters_entry(qurl: str, hints: Any) -> None:
+    """Issue 23: ``wake_hints`` says where a waiter can be woken: by default (and with
+    "loopback" or 127.0.0.1) its queue entry names a loopback address, with "off" none."""
+    holder = lease.acquire(qurl, ttl=TTL, queue=True, wait=0, poll=POLL, wake_hints="off")
+    w = Acquirer(qurl, "w", queue=True, **({} if hints is None else {"wake_hints": hints}))
+    try:
+        wait_for("the waiter", lambda: labels(lease.status(qurl).waiting) == ["w"])
+        wake = waiter_wake(qurl)
+    finally:
+        holder.release()
+    w.get().release()
+    if hints == "off":
+        assert wake is None
+    else:
+        assert wake is not None and wake.startswith("udp:127.0.0.1:"), wake
+
+
+# A waiter in another process whose poll is an hour away: only a wake hint can wake it within
+# the test (its holder's ttl is an hour too, so no takeover check reads the record either).
+HINTED_WAITER = """
+import sys, lease
+l = lease.acquire(sys.argv[1], ttl=10, queue=True, wait=90, poll="1h", label="hinted")
+print("acquired", flush=True)
+l.release()
+"""
+
+
+def test_a_release_wakes_a_waiter_in_another_process_by_a_hint(tmp_path: Path) -> None:
+    """Issue 23: on S3 (moto: nothing else wakes a waiter) a release wakes the waiter in
+    another process long before its poll. Without the hint it reads again only at the end of
+    its 90 s wait, past the test's 60 s bound (seen with wake_hints="off": granted after its
+    whole wait)."""
+    url = make_url("moto", tmp_path, "hinted")
+    holder = lease.acquire(url, ttl="1h", queue=True, wait=0)
+    p = subprocess.Popen([sys.executable, "-c", HINTED_WAITER, url], stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for("the waiter", lambda: labels(lease.status(url).waiting) == ["hinted"])
+        wake = waiter_wake(url)
+        assert wake is not None and wake.startswith("udp:127.0.0.1:"), wake
+        holder.release()
+        out, _ = p.communicate(timeout=60)
+        assert out.split() == ["acquired"], out
+        assert p.returncode == 0
+    finally:
+        holder.release()
+        p.kill()
+        p.wait()
+
+
+@pytest.mark.parametrize(
+    "hints, error",
+    [
+        ("on-demand", ValueError),
+        ("127.0.0", ValueError),
+        ("udp:127.0.0.1:9", ValueError),
+        ("", ValueError),
+        (True, TypeError),
+        (b"off", TypeError),
+        (("127.0.0.1", 0), TypeError),
+    ],
+)
+def test_bad_wake_hints(tmp_path: Path, hints: Any, error: type) -> None:
+    url = make_url("file", tmp_path, "bad-hints")
+    with pytest.raises(error, match="wake hints|wake_hints"):
+        lease.acquire(url, ttl=TTL, queue=True, wait=0, wake_hints=hints)
+    with pytest.raises(error):
+        lease.try_acquire(url, ttl=TTL, queue=True, wake_hints=hints)
+    if issubclass(error, ValueError):
+        with pytest.raises(lease.InvalidArgument, match="loopback"):
+            lease.acquire(url, ttl=TTL, queue=True, wait=0, wake_hints=hints)
+    assert lease.status(url).state == "free"

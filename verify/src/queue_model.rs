@@ -196,6 +196,8 @@ pub enum Violation {
     LiveRemoved,
     /// A record larger than its limit was written.
     Overflow,
+    /// A waiter was passed over by more later-joined competing waiters than the bound.
+    Starved,
     /// A write landed over a record of a newer format.
     OverNewer,
 }
@@ -228,6 +230,12 @@ pub struct State {
     refused_newer: bool,
     /// Someone was granted after the record was deleted.
     granted_after_deletion: bool,
+    /// How many later-joined competing waiters were granted while each waiter (by id) waited,
+    /// counted from the grants themselves (while nothing was replaced).
+    passes: std::collections::BTreeMap<String, u32>,
+    /// A waiter was passed over; a due waiter went before a higher priority.
+    passed_over: bool,
+    due_went_first: bool,
     violation: Option<Violation>,
 }
 
@@ -277,8 +285,16 @@ pub enum Action {
 pub struct QueueModel {
     /// Each participant's request, in participant order.
     pub requests: Vec<(Mode, Scope)>,
+    /// Each participant's priority (empty: all 0; docs/protocol.md §10, "Priorities").
+    pub priorities: Vec<i32>,
+    /// The bypass bound the protocol runs with in this model (`None`: `MAX_BYPASS`), set for
+    /// the whole process when the checker starts: small, to reach it in few steps.
+    pub bypass_limit: Option<u32>,
     pub permits: Option<u32>,
     pub acquisitions: u8,
+    /// One participant that acquires once more than `acquisitions` (a stream of requests
+    /// without the state space of every participant coming back).
+    pub again: Option<usize>,
     /// Network faults (a request or answer held up, an answer lost, a request failed).
     pub max_faults: u8,
     /// Sessions that lapse or crash, in all.
@@ -318,8 +334,11 @@ pub fn conserve() -> QueueModel {
             (Mode::Exclusive, Scope::Whole),
             (Mode::Shared, Scope::Whole),
         ],
+        priorities: Vec::new(),
+        bypass_limit: None,
         permits: None,
         acquisitions: 1,
+        again: None,
         max_faults: 0,
         max_deaths: 0,
         lapses: false,
@@ -369,6 +388,40 @@ pub fn byte_ranges() -> QueueModel {
     let range = |a, b| (Mode::Exclusive, Scope::range(a, b).unwrap());
     QueueModel {
         requests: vec![range(0, 10), range(5, 15), range(10, 20)],
+        ..conserve()
+    }
+}
+
+/// Priorities: a low-priority writer and two high-priority ones, one of which acquires twice,
+/// with a bypass bound of 1: the low one may be passed over once, then goes before a high one
+/// that came back, and each priority is served in arrival order.
+pub fn priorities() -> QueueModel {
+    QueueModel {
+        requests: vec![(Mode::Exclusive, Scope::Whole); 3],
+        priorities: vec![0, 1, 1],
+        bypass_limit: Some(1),
+        again: Some(1),
+        ..conserve()
+    }
+}
+
+/// Priorities over scopes: a writer of `a` holds; a reader of `a` and a writer of the whole
+/// lock wait (priority 0); a reader of `b` (priority 1) passes the whole-lock writer, which is
+/// then due (bound 1) — and so is the earlier reader of `a`, its priority, which it competes
+/// with, although nothing passed that one over: FIFO within a priority holds.
+pub fn priorities_scoped() -> QueueModel {
+    let path = |p| Scope::path(p).unwrap();
+    QueueModel {
+        requests: vec![
+            (Mode::Exclusive, path("a")),
+            (Mode::Shared, path("a")),
+            (Mode::Exclusive, Scope::Whole),
+            (Mode::Shared, path("b")),
+        ],
+        priorities: vec![0, 0, 0, 1],
+        bypass_limit: Some(1),
+        // Four participants: only the wake-ups that have something new to see.
+        idle_wakes: 0,
         ..conserve()
     }
 }
@@ -518,18 +571,53 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
         }
     }
     let arrival = |id: &str| s.landed.iter().position(|l| l == id);
+    // The write's new grants, in the order it made them: before each, the waiters are those
+    // still waiting after the write and those it granted later.
+    let newly: Vec<&Entry> = new
+        .grants
+        .iter()
+        .filter(|g| {
+            !s.granted
+                .contains(&(g.id().to_string(), g.token.unwrap_or(0)))
+        })
+        .collect();
+    for (k, g) in newly.iter().enumerate() {
+        if !untouched {
+            break;
+        }
+        let waiting: Vec<&str> = new
+            .queue
+            .iter()
+            .chain(newly[k + 1..].iter().copied())
+            .map(Entry::id)
+            .filter(|w| m.compete(w, g.id()))
+            .collect();
+        let due = m.due(s, g.id(), &waiting, &arrival);
+        for w in &waiting {
+            let (pw, pg) = (m.priority_of(w), m.priority_of(g.id()));
+            // Order: higher priority first, unless the grant is due; FIFO within a priority.
+            let misordered = (arrival(w) < arrival(g.id()) && pw == pg) || (pw > pg && !due);
+            if misordered {
+                s.violation.get_or_insert(Violation::Overtaken);
+            }
+            if pw > pg {
+                s.due_went_first = true;
+            }
+            if arrival(w) < arrival(g.id()) {
+                let n = s.passes.entry(w.to_string()).or_default();
+                *n += 1;
+                s.passed_over = true;
+                if *n > m.bypass() {
+                    s.violation.get_or_insert(Violation::Starved);
+                }
+            }
+        }
+        s.passes.remove(g.id());
+    }
     for g in &new.grants {
         let token = g.token.expect("a grant has a token");
         if s.granted.contains(&(g.id().to_string(), token)) {
             continue;
-        }
-        let overtakes = untouched
-            && new
-                .queue
-                .iter()
-                .any(|w| arrival(w.id()) < arrival(g.id()) && m.compete(w.id(), g.id()));
-        if overtakes {
-            s.violation.get_or_insert(Violation::Overtaken);
         }
         if token <= s.max_token {
             s.violation.get_or_insert(Violation::TokenNotAbove);
@@ -581,6 +669,9 @@ impl State {
             refused_full: false,
             refused_newer: false,
             granted_after_deletion: false,
+            passes: Default::default(),
+            passed_over: false,
+            due_went_first: false,
             violation: None,
         }
     }
@@ -609,17 +700,55 @@ impl QueueModel {
     fn compete(&self, a: &str, b: &str) -> bool {
         // An id names its participant whatever the acquisition (`p{c}.{n}`, [`Self::id`]): an
         // earlier acquisition's entry may still wait in the record.
-        let request = |id: &str| {
-            let c: usize = id
-                .strip_prefix('p')
-                .and_then(|rest| rest.split('.').next())
-                .and_then(|c| c.parse().ok())
-                .expect("every id in the record is a participant's");
-            &self.requests[c]
-        };
+        let request = |id: &str| &self.requests[Self::participant_of(id)];
         let ((ma, sa), (mb, sb)) = (request(a), request(b));
         sa.overlaps(sb)
             && (*ma == Mode::Exclusive || *mb == Mode::Exclusive || self.permits.is_some())
+    }
+
+    /// How many acquisitions participant `c` makes.
+    fn acquisitions_of(&self, c: usize) -> u8 {
+        self.acquisitions + u8::from(self.again == Some(c))
+    }
+
+    /// The participant of an id in the record (`p{c}.{n}`, [`Self::id`]).
+    fn participant_of(id: &str) -> usize {
+        id.strip_prefix('p')
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|c| c.parse().ok())
+            .expect("every id in the record is a participant's")
+    }
+
+    fn priority_of(&self, id: &str) -> i32 {
+        self.priorities
+            .get(Self::participant_of(id))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The bypass bound in force.
+    fn bypass(&self) -> u32 {
+        self.bypass_limit
+            .unwrap_or(lease::protocol::queue::MAX_BYPASS)
+    }
+
+    /// Whether waiter `id` is due, by the model's own count of its bypasses: passed over to the
+    /// bound, or a later competing waiter of its priority among `waiting` is due
+    /// (docs/protocol.md §10, "Priorities").
+    fn due(
+        &self,
+        s: &State,
+        id: &str,
+        waiting: &[&str],
+        arrival: &dyn Fn(&str) -> Option<usize>,
+    ) -> bool {
+        s.passes.get(id).copied().unwrap_or(0) >= self.bypass()
+            || waiting.iter().any(|h| {
+                arrival(h) > arrival(id)
+                    && self.priority_of(h) == self.priority_of(id)
+                    && self.compete(h, id)
+                    && self.due(s, h, waiting, arrival)
+            })
     }
 
     fn entry(&self, s: &State, c: usize) -> Entry {
@@ -632,6 +761,8 @@ impl QueueModel {
             token: None,
             session: None,
             wake: None,
+            priority: self.priorities.get(c).copied().unwrap_or(0),
+            passed: 0,
         }
     }
 
@@ -947,7 +1078,7 @@ impl QueueModel {
         if p.obj == SessionObj::Held {
             p.obj = SessionObj::Ended;
         }
-        p.phase = if p.acquisitions < self.acquisitions {
+        p.phase = if p.acquisitions < self.acquisitions_of(c) {
             Phase::Idle
         } else {
             Phase::Done
@@ -1182,6 +1313,10 @@ impl Model for QueueModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
+        // The protocol's bound is process-wide; this model's is the one it judges by.
+        if !self.priorities.is_empty() {
+            lease::protocol::mutants::set_bypass_limit(self.bypass_limit);
+        }
         vec![State::initial(self)]
     }
 
@@ -1195,7 +1330,9 @@ impl Model for QueueModel {
             let p = &s.participants[c];
             match &p.phase {
                 Phase::Crashed => continue,
-                Phase::Idle if p.acquisitions < self.acquisitions => actions.push(Action::Start(c)),
+                Phase::Idle if p.acquisitions < self.acquisitions_of(c) => {
+                    actions.push(Action::Start(c))
+                }
                 Phase::Waiting {
                     io: Io::Sleep { retry, .. },
                     ..
@@ -1425,6 +1562,9 @@ impl Model for QueueModel {
             Property::always(NEWER_KEPT, |_, s: &State| {
                 s.violation != Some(Violation::OverNewer)
             }),
+            Property::always(BYPASS, |_, s: &State| {
+                s.violation != Some(Violation::Starved)
+            }),
             Property::sometimes("someone is granted", |_, s: &State| s.max_token > 0),
         ];
         if self.newer_writes == 0 && self.max_len >= lease::protocol::queue::MAX_QUEUE_RECORD_LEN {
@@ -1440,6 +1580,19 @@ impl Model for QueueModel {
                     (0..m.requests.len())
                         .any(|c| m.requests[c].0 == Mode::Exclusive && s.participants[c].served)
                 },
+            ));
+        }
+        if self.priorities.iter().any(|p| *p != 0) {
+            properties.push(Property::sometimes(
+                "a waiter is passed over",
+                |_, s: &State| s.passed_over,
+            ));
+        }
+        // Due before a higher priority: needs two grants to higher ones past a lower one.
+        if self.priorities.iter().any(|p| *p != 0) && self.again.is_some() {
+            properties.push(Property::sometimes(
+                "a due waiter goes before a higher priority",
+                |_, s: &State| s.due_went_first,
             ));
         }
         if self.max_deaths > 0 {
@@ -1474,7 +1627,9 @@ impl Model for QueueModel {
 pub const MUTUAL_EXCLUSION: &str = "no two believers hold conflicting grants";
 pub const PERMITS: &str = "at most `permits` believers cover any point";
 pub const LISTED: &str = "every believer is listed among the grants";
-pub const FIFO: &str = "grants follow the order competing joins landed in";
+pub const FIFO: &str =
+    "grants follow priority, then the order competing joins landed in, unless due";
+pub const BYPASS: &str = "a waiter is passed over at most the bypass bound";
 pub const TOKENS: &str = "tokens strictly increase";
 pub const JOINS_ONCE: &str = "a participant joins once";
 pub const LIVE_KEPT: &str = "a live participant is never removed";
@@ -1493,6 +1648,7 @@ pub const SAFETY: &[&str] = &[
     LIVE_KEPT,
     FITS,
     NEWER_KEPT,
+    BYPASS,
 ];
 
 /// A fault-free network where every holder eventually releases, crashes or lapses: at every

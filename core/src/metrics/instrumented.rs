@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tracing::Instrument;
 
+use super::{Op, Status, StoreKind};
 use crate::error::{ErrorKind, Result};
 use crate::store::{
     Capabilities, Cond, Delete, DynStore, Get, GetOptions, Meta, Put, Store, Version, Watch,
@@ -16,7 +17,7 @@ use crate::store::{
 #[derive(Debug)]
 pub(crate) struct Instrumented {
     inner: DynStore,
-    kind: &'static str,
+    kind: StoreKind,
 }
 
 impl Instrumented {
@@ -25,34 +26,24 @@ impl Instrumented {
         if inner.counted() {
             return inner;
         }
-        let kind = store_kind(inner.url());
+        let kind = StoreKind::of_url(inner.url());
         std::sync::Arc::new(Instrumented { inner, kind })
     }
 }
 
-/// The store's kind, from its URL's scheme: a label from a fixed list.
-pub(crate) fn store_kind(url: &str) -> &'static str {
-    match url.split_once("://").map_or("", |(s, _)| s) {
-        "s3" => "s3",
-        "gs" => "gs",
-        "az" | "azure" => "az",
-        "file" => "file",
-        "memory" => "memory",
-        _ => "other",
-    }
-}
-
 /// The status label of a failed request: what the store answered, if it answered.
-fn error_status(e: &crate::Error) -> &'static str {
+fn error_status(e: &crate::Error) -> Status {
     match e.http_status() {
-        Some(429) => "429",
-        Some(s) if s >= 500 => "5xx",
-        Some(404) => "404",
-        Some(412) => "412",
-        Some(_) => "4xx",
+        Some(429) => Status::TooMany,
+        Some(s) if s >= 500 => Status::ServerError,
+        Some(404) => Status::NotFound,
+        Some(412) => Status::PreconditionFailed,
+        Some(_) => Status::ClientError,
         // The file store's answers are its own: a refused write (permissions) is a 4xx.
-        None if e.kind() == ErrorKind::Store || e.kind() == ErrorKind::Invalid => "4xx",
-        None => "error",
+        None if e.kind() == ErrorKind::Store || e.kind() == ErrorKind::Invalid => {
+            Status::ClientError
+        }
+        None => Status::Error,
     }
 }
 
@@ -66,14 +57,20 @@ fn started() -> StdInstant {
 /// Run one store request `op` on `key` in its tracing span, and count it: its status (what
 /// `status_of` reads from the answer, or the error's), latency and bytes.
 async fn counted<T>(
-    store: &'static str,
-    op: &'static str,
+    store: StoreKind,
+    op: Op,
     key: &str,
     sent: u64,
     request: impl std::future::Future<Output = Result<T>>,
-    status_of: impl Fn(&T) -> (&'static str, u64),
+    status_of: impl Fn(&T) -> (Status, u64),
 ) -> Result<T> {
-    let span = tracing::debug_span!("store", store, op, key, status = tracing::field::Empty);
+    let span = tracing::debug_span!(
+        "store",
+        store = store.as_str(),
+        op = op.as_str(),
+        key,
+        status = tracing::field::Empty
+    );
     async {
         let start = started();
         let result = request.await;
@@ -82,7 +79,7 @@ async fn counted<T>(
             Ok(v) => status_of(v),
             Err(e) => (error_status(e), 0),
         };
-        tracing::Span::current().record("status", status);
+        tracing::Span::current().record("status", status.as_str());
         super::request(store, op, status, took, sent, received);
         result
     }
@@ -126,14 +123,14 @@ impl Store for Instrumented {
     async fn get(&self, key: &str, opts: GetOptions<'_>) -> Result<Get> {
         counted(
             self.kind,
-            "get",
+            Op::Get,
             key,
             0,
             self.inner.get(key, opts),
             |g| match g {
-                Get::Found(o) => ("200", o.bytes.as_ref().map_or(0, |b| b.len() as u64)),
-                Get::NotModified { .. } => ("304", 0),
-                Get::NotFound { .. } => ("404", 0),
+                Get::Found(o) => (Status::Ok, o.bytes.as_ref().map_or(0, |b| b.len() as u64)),
+                Get::NotModified { .. } => (Status::NotModified, 0),
+                Get::NotFound { .. } => (Status::NotFound, 0),
             },
         )
         .await
@@ -141,8 +138,8 @@ impl Store for Instrumented {
 
     async fn put(&self, key: &str, bytes: Bytes, cond: Cond, meta: &Meta) -> Result<Put> {
         let op = match cond {
-            Cond::Create => "create",
-            Cond::Match(_) => "update",
+            Cond::Create => Op::Create,
+            Cond::Match(_) => Op::Update,
         };
         let sent = bytes.len() as u64;
         counted(
@@ -152,8 +149,8 @@ impl Store for Instrumented {
             sent,
             self.inner.put(key, bytes, cond, meta),
             |p| match p {
-                Put::Written { .. } => ("200", 0),
-                Put::ConditionFailed => ("412", 0),
+                Put::Written { .. } => (Status::Ok, 0),
+                Put::ConditionFailed => (Status::PreconditionFailed, 0),
             },
         )
         .await
@@ -162,13 +159,13 @@ impl Store for Instrumented {
     async fn delete(&self, key: &str, version: &Version) -> Result<Delete> {
         counted(
             self.kind,
-            "delete",
+            Op::Delete,
             key,
             0,
             self.inner.delete(key, version),
             |d| match d {
-                Delete::Deleted => ("200", 0),
-                Delete::ConditionFailed => ("412", 0),
+                Delete::Deleted => (Status::Ok, 0),
+                Delete::ConditionFailed => (Status::PreconditionFailed, 0),
             },
         )
         .await

@@ -16,14 +16,16 @@
 
 mod instrumented;
 pub mod prices;
+mod requests;
 mod text;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 pub(crate) use instrumented::Instrumented;
+pub(crate) use requests::{Op, Status, StoreKind};
 pub use text::{encode_text, CONTENT_TYPE};
 
 use crate::protocol::hold::{Health, LostReason};
@@ -202,8 +204,6 @@ impl Hist {
 
 /// Label values of the lease metrics: the lease's name, and one more (outcome, reason, state).
 type LeaseKey = (Arc<str>, &'static str);
-/// Label values of the store metrics: store kind, request kind, status.
-type RequestKey = (&'static str, &'static str, &'static str);
 
 /// The registry's maps: hashed with foldhash, not the standard SipHash. A renewal records into
 /// about eight of them; with SipHash that was most of the metrics' cost on a fast store
@@ -215,17 +215,88 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 struct Registry {
     lease_names: Map<String, Arc<str>>,
     acquisitions: Map<LeaseKey, u64>,
-    renewals: Map<LeaseKey, u64>,
+    /// Each lease name's renewal counts and slack, shared with the leases that record them
+    /// ([`RenewalMetrics`]).
+    renewals: Map<Arc<str>, Arc<Mutex<Renewals>>>,
     losses: Map<LeaseKey, u64>,
     wait: Map<Arc<str>, Hist>,
     hold: Map<Arc<str>, Hist>,
     handover: Map<Arc<str>, Hist>,
-    slack: Map<Arc<str>, Hist>,
-    requests: Map<RequestKey, u64>,
-    request_seconds: Map<(&'static str, &'static str), Hist>,
-    sent: Map<&'static str, u64>,
-    received: Map<&'static str, u64>,
-    cost: Map<&'static str, f64>,
+}
+
+/// One lease name's renewal metrics: `lease_renewals_total{outcome}` and
+/// `lease_renewal_slack_seconds`. A sample appears once counted (a count above zero), as the
+/// registry's map entries did.
+struct Renewals {
+    landed: u64,
+    failed: u64,
+    slack: Hist,
+}
+
+impl Default for Renewals {
+    fn default() -> Self {
+        Renewals {
+            landed: 0,
+            failed: 0,
+            slack: Hist::new(LEASE_BUCKETS),
+        }
+    }
+}
+
+/// Bumped by [`reset`]: cells resolved before it are the old registry's.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// A lease's handle to its name's renewal cells, resolved at its first renewal: a renewal then
+/// records under one uncontended lock of its own instead of the registry's lock, a lookup of
+/// the name's label and two more hashed lookups (issue 25: most of what metrics cost a renewal
+/// on a fast store). The label is the one the name had when resolved (names keep their label
+/// once admitted; one that came past the cap stays `_other` for that lease's life).
+#[derive(Default)]
+pub(crate) struct RenewalMetrics {
+    resolved: OnceLock<(u64, Box<str>, Arc<Mutex<Renewals>>)>,
+}
+
+impl RenewalMetrics {
+    /// A renewal of `key` landed with `slack` left before the deadline it extended.
+    pub(crate) fn landed(&self, key: &str, slack: Duration) {
+        self.record(key, |c| {
+            c.landed += 1;
+            c.slack.observe(slack.as_secs_f64());
+        });
+    }
+
+    /// An attempt to renew `key` failed.
+    pub(crate) fn failed(&self, key: &str) {
+        self.record(key, |c| c.failed += 1);
+    }
+
+    fn record(&self, key: &str, f: impl FnOnce(&mut Renewals)) {
+        if !enabled() {
+            return;
+        }
+        let resolved = self.resolved.get_or_init(|| {
+            let (generation, cells) = renewal_cells(key);
+            (generation, key.into(), cells)
+        });
+        // Another key (a grant's, set after the first renewal) or a reset registry (tests):
+        // look the cells up again, as every recording did before handles.
+        let fresh;
+        let cells = if resolved.0 == GENERATION.load(Ordering::Relaxed) && *resolved.1 == *key {
+            &resolved.2
+        } else {
+            fresh = renewal_cells(key).1;
+            &fresh
+        };
+        f(&mut cells.lock().unwrap());
+    }
+}
+
+/// The renewal cells of `key`'s label, and the registry's generation they belong to.
+fn renewal_cells(key: &str) -> (u64, Arc<Mutex<Renewals>>) {
+    let mut r = registry().lock().unwrap();
+    let name = r.lease(key);
+    let cells = r.renewals.entry(name).or_default().clone();
+    (GENERATION.load(Ordering::Relaxed), cells)
 }
 
 fn registry() -> &'static Mutex<Registry> {
@@ -264,7 +335,10 @@ pub fn set_lease_label_limit(n: usize) {
 
 /// Forget every number (tests).
 pub fn reset() {
-    *registry().lock().unwrap() = Registry::default();
+    let mut r = registry().lock().unwrap();
+    *r = Registry::default();
+    requests::clear();
+    GENERATION.fetch_add(1, Ordering::Relaxed);
 }
 
 fn record(f: impl FnOnce(&mut Registry)) {
@@ -354,21 +428,17 @@ pub(crate) fn acquisition(
     });
 }
 
-/// A renewal of `key` landed with `slack` left before the deadline it extended.
+/// A renewal of `key` landed with `slack` left before the deadline it extended (a lease
+/// records through its [`RenewalMetrics`]; this looks the cells up each time).
+#[cfg(test)]
 pub(crate) fn renewal_landed(key: &str, slack: Duration) {
-    record(|r| {
-        let name = r.lease(key);
-        *r.renewals.entry((name.clone(), "landed")).or_default() += 1;
-        observe(&mut r.slack, name, LEASE_BUCKETS, slack);
-    });
+    RenewalMetrics::default().landed(key, slack);
 }
 
 /// An attempt to renew `key` failed (it is retried until the deadline).
+#[cfg(test)]
 pub(crate) fn renewal_failed(key: &str) {
-    record(|r| {
-        let name = r.lease(key);
-        *r.renewals.entry((name, "failed")).or_default() += 1;
-    });
+    RenewalMetrics::default().failed(key);
 }
 
 /// A tenure of `key` ended (released, or lost for `reason`) after `held`.
@@ -407,28 +477,20 @@ pub(crate) fn watch_health(source: HealthSource) {
     live.push(source);
 }
 
-/// A store request answered (or not: `status` "error") after `took`, with `sent` and
-/// `received` body bytes.
+/// A store request answered with `status` (or not: [`Status::Error`]) after `took`, with
+/// `sent` and `received` body bytes: counted in fixed cells, without the registry's lock
+/// (`requests.rs`).
 pub(crate) fn request(
-    store: &'static str,
-    kind: &'static str,
-    status: &'static str,
+    store: StoreKind,
+    op: Op,
+    status: Status,
     took: Duration,
     sent: u64,
     received: u64,
 ) {
-    record(|r| {
-        *r.requests.entry((store, kind, status)).or_default() += 1;
-        r.request_seconds
-            .entry((store, kind))
-            .or_insert_with(|| Hist::new(REQUEST_BUCKETS))
-            .observe(took.as_secs_f64());
-        *r.sent.entry(store).or_default() += sent;
-        *r.received.entry(store).or_default() += received;
-        if status != "error" {
-            *r.cost.entry(store).or_default() += prices::price(store, kind);
-        }
-    });
+    if enabled() {
+        requests::record(store, op, status, took, sent, received);
+    }
 }
 
 /// Every metric now.
@@ -474,12 +536,28 @@ pub fn snapshot() -> Snapshot {
             })
             .collect::<Vec<_>>()
     };
-    let per_store = |m: &Map<&'static str, u64>| {
-        m.iter()
-            .map(|(s, n)| number(vec![("store", s.to_string())], *n as f64))
-            .collect::<Vec<_>>()
-    };
-    let families = vec![
+    let (mut renewals, mut slack) = (Vec::new(), Vec::new());
+    for (name, cells) in &r.renewals {
+        let c = cells.lock().unwrap();
+        for (outcome, n) in [("landed", c.landed), ("failed", c.failed)] {
+            if n > 0 {
+                renewals.push(number(
+                    vec![
+                        ("lease", name.to_string()),
+                        ("outcome", outcome.to_string()),
+                    ],
+                    n as f64,
+                ));
+            }
+        }
+        if c.slack.count > 0 {
+            slack.push(Sample {
+                labels: vec![("lease", name.to_string())],
+                value: c.slack.value(),
+            });
+        }
+    }
+    let mut families = vec![
         family(
             "lease_acquisitions_total",
             "Acquisitions ended, by outcome (acquired, held, timeout, unavailable, cancelled, failed).",
@@ -508,13 +586,13 @@ pub fn snapshot() -> Snapshot {
             "lease_renewals_total",
             "Renewal attempts, by outcome (landed, failed: retried until the deadline).",
             Kind::Counter,
-            lease2(&r.renewals, "outcome"),
+            renewals,
         ),
         family(
             "lease_renewal_slack_seconds",
             "Time left before the deadline when a renewal landed.",
             Kind::Histogram,
-            hists(&r.slack),
+            slack,
         ),
         family(
             "lease_losses_total",
@@ -528,59 +606,9 @@ pub fn snapshot() -> Snapshot {
             Kind::Gauge,
             health_samples,
         ),
-        family(
-            "lease_store_requests_total",
-            "Store requests, by store, kind (get, create, update, delete) and status (200, 304, 404, 412, 429, 5xx, 4xx, error: no answer).",
-            Kind::Counter,
-            r.requests
-                .iter()
-                .map(|((s, k, st), n)| {
-                    number(
-                        vec![
-                            ("store", s.to_string()),
-                            ("kind", k.to_string()),
-                            ("status", st.to_string()),
-                        ],
-                        *n as f64,
-                    )
-                })
-                .collect(),
-        ),
-        family(
-            "lease_store_request_seconds",
-            "Latency of store requests, by store and kind.",
-            Kind::Histogram,
-            r.request_seconds
-                .iter()
-                .map(|((s, k), h)| Sample {
-                    labels: vec![("store", s.to_string()), ("kind", k.to_string())],
-                    value: h.value(),
-                })
-                .collect(),
-        ),
-        family(
-            "lease_store_sent_bytes_total",
-            "Bytes of request bodies sent to the store.",
-            Kind::Counter,
-            per_store(&r.sent),
-        ),
-        family(
-            "lease_store_received_bytes_total",
-            "Bytes of response bodies received from the store.",
-            Kind::Counter,
-            per_store(&r.received),
-        ),
-        family(
-            "lease_store_cost_dollars_total",
-            "Estimated request charges in US dollars, from the list prices in core/src/metrics/prices.rs.",
-            Kind::Counter,
-            r.cost
-                .iter()
-                .map(|(s, c)| number(vec![("store", s.to_string())], *c))
-                .collect(),
-        ),
     ];
     drop(r);
+    families.extend(requests::families());
     let mut snapshot = Snapshot { families };
     for f in &mut snapshot.families {
         f.samples.sort_by(|a, b| a.labels.cmp(&b.labels));

@@ -33,7 +33,14 @@ fn counters_histograms_and_the_text_format() {
         Duration::from_secs(90),
         Some(&LostReason::Expired),
     );
-    request("memory", "update", "412", Duration::from_millis(1), 300, 0);
+    request(
+        StoreKind::Memory,
+        Op::Update,
+        Status::PreconditionFailed,
+        Duration::from_millis(1),
+        300,
+        0,
+    );
     let s = snapshot();
     let l = |o| [("lease", "t/text"), ("outcome", o)];
     assert_eq!(count(&s, "lease_acquisitions_total", &l("acquired")), 1.0);
@@ -150,9 +157,10 @@ fn request_costs_follow_the_price_list() {
     let _turn = serial();
     let before = snapshot().value("lease_store_cost_dollars_total", &[("store", "s3")]);
     for _ in 0..1000 {
-        request("s3", "update", "200", Duration::ZERO, 500, 0);
-        request("s3", "get", "304", Duration::ZERO, 0, 0);
-        request("s3", "get", "error", Duration::ZERO, 0, 0); // no answer: not billed
+        let s3 = StoreKind::S3;
+        request(s3, Op::Update, Status::Ok, Duration::ZERO, 500, 0);
+        request(s3, Op::Get, Status::NotModified, Duration::ZERO, 0, 0);
+        request(s3, Op::Get, Status::Error, Duration::ZERO, 0, 0); // no answer: not billed
     }
     let after = snapshot().value("lease_store_cost_dollars_total", &[("store", "s3")]);
     let spent = after - before;
@@ -199,4 +207,110 @@ async fn the_counted_store_says_what_the_store_says_of_itself() {
         let again = instrumented::Instrumented::wrap(counted.clone());
         assert!(std::sync::Arc::ptr_eq(&again, &counted));
     }
+}
+
+/// A lease's renewal handle counts where a lookup by name would: under its key, under a new
+/// key when the lease's key changes (a grant's), and in the new registry after a reset.
+#[test]
+fn a_renewal_handle_counts_where_a_lookup_would() {
+    let _turn = serial();
+    let h = RenewalMetrics::default();
+    h.landed("t/handle", Duration::from_secs(5));
+    h.failed("t/handle");
+    h.landed("t/handle-grant", Duration::from_secs(25));
+    let s = snapshot();
+    let l = |k, o| [("lease", k), ("outcome", o)];
+    assert_eq!(
+        count(&s, "lease_renewals_total", &l("t/handle", "landed")),
+        1.0
+    );
+    assert_eq!(
+        count(&s, "lease_renewals_total", &l("t/handle", "failed")),
+        1.0
+    );
+    assert_eq!(
+        count(&s, "lease_renewals_total", &l("t/handle-grant", "landed")),
+        1.0
+    );
+    assert!(s
+        .sample("lease_renewals_total", &l("t/handle-grant", "failed"))
+        .is_none());
+    let Some(Sample {
+        value: Value::Histogram { sum, count: n, .. },
+        ..
+    }) = s.sample("lease_renewal_slack_seconds", &[("lease", "t/handle")])
+    else {
+        panic!("no slack histogram")
+    };
+    assert_eq!((*sum, *n), (5.0, 1));
+    reset();
+    h.landed("t/handle", Duration::from_secs(5));
+    let s = snapshot();
+    assert_eq!(
+        count(&s, "lease_renewals_total", &l("t/handle", "landed")),
+        1.0
+    );
+    assert!(s
+        .sample("lease_renewals_total", &l("t/handle", "failed"))
+        .is_none());
+}
+
+/// The store's fixed cells (`requests.rs`) count what the registry's maps did: by store kind,
+/// request kind and status; latency by store and kind (its count the sum of its buckets, a
+/// latency past the last bound only in `+Inf`); bytes by store; cost only for answered
+/// requests. Deltas on `az`, which no other unit test uses.
+#[test]
+fn store_requests_are_counted_in_their_fixed_cells() {
+    let _turn = serial();
+    let before = snapshot();
+    let az = StoreKind::of_url("az://account/container");
+    assert_eq!(az, StoreKind::Az);
+    request(az, Op::Create, Status::Ok, Duration::from_millis(2), 100, 0);
+    request(az, Op::Get, Status::NotFound, Duration::from_secs(60), 0, 7);
+    request(az, Op::Get, Status::Error, Duration::from_millis(1), 0, 0);
+    let after = snapshot();
+    let delta = |name: &str, labels: &[(&str, &str)]| {
+        after.value(name, labels) - before.value(name, labels)
+    };
+    let req = |kind, status| {
+        delta(
+            "lease_store_requests_total",
+            &[("store", "az"), ("kind", kind), ("status", status)],
+        )
+    };
+    assert_eq!(
+        (req("create", "200"), req("get", "404"), req("get", "error")),
+        (1.0, 1.0, 1.0)
+    );
+    assert_eq!(req("update", "200"), 0.0);
+    let bytes = |name| delta(name, &[("store", "az")]);
+    assert_eq!(
+        (
+            bytes("lease_store_sent_bytes_total"),
+            bytes("lease_store_received_bytes_total")
+        ),
+        (100.0, 7.0)
+    );
+    let cost = bytes("lease_store_cost_dollars_total");
+    let billed = prices::price("az", "create") + prices::price("az", "get");
+    assert!((cost - billed).abs() < 1e-12, "{cost} against {billed}");
+    let Some(Sample {
+        value: Value::Histogram { buckets, count, .. },
+        ..
+    }) = after.sample(
+        "lease_store_request_seconds",
+        &[("store", "az"), ("kind", "get")],
+    )
+    else {
+        panic!("no latency of az gets")
+    };
+    let last = buckets.last().unwrap();
+    // The 60 s get is past the last bound (10 s): in the count, in no finite bucket.
+    assert_eq!((last.0, *count - last.1 >= 1), (10.0, true));
+    assert!(after
+        .sample(
+            "lease_store_request_seconds",
+            &[("store", "az"), ("kind", "delete")]
+        )
+        .is_none());
 }

@@ -83,16 +83,56 @@ pub enum Mutant {
     /// meanwhile handed that epoch out and was deleted — it hands it out again (issue 22's
     /// finding on the exclusive lease).
     LeaseCreateGrants = 29,
+    /// Queued locks: a wake hint is taken as the news of a grant — the waiter goes ahead with
+    /// the record it last read and its token counter, without reading (issue 23: a hint carries
+    /// no authority, and the model's forged, duplicated and early hints must show why).
+    HintTakenAsGrant = 40,
+    /// Queued locks: a grant to a later-joined waiter does not advance the bypass count of the
+    /// earlier competing waiters it passed, so a stream of higher priorities starves a lower
+    /// one (issue 23, "Priorities").
+    QueueBypassNotCounted = 30,
+    /// Queued locks: a waiter is due only by its own bypass count, not by a later competing
+    /// one's of its priority, so a due later waiter goes before an earlier one of the same
+    /// priority (issue 23, "Priorities").
+    QueueDueNotInherited = 31,
     /// Shared sessions: a grant's join is sent as soon as its number is handed out, before a
     /// session write that holds it has landed: a checker that reads the record, then the
     /// session, finds the number detached and removes a grant its owner will believe (issue 24).
-    SessionJoinBeforeAttach = 30,
+    SessionJoinBeforeAttach = 41,
     /// Shared sessions: a released grant's number is detached while its owner still believes
     /// it (the detach lands before the belief ends): rule 4 removes a believed grant.
-    SessionDetachWhileBelieved = 31,
+    SessionDetachWhileBelieved = 42,
     /// Shared sessions: a grant's belief outlives its session's loss (lapse, takeover): every
     /// grant attached stays believed while checkers remove them.
-    SessionBeliefOutlivesLoss = 32,
+    SessionBeliefOutlivesLoss = 43,
+}
+
+#[cfg(feature = "negative-controls")]
+static BYPASS_LIMIT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Set the queued locks' bypass bound for the whole process (`None`: [`MAX_BYPASS`]): the model
+/// checker checks the rule at 1 or 2 to reach the bound in few steps. Test processes only.
+///
+/// [`MAX_BYPASS`]: super::queue::MAX_BYPASS
+#[cfg(feature = "negative-controls")]
+pub fn set_bypass_limit(limit: Option<u32>) {
+    BYPASS_LIMIT.store(limit.unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The bypass bound a test process set, if any.
+#[inline]
+pub(crate) fn bypass_limit() -> Option<u32> {
+    #[cfg(feature = "negative-controls")]
+    {
+        match BYPASS_LIMIT.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+    #[cfg(not(feature = "negative-controls"))]
+    {
+        None
+    }
 }
 
 #[cfg(feature = "negative-controls")]

@@ -59,7 +59,20 @@ pub const MAX_WAKE_LEN: usize = 64;
 
 /// The features (`requires`) this version knows. A record that requires another one was
 /// written by a newer version (docs/protocol.md §10, "Evolution").
-const KNOWN_FEATURES: [&str; 1] = [SESSION_FEATURE];
+const KNOWN_FEATURES: [&str; 2] = [PRIORITY_FEATURE, SESSION_FEATURE];
+
+/// The feature a record requires while any entry carries a priority or a bypass count: an
+/// older writer would settle it in join order and drop both (docs/protocol.md §10,
+/// "Priorities").
+pub const PRIORITY_FEATURE: &str = "priority";
+
+/// The lowest and highest priority a request may carry (defined with the other bounds of what
+/// a request asks, in `scope`).
+pub use crate::scope::{MAX_PRIORITY, MIN_PRIORITY};
+
+/// How many later-joined competing waiters may be granted before a waiter: at this many it is
+/// *due* and goes first (docs/protocol.md §10, "Priorities": bounded bypass).
+pub const MAX_BYPASS: u32 = 8;
 
 /// The feature a record requires while it lists an entry attached to a shared session: a
 /// version that does not know it would check `KEY.q/ID`, find nothing, and after ttl + grace
@@ -96,10 +109,26 @@ pub struct Entry {
     /// (docs/protocol.md §10, "Wake hints"). It decides nothing and carries no authority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake: Option<String>,
+    /// Higher goes first among competing waiters (docs/protocol.md §10, "Priorities"); 0 (the
+    /// default) is omitted. Dropped at the grant: it orders only who is granted next.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub priority: i32,
+    /// How many later-joined competing waiters were granted while this one waited (at most
+    /// [`MAX_BYPASS`]); 0 is omitted, and it is dropped at the grant.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub passed: u32,
 }
 
 fn is_exclusive(m: &Mode) -> bool {
     *m == Mode::Exclusive
+}
+
+fn is_zero_i32(n: &i32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Entry {
@@ -135,6 +164,11 @@ impl Entry {
     pub fn wake_hint(&self) -> Option<&str> {
         self.wake.as_deref().filter(|w| w.len() <= MAX_WAKE_LEN)
     }
+
+    /// Whether this entry uses the priority feature (a priority, or a bypass count).
+    fn uses_priority(&self) -> bool {
+        self.priority != 0 || self.passed != 0
+    }
 }
 
 /// A queued lock's record.
@@ -148,7 +182,8 @@ pub struct QueueRecord {
     /// At most this many grants overlap; `None`: no limit for shared grants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permits: Option<u32>,
-    /// Features a reader must know to decide from this record (none yet; see [`classify`]).
+    /// Features a reader must know to decide from this record ([`PRIORITY_FEATURE`] while any
+    /// entry carries a priority; see [`classify`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires: Vec<String>,
     /// Who holds it now, in the order granted.
@@ -166,7 +201,7 @@ pub enum Position {
         token: u64,
     },
     Waiting {
-        /// How many waiters are ahead of it.
+        /// How many waiters are ahead of it in settling order ([`QueueRecord::order`]).
         ahead: usize,
         /// How many of those compete with it (must be granted before it).
         competing: usize,
@@ -376,9 +411,15 @@ impl QueueRecord {
         worst.permits = Some(u32::MAX);
         // In one list: the separators are then the most there can be.
         worst.grants.append(&mut worst.queue);
+        // Bypass counts only grow where priorities differ: then each may reach the bound.
+        let priorities = worst.grants.iter().any(Entry::uses_priority);
         for e in &mut worst.grants {
             e.token = Some(u64::MAX);
+            if priorities {
+                e.passed = e.passed.max(bypass_limit());
+            }
         }
+        worst.note_features();
         worst.to_bytes().len()
     }
 
@@ -416,8 +457,8 @@ impl QueueRecord {
                 }
                 let mut entry = entry.clone();
                 entry.token = None;
+                entry.passed = 0;
                 next.queue.push(entry);
-                next.require_exactly();
                 // Room for every later write that only shrinks or settles the record.
                 let needed = if super::mutants::on(super::mutants::Mutant::QueueJoinIgnoresReserve)
                 {
@@ -436,7 +477,6 @@ impl QueueRecord {
                 if next.grants.len() + next.queue.len() == before {
                     return Ok(None);
                 }
-                next.require_exactly();
             }
             Change::SetPermits(permits) => {
                 if *permits == self.permits {
@@ -446,22 +486,10 @@ impl QueueRecord {
             }
         }
         next.rev += 1;
+        next.note_features();
         Ok(Some(next))
     }
 
-    /// Require [`SESSION_FEATURE`] exactly while an entry is attached to a shared session: an
-    /// older version must refuse the record then, and may use the lock again once none is.
-    fn require_exactly(&mut self) {
-        let shared = self
-            .grants
-            .iter()
-            .chain(&self.queue)
-            .any(|e| e.session.is_some());
-        self.requires.retain(|f| f != SESSION_FEATURE);
-        if shared {
-            self.requires.push(SESSION_FEATURE.to_string());
-        }
-    }
 
     /// This record settled with tokens above `floor`, if that grants anyone (a record made
     /// where none is, or made again, lists its waiters unsettled: its first reader settles it).
@@ -475,31 +503,145 @@ impl QueueRecord {
         Some(next)
     }
 
-    /// Grant every waiter that may go now, in arrival order: one that fits beside the grants
-    /// and that no earlier waiter competes with. Each grant gets the next token, above `floor`
-    /// too: the writer's clock in ms (or the store's), read after the read that showed this
-    /// record. Carried by a write conditional on that version, it lands only while this record
-    /// exists, so after every earlier record's deletion, and by then the clock has passed every
-    /// token those records handed out (assumption 4 of docs/model.md): tokens never repeat,
-    /// whatever is deleted and whatever `Create` lands late **(changed, issue 22)**.
+    /// Grant every waiter that may go now, in settling order ([`order`]): one that fits beside
+    /// the grants and that no waiter before it in that order competes with. Each grant gets the
+    /// next token, above `floor` too: the writer's clock in ms (or the store's), read after the
+    /// read that showed this record. Carried by a write conditional on that version, it lands
+    /// only while this record exists, so after every earlier record's deletion, and by then the
+    /// clock has passed every token those records handed out (assumption 4 of docs/model.md):
+    /// tokens never repeat, whatever is deleted and whatever `Create` lands late **(changed,
+    /// issue 22)**.
+    ///
+    /// A grant that makes a waiter due ends its pass, and the next pass orders that waiter
+    /// first (docs/protocol.md §10, "Priorities"); a pass that ends by itself has seen every
+    /// waiter with what it knows at the end, so nothing more can go. Each pass that ends early
+    /// has granted someone: at most one pass more than there are waiters.
+    ///
+    /// [`order`]: QueueRecord::order
     pub fn settle(&mut self, floor: u64) {
-        // One pass over the waiters in arrival order; those not granted stay, in the same
-        // order. (No hand-kept index: a loop whose index a mutant could freeze never ends.)
-        let mut waiting = Vec::with_capacity(self.queue.len());
-        for mut request in std::mem::take(&mut self.queue) {
-            let overtakes = waiting
-                .iter()
-                .any(|earlier| self.competes(earlier, &request))
-                && !super::mutants::on(super::mutants::Mutant::QueueOvertakes);
-            if !overtakes && self.fits(&request) {
-                self.epoch = self.epoch.max(floor) + 1;
-                request.token = Some(self.epoch);
-                self.grants.push(request);
-            } else {
-                waiting.push(request);
+        if !self.queue.iter().any(Entry::uses_priority) {
+            // Without priorities nobody is passed over, so nobody becomes due: one pass.
+            self.settle_pass(floor);
+        } else {
+            for _ in 0..=self.queue.len() {
+                if !self.settle_pass(floor) {
+                    break;
+                }
             }
         }
-        self.queue = waiting;
+        self.note_features();
+    }
+
+    /// One pass over the waiters in settling order; whether it ended early, at a grant that
+    /// made a waiter due (then another pass may grant more).
+    fn settle_pass(&mut self, floor: u64) -> bool {
+        let limit = bypass_limit();
+        let mut granted = vec![false; self.queue.len()];
+        // Considered in this pass and not granted: they go before the rest.
+        let mut waiting: Vec<usize> = Vec::new();
+        let mut ended_early = false;
+        for i in self.order() {
+            let request = &self.queue[i];
+            let overtakes = waiting
+                .iter()
+                .any(|&w| self.competes(&self.queue[w], request))
+                && !super::mutants::on(super::mutants::Mutant::QueueOvertakes);
+            if overtakes || !self.fits(request) {
+                waiting.push(i);
+                continue;
+            }
+            self.epoch = self.epoch.max(floor) + 1;
+            let mut grant = request.clone();
+            grant.token = Some(self.epoch);
+            // They ordered only who is granted next.
+            grant.priority = 0;
+            grant.passed = 0;
+            self.grants.push(grant);
+            granted[i] = true;
+            // Every earlier competing waiter still waiting was passed over once more.
+            let passed_over: Vec<usize> = granted[..i]
+                .iter()
+                .enumerate()
+                .filter(|&(j, done)| !done && self.competes(&self.queue[j], &self.queue[i]))
+                .map(|(j, _)| j)
+                .collect();
+            // A waiter that reaches the bound is due: the next pass orders it first (the order
+            // is only ever recomputed, so ending early more often would cost passes, not
+            // change the record).
+            let mut newly_due = false;
+            for j in passed_over {
+                if super::mutants::on(super::mutants::Mutant::QueueBypassNotCounted) {
+                    break;
+                }
+                let passed = &mut self.queue[j].passed;
+                *passed = passed.saturating_add(1);
+                newly_due |= *passed == limit;
+            }
+            if newly_due {
+                ended_early = true;
+                break;
+            }
+        }
+        let mut at = 0;
+        self.queue.retain(|_| {
+            at += 1;
+            !granted[at - 1]
+        });
+        ended_early
+    }
+
+    /// The order in which waiters are considered for a grant, as indexes into the queue
+    /// (arrival order): *due* waiters first, in arrival order; then the rest by priority,
+    /// higher first, then arrival. A waiter is due when it was passed over [`MAX_BYPASS`]
+    /// times, or an earlier competing waiter of its priority is (so that FIFO within a priority
+    /// holds whoever is due): no later competing waiter goes before a due one, so each is
+    /// passed over at most that many times (docs/protocol.md §10, "Priorities").
+    pub fn order(&self) -> Vec<usize> {
+        let n = self.queue.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        if !self.queue.iter().any(Entry::uses_priority) {
+            return order;
+        }
+        let limit = bypass_limit();
+        let mut due: Vec<bool> = self.queue.iter().map(|e| e.passed >= limit).collect();
+        // From the latest back, so that it passes on through a chain of one priority.
+        for j in (0..n).rev() {
+            if !due[j] || super::mutants::on(super::mutants::Mutant::QueueDueNotInherited) {
+                continue;
+            }
+            let later = &self.queue[j];
+            for (i, e) in self.queue[..j].iter().enumerate() {
+                if e.priority == later.priority && self.competes(e, later) {
+                    due[i] = true;
+                }
+            }
+        }
+        order.sort_by_key(|&i| {
+            let rank = if due[i] {
+                i64::MIN
+            } else {
+                -i64::from(self.queue[i].priority)
+            };
+            (rank, i)
+        });
+        order
+    }
+
+    /// List [`PRIORITY_FEATURE`] in `requires` while, and only while, some entry uses it, and
+    /// [`SESSION_FEATURE`] while, and only while, an entry is attached to a shared session: an
+    /// older version must refuse the record then, and may use the lock again once none is.
+    fn note_features(&mut self) {
+        let all = || self.grants.iter().chain(&self.queue);
+        let priority = all().any(Entry::uses_priority);
+        let shared = all().any(|e| e.session.is_some());
+        self.requires
+            .retain(|f| f != PRIORITY_FEATURE && f != SESSION_FEATURE);
+        if priority {
+            self.requires.push(PRIORITY_FEATURE.to_string());
+        }
+        if shared {
+            self.requires.push(SESSION_FEATURE.to_string());
+        }
     }
 
     /// Whether `request` may be granted beside the current grants.
@@ -568,16 +710,18 @@ impl QueueRecord {
                 token: g.token.unwrap_or(self.epoch),
             };
         }
-        let Some(at) = self.queue.iter().position(|e| e.id() == id) else {
+        let Some(me) = self.queue.iter().position(|e| e.id() == id) else {
             return Position::Absent;
         };
-        let request = &self.queue[at];
-        let competing = self.queue[..at]
-            .iter()
+        let request = &self.queue[me];
+        // Ahead of it: those before it in settling order (arrival order without priorities).
+        let order = self.order();
+        let at = order.iter().position(|&i| i == me).unwrap_or(me);
+        let before = || order[..at].iter().map(|&i| &self.queue[i]);
+        let competing = before()
             .filter(|earlier| self.competes(earlier, request))
             .count();
-        let nearest_competitor = self.queue[..at]
-            .iter()
+        let nearest_competitor = before()
             .rev()
             .find(|earlier| self.competes(earlier, request));
         let blockers = match nearest_competitor {
@@ -617,6 +761,12 @@ impl QueueRecord {
             ))),
         }
     }
+}
+
+/// The bypass bound in force: [`MAX_BYPASS`], or a smaller one the model checker sets to reach
+/// it in few steps (the rule's argument does not depend on its value).
+fn bypass_limit() -> u32 {
+    super::mutants::bypass_limit().unwrap_or(MAX_BYPASS)
 }
 
 /// The "queue full" error: what the limit is, and what to do.

@@ -1468,6 +1468,25 @@ static void test_queue_scopes_and_bad_options(void) {
   CHECK(lease_grant_mode(NULL) == LEASE_MODE_NONE);
   lease_free(plain);
 
+  /* A priority (issue 23) makes a request a queued one; out of range it is LEASE_INVALID. The
+   * order it gives is tested through this ABI by the Go binding's TestQueuePriority. */
+  char prio_name[128];
+  name_of(prio_name, sizeof prio_name, "queue-priority");
+  lease_options p = lease_options_default();
+  p.wait_ms = 0;
+  p.priority = -7;
+  lease *prio = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, prio_name, &p, &prio, &err));
+  CHECK(lease_grant_mode(prio) == LEASE_MODE_EXCLUSIVE);
+  lease_free(prio);
+  int32_t bad_priorities[] = {1000000001, -1000000001, INT32_MIN, INT32_MAX};
+  for (size_t i = 0; i < sizeof bad_priorities / sizeof bad_priorities[0]; i++) {
+    p.priority = bad_priorities[i];
+    lease *l = NULL;
+    CHECK_CODE(LEASE_INVALID, lease_acquire(store, prio_name, &p, &l, &err));
+    CHECK(l == NULL);
+  }
+
   struct {
     int shared;
     uint32_t permits;
@@ -1579,6 +1598,77 @@ static void test_queue_fencing(void) {
   lease_runtime_free(rt);
 }
 
+/* The waiters' part of a queued lock's record, read through the store (`"queue":[...]`, one
+ * waiter's entry in these tests; `wake` holds where a hint reaches it), into `out`. */
+static void queue_part(lease_store *store, const char *name, char *out, size_t len) {
+  lease_object *rec = NULL;
+  CHECK_CODE(LEASE_OK, lease_fenced_get(store, name, &rec, &err));
+  CHECK(rec != NULL);
+  size_t n = 0;
+  const uint8_t *data = lease_object_data(rec, &n);
+  char text[8192];
+  CHECK(n < sizeof text);
+  memcpy(text, data, n);
+  text[n] = '\0';
+  lease_object_free(rec);
+  const char *q = strstr(text, "\"queue\":[");
+  CHECK(q != NULL);
+  const char *end = strchr(q, ']');
+  CHECK(end != NULL);
+  snprintf(out, len, "%.*s", (int)(end - q + 1), q);
+}
+
+/* Issue 23: `wake_hints` says where a waiter of a queued lock can be woken. By default (and
+ * with "127.0.0.1") its queue entry carries a loopback address; with "off" none (it learns of
+ * its grant at its next poll); a value that is neither is LEASE_INVALID. */
+static void test_wake_hints(void) {
+  char name[128], part[2048];
+  name_of(name, sizeof name, "wake-hints");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  const char *choices[] = {NULL, "127.0.0.1", "off"};
+  for (size_t i = 0; i < sizeof choices / sizeof choices[0]; i++) {
+    lease_options h = queue_opts("h", 0);
+    h.wait_ms = 0;
+    lease *holder = NULL;
+    CHECK_CODE(LEASE_OK, lease_acquire(store, name, &h, &holder, &err));
+    struct queued_acquire w = {.store = store, .name = name, .opts = queue_opts("w", 0)};
+    w.opts.wake_hints = choices[i];
+    pthread_t tw;
+    CHECK(pthread_create(&tw, NULL, queued_acquirer, &w) == 0);
+    wait_for_waiters(store, name, "w,");
+    queue_part(store, name, part, sizeof part);
+    if (choices[i] != NULL && strcmp(choices[i], "off") == 0) {
+      if (strstr(part, "\"wake\"") != NULL) fprintf(stderr, "hints off, yet: %s\n", part);
+      CHECK(strstr(part, "\"wake\"") == NULL);
+    } else {
+      if (strstr(part, "\"wake\":\"udp:127.0.0.1:") == NULL) fprintf(stderr, "no hint: %s\n", part);
+      CHECK(strstr(part, "\"wake\":\"udp:127.0.0.1:") != NULL);
+    }
+    CHECK_CODE(LEASE_OK, lease_release(holder, &err));
+    CHECK(pthread_join(tw, NULL) == 0);
+    CHECK(w.got != NULL);
+    CHECK_CODE(LEASE_OK, lease_release(w.got, &err));
+    lease_free(w.got);
+    lease_free(holder);
+  }
+  const char *bad[] = {"", "on-demand", "127.0.0", "udp:127.0.0.1:9", "\xff"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lease_options x = queue_opts("x", 0);
+    x.wait_ms = 0;
+    x.wake_hints = bad[i];
+    lease *l = NULL;
+    char msg[512];
+    lease_error *e = NULL;
+    CHECK(code_and_message(lease_acquire(store, name, &x, &l, &e), &e, msg, sizeof msg) ==
+          LEASE_INVALID);
+    CHECK(l == NULL);
+    CHECK(i == 4 || strstr(msg, "loopback") != NULL);
+  }
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 struct test {
   const char *name;
   void (*run)(void);
@@ -1646,6 +1736,7 @@ static const struct test tests[] = {
     {"queue_semaphore", test_queue_semaphore},
     {"queue_scopes_and_bad_options", test_queue_scopes_and_bad_options},
     {"queue_fencing", test_queue_fencing},
+    {"wake_hints", test_wake_hints},
 };
 
 int main(int argc, char **argv) {

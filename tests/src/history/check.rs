@@ -172,6 +172,7 @@ pub fn check(mut events: Vec<Event>, cfg: &Config) -> Report {
     r.workers = h.workers.len();
     r.requests = h.requests.len();
     r.grants = h.grants.len();
+    crashes(&h, &mut r);
     exclusion(&h, cfg, &mut r);
     tokens(&h, &mut r);
     liveness(&h, cfg, &mut r);
@@ -250,8 +251,25 @@ fn frozen(h: &History, older: &Grant, newer: &Grant) -> Option<String> {
             ms(f.at),
             ms(c)
         ),
+        None if f.what == "died" => format!("{} died at {:.0} ms", older.worker, ms(f.at)),
         None => format!("{} was killed at {:.0} ms", older.worker, ms(f.at)),
     })
+}
+
+/// A worker that died of itself: a crash of the library or its binding (or of the harness's
+/// tools) until shown otherwise. Its death is then judged like a kill at its last event.
+fn crashes(h: &History, r: &mut Report) {
+    for (name, w) in &h.workers {
+        if let Some(status) = &w.died {
+            r.violation(
+                "crash",
+                format!(
+                    "{name} died ({status}) with no fault injected; its last event at {:.0} ms",
+                    ms(w.last_event)
+                ),
+            );
+        }
+    }
 }
 
 fn exclusion(h: &History, cfg: &Config, r: &mut Report) {
@@ -458,10 +476,10 @@ fn liveness(h: &History, cfg: &Config, r: &mut Report) {
                     dead.push(format!(
                         "{} ({} at {:.0} ms, last renewal {:.0} ms)",
                         g.label(),
-                        if f.until.is_some() {
-                            "stopped"
-                        } else {
-                            "killed"
+                        match (f.until, f.what.as_str()) {
+                            (Some(_), _) => "stopped",
+                            (None, "died") => "died",
+                            (None, _) => "killed",
                         },
                         ms(f.at),
                         ms(w.last_life(f.at))

@@ -156,6 +156,12 @@ pub enum Kind {
     Timeout {
         target: String,
     },
+    /// A worker the harness found exited of itself (no kill of its own, no timeout) with an
+    /// unsuccessful `status`: a crash, judged like a kill at its last event.
+    Died {
+        target: String,
+        status: String,
+    },
     /// An event this checker does not know: kept, ignored.
     Other(String),
 }
@@ -268,6 +274,10 @@ impl Event {
             "timeout" => Kind::Timeout {
                 target: s("target")?,
             },
+            "died" => Kind::Died {
+                target: s("target")?,
+                status: s("status").unwrap_or_default(),
+            },
             other => Kind::Other(other.to_string()),
         };
         Ok(Event { t, w, kind })
@@ -358,6 +368,8 @@ pub struct Worker {
     pub lang: String,
     pub gated: bool,
     pub killed: Option<u64>,
+    /// How it died of itself (`Kind::Died`), if it did.
+    pub died: Option<String>,
     pub stops: Vec<Stop>,
     /// `t_send` of every renewal it saw, in order.
     pub renewals: Vec<u64>,
@@ -368,7 +380,8 @@ pub struct Worker {
 
 impl Worker {
     /// Every stretch in which it could not renew: each stop (until its continue) and its
-    /// death (`what` = `kill`, for good), in time order.
+    /// death (`what` = `kill`, for good; `died` when it died of itself, from its last
+    /// event), in time order.
     pub fn freezes(&self) -> Vec<Stop> {
         let mut all = self.stops.clone();
         if let Some(k) = self.killed {
@@ -376,6 +389,12 @@ impl Worker {
                 at: k,
                 until: None,
                 what: "kill".into(),
+            });
+        } else if self.died.is_some() {
+            all.push(Stop {
+                at: self.last_event,
+                until: None,
+                what: "died".into(),
             });
         }
         all.sort_by_key(|s| s.at);
@@ -533,6 +552,10 @@ impl History {
             Kind::Kill { target } => {
                 let w = self.workers.entry(target.clone()).or_default();
                 w.killed.get_or_insert(e.t);
+            }
+            Kind::Died { target, status } => {
+                let w = self.workers.entry(target.clone()).or_default();
+                w.died.get_or_insert(status.clone());
             }
             Kind::Stop { target, what } => {
                 self.workers

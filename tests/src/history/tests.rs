@@ -318,6 +318,60 @@ fn a_waiter_behind_a_dead_holder_is_served_within_the_bound_from_its_last_renewa
     assert!(takeover(10.0, 5600.0).checks().ok());
 }
 
+/// A holder whose process died of itself after its act at 990 ms (the harness saw it exit
+/// with `status`, no fault injected), and a waiter granted at `granted`.
+fn died(status: Option<&str>, granted: f64) -> Log {
+    let mut l = Log::default();
+    l.start(0.0, "h")
+        .request(1.0, "h", "job", "exclusive", "whole")
+        .ev(2.0, "h", "grant", json!({ "token": 10 }))
+        .ev(2.0, "h", "renewed", json!({ "t_send": 1_500_000u64 }))
+        .ev(990.0, "h", "act", json!({}))
+        .start(0.0, "w")
+        .request(3.0, "w", "job", "exclusive", "whole")
+        .ev(granted, "w", "grant", json!({ "token": 11 }))
+        .ev(granted + 10.0, "w", "end", json!({}))
+        .ev(granted + 11.0, "w", "released", json!({ "outcome": "ok" }));
+    if let Some(status) = status {
+        l.ev(
+            9000.0,
+            "injector",
+            "died",
+            json!({ "target": "h", "status": status }),
+        );
+    }
+    l
+}
+
+#[test]
+fn a_worker_that_dies_of_itself_is_a_crash_and_the_waiters_behind_it_are_judged_from_its_end() {
+    let r = died(Some("signal: 7 (SIGBUS)"), 5400.0).checks();
+    assert!(
+        failed(
+            &r,
+            "crash",
+            "h died (signal: 7 (SIGBUS)) with no fault injected"
+        ),
+        "{r}"
+    );
+    // Its death counts from its last event (990 ms): 990 + 4110 + 500 ms, like a kill.
+    assert!(!r.violations.iter().any(|v| v.check == "liveness"), "{r}");
+    let r = died(Some("signal: 7 (SIGBUS)"), 5700.0).checks();
+    assert!(
+        failed(
+            &r,
+            "liveness",
+            "h (token 10, exclusive whole) (died at 990 ms"
+        ),
+        "{r}"
+    );
+    // Without the harness's word (before it told deaths) the grant simply stops in the log,
+    // and the waiter is reported late behind nobody: what the CI round of c9cd964 showed.
+    let r = died(None, 5400.0).checks();
+    assert!(failed(&r, "liveness", "dead ahead: none"), "{r}");
+    assert!(!r.violations.iter().any(|v| v.check == "crash"), "{r}");
+}
+
 #[test]
 fn a_waiter_left_waiting_or_failing_fails_unless_expected_and_a_dead_one_does_not() {
     let mut l = Log::default();

@@ -93,7 +93,7 @@ impl Tools {
     /// monotonic clock: else the clock steps of the run would prove nothing.
     fn check_wallstep(&self, scratch: &Path) {
         let file = scratch.join("check.wallstep");
-        std::fs::write(&file, (3_600_000_000_000i64).to_le_bytes()).unwrap();
+        set_wall_offset(&file, 3_600_000_000_000);
         let out = Command::new("date")
             .arg("+%s")
             .env("LD_PRELOAD", &self.wallstep)
@@ -110,6 +110,22 @@ impl Tools {
             "the wall-clock step library did not step `date`: {stepped} vs {now}"
         );
     }
+}
+
+/// Set the wall-clock offset (nanoseconds) that the step library of the processes started with
+/// `file` reads. The file is mapped by them, so it is created once and then only overwritten:
+/// a truncating write would leave it empty for an instant, and a process reading its clock
+/// then dies of SIGBUS (`a_clock_step_never_kills_the_process_it_steps`).
+/// One aligned 8-byte `pwrite` at offset 0, which the page cache copies whole.
+pub fn set_wall_offset(file: &Path, offset_ns: i64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(file)
+        .unwrap();
+    f.write_all_at(&offset_ns.to_le_bytes(), 0).unwrap();
 }
 
 /// Which language a worker is written in.
@@ -221,6 +237,10 @@ pub struct Proc {
     stdout: Option<BufReader<ChildStdout>>,
     /// The file its wall-clock offset is read from.
     wallstep: Option<PathBuf>,
+    /// Whether its end is told in the injector's log already: killed by the injector (kill -9,
+    /// or at the run's deadline), or reported as died. Else an exit by a signal or with a
+    /// failure is its own crash.
+    end_told: bool,
 }
 
 impl Proc {
@@ -370,7 +390,7 @@ impl Run {
             let f = self
                 .dir
                 .join(format!("{}.wallstep", name.replace('/', "_")));
-            std::fs::write(&f, 0i64.to_le_bytes()).unwrap();
+            set_wall_offset(&f, 0);
             cmd.env("LD_PRELOAD", &t.wallstep)
                 .env("LEASE_WALLSTEP_FILE", &f);
             f
@@ -402,6 +422,7 @@ impl Run {
                 stdin,
                 stdout,
                 wallstep: step_file,
+                end_told: false,
             });
         name
     }
@@ -423,6 +444,7 @@ impl Run {
                 return;
             }
             let kids = descendants(p.pid());
+            p.end_told = true;
             signal(p.pid(), libc::SIGKILL);
             if p.lang == Lang::Cli {
                 for k in kids.iter().filter(|&&k| parent_of(k) == Some(p.pid())) {
@@ -459,6 +481,12 @@ impl Run {
         self.inject("stop", json!({ "target": name, "what": what }));
     }
 
+    /// Send `sig` to a worker without a word in the injector's log: a crash, as the harness
+    /// must find it by itself (its own test).
+    pub fn crash(&self, name: &str, sig: i32) {
+        self.with_proc(name, |p| signal(p.pid(), sig));
+    }
+
     pub fn cont(&self, name: &str) {
         self.with_proc(name, |p| p.signal_all(libc::SIGCONT));
         self.inject("cont", json!({ "target": name }));
@@ -468,7 +496,7 @@ impl Run {
     pub fn clock_step(&self, name: &str, offset_ms: i64) {
         self.with_proc(name, |p| {
             let f = p.wallstep.as_ref().expect("started without wallstep");
-            std::fs::write(f, (offset_ms * 1_000_000).to_le_bytes()).unwrap();
+            set_wall_offset(f, offset_ms * 1_000_000);
         });
         self.inject("clock", json!({ "target": name, "offset_ms": offset_ms }));
     }
@@ -531,7 +559,33 @@ impl Run {
             }
             if !self.exited(name) {
                 self.inject("timeout", json!({ "target": name }));
-                self.with_proc(name, |p| p.signal_all(libc::SIGKILL));
+                self.with_proc(name, |p| {
+                    p.end_told = true;
+                    p.signal_all(libc::SIGKILL)
+                });
+            }
+        }
+        // A worker that died of itself (a signal nobody sent, a failed exit) is a crash: the
+        // checker reports it and judges it as killed at its last event. Before this, such a
+        // death left a grant that simply stopped in the log, and the waiters behind it were
+        // reported late behind someone else.
+        for p in self
+            .procs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+        {
+            if p.end_told {
+                continue;
+            }
+            if let Ok(Some(status)) = p.child.try_wait() {
+                if !status.success() {
+                    p.end_told = true;
+                    self.inject(
+                        "died",
+                        json!({ "target": p.name, "status": status.to_string() }),
+                    );
+                }
             }
         }
     }

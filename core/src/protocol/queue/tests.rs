@@ -72,6 +72,8 @@ pub(super) fn entry(id: &str, mode: Mode, scope: Scope) -> Entry {
         token: None,
         session: None,
         wake: None,
+        priority: 0,
+        passed: 0,
     }
 }
 
@@ -690,13 +692,7 @@ proptest! {
             }
             prop_assert_eq!(next.epoch, last_token);
             r = next;
-            for (i, a) in r.grants.iter().enumerate() {
-                for b in &r.grants[i + 1..] {
-                    let conflict = a.scope.overlaps(&b.scope)
-                        && (a.mode == Mode::Exclusive || b.mode == Mode::Exclusive);
-                    prop_assert!(!conflict, "{:?} and {:?} granted together", a, b);
-                }
-            }
+            no_conflicting_grants(&r)?;
             if let Some(n) = r.permits {
                 for point in probe_points() {
                     let covering = r.grants.iter().filter(|g| covers(&g.scope, &point)).count();
@@ -794,6 +790,8 @@ fn a_wake_address_is_kept_through_the_grant_and_counted_in_the_reserve() {
     let wake = "udp:127.0.0.1:40123".to_string();
     let e = Entry {
         wake: Some(wake.clone()),
+        priority: 0,
+        passed: 0,
         ..entry("me", Mode::Exclusive, Scope::Whole)
     };
     let granted = join(&QueueRecord::new(0, None), e.clone());
@@ -816,6 +814,8 @@ fn a_wake_address_is_kept_through_the_grant_and_counted_in_the_reserve() {
     let limit = with.reserved_len() - 1;
     let e2 = Entry {
         wake: Some(wake),
+        priority: 0,
+        passed: 0,
         ..entry("me", Mode::Exclusive, Scope::Whole)
     };
     let err = base.changed(&Change::Join(e2), limit).unwrap_err();
@@ -835,6 +835,8 @@ fn an_over_long_wake_address_is_ignored() {
     let at_limit = format!("udp:{}", "1".repeat(MAX_WAKE_LEN - 4));
     let e = |w: &str| Entry {
         wake: Some(w.to_string()),
+        priority: 0,
+        passed: 0,
         ..entry("x", Mode::Exclusive, Scope::Whole)
     };
     assert_eq!(e(&at_limit).wake_hint(), Some(at_limit.as_str()));
@@ -843,4 +845,18 @@ fn an_over_long_wake_address_is_ignored() {
     // An older reader's record (no field) and a newer one's (the field) both parse.
     let r = join(&QueueRecord::new(0, None), e("udp:[::1]:9"));
     assert!(matches!(classify(&r.to_bytes()), Classified::Queue(q) if q == r));
+}
+
+mod priority;
+
+/// No two grants of `r` conflict (overlapping scopes, one of them exclusive).
+fn no_conflicting_grants(r: &QueueRecord) -> Result<(), TestCaseError> {
+    for (i, a) in r.grants.iter().enumerate() {
+        for b in &r.grants[i + 1..] {
+            let conflict = a.scope.overlaps(&b.scope)
+                && (a.mode == Mode::Exclusive || b.mode == Mode::Exclusive);
+            prop_assert!(!conflict, "{:?} and {:?} granted together", a, b);
+        }
+    }
+    Ok(())
 }

@@ -839,6 +839,20 @@ impl Waiter {
     /// `until`, when sooner). A hint is never dropped, only delayed, and however many arrive
     /// they cause at most one read an interval.
     fn hinted(&mut self, until: Instant, now: Instant) -> Step {
+        if on(Mutant::HintTakenAsGrant) {
+            if let Some((record, version, sent)) = self.record.clone() {
+                self.phase = Phase::Done;
+                return Step::Granted {
+                    token: record.epoch,
+                    permits: record.permits,
+                    confirmation: Confirmation {
+                        record,
+                        version,
+                        sent,
+                    },
+                };
+            }
+        }
         let next = self
             .hint_read
             .map(|at| at + hint_interval(&self.plan.timing));

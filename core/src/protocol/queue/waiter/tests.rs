@@ -29,6 +29,8 @@ fn plan(mode: Mode) -> WaitPlan {
             token: None,
             session: None,
             wake: None,
+            priority: 0,
+            passed: 0,
         },
         permits: None,
         timing: timing(),
