@@ -1,0 +1,188 @@
+//! A shared session's driver (docs/protocol.md §10, "Shared sessions", issue 24) in simulated
+//! time on the memory store: attach before join with one write for the attachments waiting,
+//! one renewal write per interval whatever the number attached, a release that detaches one
+//! and leaves the others, loss (deletion, lapse) reaching every attachment's own channel, and
+//! close.
+
+#![allow(clippy::disallowed_methods)]
+
+use lease::protocol::session::Attached;
+use lease::record::RecordState;
+use lease::{ErrorKind, LostReason, SessionOptions, SharedSession};
+
+use crate::sim;
+use sim::*;
+
+async fn open(w: &World) -> (SharedSession, lease::store::memory::MemoryStore) {
+    let (c, conn) = w.client("a", 1);
+    let s = SharedSession::open(&c, SessionOptions::new(TTL).label("shards"))
+        .await
+        .unwrap();
+    (s, conn)
+}
+
+async fn attached(w: &World, s: &SharedSession) -> String {
+    w.valid(s.key()).await.attached.unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_opens_at_its_own_key_held_in_its_own_id_with_nothing_attached() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    assert!(s.key().starts_with(".lease-sessions/"), "{}", s.key());
+    assert_eq!(w.keys_under(".lease-sessions/"), vec![s.key().to_string()]);
+    let r = w.valid(s.key()).await;
+    assert_eq!(r.state, RecordState::Held);
+    assert_eq!(r.holder.id, s.sid());
+    assert_eq!(r.holder.label.as_deref(), Some("shards"));
+    assert_eq!(r.attached.as_deref(), Some(""));
+    assert!(s.is_alive());
+}
+
+#[tokio::test(start_paused = true)]
+async fn attachments_wait_for_a_landed_write_and_those_waiting_together_share_one_write() {
+    let w = World::new();
+    let (s, conn) = open(&w).await;
+    conn.reset_stats();
+    let mut a = s.attach("jobs/a").unwrap();
+    let mut b = s.attach("jobs/b").unwrap();
+    let mut c = s.attach("jobs/c").unwrap();
+    // Not attached before a write holding them landed: no join may be sent yet.
+    assert!(!a.believed() && !b.believed() && !c.believed());
+    a.landed().await.unwrap();
+    b.landed().await.unwrap();
+    c.landed().await.unwrap();
+    assert_eq!(
+        conn.stats().puts,
+        1,
+        "one write for the three (a group commit)"
+    );
+    assert_eq!(attached(&w, &s).await, "1-3");
+    assert_eq!(a.id(), format!("{}.1", s.sid()));
+    assert!(a.believed() && b.believed() && c.believed());
+    // A later one takes the next write, and the next number.
+    let mut d = s.attach("jobs/d").unwrap();
+    d.landed().await.unwrap();
+    assert_eq!(d.number(), 4);
+    assert_eq!(conn.stats().puts, 2);
+    assert_eq!(attached(&w, &s).await, "1-4");
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_renewal_write_per_interval_whatever_the_number_attached() {
+    let w = World::new();
+    let (s, conn) = open(&w).await;
+    let mut all = vec![];
+    for i in 0..1000 {
+        all.push(s.attach(&format!("shards/{i}")).unwrap());
+    }
+    for a in &mut all {
+        a.landed().await.unwrap();
+    }
+    assert_eq!(attached(&w, &s).await, "1-1000");
+    conn.reset_stats();
+    // Three ttls: a renewal every ttl/3 (nine writes), whatever the number attached.
+    sleep(TTL * 3).await;
+    let puts = conn.stats().puts;
+    assert!((8..=10).contains(&puts), "{puts} session writes in 3 ttls");
+    assert_eq!(conn.stats().gets, 0, "renewals read nothing");
+    assert!(all.iter().all(|a| a.believed()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_detaches_one_with_the_next_renewal_and_leaves_the_others_attached() {
+    let w = World::new();
+    let (s, conn) = open(&w).await;
+    let mut a = s.attach("jobs/a").unwrap();
+    let mut b = s.attach("jobs/b").unwrap();
+    a.landed().await.unwrap();
+    b.landed().await.unwrap();
+    conn.reset_stats();
+    // Never joined: nothing to leave.
+    a.release(false).await.unwrap();
+    assert_eq!(
+        conn.stats().puts,
+        0,
+        "a release makes no session write of its own"
+    );
+    assert_eq!(s.attached(), 1);
+    sleep(TTL / 2).await;
+    assert_eq!(
+        attached(&w, &s).await,
+        "2",
+        "detached with the next renewal"
+    );
+    assert!(b.believed());
+    assert!(s.is_alive());
+    assert_eq!(b.lost_reason(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_session_loses_every_attachment_each_through_its_own_channel() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let mut a = s.attach("jobs/a").unwrap();
+    let mut b = s.attach("jobs/b").unwrap();
+    a.landed().await.unwrap();
+    b.landed().await.unwrap();
+    w.store.remove_raw(s.key());
+    let (ra, rb) = tokio::join!(a.lost(), b.lost());
+    assert_eq!(ra, LostReason::SessionDeleted);
+    assert_eq!(rb, LostReason::SessionDeleted);
+    assert_eq!(s.lost().await, LostReason::SessionDeleted);
+    assert!(!a.believed() && !b.believed());
+    // A lost session attaches nothing more: open another.
+    let e = s.attach("jobs/c").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_that_cannot_renew_lapses_and_loses_every_attachment() {
+    let w = World::new();
+    let (s, conn) = open(&w).await;
+    let mut a = s.attach("jobs/a").unwrap();
+    let mut b = s.attach("jobs/b").unwrap();
+    a.landed().await.unwrap();
+    b.landed().await.unwrap();
+    conn.faults().set_unavailable(true);
+    let start = w.now();
+    assert_eq!(a.lost().await, LostReason::Expired);
+    assert_eq!(b.lost().await, LostReason::Expired);
+    // Not before the deadline (the last landed write's send + ttl), and never renewed again.
+    assert!(w.now() - start >= TTL / 2, "lost early");
+    assert!(!a.believed());
+    conn.faults().set_unavailable(false);
+    sleep(TTL).await;
+    assert_eq!(
+        w.valid(s.key()).await.attached.as_deref(),
+        Some("1-2"),
+        "a lapsed session is never written again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attachment_waiting_for_its_write_is_lost_with_the_session() {
+    let w = World::new();
+    let (s, conn) = open(&w).await;
+    conn.faults().set_unavailable(true);
+    let mut a = s.attach("jobs/a").unwrap();
+    let e = a.landed().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    assert_eq!(a.lost_reason(), Some(LostReason::Expired));
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_releases_every_attachment_then_releases_and_deletes_the_session() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let mut a = s.attach("jobs/a").unwrap();
+    a.landed().await.unwrap();
+    let key = s.key().to_string();
+    s.close().await;
+    assert!(w.record(&key).await.is_none(), "deleted");
+    assert!(!a.believed());
+    assert_eq!(a.lost_reason(), None, "closed, not lost");
+    let e = s.attach("jobs/b").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    let _ = Attached::default();
+}
