@@ -60,7 +60,7 @@ pub use options::{LeaseOptions, WakeHints};
 pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use scope::{Mode, Scope};
-pub use shared_session::{Attachment, SessionOptions, SharedSession};
+pub use shared_session::{Attachment, SessionOptions, SharedGrant, SharedSession};
 pub use status::{
     unix_ms, HolderJson, LeaseState, Participant, QueueStatus, SessionState, Status, Watcher,
 };

@@ -16,13 +16,14 @@ use tracing::{debug, info, warn};
 use crate::acquirer::{self, Acquired};
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::Io;
-use crate::lease::{Grant, Lease};
+use crate::lease::{Grant, Lease, LostReason};
 use crate::lock_change::{self, grant_wake, wake_granted};
 use crate::options::{LeaseOptions, Timing};
 use crate::protocol::acquire::Plan;
 use crate::protocol::queue::waiter::{held_error, Ctx, Event, Step, WaitPlan, Waiter, Why};
 use crate::protocol::queue::{session_key, Change, Entry, MAX_QUEUE_RECORD_LEN};
 use crate::record::{Holder, Parsed, Record};
+use crate::shared_session::{Attachment, SharedGrant, SharedSession};
 use crate::store::Get;
 use crate::store_clock;
 use crate::wake_hint;
@@ -38,18 +39,91 @@ pub(crate) struct Request<'a> {
     pub cancel: &'a CancellationToken,
 }
 
-/// Acquire a grant of the queued lock at `req.key`; `first`: a read of the key already made
-/// (by a lease acquisition that found a queued lock).
+/// Acquire a grant of the queued lock at `req.key` through a session of its own; `first`: a
+/// read of the key already made (by a lease acquisition that found a queued lock).
 pub(crate) async fn acquire(
     client: &Arc<Io>,
     req: Request<'_>,
     first: Option<Get>,
 ) -> Result<Lease> {
+    match run(client, req, first, None).await? {
+        Granted::Own(lease) => Ok(lease),
+        Granted::Shared(_) => unreachable!("a request without a shared session"),
+    }
+}
+
+/// Acquire a grant of the queued lock at `req.key` through the shared session `session`
+/// (docs/protocol.md §10, "Shared sessions"): attached before its join is sent, held by the
+/// session's one renewal task.
+pub(crate) async fn acquire_shared(
+    client: &Arc<Io>,
+    req: Request<'_>,
+    session: &SharedSession,
+) -> Result<SharedGrant> {
+    if req.opts.data.is_some() {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            "per-grant data is not kept on a shared session (its record is the process's): \
+             acquire without a shared session to attach data",
+        )
+        .with_lease(req.url));
+    }
+    match run(client, req, None, Some(session)).await? {
+        Granted::Shared(grant) => Ok(grant),
+        Granted::Own(_) => unreachable!("a request on a shared session"),
+    }
+}
+
+/// What a request's participant is alive through: its own session lease (begun before its
+/// first join), or a number in a shared session (attached before its first join).
+enum Participant {
+    Own(Option<Lease>),
+    Shared(Attachment),
+}
+
+impl Participant {
+    fn alive(&self) -> bool {
+        match self {
+            Participant::Own(s) => s.as_ref().is_none_or(Lease::is_held),
+            Participant::Shared(a) => a.lost_reason().is_none() && a.session().is_alive(),
+        }
+    }
+
+    async fn lost(&self) -> LostReason {
+        match self {
+            Participant::Own(Some(s)) => s.lost().await,
+            Participant::Own(None) => std::future::pending().await,
+            Participant::Shared(a) => a.lost().await,
+        }
+    }
+}
+
+enum Granted {
+    Own(Lease),
+    Shared(SharedGrant),
+}
+
+async fn run(
+    client: &Arc<Io>,
+    req: Request<'_>,
+    first: Option<Get>,
+    shared: Option<&SharedSession>,
+) -> Result<Granted> {
     req.opts.check_queue().map_err(|e| e.with_lease(req.url))?;
     let (key, url, timing) = (req.key, req.url, req.timing);
     let clock = client.clock().clone();
     let rng = &client.rng;
-    let me = client.new_holder(req.opts.label.clone());
+    let mut me = client.new_holder(req.opts.label.clone());
+    // On a shared session the participant's id is `SID.N`, its number taken now: a session
+    // write holding it is due at once, and the join waits for it to land.
+    let mut participant = match shared {
+        Some(session) => {
+            let attachment = session.attach(key).map_err(|e| e.with_lease(url))?;
+            me.id = attachment.id().to_string();
+            Participant::Shared(attachment)
+        }
+        None => Participant::Own(None),
+    };
     // Where writers that grant us can wake us (docs/protocol.md §10, "Wake hints"): our
     // process's listener, which wakes us by our id; none when hints are off.
     // A store whose clients all live in this process wakes them directly.
@@ -68,7 +142,7 @@ pub(crate) async fn acquire(
             scope: req.opts.scope.clone(),
             ttl_ms: timing.ttl.as_millis() as u64,
             token: None,
-            session: None,
+            session: shared.map(|s| s.prefix().to_string()),
             wake: hints.as_ref().map(|l| l.wake_field()),
             priority: req.opts.priority,
             passed: 0,
@@ -81,7 +155,6 @@ pub(crate) async fn acquire(
         max_len: MAX_QUEUE_RECORD_LEN,
     };
     let mut waiter = Waiter::new(plan, client.memo(key).epoch, clock.now());
-    let mut session: Option<Lease> = None;
     let mut event = match first {
         Some(get) => Event::Record(Ok(get)),
         None => Event::Start,
@@ -101,7 +174,7 @@ pub(crate) async fn acquire(
         let ctx = Ctx {
             now: clock.now(),
             wall: clock.wall(),
-            session_alive: session.as_ref().is_none_or(Lease::is_held),
+            session_alive: participant.alive(),
         };
         let step = waiter.step(event, ctx, rng);
         if !warned_date && waiter.date_refused() {
@@ -139,12 +212,18 @@ pub(crate) async fn acquire(
                 }
                 Event::Wrote(put)
             }
-            Step::BeginSession => match begin_session(client, key, &me, &req, &timing).await {
-                Ok(lease) => {
-                    session = Some(lease);
-                    Event::SessionBegun(Ok(()))
+            Step::BeginSession => match &mut participant {
+                Participant::Own(session) => {
+                    match begin_session(client, key, &me, &req, &timing).await {
+                        Ok(lease) => {
+                            *session = Some(lease);
+                            Event::SessionBegun(Ok(()))
+                        }
+                        Err(e) => Event::SessionBegun(Err(e)),
+                    }
                 }
-                Err(e) => Event::SessionBegun(Err(e)),
+                // Attach before join: a write of the session holding our number has landed.
+                Participant::Shared(attachment) => Event::SessionBegun(attachment.landed().await),
             },
             Step::ReadSession {
                 key: skey,
@@ -174,12 +253,7 @@ pub(crate) async fn acquire(
                 Event::Deleted
             }
             Step::Sleep { until } => {
-                let lost = async {
-                    match &session {
-                        Some(s) => s.lost().await,
-                        None => std::future::pending().await,
-                    }
-                };
+                let lost = participant.lost();
                 let changed = async {
                     match &mut watch {
                         Some(w) => w.changed().await,
@@ -206,27 +280,35 @@ pub(crate) async fn acquire(
                 permits,
                 confirmation,
             } => {
-                let Some(lease) = session.take() else {
-                    break Err((
-                        Error::internal(format!("{url} granted a participant that has no session")),
-                        true,
-                    ));
-                };
                 let epoch = confirmation.record.epoch;
-                lease.set_grant(
-                    Grant {
-                        key: key.to_string(),
-                        url: url.to_string(),
-                        token,
-                        mode: req.opts.mode,
-                        scope: req.opts.scope.clone(),
-                        permits,
-                    },
-                    confirmation,
-                );
+                let grant = Grant {
+                    key: key.to_string(),
+                    url: url.to_string(),
+                    token,
+                    mode: req.opts.mode,
+                    scope: req.opts.scope.clone(),
+                    permits,
+                };
+                let granted = match std::mem::replace(&mut participant, Participant::Own(None)) {
+                    Participant::Own(Some(lease)) => {
+                        lease.set_grant(grant, confirmation);
+                        Granted::Own(lease)
+                    }
+                    Participant::Own(None) => {
+                        break Err((
+                            Error::internal(format!(
+                                "{url} granted a participant that has no session"
+                            )),
+                            true,
+                        ));
+                    }
+                    Participant::Shared(attachment) => {
+                        Granted::Shared(SharedGrant::new(attachment, grant, confirmation))
+                    }
+                };
                 client.saw_epoch(key, epoch);
                 debug!(lease = %url, token, "granted");
-                break Ok(lease);
+                break Ok(granted);
             }
             Step::Held {
                 kind,
@@ -257,15 +339,25 @@ pub(crate) async fn acquire(
         Ok(lease) => Ok(lease),
         Err((e, listed)) => {
             // Leave no trace for others to wait out: leave the queue if a join may have
-            // landed, then end the session.
-            if listed {
-                let leave = Change::Leave(me.id.clone());
-                if let Err(err) = lock_change::run(client, key, leave, None, &timing).await {
-                    warn!(lease = %url, "could not leave the queue: {err}");
+            // landed, then end the session (a shared one: detach).
+            match participant {
+                Participant::Own(session) => {
+                    if listed {
+                        let leave = Change::Leave(me.id.clone());
+                        if let Err(err) = lock_change::run(client, key, leave, None, &timing).await
+                        {
+                            warn!(lease = %url, "could not leave the queue: {err}");
+                        }
+                    }
+                    if let Some(s) = session {
+                        s.end_session().await;
+                    }
                 }
-            }
-            if let Some(s) = session {
-                s.end_session().await;
+                Participant::Shared(attachment) => {
+                    if let Err(err) = attachment.release(listed).await {
+                        warn!(lease = %url, "could not leave the queue: {err}");
+                    }
+                }
             }
             Err(e.with_lease(url))
         }

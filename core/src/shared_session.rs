@@ -15,8 +15,10 @@
 //!   the ttl) reaches every attachment's own loss channel ([`Attachment::lost`]) and the
 //!   session's ([`SharedSession::lost`]).
 //!
-//! The per-lock work (a queued lock's confirmation reads) is not here: it is the next step of
-//! issue 24 (see docs/protocol.md §10, "Steps").
+//! - [`SharedSession::acquire`] takes a queued lock's grant through the session (the queue's
+//!   driver, `queue.rs`, with the attachment in place of a session of its own); its
+//!   confirmation reads of the lock's record are made by the session's one confirmation task,
+//!   every renew interval, one lock after the other: no task or timer per lock.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,10 +31,11 @@ use tracing::{debug, info, warn};
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::Io;
-use crate::lease::LostReason;
+use crate::lease::{Grant, LostReason};
 use crate::lock_change;
 use crate::options::{LeaseOptions, Timing};
 use crate::protocol::hold::{after_write, begin_release, Hold, ReleaseStart, Wrote};
+use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
 use crate::protocol::queue::Change;
 use crate::protocol::session::owner::{Due, Leave, Lost, Outcome, Owner, Refused};
 use crate::protocol::session::{shared_session_key, valid_prefix};
@@ -90,12 +93,16 @@ enum Slot {
 struct State {
     owner: Owner,
     slots: HashMap<u64, watch::Sender<Slot>>,
+    /// The queued-lock grants held through this session, by number, as each one's holder
+    /// knows its lock's record: confirmed by the session's confirmation task.
+    grants: HashMap<u64, GrantHold>,
 }
 
 struct Inner {
     client: Arc<Io>,
     key: String,
     url: String,
+    prefix: String,
     timing: Timing,
     state: Mutex<State>,
     /// Something changed that may make a write due (an attachment, a release, a close).
@@ -118,6 +125,106 @@ impl std::fmt::Debug for SharedSession {
         f.debug_struct("SharedSession")
             .field("url", &self.inner.url)
             .finish()
+    }
+}
+
+/// A grant of a queued lock held through a shared session ([`SharedSession::acquire`]).
+#[derive(Debug)]
+pub struct SharedGrant {
+    attachment: Attachment,
+    grant: Grant,
+}
+
+impl SharedGrant {
+    pub(crate) fn new(
+        attachment: Attachment,
+        grant: Grant,
+        confirmation: Confirmation,
+    ) -> SharedGrant {
+        let inner = &attachment.session.inner;
+        let hold = GrantHold::new(&grant.key, attachment.id(), inner.timing.ttl, confirmation);
+        inner
+            .state
+            .lock()
+            .unwrap()
+            .grants
+            .insert(attachment.n, hold);
+        SharedGrant { attachment, grant }
+    }
+
+    /// The fencing token: strictly increasing per lock.
+    pub fn token(&self) -> u64 {
+        self.grant.token
+    }
+
+    pub fn key(&self) -> &str {
+        &self.grant.key
+    }
+
+    pub fn url(&self) -> &str {
+        &self.grant.url
+    }
+
+    pub fn grant(&self) -> &Grant {
+        &self.grant
+    }
+
+    /// Its entry id in the lock's record, `SID.N`.
+    pub fn id(&self) -> &str {
+        self.attachment.id()
+    }
+
+    pub fn session(&self) -> &SharedSession {
+        &self.attachment.session
+    }
+
+    /// Whether its holder may believe it now: its session believed, its number attached,
+    /// and a read of the lock's record sent less than a ttl ago showed it.
+    pub fn is_held(&self) -> bool {
+        let inner = &self.attachment.session.inner;
+        let now = inner.client.clock().now();
+        let st = inner.state.lock().unwrap();
+        st.owner.believes(self.attachment.n, now)
+            && st
+                .grants
+                .get(&self.attachment.n)
+                .is_some_and(|g| now < g.deadline())
+    }
+
+    /// `Ok` while held; else the `Lost` error naming why.
+    pub fn ensure_held(&self) -> Result<()> {
+        if self.is_held() {
+            return Ok(());
+        }
+        let reason = self.lost_reason().unwrap_or(LostReason::Expired);
+        Err(reason.error(&self.grant.url, self.grant.token))
+    }
+
+    /// Its loss, once (with its session's, or its own: the lock's record no longer lists it).
+    pub async fn lost(&self) -> LostReason {
+        self.attachment.lost().await
+    }
+
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.attachment.lost_reason()
+    }
+
+    /// Release it alone: its belief ends at once, its leave grants the next waiter, and its
+    /// number leaves the session's attached set with the next renewal. The session's other
+    /// grants stay held.
+    pub async fn release(self) -> Result<()> {
+        let inner = self.attachment.session.inner.clone();
+        inner
+            .state
+            .lock()
+            .unwrap()
+            .grants
+            .remove(&self.attachment.n);
+        let url = self.grant.url.clone();
+        self.attachment
+            .release(true)
+            .await
+            .map_err(|e| e.with_lease(&url))
     }
 }
 
@@ -200,10 +307,12 @@ impl SharedSession {
             client: io,
             key,
             url,
+            prefix: opts.prefix.clone(),
             timing,
             state: Mutex::new(State {
                 owner,
                 slots: HashMap::new(),
+                grants: HashMap::new(),
             }),
             wake: Notify::new(),
             lost: CancellationToken::new(),
@@ -212,7 +321,45 @@ impl SharedSession {
         });
         info!(session = %inner.url, "shared session opened");
         tokio::spawn(inner.clone().run());
+        tokio::spawn(inner.clone().confirm_loop());
         Ok(SharedSession { inner })
+    }
+
+    /// Acquire a grant of the queued lock at `key` through this session: attached before its
+    /// join is sent, held by this session's renewals and confirmed by its one confirmation
+    /// task (no task or timer of its own). `opts` as for a queued lock ([`Client::acquire`]
+    /// with `queue()`), but its ttl is the session's, and `data` is refused (`Invalid`).
+    pub async fn acquire(&self, key: &str, opts: &LeaseOptions) -> Result<SharedGrant> {
+        let io = &self.inner.client;
+        let url = io.lease_url(key);
+        crate::store::validate_key(key).map_err(|e| e.with_lease(&url))?;
+        let mut opts = opts.clone().queue();
+        opts.ttl = self.inner.timing.ttl;
+        let timing = opts
+            .timing(&io.store().capabilities())
+            .map_err(|e| e.with_lease(&url))?;
+        let start = io.clock().now();
+        let try_once = opts.wait == Some(Duration::ZERO);
+        let wait_deadline = match try_once {
+            true => Some(start),
+            false => opts.wait.map(|w| start + w),
+        };
+        let never = CancellationToken::new();
+        let req = crate::queue::Request {
+            key,
+            url: &url,
+            opts: &opts,
+            timing,
+            try_once,
+            wait_deadline,
+            cancel: &never,
+        };
+        crate::queue::acquire_shared(io, req, self).await
+    }
+
+    /// The prefix its record is under (`""`: the store's root).
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
     }
 
     /// The session record's key (`PREFIX.lease-sessions/SID`).
@@ -406,6 +553,71 @@ impl Attachment {
 }
 
 impl Inner {
+    /// The one confirmation task: every renew interval, each grant's lock record is read (a
+    /// 304 while unchanged) and the grant confirmed, made again where the record was deleted,
+    /// or lost where the record no longer lists it (`GrantHold`, as for a per-grant session).
+    async fn confirm_loop(self: Arc<Self>) {
+        let clock = self.client.clock().clone();
+        loop {
+            tokio::select! {
+                _ = clock.sleep(self.timing.renew) => {}
+                _ = self.ended.cancelled() => return,
+            }
+            let numbers: Vec<u64> = self.state.lock().unwrap().grants.keys().copied().collect();
+            for n in numbers {
+                self.confirm(n).await;
+            }
+        }
+    }
+
+    /// Confirm grant `n` once; a store that does not answer is tried again next round (the
+    /// grant's belief ends at its deadline meanwhile).
+    async fn confirm(&self, n: u64) {
+        let clock = self.client.clock();
+        let mut event = ConfirmEvent::Start;
+        loop {
+            let (step, key) = {
+                let mut st = self.state.lock().unwrap();
+                let Some(g) = st.grants.get_mut(&n) else {
+                    return;
+                };
+                let key = g.key().to_string();
+                (g.step(event, clock.now(), clock.wall()), key)
+            };
+            event = match step {
+                ConfirmStep::Read { if_none_match } => ConfirmEvent::Read(
+                    self.client
+                        .read_record(&key, if_none_match.as_ref(), &self.timing)
+                        .await,
+                ),
+                ConfirmStep::Write { bytes, cond } => {
+                    info!(lock = %key, "the lock's record was deleted; making it again as this holder last saw it");
+                    ConfirmEvent::Wrote(self.client.put_raw(&key, bytes, cond, &self.timing).await)
+                }
+                ConfirmStep::Confirmed | ConfirmStep::Retry => return,
+                ConfirmStep::Lost(reason) => {
+                    info!(lock = %key, "grant {} lost: {reason}", self.state.lock().unwrap().owner.id(n));
+                    self.lose_grant(n, reason);
+                    return;
+                }
+            };
+        }
+    }
+
+    /// Grant `n` alone is lost (its lock's record no longer lists it): its number leaves the
+    /// attached set (no leave: the record does not list it), the others stay.
+    fn lose_grant(&self, n: u64, reason: LostReason) {
+        let now = self.client.clock().now();
+        let mut st = self.state.lock().unwrap();
+        st.grants.remove(&n);
+        st.owner.release(n, false, now);
+        if let Some(tx) = st.slots.remove(&n) {
+            tx.send_replace(Slot::Lost(reason));
+        }
+        drop(st);
+        self.wake.notify_one();
+    }
+
     /// Send one leave; tell the owner whether it is done (else it hands it back after the
     /// next landed renewal).
     async fn send_leave(&self, leave: Leave) -> Result<()> {
@@ -526,7 +738,10 @@ impl Inner {
 
     fn end(&self) {
         // Dropping the senders ends every handle's wait.
-        self.state.lock().unwrap().slots.clear();
+        let mut st = self.state.lock().unwrap();
+        st.slots.clear();
+        st.grants.clear();
+        drop(st);
         self.ended.cancel();
     }
 

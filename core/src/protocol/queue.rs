@@ -490,7 +490,6 @@ impl QueueRecord {
         Ok(Some(next))
     }
 
-
     /// This record settled with tokens above `floor`, if that grants anyone (a record made
     /// where none is, or made again, lists its waiters unsettled: its first reader settles it).
     pub fn settled(&self, floor: u64) -> Option<QueueRecord> {

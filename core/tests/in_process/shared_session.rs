@@ -6,6 +6,7 @@
 
 #![allow(clippy::disallowed_methods)]
 
+use lease::clock::Clock;
 use lease::protocol::session::Attached;
 use lease::record::RecordState;
 use lease::{ErrorKind, LostReason, SessionOptions, SharedSession};
@@ -185,4 +186,152 @@ async fn close_releases_every_attachment_then_releases_and_deletes_the_session()
     let e = s.attach("jobs/b").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
     let _ = Attached::default();
+}
+
+/// The lock's record as stored.
+async fn queue_record(w: &World, key: &str) -> lease::protocol::queue::QueueRecord {
+    use lease::protocol::queue::{classify, Classified};
+    use lease::store::{Get, GetOptions, Store};
+    match w.store.connection().get(key, GetOptions::default()).await {
+        Ok(Get::Found(o)) => match classify(o.bytes.as_deref().unwrap()) {
+            Classified::Queue(r) => r,
+            other => panic!("expected a queued lock's record, got {other:?}"),
+        },
+        other => panic!("expected a queued lock's record, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_locks_on_a_shared_session_are_granted_with_entries_that_name_it() {
+    let w = World::new();
+    let (s, conn) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let b = s.acquire("jobs/b", &queued()).await.unwrap();
+    assert!(a.is_held() && b.is_held());
+    a.ensure_held().unwrap();
+    assert_eq!(a.id(), format!("{}.1", s.sid()));
+    assert_eq!(b.id(), format!("{}.2", s.sid()));
+    let r = queue_record(&w, "jobs/a").await;
+    assert_eq!(r.grants.len(), 1);
+    assert_eq!(r.grants[0].id, a.id());
+    assert_eq!(r.grants[0].session.as_deref(), Some(""));
+    assert_eq!(r.requires, vec!["session".to_string()]);
+    assert_eq!(r.grants[0].token, Some(a.token()));
+    // No session of their own: the one shared session is the only one.
+    assert_eq!(w.keys_under("jobs/"), vec!["jobs/a", "jobs/b"]);
+    assert_eq!(attached(&w, &s).await, "1-2");
+    // Held through renewals and confirmations: after three ttls, still held, and the writes
+    // are the session's renewals only (the locks' records are read, 304 while unchanged).
+    conn.reset_stats();
+    sleep(TTL * 3).await;
+    assert!(a.is_held() && b.is_held());
+    let st = conn.stats();
+    assert!((8..=10).contains(&st.puts), "{st:?}");
+    assert!(
+        st.gets >= 16,
+        "each lock confirmed every renew interval: {st:?}"
+    );
+    // Per-grant data is the process's record: refused on a shared session.
+    let e = s.acquire("jobs/c", &queued().data("x")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grant_released_alone_hands_over_and_leaves_the_other_held() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let b = s.acquire("jobs/b", &queued()).await.unwrap();
+    let (other, _) = w.client("b", 2);
+    let waiter = spawn_acquire(&other, "jobs/a", queued());
+    sleep(secs(0.5)).await;
+    assert!(!waiter.is_finished());
+    let released_at = w.now();
+    a.release().await.unwrap();
+    let next = waiter.await.unwrap().unwrap();
+    assert_eq!(w.now(), released_at, "handed over in the releasing write");
+    assert!(b.is_held());
+    sleep(TTL / 2).await;
+    assert_eq!(attached(&w, &s).await, "2");
+    assert!(b.is_held() && next.is_held());
+    assert_eq!(b.lost_reason(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_record_that_drops_one_grant_loses_that_grant_alone() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let b = s.acquire("jobs/b", &queued()).await.unwrap();
+    // Replaced by hand with an empty queued lock: `a`'s grant is gone from it.
+    let mut r = queue_record(&w, "jobs/a").await;
+    r.grants.clear();
+    r.requires.clear();
+    r.rev += 1;
+    w.store.overwrite_raw("jobs/a", r.to_bytes());
+    let reason = a.lost().await;
+    assert!(matches!(reason, LostReason::LockReplaced(_)), "{reason:?}");
+    assert!(!a.is_held());
+    assert!(b.is_held(), "the other grant stays held");
+    assert!(s.is_alive());
+    sleep(TTL / 2).await;
+    assert_eq!(
+        attached(&w, &s).await,
+        "2",
+        "the lost grant's number detached"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_cut_off_loses_both_grants_and_a_waiter_takes_both_after_ttl_and_grace_without_overlap(
+) {
+    let w = World::new();
+    let (s, conn) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let b = s.acquire("jobs/b", &queued()).await.unwrap();
+    let (other, _) = w.client("b", 2);
+    // Each side's moment, taken where it happens: the holder's loss, the waiter's grant.
+    let when = |c: &lease::Client, key: &'static str| {
+        let (c, clock) = (c.clone(), w.clock.clone());
+        tokio::spawn(async move {
+            let l = c.acquire(key, &queued()).await.unwrap();
+            (l, clock.now())
+        })
+    };
+    let lost_when = |g: lease::SharedGrant| {
+        let clock = w.clock.clone();
+        tokio::spawn(async move {
+            let reason = g.lost().await;
+            let at = clock.now();
+            (g, reason, at)
+        })
+    };
+    let (wa, wb) = (when(&other, "jobs/a"), when(&other, "jobs/b"));
+    sleep(secs(0.5)).await;
+    let (la, lb) = (lost_when(a), lost_when(b));
+    // The holder is cut off from the store (a crash looks the same to the others).
+    let cut = w.now();
+    conn.faults().set_unavailable(true);
+    let ((ga, ta), (gb, tb)) = (wa.await.unwrap(), wb.await.unwrap());
+    let ((a, ra, lost_a), (b, rb, lost_b)) = (la.await.unwrap(), lb.await.unwrap());
+    assert_eq!((ra, rb), (LostReason::Expired, LostReason::Expired));
+    assert!(!a.is_held() && !b.is_held());
+    // No overlap: the holder stopped believing each before the waiter was granted it.
+    assert!(
+        ta > lost_a,
+        "a granted at {ta:?}, its holder lost it at {lost_a:?}"
+    );
+    assert!(
+        tb > lost_b,
+        "b granted at {tb:?}, its holder lost it at {lost_b:?}"
+    );
+    assert!(ga.is_held() && gb.is_held());
+    assert!(ga.epoch() > a.token() && gb.epoch() > b.token());
+    let taken_at = ta.max(tb);
+    // Within ttl + grace of the last renewal, plus polls and the check's pacing.
+    assert!(
+        taken_at - cut <= TTL + GRACE + TTL,
+        "took {:?}",
+        taken_at - cut
+    );
 }
