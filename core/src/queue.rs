@@ -20,10 +20,10 @@ use crate::lease::{Grant, Lease, LostReason};
 use crate::lock_change::{self, grant_wake, wake_granted};
 use crate::options::{LeaseOptions, Timing};
 use crate::protocol::acquire::Plan;
+use crate::protocol::queue::holder::Confirmation;
 use crate::protocol::queue::waiter::{held_error, Ctx, Event, Step, WaitPlan, Waiter, Why};
 use crate::protocol::queue::{session_key, Change, Entry, MAX_QUEUE_RECORD_LEN};
 use crate::record::{Holder, Parsed, Record};
-use crate::shared_session::{Attachment, SharedGrant, SharedSession};
 use crate::store::Get;
 use crate::store_clock;
 use crate::wake_hint;
@@ -46,46 +46,93 @@ pub(crate) async fn acquire(
     req: Request<'_>,
     first: Option<Get>,
 ) -> Result<Lease> {
-    match run(client, req, first, None).await? {
+    match run::<NotShared>(client, req, first, None).await? {
         Granted::Own(lease) => Ok(lease),
-        Granted::Shared(_) => unreachable!("a request without a shared session"),
+        Granted::Shared { .. } => unreachable!("a request without a shared session"),
     }
 }
 
-/// Acquire a grant of the queued lock at `req.key` through the shared session `session`
-/// (docs/protocol.md §10, "Shared sessions"): attached before its join is sent, held by the
-/// session's one renewal task.
-pub(crate) async fn acquire_shared(
+/// A number in a shared session, as the queue's driver uses it (`shared_session.rs` implements
+/// it; this module names no type of it, so that the session's module may call in here).
+pub(crate) trait SharedNumber: Send {
+    /// Its entry id, `SID.N`.
+    fn id(&self) -> &str;
+    /// Its session's prefix (the entry's `session`).
+    fn prefix(&self) -> &str;
+    /// Whether it may still be believed (not lost, its session believed).
+    fn alive(&self) -> bool;
+    /// Wait until a landed session write holds it (attach before join).
+    fn landed(&mut self) -> impl std::future::Future<Output = Result<()>> + Send;
+    /// Its loss.
+    fn lost(&self) -> impl std::future::Future<Output = LostReason> + Send;
+    /// Release it; its leave is sent when `joined`.
+    fn release(self, joined: bool) -> impl std::future::Future<Output = Result<()>> + Send;
+}
+
+/// No shared session: the type of a request on a session of its own.
+enum NotShared {}
+
+impl SharedNumber for NotShared {
+    fn id(&self) -> &str {
+        match *self {}
+    }
+    fn prefix(&self) -> &str {
+        match *self {}
+    }
+    fn alive(&self) -> bool {
+        match *self {}
+    }
+    async fn landed(&mut self) -> Result<()> {
+        match *self {}
+    }
+    async fn lost(&self) -> LostReason {
+        match *self {}
+    }
+    async fn release(self, _: bool) -> Result<()> {
+        match self {}
+    }
+}
+
+/// Acquire a grant of the queued lock at `req.key` through the shared session number `number`
+/// (docs/protocol.md §10, "Shared sessions"): its join is sent once a session write holding it
+/// landed. The number back, with the grant and the read that showed it.
+pub(crate) async fn acquire_shared<N: SharedNumber>(
     client: &Arc<Io>,
     req: Request<'_>,
-    session: &SharedSession,
-) -> Result<SharedGrant> {
+    number: N,
+) -> Result<(N, Grant, Confirmation)> {
     if req.opts.data.is_some() {
-        return Err(Error::new(
+        let e = Error::new(
             ErrorKind::Invalid,
             "per-grant data is not kept on a shared session (its record is the process's): \
              acquire without a shared session to attach data",
         )
-        .with_lease(req.url));
+        .with_lease(req.url);
+        let _ = number.release(false).await;
+        return Err(e);
     }
-    match run(client, req, None, Some(session)).await? {
-        Granted::Shared(grant) => Ok(grant),
+    match run(client, req, None, Some(number)).await? {
+        Granted::Shared {
+            number,
+            grant,
+            confirmation,
+        } => Ok((number, grant, *confirmation)),
         Granted::Own(_) => unreachable!("a request on a shared session"),
     }
 }
 
 /// What a request's participant is alive through: its own session lease (begun before its
 /// first join), or a number in a shared session (attached before its first join).
-enum Participant {
+enum Participant<N> {
     Own(Option<Lease>),
-    Shared(Attachment),
+    Shared(N),
 }
 
-impl Participant {
+impl<N: SharedNumber> Participant<N> {
     fn alive(&self) -> bool {
         match self {
             Participant::Own(s) => s.as_ref().is_none_or(Lease::is_held),
-            Participant::Shared(a) => a.lost_reason().is_none() && a.session().is_alive(),
+            Participant::Shared(n) => n.alive(),
         }
     }
 
@@ -93,22 +140,26 @@ impl Participant {
         match self {
             Participant::Own(Some(s)) => s.lost().await,
             Participant::Own(None) => std::future::pending().await,
-            Participant::Shared(a) => a.lost().await,
+            Participant::Shared(n) => n.lost().await,
         }
     }
 }
 
-enum Granted {
+enum Granted<N> {
     Own(Lease),
-    Shared(SharedGrant),
+    Shared {
+        number: N,
+        grant: Grant,
+        confirmation: Box<Confirmation>,
+    },
 }
 
-async fn run(
+async fn run<N: SharedNumber>(
     client: &Arc<Io>,
     req: Request<'_>,
     first: Option<Get>,
-    shared: Option<&SharedSession>,
-) -> Result<Granted> {
+    shared: Option<N>,
+) -> Result<Granted<N>> {
     req.opts.check_queue().map_err(|e| e.with_lease(req.url))?;
     let (key, url, timing) = (req.key, req.url, req.timing);
     let clock = client.clock().clone();
@@ -116,11 +167,11 @@ async fn run(
     let mut me = client.new_holder(req.opts.label.clone());
     // On a shared session the participant's id is `SID.N`, its number taken now: a session
     // write holding it is due at once, and the join waits for it to land.
+    let session_prefix = shared.as_ref().map(|n| n.prefix().to_string());
     let mut participant = match shared {
-        Some(session) => {
-            let attachment = session.attach(key).map_err(|e| e.with_lease(url))?;
-            me.id = attachment.id().to_string();
-            Participant::Shared(attachment)
+        Some(number) => {
+            me.id = number.id().to_string();
+            Participant::Shared(number)
         }
         None => Participant::Own(None),
     };
@@ -142,7 +193,7 @@ async fn run(
             scope: req.opts.scope.clone(),
             ttl_ms: timing.ttl.as_millis() as u64,
             token: None,
-            session: shared.map(|s| s.prefix().to_string()),
+            session: session_prefix,
             wake: hints.as_ref().map(|l| l.wake_field()),
             priority: req.opts.priority,
             passed: 0,
@@ -302,9 +353,11 @@ async fn run(
                             true,
                         ));
                     }
-                    Participant::Shared(attachment) => {
-                        Granted::Shared(SharedGrant::new(attachment, grant, confirmation))
-                    }
+                    Participant::Shared(number) => Granted::Shared {
+                        number,
+                        grant,
+                        confirmation: Box::new(confirmation),
+                    },
                 };
                 client.saw_epoch(key, epoch);
                 debug!(lease = %url, token, "granted");

@@ -28,7 +28,6 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::client::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::Io;
 use crate::lease::{Grant, LostReason};
@@ -239,13 +238,8 @@ pub struct Attachment {
 }
 
 impl SharedSession {
-    /// Open a session on `client`'s store: its first record is written (conditional on
-    /// absence, at a fresh random key) before this returns, and its one renewal task started.
-    /// Explicit and opt-in (docs/protocol.md §10, "The API"): nothing attaches to it unless
-    /// asked; it lives until [`SharedSession::close`], or until it is lost. Dropping every
-    /// handle does not end it: the renewal task holds it until closed.
-    pub async fn open(client: &Client, opts: SessionOptions) -> Result<SharedSession> {
-        let io = client.inner.clone();
+    /// Open a session with `io` ([`SharedSession::open`], in `client.rs`).
+    pub(crate) async fn open_on(io: Arc<Io>, opts: SessionOptions) -> Result<SharedSession> {
         if !valid_prefix(&opts.prefix) {
             return Err(Error::new(
                 ErrorKind::Invalid,
@@ -325,6 +319,16 @@ impl SharedSession {
         Ok(SharedSession { inner })
     }
 
+    /// Open a session on `client`'s store (docs/protocol.md §10, "Shared sessions"): its
+    /// first record is written (conditional on absence, at a fresh random key under
+    /// `opts.prefix` + `.lease-sessions/`) before this returns, and its one renewal task and
+    /// one confirmation task are started. Explicit and opt-in: nothing attaches to it unless
+    /// asked ([`SharedSession::acquire`]); it lives until [`SharedSession::close`], or until it
+    /// is lost. Dropping every handle does not end it: its tasks hold it until closed.
+    pub async fn open(client: &crate::Client, opts: SessionOptions) -> Result<SharedSession> {
+        SharedSession::open_on(client.inner.clone(), opts).await
+    }
+
     /// Acquire a grant of the queued lock at `key` through this session: attached before its
     /// join is sent, held by this session's renewals and confirmed by its one confirmation
     /// task (no task or timer of its own). `opts` as for a queued lock ([`Client::acquire`]
@@ -354,7 +358,10 @@ impl SharedSession {
             wait_deadline,
             cancel: &never,
         };
-        crate::queue::acquire_shared(io, req, self).await
+        let attachment = self.attach(key).map_err(|e| e.with_lease(&url))?;
+        let (attachment, grant, confirmation) =
+            crate::queue::acquire_shared(io, req, attachment).await?;
+        Ok(SharedGrant::new(attachment, grant, confirmation))
     }
 
     /// The prefix its record is under (`""`: the store's root).
@@ -459,6 +466,33 @@ impl SharedSession {
         }
         self.inner.wake.notify_one();
         self.inner.ended.cancelled().await;
+    }
+}
+
+/// The queue's driver uses an attachment as its participant (attach before join).
+impl crate::queue::SharedNumber for Attachment {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn prefix(&self) -> &str {
+        &self.session.inner.prefix
+    }
+
+    fn alive(&self) -> bool {
+        self.lost_reason().is_none() && self.session.is_alive()
+    }
+
+    async fn landed(&mut self) -> Result<()> {
+        Attachment::landed(self).await
+    }
+
+    async fn lost(&self) -> LostReason {
+        Attachment::lost(self).await
+    }
+
+    async fn release(self, joined: bool) -> Result<()> {
+        Attachment::release(self, joined).await
     }
 }
 

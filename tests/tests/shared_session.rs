@@ -14,16 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lease::{Client, LeaseOptions};
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use lease_systests::{monotonic_ns, server};
 
 fn lease_url(store_url: &str, key: &str) -> String {
     match store_url.split_once('?') {
@@ -122,18 +113,9 @@ fn file_store_kill_9_of_a_shared_session_hands_both_locks_over() {
 
 #[test]
 fn s3_kill_9_of_a_shared_session_hands_both_locks_over() {
-    let servers: Vec<String> = ["MOTO", "MINIO"]
-        .iter()
-        .filter_map(|n| std::env::var(format!("LEASE_TEST_S3_{n}")).ok())
-        .collect();
-    if servers.is_empty() {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI=true but LEASE_TEST_S3_MOTO is not set: run through scripts/test"
-        );
-        eprintln!("SKIPPED: no S3 test server (LEASE_TEST_S3_MOTO unset)");
-    }
-    for store in servers {
-        kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(3));
+    for var in ["LEASE_TEST_S3_MOTO", "LEASE_TEST_S3_MINIO"] {
+        if let Some(store) = server(var) {
+            kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(3));
+        }
     }
 }

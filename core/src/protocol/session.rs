@@ -16,8 +16,9 @@ use std::fmt::Write as _;
 
 pub mod owner;
 
-/// The directory of shared sessions, under the session's prefix.
-pub const SESSIONS_DIR: &str = ".lease-sessions/";
+/// The directory of shared sessions, under the session's prefix (defined beside the stores,
+/// whose file store allows this one directory name that starts with a dot).
+pub use crate::store::SESSIONS_DIR;
 
 /// The longest prefix an entry may name (a path, not data).
 pub const MAX_PREFIX_LEN: usize = 1024;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lease::clock::Clock;
-use lease::protocol::queue::{classify, Classified, QueueRecord};
+use lease::protocol::queue::QueueRecord;
 use lease::protocol::view::unix_ms;
 use lease::store::{Get, GetOptions, Store};
 use lease::{ErrorKind, LostReason, Mode, Scope};
@@ -19,13 +19,7 @@ use sim::*;
 
 /// The lock's record as stored.
 async fn queue(w: &World, key: &str) -> QueueRecord {
-    match w.store.connection().get(key, GetOptions::default()).await {
-        Ok(Get::Found(o)) => match classify(o.bytes.as_deref().unwrap()) {
-            Classified::Queue(r) => r,
-            other => panic!("expected a queued lock's record, got {other:?}"),
-        },
-        other => panic!("expected a queued lock's record, got {other:?}"),
-    }
+    w.queue_record(key).await
 }
 
 #[tokio::test(start_paused = true)]

@@ -22,6 +22,15 @@ async fn open(w: &World) -> (SharedSession, lease::store::memory::MemoryStore) {
     (s, conn)
 }
 
+/// Two attachments, for `jobs/a` and `jobs/b`, each held by a landed session write.
+async fn two_landed(s: &SharedSession) -> (lease::Attachment, lease::Attachment) {
+    let mut a = s.attach("jobs/a").unwrap();
+    let mut b = s.attach("jobs/b").unwrap();
+    a.landed().await.unwrap();
+    b.landed().await.unwrap();
+    (a, b)
+}
+
 async fn attached(w: &World, s: &SharedSession) -> String {
     w.valid(s.key()).await.attached.unwrap()
 }
@@ -94,10 +103,7 @@ async fn one_renewal_write_per_interval_whatever_the_number_attached() {
 async fn a_release_detaches_one_with_the_next_renewal_and_leaves_the_others_attached() {
     let w = World::new();
     let (s, conn) = open(&w).await;
-    let mut a = s.attach("jobs/a").unwrap();
-    let mut b = s.attach("jobs/b").unwrap();
-    a.landed().await.unwrap();
-    b.landed().await.unwrap();
+    let (a, b) = two_landed(&s).await;
     conn.reset_stats();
     // Never joined: nothing to leave.
     a.release(false).await.unwrap();
@@ -122,10 +128,7 @@ async fn a_release_detaches_one_with_the_next_renewal_and_leaves_the_others_atta
 async fn a_deleted_session_loses_every_attachment_each_through_its_own_channel() {
     let w = World::new();
     let (s, _) = open(&w).await;
-    let mut a = s.attach("jobs/a").unwrap();
-    let mut b = s.attach("jobs/b").unwrap();
-    a.landed().await.unwrap();
-    b.landed().await.unwrap();
+    let (a, b) = two_landed(&s).await;
     w.store.remove_raw(s.key());
     let (ra, rb) = tokio::join!(a.lost(), b.lost());
     assert_eq!(ra, LostReason::SessionDeleted);
@@ -141,10 +144,7 @@ async fn a_deleted_session_loses_every_attachment_each_through_its_own_channel()
 async fn a_session_that_cannot_renew_lapses_and_loses_every_attachment() {
     let w = World::new();
     let (s, conn) = open(&w).await;
-    let mut a = s.attach("jobs/a").unwrap();
-    let mut b = s.attach("jobs/b").unwrap();
-    a.landed().await.unwrap();
-    b.landed().await.unwrap();
+    let (a, b) = two_landed(&s).await;
     conn.faults().set_unavailable(true);
     let start = w.now();
     assert_eq!(a.lost().await, LostReason::Expired);
@@ -188,19 +188,6 @@ async fn close_releases_every_attachment_then_releases_and_deletes_the_session()
     let _ = Attached::default();
 }
 
-/// The lock's record as stored.
-async fn queue_record(w: &World, key: &str) -> lease::protocol::queue::QueueRecord {
-    use lease::protocol::queue::{classify, Classified};
-    use lease::store::{Get, GetOptions, Store};
-    match w.store.connection().get(key, GetOptions::default()).await {
-        Ok(Get::Found(o)) => match classify(o.bytes.as_deref().unwrap()) {
-            Classified::Queue(r) => r,
-            other => panic!("expected a queued lock's record, got {other:?}"),
-        },
-        other => panic!("expected a queued lock's record, got {other:?}"),
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn queued_locks_on_a_shared_session_are_granted_with_entries_that_name_it() {
     let w = World::new();
@@ -211,7 +198,7 @@ async fn queued_locks_on_a_shared_session_are_granted_with_entries_that_name_it(
     a.ensure_held().unwrap();
     assert_eq!(a.id(), format!("{}.1", s.sid()));
     assert_eq!(b.id(), format!("{}.2", s.sid()));
-    let r = queue_record(&w, "jobs/a").await;
+    let r = w.queue_record("jobs/a").await;
     assert_eq!(r.grants.len(), 1);
     assert_eq!(r.grants[0].id, a.id());
     assert_eq!(r.grants[0].session.as_deref(), Some(""));
@@ -264,7 +251,7 @@ async fn a_lock_record_that_drops_one_grant_loses_that_grant_alone() {
     let a = s.acquire("jobs/a", &queued()).await.unwrap();
     let b = s.acquire("jobs/b", &queued()).await.unwrap();
     // Replaced by hand with an empty queued lock: `a`'s grant is gone from it.
-    let mut r = queue_record(&w, "jobs/a").await;
+    let mut r = w.queue_record("jobs/a").await;
     r.grants.clear();
     r.requires.clear();
     r.rev += 1;

@@ -10,16 +10,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use lease::{Client, LeaseOptions, SessionOptions, SharedSession};
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use lease_systests::monotonic_ns;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

@@ -196,7 +196,7 @@ impl FileStore {
             // Shared sessions live under `.lease-sessions/` (docs/protocol.md §10): a directory
             // name no sidecar takes (sidecars are `.NAME.lock` and `.NAME.HEX.tmp`, files
             // beside an object), so it is allowed as a directory, and only that one.
-            let sessions_dir = crate::protocol::session::SESSIONS_DIR.trim_end_matches('/');
+            let sessions_dir = crate::store::SESSIONS_DIR.trim_end_matches('/');
             if *segment == sessions_dir && i + 1 < segments.len() {
                 continue;
             }
