@@ -185,7 +185,6 @@ async fn close_releases_every_attachment_then_releases_and_deletes_the_session()
     assert_eq!(a.lost_reason(), None, "closed, not lost");
     let e = s.attach("jobs/b").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
-    let _ = Attached::default();
 }
 
 #[tokio::test(start_paused = true)]
@@ -321,4 +320,27 @@ async fn a_holder_cut_off_loses_both_grants_and_a_waiter_takes_both_after_ttl_an
         "took {:?}",
         taken_at - cut
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_join_is_written_only_after_a_session_write_holding_its_number() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    w.store.record_writes();
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let log = w.store.write_log();
+    let holds = |bytes: &[u8]| {
+        let r: lease::record::Record = serde_json::from_slice(bytes).unwrap();
+        let set = Attached::parse(r.attached.as_deref().unwrap()).unwrap();
+        set.contains(1)
+    };
+    let attached_at = log
+        .iter()
+        .position(|l| l.key == s.key() && holds(&l.bytes))
+        .expect("a session write holding number 1");
+    let joined_at = log
+        .iter()
+        .position(|l| l.key == "jobs/a" && String::from_utf8_lossy(&l.bytes).contains(a.id()))
+        .expect("the join");
+    assert!(attached_at < joined_at, "joined before attached: {log:?}");
 }
