@@ -132,6 +132,8 @@ impl std::fmt::Debug for SharedSession {
 pub struct SharedGrant {
     attachment: Attachment,
     grant: Grant,
+    /// Released by [`SharedGrant::release`] (else released when dropped).
+    released: bool,
 }
 
 impl SharedGrant {
@@ -148,7 +150,11 @@ impl SharedGrant {
             .unwrap()
             .grants
             .insert(attachment.n, hold);
-        SharedGrant { attachment, grant }
+        SharedGrant {
+            attachment,
+            grant,
+            released: false,
+        }
     }
 
     /// The fencing token: strictly increasing per lock.
@@ -211,19 +217,44 @@ impl SharedGrant {
     /// Release it alone: its belief ends at once, its leave grants the next waiter, and its
     /// number leaves the session's attached set with the next renewal. The session's other
     /// grants stay held.
-    pub async fn release(self) -> Result<()> {
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
         let inner = self.attachment.session.inner.clone();
         inner
-            .state
-            .lock()
-            .unwrap()
-            .grants
-            .remove(&self.attachment.n);
-        let url = self.grant.url.clone();
-        self.attachment
-            .release(true)
+            .release_number(self.attachment.n, true)
             .await
-            .map_err(|e| e.with_lease(&url))
+            .map_err(|e| e.with_lease(&self.grant.url))
+    }
+}
+
+/// A grant dropped without [`SharedGrant::release`] is released in the background (best
+/// effort, as a dropped [`crate::Lease`]): its belief ends at once, its leave is sent on the
+/// runtime in use, and its number detached with the next renewal.
+impl Drop for SharedGrant {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let inner = self.attachment.session.inner.clone();
+        let n = self.attachment.n;
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    let _ = inner.release_number(n, true).await;
+                });
+            }
+            // No runtime to send the leave on: stop believing and detach; checkers remove
+            // the grant by rule 4 once the next renewal dropped its number.
+            Err(_) => {
+                let now = inner.client.clock().now();
+                let mut st = inner.state.lock().unwrap();
+                st.grants.remove(&n);
+                st.slots.remove(&n);
+                let _ = st.owner.release(n, false, now);
+                drop(st);
+                inner.wake.notify_one();
+            }
+        }
     }
 }
 
@@ -569,24 +600,30 @@ impl Attachment {
     /// it may have been sent) and retried with the session's renewals if it fails; its number
     /// leaves the attached set with the session's next renewal. The others stay attached.
     pub async fn release(self, joined: bool) -> Result<()> {
-        let inner = self.session.inner.clone();
-        let leave = {
-            let now = inner.client.clock().now();
-            let mut st = inner.state.lock().unwrap();
-            if let Some(tx) = st.slots.remove(&self.n) {
-                tx.send_replace(Slot::Released);
-            }
-            st.owner.release(self.n, joined, now)
-        };
-        inner.wake.notify_one();
-        match leave {
-            Some(leave) => inner.send_leave(leave).await,
-            None => Ok(()),
-        }
+        self.session.inner.release_number(self.n, joined).await
     }
 }
 
 impl Inner {
+    /// Release number `n` (a grant's with it): not believed from now on; its leave sent when
+    /// `joined`; detached with the next renewal.
+    async fn release_number(&self, n: u64, joined: bool) -> Result<()> {
+        let leave = {
+            let now = self.client.clock().now();
+            let mut st = self.state.lock().unwrap();
+            st.grants.remove(&n);
+            if let Some(tx) = st.slots.remove(&n) {
+                tx.send_replace(Slot::Released);
+            }
+            st.owner.release(n, joined, now)
+        };
+        self.wake.notify_one();
+        match leave {
+            Some(leave) => self.send_leave(leave).await,
+            None => Ok(()),
+        }
+    }
+
     /// The one confirmation task: every renew interval, each grant's lock record is read (a
     /// 304 while unchanged) and the grant confirmed, made again where the record was deleted,
     /// or lost where the record no longer lists it (`GrantHold`, as for a per-grant session).

@@ -344,3 +344,20 @@ async fn a_join_is_written_only_after_a_session_write_holding_its_number() {
         .expect("the join");
     assert!(attached_at < joined_at, "joined before attached: {log:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_grant_dropped_without_release_is_released_in_the_background() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let b = s.acquire("jobs/b", &queued()).await.unwrap();
+    let (other, _) = w.client("b", 2);
+    let waiter = spawn_acquire(&other, "jobs/a", queued().wait(TTL * 3));
+    sleep(secs(0.5)).await;
+    assert!(!waiter.is_finished());
+    drop(a);
+    let next = waiter.await.unwrap().unwrap();
+    assert!(next.is_held() && b.is_held());
+    sleep(TTL / 2).await;
+    assert_eq!(attached(&w, &s).await, "2");
+}
