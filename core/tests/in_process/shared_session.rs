@@ -361,3 +361,22 @@ async fn a_grant_dropped_without_release_is_released_in_the_background() {
     sleep(TTL / 2).await;
     assert_eq!(attached(&w, &s).await, "2");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_request_that_gives_up_detaches_its_number_and_leaves_the_queue() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let (other, _) = w.client("b", 2);
+    let held = other.acquire("jobs/a", &queued()).await.unwrap();
+    let e = s
+        .acquire("jobs/a", &queued().wait(secs(3.0)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert_eq!(s.attached(), 0, "the number was released");
+    let r = w.queue_record("jobs/a").await;
+    assert!(r.queue.is_empty(), "left the queue: {r:?}");
+    sleep(TTL / 2).await;
+    assert_eq!(attached(&w, &s).await, "", "detached with the next renewal");
+    held.release().await.unwrap();
+}
