@@ -41,6 +41,7 @@ fn record(rev: u64) -> Bytes {
         write: Some("0123456789abcdef".into()),
         broken: None,
         history: Default::default(),
+        attached: None,
     }
     .to_bytes()
 }

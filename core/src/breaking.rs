@@ -78,6 +78,16 @@ async fn break_queue(
             // Nothing believes in a released session: the grant can go at once.
             SessionState::Released => true,
             SessionState::Gone if mode == BreakMode::AllowTwoHolders => true,
+            // Breaking its session would break every grant of its process on this store.
+            _ if g.session.is_some() => {
+                return Err(Error::invalid(format!(
+                    "{url}: grant {} is attached to a shared session (docs/protocol.md §10, \
+                     \"Shared sessions\"): breaking that session would break every grant of \
+                     its process on this store, and this version cannot break one grant \
+                     alone; stop or wait out its process instead",
+                    g.id()
+                )));
+            }
             _ => {
                 let skey = session_key(key, g.id());
                 break_record(client, &skey, None, Some(g), label.clone(), mode, timing)
@@ -162,6 +172,7 @@ async fn break_record(
                         epoch: 0,
                     }),
                     history: Default::default(),
+                    attached: None,
                 };
                 (record, Cond::Create)
             }

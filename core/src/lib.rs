@@ -41,6 +41,7 @@ pub mod protocol;
 mod queue;
 pub mod record;
 pub mod scope;
+mod shared_session;
 mod status;
 pub mod store;
 mod store_clock;
@@ -59,6 +60,7 @@ pub use options::{LeaseOptions, WakeHints};
 pub use protocol::breaking::BreakMode;
 pub use record::Holder;
 pub use scope::{Mode, Scope};
+pub use shared_session::{Attachment, SessionOptions, SharedGrant, SharedSession};
 pub use status::{
     unix_ms, HolderJson, LeaseState, Participant, QueueStatus, SessionState, Status, Watcher,
 };

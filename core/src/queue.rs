@@ -16,10 +16,11 @@ use tracing::{debug, info, warn};
 use crate::acquirer::{self, Acquired};
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::Io;
-use crate::lease::{Grant, Lease};
+use crate::lease::{Grant, Lease, LostReason};
 use crate::lock_change::{self, grant_wake, wake_granted};
 use crate::options::{LeaseOptions, Timing};
 use crate::protocol::acquire::Plan;
+use crate::protocol::queue::holder::Confirmation;
 use crate::protocol::queue::waiter::{held_error, Ctx, Event, Step, WaitPlan, Waiter, Why};
 use crate::protocol::queue::{session_key, Change, Entry, MAX_QUEUE_RECORD_LEN};
 use crate::record::{Holder, Parsed, Record};
@@ -38,18 +39,142 @@ pub(crate) struct Request<'a> {
     pub cancel: &'a CancellationToken,
 }
 
-/// Acquire a grant of the queued lock at `req.key`; `first`: a read of the key already made
-/// (by a lease acquisition that found a queued lock).
+/// Acquire a grant of the queued lock at `req.key` through a session of its own; `first`: a
+/// read of the key already made (by a lease acquisition that found a queued lock).
 pub(crate) async fn acquire(
     client: &Arc<Io>,
     req: Request<'_>,
     first: Option<Get>,
 ) -> Result<Lease> {
+    match run::<NotShared>(client, req, first, None).await? {
+        Granted::Own(lease) => Ok(lease),
+        Granted::Shared { .. } => unreachable!("a request without a shared session"),
+    }
+}
+
+/// A number in a shared session, as the queue's driver uses it (`shared_session.rs` implements
+/// it; this module names no type of it, so that the session's module may call in here).
+pub(crate) trait SharedNumber: Send {
+    /// Its entry id, `SID.N`.
+    fn id(&self) -> &str;
+    /// Its session's prefix (the entry's `session`).
+    fn prefix(&self) -> &str;
+    /// Whether it may still be believed (not lost, its session believed).
+    fn alive(&self) -> bool;
+    /// Wait until a landed session write holds it (attach before join).
+    fn landed(&mut self) -> impl std::future::Future<Output = Result<()>> + Send;
+    /// Its loss.
+    fn lost(&self) -> impl std::future::Future<Output = LostReason> + Send;
+    /// Release it; its leave is sent when `joined`.
+    fn release(self, joined: bool) -> impl std::future::Future<Output = Result<()>> + Send;
+}
+
+/// No shared session: the type of a request on a session of its own.
+enum NotShared {}
+
+impl SharedNumber for NotShared {
+    fn id(&self) -> &str {
+        match *self {}
+    }
+    fn prefix(&self) -> &str {
+        match *self {}
+    }
+    fn alive(&self) -> bool {
+        match *self {}
+    }
+    async fn landed(&mut self) -> Result<()> {
+        match *self {}
+    }
+    async fn lost(&self) -> LostReason {
+        match *self {}
+    }
+    async fn release(self, _: bool) -> Result<()> {
+        match self {}
+    }
+}
+
+/// Acquire a grant of the queued lock at `req.key` through the shared session number `number`
+/// (docs/protocol.md §10, "Shared sessions"): its join is sent once a session write holding it
+/// landed. The number back, with the grant and the read that showed it.
+pub(crate) async fn acquire_shared<N: SharedNumber>(
+    client: &Arc<Io>,
+    req: Request<'_>,
+    number: N,
+) -> Result<(N, Grant, Confirmation)> {
+    if req.opts.data.is_some() {
+        let e = Error::new(
+            ErrorKind::Invalid,
+            "per-grant data is not kept on a shared session (its record is the process's): \
+             acquire without a shared session to attach data",
+        )
+        .with_lease(req.url);
+        let _ = number.release(false).await;
+        return Err(e);
+    }
+    match run(client, req, None, Some(number)).await? {
+        Granted::Shared {
+            number,
+            grant,
+            confirmation,
+        } => Ok((number, grant, *confirmation)),
+        Granted::Own(_) => unreachable!("a request on a shared session"),
+    }
+}
+
+/// What a request's participant is alive through: its own session lease (begun before its
+/// first join), or a number in a shared session (attached before its first join).
+enum Participant<N> {
+    Own(Option<Lease>),
+    Shared(N),
+}
+
+impl<N: SharedNumber> Participant<N> {
+    fn alive(&self) -> bool {
+        match self {
+            Participant::Own(s) => s.as_ref().is_none_or(Lease::is_held),
+            Participant::Shared(n) => n.alive(),
+        }
+    }
+
+    async fn lost(&self) -> LostReason {
+        match self {
+            Participant::Own(Some(s)) => s.lost().await,
+            Participant::Own(None) => std::future::pending().await,
+            Participant::Shared(n) => n.lost().await,
+        }
+    }
+}
+
+enum Granted<N> {
+    Own(Lease),
+    Shared {
+        number: N,
+        grant: Grant,
+        confirmation: Box<Confirmation>,
+    },
+}
+
+async fn run<N: SharedNumber>(
+    client: &Arc<Io>,
+    req: Request<'_>,
+    first: Option<Get>,
+    shared: Option<N>,
+) -> Result<Granted<N>> {
     req.opts.check_queue().map_err(|e| e.with_lease(req.url))?;
     let (key, url, timing) = (req.key, req.url, req.timing);
     let clock = client.clock().clone();
     let rng = &client.rng;
-    let me = client.new_holder(req.opts.label.clone());
+    let mut me = client.new_holder(req.opts.label.clone());
+    // On a shared session the participant's id is `SID.N`, its number taken now: a session
+    // write holding it is due at once, and the join waits for it to land.
+    let session_prefix = shared.as_ref().map(|n| n.prefix().to_string());
+    let mut participant = match shared {
+        Some(number) => {
+            me.id = number.id().to_string();
+            Participant::Shared(number)
+        }
+        None => Participant::Own(None),
+    };
     // Where writers that grant us can wake us (docs/protocol.md §10, "Wake hints"): our
     // process's listener, which wakes us by our id; none when hints are off.
     // A store whose clients all live in this process wakes them directly.
@@ -68,6 +193,7 @@ pub(crate) async fn acquire(
             scope: req.opts.scope.clone(),
             ttl_ms: timing.ttl.as_millis() as u64,
             token: None,
+            session: session_prefix,
             wake: hints.as_ref().map(|l| l.wake_field()),
             priority: req.opts.priority,
             passed: 0,
@@ -80,7 +206,6 @@ pub(crate) async fn acquire(
         max_len: MAX_QUEUE_RECORD_LEN,
     };
     let mut waiter = Waiter::new(plan, client.memo(key).epoch, clock.now());
-    let mut session: Option<Lease> = None;
     let mut event = match first {
         Some(get) => Event::Record(Ok(get)),
         None => Event::Start,
@@ -100,7 +225,7 @@ pub(crate) async fn acquire(
         let ctx = Ctx {
             now: clock.now(),
             wall: clock.wall(),
-            session_alive: session.as_ref().is_none_or(Lease::is_held),
+            session_alive: participant.alive(),
         };
         let step = waiter.step(event, ctx, rng);
         if !warned_date && waiter.date_refused() {
@@ -138,12 +263,18 @@ pub(crate) async fn acquire(
                 }
                 Event::Wrote(put)
             }
-            Step::BeginSession => match begin_session(client, key, &me, &req, &timing).await {
-                Ok(lease) => {
-                    session = Some(lease);
-                    Event::SessionBegun(Ok(()))
+            Step::BeginSession => match &mut participant {
+                Participant::Own(session) => {
+                    match begin_session(client, key, &me, &req, &timing).await {
+                        Ok(lease) => {
+                            *session = Some(lease);
+                            Event::SessionBegun(Ok(()))
+                        }
+                        Err(e) => Event::SessionBegun(Err(e)),
+                    }
                 }
-                Err(e) => Event::SessionBegun(Err(e)),
+                // Attach before join: a write of the session holding our number has landed.
+                Participant::Shared(attachment) => Event::SessionBegun(attachment.landed().await),
             },
             Step::ReadSession {
                 key: skey,
@@ -173,12 +304,7 @@ pub(crate) async fn acquire(
                 Event::Deleted
             }
             Step::Sleep { until } => {
-                let lost = async {
-                    match &session {
-                        Some(s) => s.lost().await,
-                        None => std::future::pending().await,
-                    }
-                };
+                let lost = participant.lost();
                 let changed = async {
                     match &mut watch {
                         Some(w) => w.changed().await,
@@ -205,27 +331,37 @@ pub(crate) async fn acquire(
                 permits,
                 confirmation,
             } => {
-                let Some(lease) = session.take() else {
-                    break Err((
-                        Error::internal(format!("{url} granted a participant that has no session")),
-                        true,
-                    ));
-                };
                 let epoch = confirmation.record.epoch;
-                lease.set_grant(
-                    Grant {
-                        key: key.to_string(),
-                        url: url.to_string(),
-                        token,
-                        mode: req.opts.mode,
-                        scope: req.opts.scope.clone(),
-                        permits,
+                let grant = Grant {
+                    key: key.to_string(),
+                    url: url.to_string(),
+                    token,
+                    mode: req.opts.mode,
+                    scope: req.opts.scope.clone(),
+                    permits,
+                };
+                let granted = match std::mem::replace(&mut participant, Participant::Own(None)) {
+                    Participant::Own(Some(lease)) => {
+                        lease.set_grant(grant, confirmation);
+                        Granted::Own(lease)
+                    }
+                    Participant::Own(None) => {
+                        break Err((
+                            Error::internal(format!(
+                                "{url} granted a participant that has no session"
+                            )),
+                            true,
+                        ));
+                    }
+                    Participant::Shared(number) => Granted::Shared {
+                        number,
+                        grant,
+                        confirmation: Box::new(confirmation),
                     },
-                    confirmation,
-                );
+                };
                 client.saw_epoch(key, epoch);
                 debug!(lease = %url, token, "granted");
-                break Ok(lease);
+                break Ok(granted);
             }
             Step::Held {
                 kind,
@@ -238,7 +374,7 @@ pub(crate) async fn acquire(
                 // Name whoever is in the way: its session says who it is.
                 let mut holders = vec![];
                 if let Some(g) = in_the_way.first() {
-                    let skey = session_key(key, g.id());
+                    let skey = g.session_key(key);
                     if let Ok(Get::Found(obj)) = client.read_record(&skey, None, &timing).await {
                         if let Parsed::Valid(r) = Record::parse(obj.bytes.as_deref(), obj.size) {
                             holders.push((g.id().to_string(), r.holder));
@@ -256,15 +392,25 @@ pub(crate) async fn acquire(
         Ok(lease) => Ok(lease),
         Err((e, listed)) => {
             // Leave no trace for others to wait out: leave the queue if a join may have
-            // landed, then end the session.
-            if listed {
-                let leave = Change::Leave(me.id.clone());
-                if let Err(err) = lock_change::run(client, key, leave, None, &timing).await {
-                    warn!(lease = %url, "could not leave the queue: {err}");
+            // landed, then end the session (a shared one: detach).
+            match participant {
+                Participant::Own(session) => {
+                    if listed {
+                        let leave = Change::Leave(me.id.clone());
+                        if let Err(err) = lock_change::run(client, key, leave, None, &timing).await
+                        {
+                            warn!(lease = %url, "could not leave the queue: {err}");
+                        }
+                    }
+                    if let Some(s) = session {
+                        s.end_session().await;
+                    }
                 }
-            }
-            if let Some(s) = session {
-                s.end_session().await;
+                Participant::Shared(attachment) => {
+                    if let Err(err) = attachment.release(listed).await {
+                        warn!(lease = %url, "could not leave the queue: {err}");
+                    }
+                }
             }
             Err(e.with_lease(url))
         }

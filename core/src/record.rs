@@ -148,6 +148,13 @@ pub struct Record {
     /// [`History`].)
     #[serde(default, skip_serializing_if = "History::is_empty")]
     pub history: History,
+    /// A shared session's attached set (issue 24): the numbers of the grants and waiters its
+    /// owner has attached now, as ascending ranges (`"1-4096,4098"`,
+    /// `protocol::session::Attached`). Written only by the owner of a shared session, in its
+    /// renewals; `None` in every other record (and a checker then judges by the lease rules
+    /// alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached: Option<String>,
 }
 
 /// How many past tenures a record keeps.
@@ -413,6 +420,7 @@ mod tests {
             write: Some("w0".into()),
             broken: None,
             history: History::default(),
+            attached: None,
         }
     }
 

@@ -14,7 +14,7 @@ use tracing::warn;
 use crate::error::{ErrorKind, Result};
 use crate::io::{local_wake, Io};
 use crate::options::{LeaseOptions, Timing, MAX_TTL};
-use crate::protocol::queue::{session_key, Classified, Entry, Mode, QueueRecord, Scope};
+use crate::protocol::queue::{Classified, Entry, Mode, QueueRecord, Scope};
 use crate::protocol::view::{Seen, View};
 use crate::protocol::Backoff;
 use crate::record::{Holder, Parsed, RecordState, Tenure};
@@ -166,7 +166,7 @@ impl Participant {
     pub fn new(entry: &Entry, session: Option<&Status>) -> Participant {
         let ours = session
             .and_then(|s| s.holder.as_ref())
-            .is_some_and(|h| h.id == entry.id);
+            .is_some_and(|h| h.id == entry.session_holder());
         let state = match session.map(|s| s.state) {
             None | Some(LeaseState::Corrupt) => SessionState::Unknown,
             Some(LeaseState::Free) => SessionState::Gone,
@@ -591,17 +591,16 @@ pub(crate) async fn sessions_of(
     timing: &Timing,
 ) -> std::collections::HashMap<String, Status> {
     use futures::stream::StreamExt;
-    // Owned ids: a closure over borrowed ones is not `Send` for every lifetime, as the
+    // Owned ids and keys: a closure over borrowed ones is not `Send` for every lifetime, as the
     // bindings' runtimes need (rustc's "FnOnce is not general enough").
-    let ids: Vec<String> = r
+    let ids: Vec<(String, String)> = r
         .grants
         .iter()
         .chain(r.queue.iter().take(SESSIONS_READ))
-        .map(|e| e.id().to_string())
+        .map(|e| (e.id().to_string(), e.session_key(key)))
         .collect();
     futures::stream::iter(ids)
-        .map(|id: String| async move {
-            let skey = session_key(key, &id);
+        .map(|(id, skey): (String, String)| async move {
             let get = io.get(&skey, None, timing.request_timeout).await.ok()?;
             let mut view = View::default();
             view.absorb(get, io.clock().now());

@@ -11,3 +11,4 @@ pub mod fence_model;
 pub mod lease_model;
 mod network;
 pub mod queue_model;
+pub mod session_model;

@@ -62,7 +62,7 @@ const KEY: &str = "lock";
 const BASE_MS: u64 = 1_767_225_600_000;
 
 /// Deterministic randomness: no jitter; one nonce (the model answers the writes that use it).
-struct Fixed;
+pub(crate) struct Fixed;
 
 impl Entropy for Fixed {
     fn nonce(&self) -> String {
@@ -759,6 +759,7 @@ impl QueueModel {
             scope,
             ttl_ms: self.timing().ttl.as_millis() as u64,
             token: None,
+            session: None,
             wake: None,
             priority: self.priorities.get(c).copied().unwrap_or(0),
             passed: 0,
@@ -863,6 +864,7 @@ impl QueueModel {
             write: None,
             broken: None,
             history: Default::default(),
+            attached: None,
         };
         let found = |r: Record, v: &str, modified: u64, server_now: u64| {
             let version = Version::etag(format!("{key}:{v}"));

@@ -56,6 +56,15 @@
 //! | a dead holder's pids read in any pid namespace (`DeadHolderAnyPidNamespace`) | `a_dead_holder_rule_without_…` |
 //! | a file-store lock not rechecked after its file was removed (`LockFileNotRechecked`) | `a_lock_file_not_rechecked_…` |
 //!
+//! And for shared sessions (issue 24), each rule of the owner's machine broken
+//! (`session_model`, which drives `Owner`):
+//!
+//! | Shared-session rule broken                         | Control                                   |
+//! |----------------------------------------------------|-------------------------------------------|
+//! | attach before joining (`SessionJoinBeforeAttach`)  | `a_join_sent_before_its_attachment_landed_…` |
+//! | detach only after the belief ends (`SessionDetachWhileBelieved`) | `a_detach_while_the_grant_is_believed_…` |
+//! | the session's loss ends every grant (`SessionBeliefOutlivesLoss`) | `a_belief_that_outlives_its_session_…` |
+//!
 //! And for a holder that changes its ttl (issue 28 item 7):
 //!
 //! | Rule broken                                        | Control                                   |
@@ -75,6 +84,7 @@ use lease::BreakMode;
 use lease_verify::fence_model::{self, FenceModel};
 use lease_verify::lease_model::*;
 use lease_verify::queue_model::{self, QueueModel};
+use lease_verify::session_model;
 
 /// The mutant switch is process-wide: one control at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -798,5 +808,58 @@ fn a_holder_that_shortens_its_ttl_without_a_cap_is_found_with_a_second_holder() 
             "ttl shortened, no cap"
         ),
         Some("at most one holder believes")
+    );
+}
+
+/// The shared-session model's safety properties.
+const SESSION: &[&str] = session_model::SAFETY;
+
+/// Shared sessions (issue 24): a join sent before a session write holding its number landed
+/// lets a checker read the record, then a session without the number, and remove a grant its
+/// owner believes once the attachment lands.
+#[test]
+fn a_join_sent_before_its_attachment_landed_is_found_removed_while_believed() {
+    let m = session_model::base();
+    assert_eq!(violated(m.clone(), SESSION, None, "shared session"), None);
+    assert_eq!(
+        violated(
+            m,
+            SESSION,
+            Some(Mutant::SessionJoinBeforeAttach),
+            "shared session, join before attach"
+        ),
+        Some("a grant a checker removed is not believed")
+    );
+}
+
+/// Shared sessions: a released grant's number detached while its owner still believes it.
+#[test]
+fn a_detach_while_the_grant_is_believed_is_found_removed_while_believed() {
+    assert_eq!(
+        violated(
+            session_model::base(),
+            SESSION,
+            Some(Mutant::SessionDetachWhileBelieved),
+            "shared session, detach while believed"
+        ),
+        Some("a grant a checker removed is not believed")
+    );
+}
+
+/// Shared sessions: grants believed after their session was lost (lapsed, taken over).
+#[test]
+fn a_belief_that_outlives_its_session_is_found() {
+    let found = violated(
+        session_model::base(),
+        SESSION,
+        Some(Mutant::SessionBeliefOutlivesLoss),
+        "shared session, belief outlives the session",
+    );
+    assert!(
+        matches!(
+            found,
+            Some("a grant a checker removed is not believed" | "a lost session ends every belief")
+        ),
+        "{found:?}"
     );
 }

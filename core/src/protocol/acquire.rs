@@ -431,6 +431,7 @@ impl Acquirer {
             prev: if makes { vec![] } else { self.view.prev() },
             write: Some(entropy.nonce()),
             broken: None,
+            attached: None,
         };
         // Once sent, the outcome is resolved even if cancelled: a landed write is let go. Not
         // past the wait deadline: an outcome still unknown then is left to expire.

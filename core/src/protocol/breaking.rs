@@ -114,6 +114,7 @@ pub fn plan(
         prev: view.prev(),
         write: Some(entropy.nonce()),
         broken,
+        attached: None,
     };
     BreakPlan::Write {
         record,

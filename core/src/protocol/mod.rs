@@ -18,6 +18,7 @@
 //! - [`breaking`]: an operator's break.
 //! - [`fence`]: fenced writes' verdicts and the outcome of a fenced write.
 //! - [`queue`]: queued locks — grants and waiters, FIFO order, shared, permits, scopes.
+//! - [`session`]: shared sessions — one heartbeat for many grants (what is decided so far).
 //! - [`mutants`]: the model checker's negative controls (off unless a test turns one on).
 //!
 //! See docs/model.md for the state machine and its assumptions.
@@ -29,6 +30,7 @@ pub mod fence;
 pub mod hold;
 pub mod mutants;
 pub mod queue;
+pub mod session;
 pub mod takeover;
 #[cfg(test)]
 mod testing;

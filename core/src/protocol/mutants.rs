@@ -95,6 +95,16 @@ pub enum Mutant {
     /// one's of its priority, so a due later waiter goes before an earlier one of the same
     /// priority (issue 23, "Priorities").
     QueueDueNotInherited = 31,
+    /// Shared sessions: a grant's join is sent as soon as its number is handed out, before a
+    /// session write that holds it has landed: a checker that reads the record, then the
+    /// session, finds the number detached and removes a grant its owner will believe (issue 24).
+    SessionJoinBeforeAttach = 41,
+    /// Shared sessions: a released grant's number is detached while its owner still believes
+    /// it (the detach lands before the belief ends): rule 4 removes a believed grant.
+    SessionDetachWhileBelieved = 42,
+    /// Shared sessions: a grant's belief outlives its session's loss (lapse, takeover): every
+    /// grant attached stays believed while checkers remove them.
+    SessionBeliefOutlivesLoss = 43,
 }
 
 #[cfg(feature = "negative-controls")]

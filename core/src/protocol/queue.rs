@@ -38,6 +38,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::session::{shared_session_key, valid_prefix, SharedId};
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::scope::{Mode, Scope, MAX_PERMITS};
 use crate::store::Get;
@@ -58,7 +59,7 @@ pub const MAX_WAKE_LEN: usize = 64;
 
 /// The features (`requires`) this version knows. A record that requires another one was
 /// written by a newer version (docs/protocol.md §10, "Evolution").
-const KNOWN_FEATURES: [&str; 1] = [PRIORITY_FEATURE];
+const KNOWN_FEATURES: [&str; 2] = [PRIORITY_FEATURE, SESSION_FEATURE];
 
 /// The feature a record requires while any entry carries a priority or a bypass count: an
 /// older writer would settle it in join order and drop both (docs/protocol.md §10,
@@ -73,7 +74,13 @@ pub use crate::scope::{MAX_PRIORITY, MIN_PRIORITY};
 /// *due* and goes first (docs/protocol.md §10, "Priorities": bounded bypass).
 pub const MAX_BYPASS: u32 = 8;
 
-/// The key of participant `id`'s session lease for the lock at `key`.
+/// The feature a record requires while it lists an entry attached to a shared session: a
+/// version that does not know it would check `KEY.q/ID`, find nothing, and after ttl + grace
+/// remove a live grant (docs/protocol.md §10, "Shared sessions", issue 24).
+pub const SESSION_FEATURE: &str = "session";
+
+/// The key of participant `id`'s own session lease for the lock at `key` (a per-grant session;
+/// an entry attached to a shared session names another: [`Entry::session_key`]).
 pub fn session_key(key: &str, id: &str) -> String {
     format!("{key}.q/{id}")
 }
@@ -93,6 +100,11 @@ pub struct Entry {
     /// The fencing token of its grant; `None` while it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<u64>,
+    /// Attached to a shared session (issue 24): the prefix under which it lives (`""`: the
+    /// store's root); the id is then `SID.N` ([`SharedId`]). `None`: its own session at
+    /// `KEY.q/ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     /// Where the participant can be woken when a write grants it: `udp:IP:PORT`
     /// (docs/protocol.md §10, "Wake hints"). It decides nothing and carries no authority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,6 +134,29 @@ fn is_zero_u32(n: &u32) -> bool {
 impl Entry {
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Its place in a shared session (`None`: it has its own session).
+    pub fn shared(&self) -> Option<SharedId> {
+        self.session
+            .as_ref()
+            .and_then(|_| SharedId::parse(&self.id))
+    }
+
+    /// The holder id of its session's record while its owner holds it: a shared session's id
+    /// (its owner's), or its own id. A session held by another id was written by a checker
+    /// that took it for gone.
+    pub fn session_holder(&self) -> String {
+        self.shared().map_or_else(|| self.id.clone(), |s| s.sid)
+    }
+
+    /// The key of the session that shows whether this participant is alive, for the lock at
+    /// `key`: its shared session's, or its own (`KEY.q/ID`).
+    pub fn session_key(&self, key: &str) -> String {
+        match (&self.session, self.shared()) {
+            (Some(prefix), Some(shared)) => shared_session_key(prefix, &shared.sid),
+            _ => session_key(key, &self.id),
+        }
     }
 
     /// Where to send this participant a wake hint, if it gave an address this version would
@@ -332,6 +367,27 @@ impl QueueRecord {
         let all = self.grants.iter().chain(&self.queue);
         if all.clone().any(|e| e.id.is_empty() || e.ttl_ms == 0) {
             return Err("queued lock record lists a participant without id or ttl".into());
+        }
+        // A shared entry names a key a checker reads and may write `released`: only a
+        // `….lease-sessions/<32 hex>` one.
+        if let Some(e) = all.clone().find(|e| {
+            e.session
+                .as_ref()
+                .is_some_and(|p| !valid_prefix(p) || e.shared().is_none())
+        }) {
+            return Err(format!(
+                "queued lock record lists a participant on a shared session with an id ({:?}) \
+                 or a prefix that no version writes",
+                e.id
+            ));
+        }
+        if all.clone().any(|e| e.session.is_some())
+            && !self.requires.iter().any(|f| f == SESSION_FEATURE)
+        {
+            return Err(format!(
+                "queued lock record lists a participant on a shared session without requiring \
+                 {SESSION_FEATURE:?}"
+            ));
         }
         if self.grants.iter().any(|g| g.token.is_none()) {
             return Err("queued lock record lists a grant without a token".into());
@@ -570,16 +626,20 @@ impl QueueRecord {
         order
     }
 
-    /// List [`PRIORITY_FEATURE`] in `requires` while, and only while, some entry uses it.
+    /// List [`PRIORITY_FEATURE`] in `requires` while, and only while, some entry uses it, and
+    /// [`SESSION_FEATURE`] while, and only while, an entry is attached to a shared session: an
+    /// older version must refuse the record then, and may use the lock again once none is.
     fn note_features(&mut self) {
-        let uses = self
-            .grants
-            .iter()
-            .chain(&self.queue)
-            .any(Entry::uses_priority);
-        self.requires.retain(|f| f != PRIORITY_FEATURE);
-        if uses {
+        let all = || self.grants.iter().chain(&self.queue);
+        let priority = all().any(Entry::uses_priority);
+        let shared = all().any(|e| e.session.is_some());
+        self.requires
+            .retain(|f| f != PRIORITY_FEATURE && f != SESSION_FEATURE);
+        if priority {
             self.requires.push(PRIORITY_FEATURE.to_string());
+        }
+        if shared {
+            self.requires.push(SESSION_FEATURE.to_string());
         }
     }
 

@@ -259,6 +259,7 @@ mod tests {
             write: Some("w".into()),
             broken: None,
             history: Default::default(),
+            attached: None,
         };
         View {
             seen: Some(Seen::Present {

@@ -90,6 +90,7 @@ pub(crate) fn record(id: &str, epoch: u64, state: RecordState) -> Record {
         write: Some(format!("w-{id}-{epoch}")),
         broken: None,
         history: Default::default(),
+        attached: None,
     }
 }
 

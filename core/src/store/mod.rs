@@ -170,6 +170,10 @@ impl Op {
     }
 }
 
+/// The directory of shared sessions, under a session's prefix (docs/protocol.md §10, "Shared
+/// sessions"): the one name starting with a dot that the file store allows (as a directory).
+pub const SESSIONS_DIR: &str = ".lease-sessions/";
+
 /// The condition of a [`Store::put`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Cond {

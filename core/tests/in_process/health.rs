@@ -46,6 +46,7 @@ fn hold(timing: Timing, start: Instant) -> Hold {
         write: Some("w".into()),
         broken: None,
         history: Default::default(),
+        attached: None,
     };
     Hold::new("memory://t/k", record, Version::etag("v1"), start, timing)
 }

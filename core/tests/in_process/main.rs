@@ -26,6 +26,7 @@ mod queue_holes;
 mod safety;
 mod same_owner;
 mod scope_fencing;
+mod shared_session;
 mod simulation;
 mod store_clock;
 mod store_file;

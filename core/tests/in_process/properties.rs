@@ -57,6 +57,7 @@ fn record() -> impl Strategy<Value = Record> {
             write,
             broken: None,
             history: Default::default(),
+            attached: None,
         })
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lease::clock::Clock;
-use lease::protocol::queue::{classify, Classified, QueueRecord};
+use lease::protocol::queue::QueueRecord;
 use lease::protocol::view::unix_ms;
 use lease::store::{Get, GetOptions, Store};
 use lease::{ErrorKind, LostReason, Mode, Scope};
@@ -19,13 +19,7 @@ use sim::*;
 
 /// The lock's record as stored.
 async fn queue(w: &World, key: &str) -> QueueRecord {
-    match w.store.connection().get(key, GetOptions::default()).await {
-        Ok(Get::Found(o)) => match classify(o.bytes.as_deref().unwrap()) {
-            Classified::Queue(r) => r,
-            other => panic!("expected a queued lock's record, got {other:?}"),
-        },
-        other => panic!("expected a queued lock's record, got {other:?}"),
-    }
+    w.queue_record(key).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -426,4 +420,52 @@ async fn a_dead_waiter_behind_a_dead_holder_does_not_strand_the_line() {
     let r = queue(&w, "repo").await;
     assert_eq!(r.grants.len(), 1, "the dead backup was not removed: {r:?}");
     writer.release().await.unwrap();
+}
+
+/// Shared sessions (docs/protocol.md §10, issue 24; no request attaches to one yet): a grant
+/// attached to a shared session is shown by `status` from that session (here a live lease at
+/// `.lease-sessions/SID`), not from `KEY.q/ID`; and `break` refuses it, naming why, and writes
+/// nothing — breaking its session would break every grant of its process on the store.
+#[tokio::test(start_paused = true)]
+async fn a_grant_on_a_shared_session_is_shown_by_that_session_and_not_broken_alone() {
+    const SID: &str = "0123456789abcdef0123456789abcdef";
+    let w = World::new();
+    let (op, _) = w.client("op", 9);
+    // The session, just renewed by its owner (whose holder id is the session's id).
+    w.store.overwrite_raw(
+        &format!(".lease-sessions/{SID}"),
+        format!(
+            r#"{{"format":1,"epoch":1,"rev":2,"state":"held","ttl_ms":10000,"holder":{{"id":"{SID}","label":"shard-owner"}}}}"#
+        ),
+    );
+    let record = format!(
+        r#"{{"format":2,"epoch":{e},"rev":1,"requires":["session"],"grants":[{{"id":"{SID}.1","ttl_ms":10000,"token":{e},"session":""}}],"queue":[]}}"#,
+        e = CLOCK_MS + 1
+    );
+    w.store.overwrite_raw("shard", record.clone());
+    let s = op.status("shard").await.unwrap().to_json();
+    assert_eq!(s["state"], "held", "{s}");
+    let holders = s["holders"].as_array().cloned().unwrap_or_default();
+    assert!(
+        holders
+            .iter()
+            .any(|h| h["holder"]["label"] == "shard-owner"),
+        "the shared session's holder is not shown: {s}"
+    );
+    let e = op
+        .break_lease("shard", None, lease::BreakMode::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.to_string().contains("shared session"), "{e}");
+    let now = w
+        .store
+        .connection()
+        .get("shard", GetOptions::default())
+        .await
+        .unwrap();
+    let Get::Found(o) = now else {
+        panic!("{now:?}")
+    };
+    assert_eq!(o.bytes.as_deref(), Some(record.as_bytes()), "break wrote");
 }

@@ -46,6 +46,7 @@ fn held(ttl: Duration, t0: Instant) -> Hold {
         write: None,
         broken: None,
         history: Default::default(),
+        attached: None,
     };
     Hold::new("memory://t/k", record, Version::etag("v1"), t0, timing(ttl))
 }

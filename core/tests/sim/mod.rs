@@ -107,6 +107,23 @@ impl World {
         }
     }
 
+    /// The queued lock's record at `key` as stored.
+    pub async fn queue_record(&self, key: &str) -> lease::protocol::queue::QueueRecord {
+        use lease::protocol::queue::{classify, Classified};
+        match self
+            .store
+            .connection()
+            .get(key, GetOptions::default())
+            .await
+        {
+            Ok(Get::Found(o)) => match classify(o.bytes.as_deref().unwrap()) {
+                Classified::Queue(r) => r,
+                other => panic!("expected a queued lock's record, got {other:?}"),
+            },
+            other => panic!("expected a queued lock's record, got {other:?}"),
+        }
+    }
+
     pub async fn valid(&self, key: &str) -> Record {
         match self.record(key).await {
             Some(Parsed::Valid(r)) => r,

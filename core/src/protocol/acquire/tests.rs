@@ -139,6 +139,7 @@ fn where_nothing_is_the_record_is_made_released_then_taken_above_the_clock_after
         write: Some("n1".into()),
         broken: None,
         history: Default::default(),
+        attached: None,
     };
     assert_eq!(made, expected_made);
     // The create's answer comes 2 s after its send: the take goes above the clock read now.
@@ -159,6 +160,7 @@ fn where_nothing_is_the_record_is_made_released_then_taken_above_the_clock_after
         broken: None,
         // The record the create made granted nobody: it is no tenure.
         history: Default::default(),
+        attached: None,
     };
     assert_eq!(taken, expected);
     match r.written(3, 2.7) {

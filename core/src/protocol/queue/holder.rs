@@ -99,6 +99,11 @@ impl GrantHold {
         self.confirmed + self.ttl
     }
 
+    /// The key of the lock's record.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
     /// The record last confirmed.
     pub fn record(&self) -> &QueueRecord {
         &self.record

@@ -70,6 +70,7 @@ pub(super) fn entry(id: &str, mode: Mode, scope: Scope) -> Entry {
         scope,
         ttl_ms: 30_000,
         token: None,
+        session: None,
         wake: None,
         priority: 0,
         passed: 0,
@@ -340,6 +341,121 @@ fn what_a_newer_version_writes_is_newer_not_corrupt() {
     let e = newer_error("file:///l", "mode \"intent\"");
     assert_eq!(e.kind(), ErrorKind::Unsupported);
     assert!(e.to_string().contains("newer version") && e.to_string().contains("intent"));
+}
+
+const SID: &str = "0123456789abcdef0123456789abcdef";
+
+/// An entry attached to the shared session `SID` under `prefix`, numbered `n`.
+fn shared_entry(n: u64, prefix: &str) -> Entry {
+    Entry {
+        session: Some(prefix.into()),
+        ..entry(&format!("{SID}.{n}"), Mode::Exclusive, Scope::Whole)
+    }
+}
+
+/// Shared sessions (docs/protocol.md §10, issue 24): an attached entry names its session by one
+/// field and its id; the record requires `session` exactly while it lists one, so an older
+/// version refuses it then and may use the lock again once none is listed.
+#[test]
+fn a_shared_entry_names_its_session_and_the_record_requires_it_exactly() {
+    let a = shared_entry(1, "");
+    let b = shared_entry(2, "team-a/");
+    assert_eq!(a.session_key("locks/x"), format!(".lease-sessions/{SID}"));
+    assert_eq!(
+        b.session_key("locks/x"),
+        format!("team-a/.lease-sessions/{SID}")
+    );
+    assert_eq!(a.shared().map(|s| s.n), Some(1));
+    assert_eq!(a.session_holder(), SID);
+    let own = entry("c", Mode::Exclusive, Scope::Whole);
+    assert_eq!(own.session_key("locks/x"), "locks/x.q/c");
+    assert_eq!(own.shared(), None);
+    assert_eq!(own.session_holder(), "c");
+
+    let r = join(&QueueRecord::new(0, None), own.clone());
+    assert!(r.requires.is_empty());
+    let r = join(&r, a.clone());
+    assert_eq!(r.requires, [SESSION_FEATURE]);
+    let r = join(&r, b.clone());
+    assert_eq!(r.requires, [SESSION_FEATURE]);
+    let bytes = r.to_bytes();
+    let text = std::str::from_utf8(&bytes).unwrap();
+    assert!(text.contains(r#""requires":["session"]"#), "{text}");
+    assert!(
+        text.contains(&format!(
+            r#"{{"id":"{SID}.1","ttl_ms":30000,"session":""}}"#
+        )),
+        "{text}"
+    );
+    assert_eq!(classify(&bytes), Classified::Queue(r.clone()));
+    // Granted and settled, it still requires it; the last attached entry's leave drops it.
+    let r = r.settled(0).unwrap_or(r);
+    assert_eq!(r.requires, [SESSION_FEATURE]);
+    let r = leave(&r, a.id());
+    assert_eq!(r.requires, [SESSION_FEATURE]);
+    let r = leave(&r, b.id());
+    assert!(r.requires.is_empty(), "{:?}", r.requires);
+    assert_eq!(r.queue.len() + r.grants.len(), 1);
+    // Kept exact also when a record required it without an attached entry left.
+    let mut stale = join(&QueueRecord::new(0, None), own.clone());
+    stale.requires = vec![SESSION_FEATURE.into()];
+    let r = join(&stale, entry("d", Mode::Shared, Scope::Whole));
+    assert!(r.requires.is_empty());
+}
+
+/// A version that does not know shared sessions refuses a record that lists one (it would check
+/// `KEY.q/ID` and remove a live grant); this one refuses as corrupt an attached entry no version
+/// writes, so a crafted record cannot steer a checker to an arbitrary key.
+#[test]
+fn a_shared_entry_no_version_writes_is_corrupt() {
+    let before = r#"{"format":2,"epoch":1,"rev":1,"requires":["sessions-v9"]}"#;
+    assert_eq!(
+        classify(before.as_bytes()),
+        Classified::Newer("feature \"sessions-v9\"".into())
+    );
+    let record = |requires: &str, entry: &str| {
+        format!(r#"{{"format":2,"epoch":1,"rev":1,{requires}"queue":[{entry}]}}"#)
+    };
+    let good = format!(r#"{{"id":"{SID}.3","ttl_ms":5,"session":"a/"}}"#);
+    assert!(matches!(
+        classify(record(r#""requires":["session"],"#, &good).as_bytes()),
+        Classified::Queue(_)
+    ));
+    for (requires, entry) in [
+        // Not required: an older version would not refuse it.
+        ("", good.clone()),
+        // Not a prefix, or not an id of a shared session.
+        (
+            r#""requires":["session"],"#,
+            format!(r#"{{"id":"{SID}.3","ttl_ms":5,"session":"a"}}"#),
+        ),
+        (
+            r#""requires":["session"],"#,
+            format!(
+                r#"{{"id":"{SID}.3","ttl_ms":5,"session":"{}/"}}"#,
+                "a".repeat(1024)
+            ),
+        ),
+        (
+            r#""requires":["session"],"#,
+            r#"{"id":"me","ttl_ms":5,"session":""}"#.to_string(),
+        ),
+        (
+            r#""requires":["session"],"#,
+            format!(r#"{{"id":"{SID}.0","ttl_ms":5,"session":""}}"#),
+        ),
+    ] {
+        let bytes = record(requires, &entry);
+        assert!(
+            matches!(classify(bytes.as_bytes()), Classified::Corrupt(_)),
+            "{bytes}"
+        );
+    }
+    // A grant too, not only a waiter.
+    let grant = format!(
+        r#"{{"format":2,"epoch":1,"rev":1,"grants":[{{"id":"{SID}.3","ttl_ms":5,"token":1,"session":"a"}}],"requires":["session"]}}"#
+    );
+    assert!(matches!(classify(grant.as_bytes()), Classified::Corrupt(_)));
 }
 
 /// Capacity: a join is refused up front, with the limit, once the record could not hold every

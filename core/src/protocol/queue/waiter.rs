@@ -32,6 +32,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::options::Timing;
 use crate::protocol::hold::LostReason;
 use crate::protocol::mutants::{on, Mutant};
+use crate::protocol::session::{attachment, Attachment};
 use crate::protocol::takeover::{self, Decision};
 use crate::protocol::view::{Seen, View};
 use crate::protocol::write::Written;
@@ -539,11 +540,18 @@ impl Waiter {
                 self.record = Some((next, version, sent));
                 self.shown = Shown::Queue;
                 if let Why::Remove { id } = &why {
-                    let released = self.watches.remove(id).and_then(|(_, w)| w.gone.flatten());
-                    if let Some(version) = released {
+                    // A participant's own session is used once: the one who ended it deletes
+                    // it. A shared session is its owner's to delete: its other grants' checkers
+                    // still learn from its `released` record.
+                    let released = self
+                        .watches
+                        .remove(id)
+                        .filter(|(entry, _)| entry.session.is_none())
+                        .and_then(|(entry, w)| Some((entry, w.gone.flatten()?)));
+                    if let Some((entry, version)) = released {
                         self.phase = Phase::DeletingSession;
                         return Step::DeleteSession {
-                            key: session_key(&self.plan.key, id),
+                            key: entry.session_key(&self.plan.key),
                             version,
                         };
                     }
@@ -938,11 +946,11 @@ impl Waiter {
             .watches
             .iter()
             .find(|(_, (_, w))| w.next_check.is_none_or(|at| at <= now))
-            .map(|(id, (_, w))| (id.clone(), w.view.version().cloned()));
-        if let Some((id, if_none_match)) = due {
-            self.phase = Phase::ReadingSession { id: id.clone() };
+            .map(|(id, (entry, w))| (id.clone(), entry.clone(), w.view.version().cloned()));
+        if let Some((id, entry, if_none_match)) = due {
+            self.phase = Phase::ReadingSession { id };
             return Step::ReadSession {
-                key: session_key(&self.plan.key, &id),
+                key: entry.session_key(&self.plan.key),
                 if_none_match,
             };
         }
@@ -1007,6 +1015,19 @@ impl Waiter {
                 w.gone = Some(Some(version.clone()));
                 None
             }
+            // Rule 4 (shared sessions, issue 24): its number is not in the attached set of its
+            // session, read after the read of the record that listed it (this watch began with
+            // that read, and each watch has its own view): its owner stopped believing it.
+            Some(Seen::Present {
+                parsed: Parsed::Valid(r),
+                ..
+            }) if entry.shared().is_some_and(|s| {
+                attachment(r.attached.as_deref(), s.n) == Attachment::Detached
+            }) =>
+            {
+                w.gone = Some(None);
+                None
+            }
             Some(Seen::Present { .. }) => {
                 w.absent_since = None;
                 match takeover::decide(&w.view, &timing, 0, now, ctx.wall) {
@@ -1027,7 +1048,7 @@ impl Waiter {
                         None
                     }
                     Decision::Stamp => {
-                        let session = Some(session_key(&self.plan.key, id));
+                        let session = Some(entry.session_key(&self.plan.key));
                         self.phase = Phase::Stamping {
                             id: Some(id.to_string()),
                         };
@@ -1037,6 +1058,7 @@ impl Waiter {
             }
         };
         let (version, epoch, rev, ttl_ms, prev) = end?;
+        let key = entry.session_key(&self.plan.key);
         // Its deadline has surely passed: write it released in our name, so that its renewals
         // fail from now on.
         let record = Record {
@@ -1053,10 +1075,11 @@ impl Waiter {
             write: Some(entropy.nonce()),
             broken: None,
             history: Default::default(),
+            attached: None,
         };
         self.phase = Phase::EndingSession { id: id.to_string() };
         Some(Step::EndSession {
-            key: session_key(&self.plan.key, id),
+            key,
             record,
             cond: Cond::Match(version),
         })

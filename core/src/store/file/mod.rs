@@ -191,7 +191,15 @@ impl FileStore {
     /// The file holding the object at `key`.
     pub fn path_of(&self, key: &str) -> Result<PathBuf> {
         validate_key(key)?;
-        for segment in key.split('/') {
+        let segments: Vec<&str> = key.split('/').collect();
+        for (i, segment) in segments.iter().enumerate() {
+            // Shared sessions live under `.lease-sessions/` (docs/protocol.md §10): a directory
+            // name no sidecar takes (sidecars are `.NAME.lock` and `.NAME.HEX.tmp`, files
+            // beside an object), so it is allowed as a directory, and only that one.
+            let sessions_dir = crate::store::SESSIONS_DIR.trim_end_matches('/');
+            if *segment == sessions_dir && i + 1 < segments.len() {
+                continue;
+            }
             if segment.starts_with('.') {
                 return Err(Error::invalid(format!(
                     "invalid lease name {key:?}: the file store reserves names starting with '.'"

@@ -235,3 +235,24 @@ async fn a_watch_wakes_on_the_replace_of_its_object() {
         .await
         .expect("woken by the replace");
 }
+
+#[test]
+fn only_the_shared_sessions_directory_may_start_with_a_dot() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path().to_path_buf()).unwrap();
+    let sid = "0123456789abcdef0123456789abcdef";
+    assert!(store.path_of(&format!(".lease-sessions/{sid}")).is_ok());
+    assert!(store
+        .path_of(&format!("team-a/.lease-sessions/{sid}"))
+        .is_ok());
+    for key in [
+        ".lease-sessions",
+        "a/.lease-sessions",
+        ".job.lock",
+        ".other/x",
+        ".lease-sessions/.x",
+    ] {
+        let e = store.path_of(key).unwrap_err();
+        assert!(e.to_string().contains("reserves names"), "{key}: {e}");
+    }
+}

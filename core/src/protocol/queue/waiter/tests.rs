@@ -27,6 +27,7 @@ fn plan(mode: Mode) -> WaitPlan {
             scope: Scope::Whole,
             ttl_ms: 10_000,
             token: None,
+            session: None,
             wake: None,
             priority: 0,
             passed: 0,
@@ -530,6 +531,162 @@ fn a_released_session_is_gone_at_once_and_a_rejected_end_is_judged_again() {
         Step::WriteRecord { .. }
     ));
     assert!(matches!(r.written(6), Step::Granted { .. }));
+}
+
+/// Shared sessions (docs/protocol.md §10, issue 24): the holder in the way is attached to a
+/// shared session, so its liveness is read from `PREFIX.lease-sessions/SID`, not from
+/// `KEY.q/ID` (which does not exist: judging by it would remove a live grant after ttl +
+/// grace). Taken over by the rules, it is ended there and the grant removed; the session is
+/// not deleted (its other grants' checkers still learn from its `released` record).
+#[test]
+fn a_grant_on_a_shared_session_is_judged_by_that_session_which_is_never_deleted() {
+    let shared_key = format!("team/.lease-sessions/{SID}");
+    let holder = Entry {
+        session: Some("team/".into()),
+        ..entry(&format!("{SID}.7"), Mode::Exclusive, Scope::Whole)
+    };
+    let held = join(&QueueRecord::new(WALL_MS, None), holder);
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held.to_bytes(), 4));
+    r.join_write(step);
+    match r.written(5) {
+        Step::ReadSession { key, .. } => assert_eq!(key, shared_key),
+        other => panic!("{other:?}"),
+    }
+    // Not renewed for 20 s: its store stamp is asked for at the shared key, then it is ended
+    // there.
+    match r.step(Event::Session(Ok(session("s1", RecordState::Held, 20)))) {
+        Step::Stamp { session } => assert_eq!(session.as_deref(), Some(shared_key.as_str())),
+        other => panic!("{other:?}"),
+    }
+    match r.step(Event::Stamped(Ok(Some(store_now())))) {
+        Step::EndSession { key, .. } => assert_eq!(key, shared_key),
+        other => panic!("{other:?}"),
+    }
+    let step = r.step(Event::Ended(Ok(Written::Landed {
+        version: Version::etag("s2"),
+        t_send: t0(),
+    })));
+    assert!(
+        matches!(&step, Step::WriteRecord { why: Why::Remove { id }, .. } if *id == format!("{SID}.7")),
+        "{step:?}"
+    );
+    // Removed: granted at once, the shared session left to its owner.
+    assert!(matches!(r.written(6), Step::Granted { .. }));
+
+    // Released by its owner: removed at once, and not deleted either.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held.to_bytes(), 4));
+    r.join_write(step);
+    r.written(5);
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s3", RecordState::Released, 0)))),
+        Step::WriteRecord {
+            why: Why::Remove { .. },
+            ..
+        }
+    ));
+    assert!(matches!(r.written(6), Step::Granted { .. }));
+}
+
+const SID: &str = "0123456789abcdef0123456789abcdef";
+
+/// Grant `n` of the shared session `SID` (prefix `""`).
+fn shared(n: u64) -> Entry {
+    Entry {
+        session: Some(String::new()),
+        ..entry(&format!("{SID}.{n}"), Mode::Exclusive, Scope::Whole)
+    }
+}
+
+/// The shared session `SID` at version `v`, held by its owner and just renewed, with the
+/// attached set `attached`.
+fn shared_session(v: &str, attached: Option<&str>) -> Get {
+    let r = Record {
+        rev: 2,
+        write: Some("w".into()),
+        attached: attached.map(str::to_string),
+        ..crate::protocol::testing::record(SID, 3, RecordState::Held)
+    };
+    let bytes = r.to_bytes();
+    Get::Found(Object {
+        size: bytes.len() as u64,
+        bytes: Some(bytes),
+        version: Version::etag(v),
+        last_modified: Some(store_now()),
+        server_now: Some(store_now()),
+        meta: Default::default(),
+    })
+}
+
+/// Rule 4 (docs/protocol.md §10, "Shared sessions"): a grant whose number is not in its live
+/// session's attached set is removed at once — its owner stopped believing it (a release whose
+/// leave did not land). Attached, or with no attached set to judge by, it is waited for.
+#[test]
+fn a_grant_detached_from_its_live_shared_session_is_removed_at_once() {
+    let held = join(&QueueRecord::new(WALL_MS, None), shared(7));
+    for (attached, removed) in [
+        (Some("1-6,8"), true),
+        (Some(""), true),
+        (Some("7"), false),
+        (Some("1-9"), false),
+        (None, false),
+        (Some("7-7"), false),
+    ] {
+        let mut r = Rig::new(plan(Mode::Exclusive));
+        let step = r.start_on(found(&held.to_bytes(), 4));
+        r.join_write(step);
+        assert!(matches!(r.written(5), Step::ReadSession { .. }));
+        match r.step(Event::Session(Ok(shared_session("s1", attached)))) {
+            Step::WriteRecord {
+                why: Why::Remove { id },
+                ..
+            } if removed => assert_eq!(id, format!("{SID}.7")),
+            Step::Sleep { .. } if !removed => {}
+            other => panic!("attached {attached:?}: {other:?}"),
+        }
+        if removed {
+            // Nothing to delete: the session is its owner's.
+            assert!(matches!(r.written(6), Step::Granted { .. }));
+        }
+    }
+}
+
+/// Rule 4's order of reads: a grant newly attached to a session we already watch (for another
+/// grant) is judged only on a read of that session made after the record read that listed it:
+/// the view read before may predate its attachment.
+#[test]
+fn a_newly_attached_grant_is_judged_on_a_fresh_read_of_its_session_never_an_older_one() {
+    let held = join(&QueueRecord::new(WALL_MS, None), shared(6));
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&held.to_bytes(), 4));
+    let (joined, _) = r.join_write(step);
+    assert!(matches!(r.written(5), Step::ReadSession { .. }));
+    // 6 is attached: wait.
+    assert!(matches!(
+        r.step(Event::Session(Ok(shared_session("s1", Some("6"))))),
+        Step::Sleep { .. }
+    ));
+    // 6 left and 7 (of the same session, attached since) was granted before us.
+    let me = joined.find("me").unwrap().clone();
+    let next = join(&join(&QueueRecord::new(WALL_MS, None), shared(7)), me);
+    assert_eq!(
+        next.grants.iter().map(Entry::id).collect::<Vec<_>>(),
+        [format!("{SID}.7")]
+    );
+    r.at(1.0);
+    r.step(Event::Slept);
+    match r.step(Event::Record(Ok(found(&next.to_bytes(), 6)))) {
+        Step::ReadSession { key, if_none_match } => {
+            assert_eq!(key, format!(".lease-sessions/{SID}"));
+            assert_eq!(if_none_match, None, "a fresh view for the new grant");
+        }
+        other => panic!("judged on the old read of its session: {other:?}"),
+    }
+    assert!(matches!(
+        r.step(Event::Session(Ok(shared_session("s2", Some("7"))))),
+        Step::Sleep { .. }
+    ));
 }
 
 #[test]

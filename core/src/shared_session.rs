@@ -1,0 +1,859 @@
+//! A shared session's driver (docs/protocol.md §10, "Shared sessions", issue 24): one session
+//! lease at `PREFIX.lease-sessions/SID`, renewed by **one task**, whatever the number of grants
+//! attached to it. It only carries out the owner's machine
+//! ([`Owner`](crate::protocol::session::owner::Owner)): every decision — when to write, which
+//! numbers a landed write attaches, when the session is lost or released — is the machine's.
+//!
+//! - [`SharedSession::open`] writes the session's first record (a fresh random key: nobody else
+//!   can hold it) and starts its renewal task.
+//! - [`SharedSession::attach`] hands out a number; [`Attachment::landed`] waits until a landed
+//!   session write holds it (attach before join: only then may a join naming `SID.N` be sent).
+//!   Attachments waiting at one moment go into one write (a group commit).
+//! - [`Attachment::release`] ends the attachment's belief at once, sends its leave when a join
+//!   was sent, and its number leaves the set with the next renewal (no write of its own).
+//! - Loss of the session (a renewal rejected or replaced, deleted, or no renewal landed within
+//!   the ttl) reaches every attachment's own loss channel ([`Attachment::lost`]) and the
+//!   session's ([`SharedSession::lost`]).
+//!
+//! - [`SharedSession::acquire`] takes a queued lock's grant through the session (the queue's
+//!   driver, `queue.rs`, with the attachment in place of a session of its own); its
+//!   confirmation reads of the lock's record are made by the session's one confirmation task,
+//!   every renew interval, one lock after the other: no task or timer per lock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::io::Io;
+use crate::lease::{Grant, LostReason};
+use crate::lock_change;
+use crate::options::{LeaseOptions, Timing};
+use crate::protocol::hold::{after_write, begin_release, Hold, ReleaseStart, Wrote};
+use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
+use crate::protocol::queue::Change;
+use crate::protocol::session::owner::{Due, Leave, Lost, Outcome, Owner, Refused};
+use crate::protocol::session::{shared_session_key, valid_prefix};
+use crate::protocol::write::Written;
+use crate::protocol::Backoff;
+use crate::record::{timestamp, Record, RecordState, FORMAT};
+use crate::store::Cond;
+
+/// How a shared session is opened.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// The session's ttl: its owner renews every `ttl/3`; its grants are removed by others
+    /// `ttl + grace` after its last renewal once the process is gone.
+    pub ttl: Duration,
+    /// Where its record goes: `PREFIX.lease-sessions/SID` (empty: the store's root; else a
+    /// prefix ending in `/`).
+    pub prefix: String,
+    /// Who holds it, for `lease status`.
+    pub label: Option<String>,
+}
+
+impl SessionOptions {
+    pub fn new(ttl: Duration) -> SessionOptions {
+        SessionOptions {
+            ttl,
+            prefix: String::new(),
+            label: None,
+        }
+    }
+
+    pub fn prefix(mut self, prefix: impl Into<String>) -> SessionOptions {
+        self.prefix = prefix.into();
+        self
+    }
+
+    pub fn label(mut self, label: impl Into<String>) -> SessionOptions {
+        self.label = Some(label.into());
+        self
+    }
+}
+
+/// Where one attachment stands, as its handle sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Slot {
+    /// No landed session write holds its number yet.
+    Pending,
+    /// A landed write holds it: a join naming it may be sent.
+    Landed,
+    /// Lost with its session.
+    Lost(LostReason),
+    /// Released by its holder.
+    Released,
+}
+
+struct State {
+    owner: Owner,
+    slots: HashMap<u64, watch::Sender<Slot>>,
+    /// The queued-lock grants held through this session, by number, as each one's holder
+    /// knows its lock's record: confirmed by the session's confirmation task.
+    grants: HashMap<u64, GrantHold>,
+}
+
+struct Inner {
+    client: Arc<Io>,
+    key: String,
+    url: String,
+    prefix: String,
+    timing: Timing,
+    state: Mutex<State>,
+    /// Something changed that may make a write due (an attachment, a release, a close).
+    wake: Notify,
+    /// The session's own loss.
+    lost: CancellationToken,
+    lost_reason: Mutex<Option<LostReason>>,
+    /// The renewal task ended (the session released, lost or closed).
+    ended: CancellationToken,
+}
+
+/// One shared session of this process on one store: many grants, one heartbeat.
+#[derive(Clone)]
+pub struct SharedSession {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SharedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSession")
+            .field("url", &self.inner.url)
+            .finish()
+    }
+}
+
+/// A grant of a queued lock held through a shared session ([`SharedSession::acquire`]).
+#[derive(Debug)]
+pub struct SharedGrant {
+    attachment: Attachment,
+    grant: Grant,
+    /// Released by [`SharedGrant::release`] (else released when dropped).
+    released: bool,
+}
+
+impl SharedGrant {
+    pub(crate) fn new(
+        attachment: Attachment,
+        grant: Grant,
+        confirmation: Confirmation,
+    ) -> SharedGrant {
+        let inner = &attachment.session.inner;
+        let hold = GrantHold::new(&grant.key, attachment.id(), inner.timing.ttl, confirmation);
+        inner
+            .state
+            .lock()
+            .unwrap()
+            .grants
+            .insert(attachment.n, hold);
+        SharedGrant {
+            attachment,
+            grant,
+            released: false,
+        }
+    }
+
+    /// The fencing token: strictly increasing per lock.
+    pub fn token(&self) -> u64 {
+        self.grant.token
+    }
+
+    pub fn key(&self) -> &str {
+        &self.grant.key
+    }
+
+    pub fn url(&self) -> &str {
+        &self.grant.url
+    }
+
+    pub fn grant(&self) -> &Grant {
+        &self.grant
+    }
+
+    /// Its entry id in the lock's record, `SID.N`.
+    pub fn id(&self) -> &str {
+        self.attachment.id()
+    }
+
+    pub fn session(&self) -> &SharedSession {
+        &self.attachment.session
+    }
+
+    /// Whether its holder may believe it now: its session believed, its number attached,
+    /// and a read of the lock's record sent less than a ttl ago showed it.
+    pub fn is_held(&self) -> bool {
+        let inner = &self.attachment.session.inner;
+        let now = inner.client.clock().now();
+        let st = inner.state.lock().unwrap();
+        st.owner.believes(self.attachment.n, now)
+            && st
+                .grants
+                .get(&self.attachment.n)
+                .is_some_and(|g| now < g.deadline())
+    }
+
+    /// `Ok` while held; else the `Lost` error naming why.
+    pub fn ensure_held(&self) -> Result<()> {
+        if self.is_held() {
+            return Ok(());
+        }
+        let reason = self.lost_reason().unwrap_or(LostReason::Expired);
+        Err(reason.error(&self.grant.url, self.grant.token))
+    }
+
+    /// Its loss, once (with its session's, or its own: the lock's record no longer lists it).
+    pub async fn lost(&self) -> LostReason {
+        self.attachment.lost().await
+    }
+
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.attachment.lost_reason()
+    }
+
+    /// Release it alone: its belief ends at once, its leave grants the next waiter, and its
+    /// number leaves the session's attached set with the next renewal. The session's other
+    /// grants stay held.
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
+        let inner = self.attachment.session.inner.clone();
+        inner
+            .release_number(self.attachment.n, true)
+            .await
+            .map_err(|e| e.with_lease(&self.grant.url))
+    }
+}
+
+/// A grant dropped without [`SharedGrant::release`] is released in the background (best
+/// effort, as a dropped [`crate::Lease`]): its belief ends at once, its leave is sent on the
+/// runtime in use, and its number detached with the next renewal.
+impl Drop for SharedGrant {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let inner = self.attachment.session.inner.clone();
+        let n = self.attachment.n;
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    let _ = inner.release_number(n, true).await;
+                });
+            }
+            // No runtime to send the leave on: stop believing and detach; checkers remove
+            // the grant by rule 4 once the next renewal dropped its number.
+            Err(_) => {
+                let now = inner.client.clock().now();
+                let mut st = inner.state.lock().unwrap();
+                st.grants.remove(&n);
+                st.slots.remove(&n);
+                let _ = st.owner.release(n, false, now);
+                drop(st);
+                inner.wake.notify_one();
+            }
+        }
+    }
+}
+
+/// A grant (or waiter) attached to a shared session: its number `N` and entry id `SID.N`.
+#[derive(Debug)]
+pub struct Attachment {
+    session: SharedSession,
+    n: u64,
+    id: String,
+    lock: String,
+    slot: watch::Receiver<Slot>,
+}
+
+impl SharedSession {
+    /// Open a session with `io` ([`SharedSession::open`], in `client.rs`).
+    pub(crate) async fn open_on(io: Arc<Io>, opts: SessionOptions) -> Result<SharedSession> {
+        if !valid_prefix(&opts.prefix) {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "a shared session's prefix must be empty or end in '/' (at most {} bytes), \
+                     not {:?}",
+                    crate::protocol::session::MAX_PREFIX_LEN,
+                    opts.prefix
+                ),
+            ));
+        }
+        let mut lease_opts = LeaseOptions::new(opts.ttl);
+        if let Some(label) = &opts.label {
+            lease_opts = lease_opts.label(label.clone());
+        }
+        let timing = lease_opts.timing(&io.store().capabilities())?;
+        let sid = io.rng.hex_id();
+        let key = shared_session_key(&opts.prefix, &sid);
+        let url = io.lease_url(&key);
+        let clock = io.clock().clone();
+        let mut holder = io.new_holder(opts.label.clone());
+        // Checkers take a record held in the session's id for its owner's (protocol §10).
+        holder.id = sid.clone();
+        let wall = timestamp(clock.wall());
+        let record = Record {
+            format: FORMAT,
+            epoch: 1,
+            rev: 1,
+            state: RecordState::Held,
+            ttl_ms: timing.ttl.as_millis() as u64,
+            holder,
+            acquired_at: Some(wall.clone()),
+            renewed_at: Some(wall),
+            data: None,
+            prev: vec![],
+            write: Some(io.rng.nonce()),
+            broken: None,
+            history: Default::default(),
+            attached: Some(String::new()),
+        };
+        let give_up_at = clock.now() + timing.ttl;
+        let written = io
+            .write(&key, &record, Cond::Create, give_up_at, &timing)
+            .await
+            .map_err(|e| e.with_lease(&url))?;
+        let (version, t_send) = match written {
+            Written::Landed { version, t_send } => (version, t_send),
+            // A fresh random key: someone else's record there is not ours to take.
+            Written::Rejected { .. } | Written::Replaced { .. } => {
+                return Err(Error::new(
+                    ErrorKind::Internal,
+                    format!("{url}: a fresh shared session's key already held a record"),
+                ))
+            }
+        };
+        let hold = Hold::new(&url, record, version, t_send, timing);
+        let owner = Owner::new(&sid, hold, None, clock.now());
+        let inner = Arc::new(Inner {
+            client: io,
+            key,
+            url,
+            prefix: opts.prefix.clone(),
+            timing,
+            state: Mutex::new(State {
+                owner,
+                slots: HashMap::new(),
+                grants: HashMap::new(),
+            }),
+            wake: Notify::new(),
+            lost: CancellationToken::new(),
+            lost_reason: Mutex::new(None),
+            ended: CancellationToken::new(),
+        });
+        info!(session = %inner.url, "shared session opened");
+        tokio::spawn(inner.clone().run());
+        tokio::spawn(inner.clone().confirm_loop());
+        Ok(SharedSession { inner })
+    }
+
+    /// Open a session on `client`'s store (docs/protocol.md §10, "Shared sessions"): its
+    /// first record is written (conditional on absence, at a fresh random key under
+    /// `opts.prefix` + `.lease-sessions/`) before this returns, and its one renewal task and
+    /// one confirmation task are started. Explicit and opt-in: nothing attaches to it unless
+    /// asked ([`SharedSession::acquire`]); it lives until [`SharedSession::close`], or until it
+    /// is lost. Dropping every handle does not end it: its tasks hold it until closed.
+    pub async fn open(client: &crate::Client, opts: SessionOptions) -> Result<SharedSession> {
+        SharedSession::open_on(client.inner.clone(), opts).await
+    }
+
+    /// Acquire a grant of the queued lock at `key` through this session: attached before its
+    /// join is sent, held by this session's renewals and confirmed by its one confirmation
+    /// task (no task or timer of its own). `opts` as for a queued lock ([`Client::acquire`]
+    /// with `queue()`), but its ttl is the session's, and `data` is refused (`Invalid`).
+    pub async fn acquire(&self, key: &str, opts: &LeaseOptions) -> Result<SharedGrant> {
+        let io = &self.inner.client;
+        let url = io.lease_url(key);
+        crate::store::validate_key(key).map_err(|e| e.with_lease(&url))?;
+        let mut opts = opts.clone().queue();
+        opts.ttl = self.inner.timing.ttl;
+        let timing = opts
+            .timing(&io.store().capabilities())
+            .map_err(|e| e.with_lease(&url))?;
+        let start = io.clock().now();
+        let try_once = opts.wait == Some(Duration::ZERO);
+        let wait_deadline = match try_once {
+            true => Some(start),
+            false => opts.wait.map(|w| start + w),
+        };
+        let never = CancellationToken::new();
+        let req = crate::queue::Request {
+            key,
+            url: &url,
+            opts: &opts,
+            timing,
+            try_once,
+            wait_deadline,
+            cancel: &never,
+        };
+        let attachment = self.attach(key).map_err(|e| e.with_lease(&url))?;
+        let (attachment, grant, confirmation) =
+            crate::queue::acquire_shared(io, req, attachment).await?;
+        Ok(SharedGrant::new(attachment, grant, confirmation))
+    }
+
+    /// The prefix its record is under (`""`: the store's root).
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// The session record's key (`PREFIX.lease-sessions/SID`).
+    pub fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The session's id (`SID`).
+    pub fn sid(&self) -> String {
+        self.inner.state.lock().unwrap().owner.sid().to_string()
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.inner.timing.ttl
+    }
+
+    /// Whether the session is believed now (its last landed renewal less than a ttl ago).
+    pub fn is_alive(&self) -> bool {
+        let now = self.inner.client.clock().now();
+        self.inner.state.lock().unwrap().owner.alive(now)
+    }
+
+    /// How many grants and waiters are attached (or attaching).
+    pub fn attached(&self) -> usize {
+        self.inner.state.lock().unwrap().owner.len()
+    }
+
+    /// The session's loss, once: every attachment reports it through its own channel too.
+    pub async fn lost(&self) -> LostReason {
+        self.inner.lost.cancelled().await;
+        self.lost_reason().unwrap_or(LostReason::Expired)
+    }
+
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.inner.lost_reason.lock().unwrap().clone()
+    }
+
+    /// Attach a grant (or waiter) of the lock at `lock`: its number, pending until a session
+    /// write holding it lands ([`Attachment::landed`]).
+    pub fn attach(&self, lock: &str) -> Result<Attachment> {
+        let now = self.inner.client.clock().now();
+        let (n, id, slot) = {
+            let mut st = self.inner.state.lock().unwrap();
+            let n = st.owner.attach(lock, now).map_err(|r| match r {
+                Refused::NotHeld => Error::new(
+                    ErrorKind::Lost,
+                    format!(
+                        "{}: the shared session is not held (lost, lapsed or closed): open \
+                         another",
+                        self.inner.url
+                    ),
+                ),
+                Refused::Full => Error::new(
+                    ErrorKind::QueueFull,
+                    format!(
+                        "{}: the shared session's attached set is full: open another session \
+                         for more grants",
+                        self.inner.url
+                    ),
+                ),
+            })?;
+            let (tx, rx) = watch::channel(Slot::Pending);
+            st.slots.insert(n, tx);
+            (n, st.owner.id(n), rx)
+        };
+        self.inner.wake.notify_one();
+        Ok(Attachment {
+            session: self.clone(),
+            n,
+            id,
+            lock: lock.to_string(),
+            slot,
+        })
+    }
+
+    /// Close the session: every attachment still held is released (its leave sent when
+    /// `joined` says its join was), then the session is released and deleted. Waits until
+    /// the renewal task ended.
+    pub async fn close(&self) {
+        let leaves = {
+            let now = self.inner.client.clock().now();
+            let mut st = self.inner.state.lock().unwrap();
+            let leaves = st.owner.close(now, |_| true);
+            for (_, tx) in st.slots.drain() {
+                tx.send_replace(Slot::Released);
+            }
+            leaves
+        };
+        for leave in leaves {
+            // A failed leave is not retried once closing: the session's release proves that
+            // grant gone (rule 2); send_leave logged it.
+            let _ = self.inner.send_leave(leave).await;
+        }
+        self.inner.wake.notify_one();
+        self.inner.ended.cancelled().await;
+    }
+}
+
+/// The queue's driver uses an attachment as its participant (attach before join).
+impl crate::queue::SharedNumber for Attachment {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn prefix(&self) -> &str {
+        &self.session.inner.prefix
+    }
+
+    fn alive(&self) -> bool {
+        self.lost_reason().is_none() && self.session.is_alive()
+    }
+
+    async fn landed(&mut self) -> Result<()> {
+        Attachment::landed(self).await
+    }
+
+    async fn lost(&self) -> LostReason {
+        Attachment::lost(self).await
+    }
+
+    async fn release(self, joined: bool) -> Result<()> {
+        Attachment::release(self, joined).await
+    }
+}
+
+impl Attachment {
+    /// Its number in the session.
+    pub fn number(&self) -> u64 {
+        self.n
+    }
+
+    /// Its entry id, `SID.N`.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The lock it is for.
+    pub fn lock(&self) -> &str {
+        &self.lock
+    }
+
+    pub fn session(&self) -> &SharedSession {
+        &self.session
+    }
+
+    /// Wait until a landed session write holds this number (then its join may be sent), or
+    /// fail with the session's loss.
+    pub async fn landed(&mut self) -> Result<()> {
+        let slot = self
+            .slot
+            .wait_for(|s| *s != Slot::Pending)
+            .await
+            .map(|s| s.clone())
+            .unwrap_or(Slot::Lost(LostReason::Expired));
+        match slot {
+            Slot::Landed => Ok(()),
+            Slot::Lost(reason) => Err(reason.error(&self.session.inner.url, 1)),
+            Slot::Released | Slot::Pending => Err(Error::new(
+                ErrorKind::Invalid,
+                format!("{}: released before it was attached", self.id),
+            )),
+        }
+    }
+
+    /// Whether its owner may believe it as far as the session goes (the lock's record must
+    /// confirm a grant besides).
+    pub fn believed(&self) -> bool {
+        let inner = &self.session.inner;
+        let now = inner.client.clock().now();
+        inner.state.lock().unwrap().owner.believes(self.n, now)
+    }
+
+    /// Its loss (with its session's), once.
+    pub async fn lost(&self) -> LostReason {
+        let mut slot = self.slot.clone();
+        let seen = slot
+            .wait_for(|s| matches!(s, Slot::Lost(_)))
+            .await
+            .map(|s| s.clone());
+        match seen {
+            Ok(Slot::Lost(reason)) => reason,
+            // The session's task ended without losing it (closed): never lost.
+            _ => std::future::pending().await,
+        }
+    }
+
+    /// Whether it was lost, and why.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        match &*self.slot.borrow() {
+            Slot::Lost(reason) => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
+    /// Release it: its belief ends at once; its leave is sent (when `joined`: a join naming
+    /// it may have been sent) and retried with the session's renewals if it fails; its number
+    /// leaves the attached set with the session's next renewal. The others stay attached.
+    pub async fn release(self, joined: bool) -> Result<()> {
+        self.session.inner.release_number(self.n, joined).await
+    }
+}
+
+impl Inner {
+    /// Release number `n` (a grant's with it): not believed from now on; its leave sent when
+    /// `joined`; detached with the next renewal.
+    async fn release_number(&self, n: u64, joined: bool) -> Result<()> {
+        let leave = {
+            let now = self.client.clock().now();
+            let mut st = self.state.lock().unwrap();
+            st.grants.remove(&n);
+            if let Some(tx) = st.slots.remove(&n) {
+                tx.send_replace(Slot::Released);
+            }
+            st.owner.release(n, joined, now)
+        };
+        self.wake.notify_one();
+        match leave {
+            Some(leave) => self.send_leave(leave).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The one confirmation task: every renew interval, each grant's lock record is read (a
+    /// 304 while unchanged) and the grant confirmed, made again where the record was deleted,
+    /// or lost where the record no longer lists it (`GrantHold`, as for a per-grant session).
+    async fn confirm_loop(self: Arc<Self>) {
+        let clock = self.client.clock().clone();
+        loop {
+            tokio::select! {
+                _ = clock.sleep(self.timing.renew) => {}
+                _ = self.ended.cancelled() => return,
+            }
+            let numbers: Vec<u64> = self.state.lock().unwrap().grants.keys().copied().collect();
+            for n in numbers {
+                self.confirm(n).await;
+            }
+        }
+    }
+
+    /// Confirm grant `n` once; a store that does not answer is tried again next round (the
+    /// grant's belief ends at its deadline meanwhile).
+    async fn confirm(&self, n: u64) {
+        let clock = self.client.clock();
+        let mut event = ConfirmEvent::Start;
+        loop {
+            let (step, key) = {
+                let mut st = self.state.lock().unwrap();
+                let Some(g) = st.grants.get_mut(&n) else {
+                    return;
+                };
+                let key = g.key().to_string();
+                (g.step(event, clock.now(), clock.wall()), key)
+            };
+            event = match step {
+                ConfirmStep::Read { if_none_match } => ConfirmEvent::Read(
+                    self.client
+                        .read_record(&key, if_none_match.as_ref(), &self.timing)
+                        .await,
+                ),
+                ConfirmStep::Write { bytes, cond } => {
+                    info!(lock = %key, "the lock's record was deleted; making it again as this holder last saw it");
+                    ConfirmEvent::Wrote(self.client.put_raw(&key, bytes, cond, &self.timing).await)
+                }
+                ConfirmStep::Confirmed | ConfirmStep::Retry => return,
+                ConfirmStep::Lost(reason) => {
+                    info!(lock = %key, "grant {} lost: {reason}", self.state.lock().unwrap().owner.id(n));
+                    self.lose_grant(n, reason);
+                    return;
+                }
+            };
+        }
+    }
+
+    /// Grant `n` alone is lost (its lock's record no longer lists it): its number leaves the
+    /// attached set (no leave: the record does not list it), the others stay.
+    fn lose_grant(&self, n: u64, reason: LostReason) {
+        let now = self.client.clock().now();
+        let mut st = self.state.lock().unwrap();
+        st.grants.remove(&n);
+        st.owner.release(n, false, now);
+        if let Some(tx) = st.slots.remove(&n) {
+            tx.send_replace(Slot::Lost(reason));
+        }
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    /// Send one leave; tell the owner whether it is done (else it hands it back after the
+    /// next landed renewal).
+    async fn send_leave(&self, leave: Leave) -> Result<()> {
+        let change = Change::Leave(leave.id.clone());
+        let outcome = lock_change::run(&self.client, &leave.lock, change, None, &self.timing).await;
+        let now = self.client.clock().now();
+        self.state
+            .lock()
+            .unwrap()
+            .owner
+            .left(leave.n, outcome.is_ok(), now);
+        self.wake.notify_one();
+        outcome.map(|_| ()).map_err(|e| {
+            warn!(session = %self.url, lock = %leave.lock, "leave failed (retried with the next renewal): {e}");
+            e
+        })
+    }
+
+    /// The one renewal task: carry out the owner's machine until the session is released,
+    /// lost or closed.
+    async fn run(self: Arc<Self>) {
+        let clock = self.client.clock().clone();
+        let rng = &self.client.rng;
+        let mut backoff = Backoff::for_timing(&self.timing);
+        loop {
+            let now = clock.now();
+            let due = self.state.lock().unwrap().owner.due(now);
+            match due {
+                Due::Write => {
+                    let (write, deadline) = {
+                        let mut st = self.state.lock().unwrap();
+                        let deadline = st.owner.hold().deadline();
+                        (st.owner.next_write(now, clock.wall(), rng), deadline)
+                    };
+                    let Some((record, cond)) = write else {
+                        continue;
+                    };
+                    let outcome = self
+                        .client
+                        .write(&self.key, &record, cond, deadline, &self.timing)
+                        .await;
+                    let now = clock.now();
+                    let outcome = self.state.lock().unwrap().owner.wrote(record, outcome, now);
+                    match outcome {
+                        Outcome::Renewed { attached, leaves } => {
+                            backoff = Backoff::for_timing(&self.timing);
+                            let st = self.state.lock().unwrap();
+                            for n in attached {
+                                if let Some(tx) = st.slots.get(&n) {
+                                    tx.send_replace(Slot::Landed);
+                                }
+                            }
+                            drop(st);
+                            debug!(session = %self.url, "renewed");
+                            // Leaves not known done: retried beside the loop, not in it (a
+                            // leave may take up to the unavailable timeout).
+                            for leave in leaves {
+                                let me = self.clone();
+                                tokio::spawn(async move {
+                                    let _ = me.send_leave(leave).await;
+                                });
+                            }
+                        }
+                        Outcome::Retry(e) => {
+                            warn!(session = %self.url, "renewal failed, retrying: {e}");
+                            let wait = backoff
+                                .next(rng)
+                                .min(deadline.saturating_duration_since(now));
+                            clock.sleep(wait).await;
+                        }
+                        Outcome::Lost(lost) => {
+                            self.report(lost);
+                            return self.end();
+                        }
+                    }
+                }
+                Due::Sleep { until } => {
+                    tokio::select! {
+                        _ = clock.sleep_until(until) => {}
+                        _ = self.wake.notified() => {}
+                    }
+                }
+                // One task: a write in flight is awaited above.
+                Due::Wait => self.wake.notified().await,
+                Due::Lapsed => {
+                    let lost = self.state.lock().unwrap().owner.expire(now);
+                    if let Some(lost) = lost {
+                        self.report(lost);
+                    }
+                    return self.end();
+                }
+                Due::Release => {
+                    self.release_record().await;
+                    return self.end();
+                }
+                Due::Done => return self.end(),
+            }
+        }
+    }
+
+    /// Every attachment lost, each through its own channel, then the session's.
+    fn report(&self, lost: Lost) {
+        let reason = match lost.reason {
+            LostReason::Vanished => LostReason::SessionDeleted,
+            other => other,
+        };
+        info!(session = %self.url, grants = lost.grants.len(), "shared session lost: {reason}");
+        let mut st = self.state.lock().unwrap();
+        for n in lost.grants {
+            if let Some(tx) = st.slots.remove(&n) {
+                tx.send_replace(Slot::Lost(reason.clone()));
+            }
+        }
+        drop(st);
+        *self.lost_reason.lock().unwrap() = Some(reason);
+        self.lost.cancel();
+    }
+
+    fn end(&self) {
+        // Dropping the senders ends every handle's wait.
+        let mut st = self.state.lock().unwrap();
+        st.slots.clear();
+        st.grants.clear();
+        drop(st);
+        self.ended.cancel();
+    }
+
+    /// Release the session's record (nothing attached, no leave pending), then delete it.
+    async fn release_record(&self) {
+        let clock = self.client.clock();
+        let start = {
+            let mut st = self.state.lock().unwrap();
+            begin_release(
+                st.owner.hold_mut(),
+                clock.now(),
+                clock.wall(),
+                &self.client.rng,
+            )
+        };
+        let ReleaseStart::Send(record, cond) = start else {
+            return;
+        };
+        let give_up_at = clock.now() + self.timing.ttl;
+        let outcome = self
+            .client
+            .write(&self.key, &record, cond, give_up_at, &self.timing)
+            .await;
+        let landed = match &outcome {
+            Ok(Written::Landed { version, .. }) => Some(version.clone()),
+            _ => None,
+        };
+        let now = clock.now();
+        {
+            let mut st = self.state.lock().unwrap();
+            after_write(st.owner.hold_mut(), Wrote::Release, record, outcome, now);
+        }
+        // Released: checkers remove what is left at once (rule 2). Deleting it is tidying:
+        // absent, a checker judges by rule 3.
+        if let Some(version) = landed {
+            let delete = self.client.store().delete(&self.key, &version);
+            let _ = self
+                .client
+                .timed(self.timing.request_timeout, "delete", delete)
+                .await;
+        }
+        info!(session = %self.url, "shared session released");
+    }
+}

@@ -1,0 +1,146 @@
+//! Many queued locks held by one process (docs/benchmarks.md "Shared sessions", issue 24):
+//! `lease-shared-bench DIR MODE N TTL_S HOLD_S` takes N queued locks on the file store at DIR
+//! (MODE `shared`: all on one shared session; `per-lock`: each with a session of its own, as
+//! before), 256 acquisitions in flight at once, then holds them HOLD_S seconds and prints one
+//! JSON line: how long acquiring took, and while holding the CPU share of one core (user +
+//! system time over the window), the process's threads and resident memory, and the store
+//! writes per second (the sum of every record's `rev` under DIR, before and after the window:
+//! each write of a record raises it by one).
+
+#![allow(clippy::disallowed_methods)] // a benchmark measures real time
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lease::{Client, LeaseOptions, SessionOptions, SharedSession};
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: an all-zero rusage is valid for getrusage to fill.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to our own rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+fn status_field(name: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The sum of the `rev` of every record under `dir` (the file store's own files skipped).
+fn revs(dir: &Path) -> u64 {
+    let mut sum = 0;
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            sum += revs(&path);
+        } else if !name.starts_with('.') {
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+                sum += v["rev"].as_u64().unwrap_or(0);
+            }
+        }
+    }
+    sum
+}
+
+fn main() {
+    // Two workers; the file store's blocking calls on at most 16 threads (tokio's default
+    // allows 512, which a burst of 256 acquisitions fills and keeps alive): the same for both
+    // modes.
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(16)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run());
+}
+
+async fn run() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, dir, mode, n, ttl, hold] = &args[..] else {
+        eprintln!("usage: lease-shared-bench DIR shared|per-lock N TTL_S HOLD_S");
+        std::process::exit(64);
+    };
+    let n: usize = n.parse().unwrap();
+    let ttl = Duration::from_secs(ttl.parse().unwrap());
+    let hold = Duration::from_secs(hold.parse().unwrap());
+    let store = format!("file://{dir}");
+    let (client, _) = Client::for_url(&format!("{store}/probe")).unwrap();
+    let opts = LeaseOptions::new(ttl)
+        .queue()
+        .wait(Duration::from_secs(600));
+    let session = match mode.as_str() {
+        "shared" => Some(
+            SharedSession::open(&client, SessionOptions::new(ttl))
+                .await
+                .unwrap(),
+        ),
+        "per-lock" => None,
+        other => panic!("mode {other}: shared or per-lock"),
+    };
+    let started = Instant::now();
+    let limit = Arc::new(tokio::sync::Semaphore::new(256));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let (client, opts, session, limit) =
+            (client.clone(), opts.clone(), session.clone(), limit.clone());
+        tasks.spawn(async move {
+            let _permit = limit.acquire().await.unwrap();
+            let key = format!("locks/{i}");
+            match &session {
+                Some(s) => Held::Shared(s.acquire(&key, &opts).await.unwrap()),
+                None => Held::Own(client.acquire(&key, &opts).await.unwrap()),
+            }
+        });
+    }
+    let mut held = Vec::with_capacity(n);
+    while let Some(h) = tasks.join_next().await {
+        held.push(h.unwrap());
+    }
+    let acquire_s = started.elapsed().as_secs_f64();
+    // Settle (the last group commits and confirmations), then the window.
+    tokio::time::sleep(ttl / 3).await;
+    let (cpu0, revs0, t0) = (cpu_seconds(), revs(Path::new(dir)), Instant::now());
+    tokio::time::sleep(hold).await;
+    let (cpu1, revs1, window) = (cpu_seconds(), revs(Path::new(dir)), t0.elapsed());
+    let all_held = held.iter().all(Held::is_held);
+    let line = serde_json::json!({
+        "mode": mode,
+        "locks": n,
+        "ttl_s": ttl.as_secs(),
+        "acquire_s": (acquire_s * 10.0).round() / 10.0,
+        "cpu_share": ((cpu1 - cpu0) / window.as_secs_f64() * 1000.0).round() / 1000.0,
+        "threads": status_field("Threads:"),
+        "rss_mb": status_field("VmRSS:") / 1024,
+        "writes_per_s": (((revs1 - revs0) as f64 / window.as_secs_f64()) * 100.0).round() / 100.0,
+        "all_held": all_held,
+    });
+    println!("{line}");
+    std::process::exit(0);
+}
+
+enum Held {
+    Shared(lease::SharedGrant),
+    Own(lease::Lease),
+}
+
+impl Held {
+    fn is_held(&self) -> bool {
+        match self {
+            Held::Shared(g) => g.is_held(),
+            Held::Own(l) => l.is_held(),
+        }
+    }
+}
