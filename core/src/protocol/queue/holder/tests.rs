@@ -48,6 +48,7 @@ fn an_unchanged_record_confirms_until_the_read_was_sent_plus_the_ttl() {
     let mut h = held();
     assert_eq!(h.deadline(), t0() + TTL);
     assert_eq!(h.session_key(), "locks/job.q/a");
+    assert_eq!(h.key(), "locks/job");
     let sent = t0() + secs(3.0);
     assert_eq!(
         h.step(ConfirmEvent::Start, sent, wall()),
