@@ -95,6 +95,10 @@ pub enum Mutant {
     /// one's of its priority, so a due later waiter goes before an earlier one of the same
     /// priority (issue 23, "Priorities").
     QueueDueNotInherited = 31,
+    /// Queued locks: a yield request outlives the tenures it named — the write that removes
+    /// the last of them keeps it, and a holder takes any standing request for its own — so a
+    /// later holder is told to yield (issue 23, "Yield on request").
+    YieldOutlivesTenure = 44,
 }
 
 #[cfg(feature = "negative-controls")]

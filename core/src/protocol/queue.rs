@@ -45,6 +45,9 @@ use crate::store::Get;
 pub mod change;
 pub mod holder;
 pub mod waiter;
+pub mod yield_request;
+
+pub use yield_request::{YieldAsk, YieldRequest, YieldRequested, YIELD_FEATURE};
 
 /// The format of a queued lock's record.
 pub const QUEUE_FORMAT: u32 = 2;
@@ -58,7 +61,7 @@ pub const MAX_WAKE_LEN: usize = 64;
 
 /// The features (`requires`) this version knows. A record that requires another one was
 /// written by a newer version (docs/protocol.md §10, "Evolution").
-const KNOWN_FEATURES: [&str; 1] = [PRIORITY_FEATURE];
+const KNOWN_FEATURES: [&str; 2] = [PRIORITY_FEATURE, YIELD_FEATURE];
 
 /// The feature a record requires while any entry carries a priority or a bypass count: an
 /// older writer would settle it in join order and drop both (docs/protocol.md §10,
@@ -157,6 +160,10 @@ pub struct QueueRecord {
     /// Who waits, in arrival order.
     #[serde(default)]
     pub queue: Vec<Entry>,
+    /// The standing request to the holders it names to step aside (docs/protocol.md §10,
+    /// "Yield on request"); absent in every record without one.
+    #[serde(default, rename = "yield", skip_serializing_if = "Option::is_none")]
+    pub yield_request: Option<YieldRequest>,
 }
 
 /// Where a participant stands in a record.
@@ -187,12 +194,15 @@ pub enum Change {
     Leave(String),
     /// Set the lock's permits (`None`: no limit); grants already made stay.
     SetPermits(Option<u32>),
+    /// Ask the grants in the way to step aside (nothing if the same request stands, or
+    /// nothing is in the way; docs/protocol.md §10, "Yield on request").
+    Yield(YieldAsk),
 }
 
 impl Change {
-    /// Whether this change can make the record larger (only a join can).
+    /// Whether this change can make the record larger (a join, a yield request).
     pub fn grows(&self) -> bool {
-        matches!(self, Change::Join(_))
+        matches!(self, Change::Join(_) | Change::Yield(_))
     }
 }
 
@@ -315,6 +325,7 @@ impl QueueRecord {
             requires: Vec::new(),
             grants: Vec::new(),
             queue: Vec::new(),
+            yield_request: None,
         }
     }
 
@@ -428,6 +439,25 @@ impl QueueRecord {
                 }
                 next.permits = *permits;
             }
+            Change::Yield(ask) => {
+                let Some(request) = self.asked(ask)? else {
+                    return Ok(None);
+                };
+                next.yield_request = Some(request);
+                // The same room rule as a join's: every later write that only shrinks or
+                // settles must still fit.
+                let needed = next.reserved_len();
+                if needed > max_len {
+                    return Err(Error::new(
+                        ErrorKind::QueueFull,
+                        format!(
+                            "the lock's record has no room for this yield request: it would \
+                             need up to {needed} bytes of its {max_len}-byte limit; nothing was \
+                             written: shorten the reason, or try again once some have left"
+                        ),
+                    ));
+                }
+            }
         }
         next.rev += 1;
         next.note_features();
@@ -462,7 +492,7 @@ impl QueueRecord {
     ///
     /// [`order`]: QueueRecord::order
     pub fn settle(&mut self, floor: u64) {
-        if !self.queue.iter().any(Entry::uses_priority) {
+        if !self.queue.iter().any(Entry::uses_priority) && self.yield_to().is_none() {
             // Without priorities nobody is passed over, so nobody becomes due: one pass.
             self.settle_pass(floor);
         } else {
@@ -472,6 +502,8 @@ impl QueueRecord {
                 }
             }
         }
+        // After the passes, which went by its `to`: the write that ends its last grant ends it.
+        self.prune_yield();
         self.note_features();
     }
 
@@ -542,7 +574,8 @@ impl QueueRecord {
     pub fn order(&self) -> Vec<usize> {
         let n = self.queue.len();
         let mut order: Vec<usize> = (0..n).collect();
-        if !self.queue.iter().any(Entry::uses_priority) {
+        let to = self.yield_to();
+        if !self.queue.iter().any(Entry::uses_priority) && to.is_none() {
             return order;
         }
         let limit = bypass_limit();
@@ -559,6 +592,10 @@ impl QueueRecord {
                 }
             }
         }
+        // The waiter a yield request hands over to is due, alone: see `yield_request`.
+        if let Some(i) = self.queue.iter().position(|e| Some(e.id()) == to) {
+            due[i] = true;
+        }
         order.sort_by_key(|&i| {
             let rank = if due[i] {
                 i64::MIN
@@ -570,16 +607,22 @@ impl QueueRecord {
         order
     }
 
-    /// List [`PRIORITY_FEATURE`] in `requires` while, and only while, some entry uses it.
+    /// List [`PRIORITY_FEATURE`] in `requires` while, and only while, some entry uses it, and
+    /// [`YIELD_FEATURE`] while a yield request names a `to`.
     fn note_features(&mut self) {
         let uses = self
             .grants
             .iter()
             .chain(&self.queue)
             .any(Entry::uses_priority);
-        self.requires.retain(|f| f != PRIORITY_FEATURE);
+        let hands_over = self.yield_request.as_ref().is_some_and(|y| y.to.is_some());
+        self.requires
+            .retain(|f| f != PRIORITY_FEATURE && f != YIELD_FEATURE);
         if uses {
             self.requires.push(PRIORITY_FEATURE.to_string());
+        }
+        if hands_over {
+            self.requires.push(YIELD_FEATURE.to_string());
         }
     }
 
