@@ -30,7 +30,7 @@ use crate::metrics;
 use crate::options::Timing;
 use crate::protocol::hold::{after_write, begin_release, Hold, Next, Phase, ReleaseStart, Wrote};
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
-use crate::protocol::queue::{Change, Mode, Scope};
+use crate::protocol::queue::{Change, Mode, Scope, YieldRequested};
 use crate::protocol::Backoff;
 use crate::record::{Holder, Record, RecordState};
 use crate::store::{Get, Version};
@@ -134,6 +134,9 @@ struct Shared {
     health: HealthMonitor,
     /// Where its renewals are counted, resolved once.
     renewal_metrics: metrics::RenewalMetrics,
+    /// The latest yield request that named this grant (docs/protocol.md §10, "Yield on
+    /// request"): `None` until one does; each new one is sent once.
+    yields: tokio::sync::watch::Sender<Option<YieldRequested>>,
 }
 
 /// A grant of a queued lock (docs/protocol.md §10), held through the participant's session
@@ -243,6 +246,7 @@ impl Lease {
             rescheduled: tokio::sync::Notify::new(),
             fence_versions: Mutex::default(),
             grant: OnceLock::new(),
+            yields: tokio::sync::watch::channel(None).0,
         });
         tokio::spawn(shared.clone().renew_loop());
         let weak = Arc::downgrade(&shared);
@@ -320,14 +324,41 @@ impl Lease {
             let mut st = s.state.lock().unwrap();
             st.hold.token = Some(grant.token);
             st.hold.url = grant.url.clone();
-            st.confirm = Some(GrantHold::new(
-                &grant.key,
-                &s.holder.id,
-                s.timing.ttl,
-                confirmation,
-            ));
+            let mut confirm = GrantHold::new(&grant.key, &s.holder.id, s.timing.ttl, confirmation);
+            s.tell_yield(confirm.take_yield());
+            st.confirm = Some(confirm);
         }
         let _ = s.grant.set(grant);
+    }
+
+    /// The latest yield request that named this grant, if any: a waiter or an operator asked
+    /// its holder to step aside (docs/protocol.md §10, "Yield on request"). Only a queued
+    /// lock's grant is asked; the holder learns it at its next confirmation of the lock's
+    /// record (every renewal, `ttl/3`). A request is not a loss: the grant is held as before
+    /// ([`Lease::ensure_held`] keeps its meaning) until the holder releases it.
+    pub fn yield_requested(&self) -> Option<YieldRequested> {
+        self.shared().yields.borrow().clone()
+    }
+
+    /// Resolves when a yield request names this grant: at once if one already did, else at
+    /// the first; never, for a plain lease or a grant nobody asks. Delivered beside the loss
+    /// ([`Lease::lost`]): `select!` on both to stop on either.
+    pub async fn yield_request(&self) -> YieldRequested {
+        let mut rx = self.shared().yields.subscribe();
+        loop {
+            if let Some(y) = rx.borrow_and_update().clone() {
+                return y;
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// The yield requests that name this grant as a `watch` channel: `None` until the first,
+    /// then each new one.
+    pub fn yield_changes(&self) -> tokio::sync::watch::Receiver<Option<YieldRequested>> {
+        self.shared().yields.subscribe()
     }
 
     pub fn holder(&self) -> &Holder {
@@ -859,6 +890,19 @@ impl Shared {
         }
     }
 
+    /// Tell whoever listens of a yield request the confirmation reported (each once).
+    fn tell_yield(&self, told: Option<YieldRequested>) {
+        if let Some(y) = told {
+            tracing::info!(
+                lease = %self.grant.get().map_or(&self.url, |g| &g.url),
+                by = %y.by,
+                reason = y.reason.as_deref().unwrap_or(""),
+                "asked to yield"
+            );
+            self.yields.send_replace(Some(y));
+        }
+    }
+
     /// A grant: read the lock's record (a 304 while unchanged) and confirm that it still lists
     /// the grant, making it again if it was deleted ([`GrantHold`]). Retried until the belief's
     /// deadline while the store does not answer. False when the grant is lost.
@@ -898,7 +942,17 @@ impl Shared {
                             .await,
                     )
                 }
-                ConfirmStep::Confirmed => return true,
+                ConfirmStep::Confirmed => {
+                    let told = self
+                        .state
+                        .lock()
+                        .unwrap()
+                        .confirm
+                        .as_mut()
+                        .and_then(GrantHold::take_yield);
+                    self.tell_yield(told);
+                    return true;
+                }
                 ConfirmStep::Retry => {
                     let deadline = self.state.lock().unwrap().deadline();
                     let now = clock.now();

@@ -114,19 +114,13 @@ impl QueueRecord {
     pub(super) fn asked(&self, ask: &YieldAsk) -> Result<Option<YieldRequest>> {
         ask.check()?;
         let waiter = |id: &str| self.queue.iter().find(|e| e.id() == id);
-        let tokens: Vec<u64> = match (&ask.to, waiter(&ask.by)) {
-            (Some(to), _) => {
-                let Some(w) = waiter(to) else {
-                    return Err(Error::new(
-                        ErrorKind::Invalid,
-                        format!(
-                            "no participant {to:?} waits for this lock: `to` must name a waiter \
-                             (see `lease status`)"
-                        ),
-                    ));
-                };
-                self.in_the_way(w).iter().filter_map(|g| g.token).collect()
-            }
+        let to = ask
+            .to
+            .as_deref()
+            .map(|to| self.waiter_named(to))
+            .transpose()?;
+        let tokens: Vec<u64> = match (to, waiter(&ask.by)) {
+            (Some(w), _) => self.in_the_way(w).iter().filter_map(|g| g.token).collect(),
             (None, Some(me)) => self.in_the_way(me).iter().filter_map(|g| g.token).collect(),
             (None, None) => self.grants.iter().filter_map(|g| g.token).collect(),
         };
@@ -142,13 +136,36 @@ impl QueueRecord {
         let request = YieldRequest {
             tokens: all,
             by: ask.by.clone(),
-            to: ask.to.clone(),
+            to: to.map(|w| w.id.clone()),
             reason: ask.reason.clone(),
         };
         if self.yield_request.as_ref() == Some(&request) {
             return Ok(None);
         }
         Ok(Some(request))
+    }
+
+    /// The waiter `to` names: its id, or a prefix of one id only (`lease status` shows the
+    /// first 8 hex digits).
+    fn waiter_named(&self, to: &str) -> Result<&super::Entry> {
+        if let Some(w) = self.queue.iter().find(|e| e.id() == to) {
+            return Ok(w);
+        }
+        let mut matching = self.queue.iter().filter(|e| e.id().starts_with(to));
+        match (matching.next(), matching.next()) {
+            (Some(w), None) => Ok(w),
+            (Some(_), Some(_)) => Err(Error::new(
+                ErrorKind::Invalid,
+                format!("{to:?} is the start of more than one waiter's id: give more of it"),
+            )),
+            (None, _) => Err(Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "no participant {to:?} waits for this lock: `to` must name a waiter (see \
+                     `lease status`)"
+                ),
+            )),
+        }
     }
 
     /// The standing request that names the grant of `token`.

@@ -130,6 +130,25 @@ fn bad_asks_are_refused_saying_what_to_do_and_nothing_is_written() {
         refused(ask("ops", Some(""), None)).kind(),
         ErrorKind::Invalid
     );
+    // A prefix of one waiter's id names it (the full id goes in the record); of two, refused.
+    let y = asked(&r, ask("ops", Some("c"), None));
+    assert_eq!(y.yield_request.unwrap().to.as_deref(), Some("c"));
+    let two = join(&r, entry("cd", Mode::Exclusive, Scope::Whole));
+    let two = join(&two, entry("ce", Mode::Exclusive, Scope::Whole));
+    let y = asked(&two, ask("ops", Some("cd"), None));
+    assert_eq!(y.yield_request.unwrap().to.as_deref(), Some("cd"));
+    let e = two
+        .apply(&Change::Yield(ask("ops", Some("cx"), None)), MAX, 0)
+        .unwrap_err();
+    assert!(e.to_string().contains("no participant"), "{e}");
+    let long = join(&r, entry("d0123456789", Mode::Exclusive, Scope::Whole));
+    let y = asked(&long, ask("ops", Some("d0123"), None));
+    assert_eq!(y.yield_request.unwrap().to.as_deref(), Some("d0123456789"));
+    let both = join(&long, entry("d0129999", Mode::Exclusive, Scope::Whole));
+    let e = both
+        .apply(&Change::Yield(ask("ops", Some("d012"), None)), MAX, 0)
+        .unwrap_err();
+    assert!(e.to_string().contains("more than one"), "{e}");
     // At the bounds: accepted.
     let by = "b".repeat(MAX_YIELD_BY_LEN);
     let reason = "r".repeat(MAX_YIELD_REASON_LEN);
@@ -231,6 +250,12 @@ fn its_to_is_dropped_once_that_waiter_no_longer_waits() {
     assert_eq!((req.to, req.tokens), (None, vec![token(&r, "a")]));
     assert!(gone.requires.is_empty());
     assert_eq!(gone.yield_to(), None);
+    // A `to` that no longer waits, while others do, hands over to nobody (a record written
+    // by another writer that kept it).
+    let mut kept = y.clone();
+    kept.yield_request.as_mut().unwrap().to = Some("zz".into());
+    assert_eq!(kept.yield_to(), None);
+    assert_eq!(kept.order(), vec![0, 1]);
 }
 
 #[test]
