@@ -39,6 +39,10 @@ use crate::token::FencingToken;
 pub use crate::protocol::hold::{Health, HealthEvent, LostReason};
 
 type LostCallback = Box<dyn FnOnce(&LostReason) + Send>;
+
+/// A holder woken by hints confirms the lock's record at most this often: a flood of forged
+/// hints costs at most 20 conditional reads a second (as a waiter's, docs/protocol.md §10).
+const HINTED_CONFIRM_EVERY: Duration = Duration::from_millis(50);
 type HealthCallback = Arc<dyn Fn(&HealthEvent) + Send + Sync>;
 
 /// Who is told of health changes, and what they were last told. Deliveries all happen on one
@@ -137,6 +141,10 @@ struct Shared {
     /// The latest yield request that named this grant (docs/protocol.md §10, "Yield on
     /// request"): `None` until one does; each new one is sent once.
     yields: tokio::sync::watch::Sender<Option<YieldRequested>>,
+    /// A grant's registration with its process's wake-hint listener, kept from its wait: a
+    /// hint (from `lease yield`) makes it confirm the record at once instead of at its next
+    /// renewal (docs/protocol.md §10, "Yield on request").
+    hinted: OnceLock<crate::wake_hint::Registration>,
 }
 
 /// A grant of a queued lock (docs/protocol.md §10), held through the participant's session
@@ -247,6 +255,7 @@ impl Lease {
             fence_versions: Mutex::default(),
             grant: OnceLock::new(),
             yields: tokio::sync::watch::channel(None).0,
+            hinted: OnceLock::new(),
         });
         tokio::spawn(shared.clone().renew_loop());
         let weak = Arc::downgrade(&shared);
@@ -318,8 +327,18 @@ impl Lease {
 
     /// Turn this session lease into the handle of `grant` (once), as `confirmation` (the read
     /// or write of the lock's record that showed it) showed it.
-    pub(crate) fn set_grant(&self, grant: Grant, confirmation: Confirmation) {
+    pub(crate) fn set_grant(
+        &self,
+        grant: Grant,
+        confirmation: Confirmation,
+        hinted: Option<crate::wake_hint::Registration>,
+    ) {
         let s = self.shared();
+        if let Some(r) = hinted {
+            let _ = s.hinted.set(r);
+            // The renewal task, waiting since the session began, listens from now on.
+            s.rescheduled.notify_one();
+        }
         {
             let mut st = s.state.lock().unwrap();
             st.hold.token = Some(grant.token);
@@ -799,10 +818,25 @@ impl Shared {
                 }
                 (st.hold.renew_at(), st.deadline())
             };
+            let hint = async {
+                match self.hinted.get() {
+                    Some(r) => r.notify.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return,
                 _ = self.rescheduled.notified() => continue,
+                // A hint (a yield request, or anything: it carries no authority) costs one
+                // conditional read of the record, at most one per `HINTED_CONFIRM_EVERY`.
+                _ = hint => {
+                    if !self.confirm_once().await {
+                        return;
+                    }
+                    clock.sleep(HINTED_CONFIRM_EVERY).await;
+                    continue;
+                }
                 _ = clock.sleep_until(next) => {}
                 // A grant confirmed long ago (its reads failed) must not outlive its deadline.
                 _ = clock.sleep_until(deadline) => {

@@ -57,7 +57,7 @@ pub(crate) async fn acquire(
         true => None,
         false => wake_hint::listener(&req.opts.wake_hints),
     };
-    let hinted = hints.as_ref().map(|l| l.register(key, &me.id));
+    let mut hinted = hints.as_ref().map(|l| l.register(key, &me.id));
     let plan = WaitPlan {
         key: key.to_string(),
         url: url.to_string(),
@@ -222,6 +222,8 @@ pub(crate) async fn acquire(
                         permits,
                     },
                     confirmation,
+                    // Kept: a yield request's hint reaches the holder the same way.
+                    hinted.take(),
                 );
                 client.saw_epoch(key, epoch);
                 debug!(lease = %url, token, "granted");

@@ -26,7 +26,23 @@ pub(crate) async fn ask(
     let by = ask.by.clone();
     match crate::lock_change::run(client, key, Change::Yield(ask), None, &timing).await? {
         // Another's request that stands while ours asked nobody is not ours.
-        Changed::Applied { record, .. } => Ok(record.yield_request.filter(|y| y.by == by)),
+        Changed::Applied { record, wrote, .. } => {
+            let request = record.yield_request.filter(|y| y.by == by);
+            // The holders asked read the record at once when they listen for hints (the
+            // address their entry kept from their wait); else at their next renewal.
+            if let (true, Some(y)) = (wrote, &request) {
+                for g in record
+                    .grants
+                    .iter()
+                    .filter(|g| g.token.is_some_and(|t| y.names(t)))
+                {
+                    if let Some(wake) = g.wake_hint() {
+                        crate::wake_hint::send(key, g.id(), wake);
+                    }
+                }
+            }
+            Ok(request)
+        }
         Changed::NoLock => Err(Error::invalid(format!(
             "{url} is not a queued lock (no queued lock's record there): only a queued lock's \
              holders can be asked to yield (acquire with `--queue`, or a mode, scope or permits)"
