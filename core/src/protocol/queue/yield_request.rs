@@ -16,8 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::QueueRecord;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// The feature a record requires while its yield request names a `to`: it changes who is
 /// granted next, which an older writer would not know (docs/protocol.md §10, "Evolution").
@@ -104,110 +103,6 @@ impl YieldAsk {
             ));
         }
         Ok(())
-    }
-}
-
-impl QueueRecord {
-    /// The request `ask` makes of this record, or `None` when it changes nothing (the same
-    /// request is there already, or no grant is in the way). A later request replaces the
-    /// standing one and keeps the union of their tokens (both asked those grants).
-    pub(super) fn asked(&self, ask: &YieldAsk) -> Result<Option<YieldRequest>> {
-        ask.check()?;
-        let waiter = |id: &str| self.queue.iter().find(|e| e.id() == id);
-        let to = ask
-            .to
-            .as_deref()
-            .map(|to| self.waiter_named(to))
-            .transpose()?;
-        let tokens: Vec<u64> = match (to, waiter(&ask.by)) {
-            (Some(w), _) => self.in_the_way(w).iter().filter_map(|g| g.token).collect(),
-            (None, Some(me)) => self.in_the_way(me).iter().filter_map(|g| g.token).collect(),
-            (None, None) => self.grants.iter().filter_map(|g| g.token).collect(),
-        };
-        if tokens.is_empty() {
-            return Ok(None);
-        }
-        let mut all = tokens;
-        if let Some(standing) = &self.yield_request {
-            all.extend(standing.tokens.iter().copied().filter(|t| self.granted(*t)));
-        }
-        all.sort_unstable();
-        all.dedup();
-        let request = YieldRequest {
-            tokens: all,
-            by: ask.by.clone(),
-            to: to.map(|w| w.id.clone()),
-            reason: ask.reason.clone(),
-        };
-        if self.yield_request.as_ref() == Some(&request) {
-            return Ok(None);
-        }
-        Ok(Some(request))
-    }
-
-    /// The waiter `to` names: its id, or a prefix of one id only (`lease status` shows the
-    /// first 8 hex digits).
-    fn waiter_named(&self, to: &str) -> Result<&super::Entry> {
-        if let Some(w) = self.queue.iter().find(|e| e.id() == to) {
-            return Ok(w);
-        }
-        let mut matching = self.queue.iter().filter(|e| e.id().starts_with(to));
-        match (matching.next(), matching.next()) {
-            (Some(w), None) => Ok(w),
-            (Some(_), Some(_)) => Err(Error::new(
-                ErrorKind::Invalid,
-                format!("{to:?} is the start of more than one waiter's id: give more of it"),
-            )),
-            (None, _) => Err(Error::new(
-                ErrorKind::Invalid,
-                format!(
-                    "no participant {to:?} waits for this lock: `to` must name a waiter (see \
-                     `lease status`)"
-                ),
-            )),
-        }
-    }
-
-    /// The standing request that names the grant of `token`.
-    pub fn yield_for(&self, token: u64) -> Option<&YieldRequest> {
-        if super::super::mutants::on(super::super::mutants::Mutant::YieldOutlivesTenure) {
-            return self.yield_request.as_ref();
-        }
-        self.yield_request.as_ref().filter(|y| y.names(token))
-    }
-
-    /// The waiter the standing request hands over to, while it waits.
-    pub fn yield_to(&self) -> Option<&str> {
-        let to = self.yield_request.as_ref()?.to.as_deref()?;
-        self.queue.iter().any(|e| e.id() == to).then_some(to)
-    }
-
-    /// Drop from the request the tokens no longer granted, and the request with the last of
-    /// them; drop its `to` once that one no longer waits (granted, or gone).
-    pub(super) fn prune_yield(&mut self) {
-        if super::super::mutants::on(super::super::mutants::Mutant::YieldOutlivesTenure) {
-            return;
-        }
-        let Some(mut request) = self.yield_request.take() else {
-            return;
-        };
-        request.tokens.retain(|t| self.granted(*t));
-        if request.tokens.is_empty() {
-            return;
-        }
-        let waits = request
-            .to
-            .as_deref()
-            .is_some_and(|to| self.queue.iter().any(|e| e.id() == to));
-        if !waits {
-            request.to = None;
-        }
-        self.yield_request = Some(request);
-    }
-
-    /// Whether a grant of `token` is listed.
-    fn granted(&self, token: u64) -> bool {
-        self.grants.iter().any(|g| g.token == Some(token))
     }
 }
 

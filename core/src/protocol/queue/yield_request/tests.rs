@@ -4,7 +4,9 @@
 use super::*;
 use crate::error::ErrorKind;
 use crate::protocol::queue::tests::{entry, join, leave};
-use crate::protocol::queue::{classify, Change, Classified, Mode, Scope, MAX_QUEUE_RECORD_LEN};
+use crate::protocol::queue::{
+    classify, Change, Classified, Mode, QueueRecord, Scope, MAX_QUEUE_RECORD_LEN,
+};
 
 const MAX: usize = MAX_QUEUE_RECORD_LEN;
 
