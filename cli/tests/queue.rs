@@ -359,19 +359,21 @@ fn a_higher_priority_waiter_goes_first_and_the_holder_is_not_preempted() {
         });
         std::fs::write(&marker, b"").unwrap();
         let runs = finish(vec![holder, low, high], &history);
-        let (holder, low, high) = (
-            by_name(&runs, "holder"),
-            by_name(&runs, "low"),
-            by_name(&runs, "high"),
+        one_after_another(
+            &runs,
+            &["holder", "high", "low"],
+            &format!("{store}: the high one was not granted first"),
         );
-        assert!(
-            holder.token < high.token && high.token < low.token,
-            "{store}: the high one was not granted first: {runs:?}"
-        );
-        assert!(
-            holder.end <= high.start && high.end <= low.start,
-            "{store}: grants overlapped: {runs:?}"
-        );
+    }
+}
+
+/// The workers `names` ran one after another in that order: tokens increasing, each starting
+/// only after the one before ended.
+fn one_after_another(runs: &[Run], names: &[&str], what: &str) {
+    for pair in names.windows(2) {
+        let (a, b) = (by_name(runs, pair[0]), by_name(runs, pair[1]));
+        assert!(a.token < b.token, "{what}: {runs:?}");
+        assert!(a.end <= b.start, "{what}: grants overlapped: {runs:?}");
     }
 }
 
@@ -535,22 +537,14 @@ fn a_yield_request_signals_the_holders_command_and_hands_over_to_its_to() {
             "{store}: {said}"
         );
         let runs = finish(vec![first, second], &history);
-        let (holder, first, second) = (
-            by_name(&runs, "holder"),
-            by_name(&runs, "first"),
-            by_name(&runs, "second"),
-        );
         assert!(
-            holder.end < u128::MAX,
+            by_name(&runs, "holder").end < u128::MAX,
             "{store}: the trap did not run: {runs:?}"
         );
-        assert!(
-            holder.token < second.token && second.token < first.token,
-            "{store}: the release did not hand over to --to first: {runs:?}"
-        );
-        assert!(
-            holder.end <= second.start && second.end <= first.start,
-            "{store}: grants overlapped: {runs:?}"
+        one_after_another(
+            &runs,
+            &["holder", "second", "first"],
+            &format!("{store}: the release did not hand over to --to first"),
         );
         // Nobody holds: nothing to ask, said so.
         let (code, _, err) = lease(&["yield", &url]);
