@@ -471,6 +471,11 @@ fn a_release_that_cannot_be_written_is_not_a_clean_exit() {
 #[test]
 fn a_yield_request_signals_the_holders_command_and_hands_over_to_its_to() {
     let dir = tempfile::tempdir().unwrap();
+    // A signal the command could not handle is refused up front (usage, 64).
+    let nowhere = format!("file://{}/unused", dir.path().display());
+    let (code, _, err) = lease(&["run", "--on-yield", "KILL", &nowhere, "--", "true"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("not KILL or STOP"), "{err}");
     for (store, url) in stores(dir.path(), "yield") {
         let history = dir.path().join(format!("{store}.history"));
         // The holder runs until it is signalled (a bounded loop: at most 60 s).
