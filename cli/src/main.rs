@@ -104,6 +104,22 @@ enum Command {
         /// The new number of permits, or `none` for no limit on shared holders.
         permits: String,
     },
+    /// Ask the holders of a queued lock to step aside: one write of the lock's record that its
+    /// holders read at their next renewal (within ttl/3). Nothing is taken from them: each
+    /// releases when it chooses (`lease run --on-yield SIGNAL` signals its command and releases
+    /// when it exits), and its release grants the next waiter — the one named by --to first.
+    Yield {
+        /// The lock: a URL or a bare name.
+        lease: String,
+        /// A waiter's id (`lease status` lists them) to hand over to: the holders in its way
+        /// are asked, and it goes next when it fits [default: ask every holder; the queue's
+        /// order decides who goes next].
+        #[arg(long, value_name = "ID")]
+        to: Option<String>,
+        /// Why, for the holders (at most 256 bytes).
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
     /// Internal: the watchdog between `lease run` and its command (cli/src/reaper.rs).
     #[command(name = "__reaper", hide = true)]
     Reaper(reaper::ReaperArgs),
@@ -166,6 +182,11 @@ pub struct RunArgs {
     /// interface other hosts reach this one at, or `off` [default: loopback].
     #[arg(long, value_name = "off|loopback|route|IP", value_parser = wake_hints)]
     pub wake_hints: Option<lease::WakeHints>,
+    /// When a queued lock's holder is asked to yield (`lease yield`), send this signal to the
+    /// command (TERM, INT, HUP, USR1, USR2, QUIT, or a number); the lock is released, and the
+    /// next waiter granted, when the command exits [default: the request is only logged].
+    #[arg(long, value_name = "SIGNAL", value_parser = signal_number)]
+    pub on_yield: Option<i32>,
     /// When renewals are late, send CMD SIGTERM this long before the SIGKILL that lands just
     /// before the lease's deadline [default: ttl/3, at most 10s]. A lost lease means SIGKILL at
     /// once.
@@ -195,6 +216,30 @@ pub struct RunArgs {
 
 fn duration(s: &str) -> Result<Duration, String> {
     lease::parse_duration(s).map_err(|e| e.message().to_string())
+}
+
+/// A signal by name (with or without `SIG`) or number.
+fn signal_number(s: &str) -> Result<i32, String> {
+    let name = s.trim_start_matches("SIG").to_ascii_uppercase();
+    let n = match name.as_str() {
+        "TERM" => libc::SIGTERM,
+        "INT" => libc::SIGINT,
+        "HUP" => libc::SIGHUP,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "QUIT" => libc::SIGQUIT,
+        _ => match s.parse::<i32>() {
+            Ok(n) if (1..=64).contains(&n) && n != libc::SIGKILL && n != libc::SIGSTOP => n,
+            _ => {
+                return Err(format!(
+                    "{s:?} is not a signal this can send: give TERM, INT, HUP, USR1, USR2, QUIT \
+                     or a number from 1 to 64 (not KILL or STOP: the command must be able to \
+                     finish)"
+                ))
+            }
+        },
+    };
+    Ok(n)
 }
 
 /// Where to listen for wake hints (`lease::WakeHints`).
@@ -314,6 +359,7 @@ fn main() -> ExitCode {
                 json,
             } => show::doctor(&store, &prefix, json).await,
             Command::Permits { lease, permits } => show::set_permits(&lease, &permits).await,
+            Command::Yield { lease, to, reason } => show::ask_yield(&lease, to, reason).await,
             Command::Reaper(_) => unreachable!("handled before the runtime starts"),
         }
     });

@@ -400,6 +400,10 @@ impl Supervisor<'_> {
         let held = self.held;
         let lost = held.lost();
         tokio::pin!(lost);
+        // Asked to yield: signal the command once; the release follows its exit.
+        let asked = held.yield_request();
+        tokio::pin!(asked);
+        let mut yielding = false;
         let code = loop {
             let mut wake = None;
             // Once lost, the `lost` branch below kills the command; nothing is late any more.
@@ -434,6 +438,29 @@ impl Supervisor<'_> {
                     Event::Forward(sig) => kill_group(self.group, sig),
                     Event::Suspend => self.suspend().await,
                 },
+                request = &mut asked, if !yielding => {
+                    yielding = true;
+                    let why = request.reason.map(|r| format!(": {r}")).unwrap_or_default();
+                    match self.args.on_yield {
+                        Some(sig) => {
+                            say!(
+                                "{} (token {}): asked to yield by {}{why}; sending signal {sig} \
+                                 to the command, releasing when it exits",
+                                held.url(),
+                                held.epoch(),
+                                request.by
+                            );
+                            kill_group(self.group, sig);
+                        }
+                        None => say!(
+                            "{} (token {}): asked to yield by {}{why}; holding on (give \
+                             --on-yield SIGNAL to pass it on to the command)",
+                            held.url(),
+                            held.epoch(),
+                            request.by
+                        ),
+                    }
+                }
                 reason = &mut lost, if self.ending != Some(Ending::Lost) => {
                     say!(
                         "lost {} (epoch {}): {reason}; killing the command (SIGKILL)",

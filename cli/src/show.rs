@@ -317,6 +317,60 @@ pub async fn set_permits(url: &str, permits: &str) -> Result<Exit, Exit> {
     Ok(Exit::ok())
 }
 
+/// `lease yield`: ask the holders of a queued lock to step aside.
+pub async fn ask_yield(
+    url: &str,
+    to: Option<String>,
+    reason: Option<String>,
+) -> Result<Exit, Exit> {
+    let (client, key) = Client::for_url(url)?;
+    let by = match (lease::current_user(), hostname()) {
+        (Some(u), Some(h)) => format!("{u}@{h}"),
+        (Some(u), None) => u,
+        (None, Some(h)) => format!("operator@{h}"),
+        (None, None) => "operator".to_string(),
+    };
+    let by: String = by
+        .chars()
+        .take(lease::protocol::queue::yield_request::MAX_YIELD_BY_LEN / 4)
+        .collect();
+    let ask = lease::YieldAsk {
+        by,
+        to: to.clone(),
+        reason,
+    };
+    let url = client.lease_url(&key);
+    match client.ask_yield(&key, ask).await? {
+        Some(request) => {
+            let tokens: Vec<String> = request.tokens.iter().map(u64::to_string).collect();
+            println!(
+                "{url}: asked the holder{} with token{} {} to yield{}; they learn it at their \
+                 next renewal and release when they choose",
+                if tokens.len() == 1 { "" } else { "s" },
+                if tokens.len() == 1 { "" } else { "s" },
+                tokens.join(", "),
+                to.map(|t| format!(", handing over to {t}"))
+                    .unwrap_or_default()
+            );
+            Ok(Exit::ok())
+        }
+        None => Err(Exit::fail(
+            exit::USAGE,
+            format!(
+                "{url}: nothing to ask: nobody holds anything in the way{}",
+                to.map(|t| format!(" of {t}")).unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+}
+
 /// Probes go under the URL's own path (`s3://bucket/locks` → `locks/PREFIX/…`): a user may be
 /// allowed only there.
 async fn doctor_report(url: &str, prefix: &str) -> lease::Result<lease::doctor::Report> {

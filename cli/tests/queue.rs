@@ -374,19 +374,21 @@ fn a_higher_priority_waiter_goes_first_and_the_holder_is_not_preempted() {
         );
         std::fs::write(&marker, b"").unwrap();
         let runs = finish(vec![holder, low, high], &history);
-        let (holder, low, high) = (
-            by_name(&runs, "holder"),
-            by_name(&runs, "low"),
-            by_name(&runs, "high"),
+        one_after_another(
+            &runs,
+            &["holder", "high", "low"],
+            &format!("{store}: the high one was not granted first"),
         );
-        assert!(
-            holder.token < high.token && high.token < low.token,
-            "{store}: the high one was not granted first: {runs:?}"
-        );
-        assert!(
-            holder.end <= high.start && high.end <= low.start,
-            "{store}: grants overlapped: {runs:?}"
-        );
+    }
+}
+
+/// The workers `names` ran one after another in that order: tokens increasing, each starting
+/// only after the one before ended.
+fn one_after_another(runs: &[Run], names: &[&str], what: &str) {
+    for pair in names.windows(2) {
+        let (a, b) = (by_name(runs, pair[0]), by_name(runs, pair[1]));
+        assert!(a.token < b.token, "{what}: {runs:?}");
+        assert!(a.end <= b.start, "{what}: grants overlapped: {runs:?}");
     }
 }
 
@@ -474,4 +476,99 @@ fn a_release_that_cannot_be_written_is_not_a_clean_exit() {
     assert_eq!(code, 69, "{err}");
     assert!(err.contains("exited with status 0, but"), "{err}");
     assert!(err.contains("newer version"), "{err}");
+}
+
+/// Issue 23, "Yield on request": a holder `lease run --on-yield TERM` whose command traps the
+/// signal; two waiters in other processes; `lease yield --to SECOND` from another process. The
+/// command gets the signal and finishes (its trap writes its end), the lock is released when it
+/// exits, and the release grants the second waiter before the first — checked from the tokens
+/// and lines the commands wrote.
+#[test]
+fn a_yield_request_signals_the_holders_command_and_hands_over_to_its_to() {
+    let dir = tempfile::tempdir().unwrap();
+    // A signal the command could not handle is refused up front (usage, 64).
+    let nowhere = format!("file://{}/unused", dir.path().display());
+    let (code, _, err) = lease(&["run", "--on-yield", "KILL", &nowhere, "--", "true"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("not KILL or STOP"), "{err}");
+    for (store, url) in stores(dir.path(), "yield") {
+        let history = dir.path().join(format!("{store}.history"));
+        // The holder runs until it is signalled (a bounded loop: at most 60 s).
+        let end = format!(
+            "echo \"end holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'",
+            h = history.display()
+        );
+        let script = format!(
+            "echo \"start holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'; \
+             trap '{end}; exit 0' TERM; \
+             for i in $(seq 1 1200); do sleep 0.05; done",
+            h = history.display(),
+            end = end.replace('\'', "'\\''"),
+        );
+        let holder = lease_run(&[
+            "--queue",
+            "--ttl",
+            "3s",
+            "--on-yield",
+            "TERM",
+            "--label",
+            "holder",
+            &url,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        wait_until("the holder to hold", || {
+            status_json(&url)["state"] == "held"
+        });
+        let first = worker(
+            &url,
+            &["--queue", "--label", "first"],
+            "first",
+            100,
+            &history,
+        );
+        wait_until("first to wait", || waiting_labels(&url) == ["first"]);
+        let second = worker(
+            &url,
+            &["--queue", "--label", "second"],
+            "second",
+            100,
+            &history,
+        );
+        wait_until("both to wait", || {
+            waiting_labels(&url) == ["first", "second"]
+        });
+        let id = status_json(&url)["waiting"][1]["holder"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (code, out, err) = lease(&["yield", &url, "--to", &id[..8], "--reason", "deploy"]);
+        assert_eq!(code, 0, "{store}: {err}");
+        assert!(out.contains("handing over to"), "{store}: {out}");
+        let (code, said) = exit_of(holder);
+        assert_eq!(
+            code, 0,
+            "{store}: the holder's command finished by its trap: {said}"
+        );
+        assert!(
+            said.contains("asked to yield by") && said.contains("deploy"),
+            "{store}: {said}"
+        );
+        let runs = finish(vec![first, second], &history);
+        assert!(
+            by_name(&runs, "holder").end < u128::MAX,
+            "{store}: the trap did not run: {runs:?}"
+        );
+        one_after_another(
+            &runs,
+            &["holder", "second", "first"],
+            &format!("{store}: the release did not hand over to --to first"),
+        );
+        // Nobody holds: nothing to ask, said so.
+        let (code, _, err) = lease(&["yield", &url]);
+        assert_eq!(code, 64, "{store}: {err}");
+        assert!(err.contains("nothing to ask"), "{store}: {err}");
+    }
 }

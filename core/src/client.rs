@@ -277,6 +277,20 @@ impl Client {
         crate::breaking::set_permits(&self.inner, key, permits).await
     }
 
+    /// Ask the holders of the queued lock at `key` to step aside (docs/protocol.md §10, "Yield
+    /// on request"): one conditional write of the lock's record naming the grants in the way
+    /// of `ask.to` (a waiter's id: it goes next when it fits), or every grant. The holders
+    /// learn it at their next confirmation ([`Lease::yield_request`](crate::Lease::yield_request))
+    /// and release when they choose; nothing is taken from them. Returns the request as it
+    /// stands, or `None` when nothing was in the way (nobody holds).
+    pub async fn ask_yield(
+        &self,
+        key: &str,
+        ask: crate::YieldAsk,
+    ) -> Result<Option<crate::YieldRequest>> {
+        crate::yielding::ask(&self.inner, key, ask).await
+    }
+
     /// The lease at `key` as the store shows it now. Needs only read permission.
     pub async fn status(&self, key: &str) -> Result<Status> {
         crate::status::read(&self.inner, key).await

@@ -30,7 +30,7 @@ use crate::metrics;
 use crate::options::Timing;
 use crate::protocol::hold::{after_write, begin_release, Hold, Next, Phase, ReleaseStart, Wrote};
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
-use crate::protocol::queue::{Change, Mode, Scope};
+use crate::protocol::queue::{Change, Mode, Scope, YieldRequested};
 use crate::protocol::Backoff;
 use crate::record::{Holder, Record, RecordState};
 use crate::store::{Get, Version};
@@ -39,6 +39,10 @@ use crate::token::FencingToken;
 pub use crate::protocol::hold::{Health, HealthEvent, LostReason};
 
 type LostCallback = Box<dyn FnOnce(&LostReason) + Send>;
+
+/// A holder woken by hints confirms the lock's record at most this often: a flood of forged
+/// hints costs at most 20 conditional reads a second (as a waiter's, docs/protocol.md §10).
+const HINTED_CONFIRM_EVERY: Duration = Duration::from_millis(50);
 type HealthCallback = Arc<dyn Fn(&HealthEvent) + Send + Sync>;
 
 /// Who is told of health changes, and what they were last told. Deliveries all happen on one
@@ -134,6 +138,13 @@ struct Shared {
     health: HealthMonitor,
     /// Where its renewals are counted, resolved once.
     renewal_metrics: metrics::RenewalMetrics,
+    /// The latest yield request that named this grant (docs/protocol.md §10, "Yield on
+    /// request"): `None` until one does; each new one is sent once.
+    yields: tokio::sync::watch::Sender<Option<YieldRequested>>,
+    /// A grant's registration with its process's wake-hint listener, kept from its wait: a
+    /// hint (from `lease yield`) makes it confirm the record at once instead of at its next
+    /// renewal (docs/protocol.md §10, "Yield on request").
+    hinted: OnceLock<crate::wake_hint::Registration>,
 }
 
 /// A grant of a queued lock (docs/protocol.md §10), held through the participant's session
@@ -243,6 +254,8 @@ impl Lease {
             rescheduled: tokio::sync::Notify::new(),
             fence_versions: Mutex::default(),
             grant: OnceLock::new(),
+            yields: tokio::sync::watch::channel(None).0,
+            hinted: OnceLock::new(),
         });
         tokio::spawn(shared.clone().renew_loop());
         let weak = Arc::downgrade(&shared);
@@ -314,20 +327,57 @@ impl Lease {
 
     /// Turn this session lease into the handle of `grant` (once), as `confirmation` (the read
     /// or write of the lock's record that showed it) showed it.
-    pub(crate) fn set_grant(&self, grant: Grant, confirmation: Confirmation) {
+    pub(crate) fn set_grant(
+        &self,
+        grant: Grant,
+        confirmation: Confirmation,
+        hinted: Option<crate::wake_hint::Registration>,
+    ) {
         let s = self.shared();
+        if let Some(r) = hinted {
+            let _ = s.hinted.set(r);
+            // The renewal task, waiting since the session began, listens from now on.
+            s.rescheduled.notify_one();
+        }
         {
             let mut st = s.state.lock().unwrap();
             st.hold.token = Some(grant.token);
             st.hold.url = grant.url.clone();
-            st.confirm = Some(GrantHold::new(
-                &grant.key,
-                &s.holder.id,
-                s.timing.ttl,
-                confirmation,
-            ));
+            let mut confirm = GrantHold::new(&grant.key, &s.holder.id, s.timing.ttl, confirmation);
+            s.tell_yield(confirm.take_yield());
+            st.confirm = Some(confirm);
         }
         let _ = s.grant.set(grant);
+    }
+
+    /// The latest yield request that named this grant, if any: a waiter or an operator asked
+    /// its holder to step aside (docs/protocol.md §10, "Yield on request"). Only a queued
+    /// lock's grant is asked; the holder learns it at its next confirmation of the lock's
+    /// record (every renewal, `ttl/3`). A request is not a loss: the grant is held as before
+    /// ([`Lease::ensure_held`] keeps its meaning) until the holder releases it.
+    pub fn yield_requested(&self) -> Option<YieldRequested> {
+        self.shared().yields.borrow().clone()
+    }
+
+    /// Resolves when a yield request names this grant: at once if one already did, else at
+    /// the first; never, for a plain lease or a grant nobody asks. Delivered beside the loss
+    /// ([`Lease::lost`]): `select!` on both to stop on either.
+    pub async fn yield_request(&self) -> YieldRequested {
+        let mut rx = self.shared().yields.subscribe();
+        loop {
+            if let Some(y) = rx.borrow_and_update().clone() {
+                return y;
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// The yield requests that name this grant as a `watch` channel: `None` until the first,
+    /// then each new one.
+    pub fn yield_changes(&self) -> tokio::sync::watch::Receiver<Option<YieldRequested>> {
+        self.shared().yields.subscribe()
     }
 
     pub fn holder(&self) -> &Holder {
@@ -768,10 +818,25 @@ impl Shared {
                 }
                 (st.hold.renew_at(), st.deadline())
             };
+            let hint = async {
+                match self.hinted.get() {
+                    Some(r) => r.notify.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return,
                 _ = self.rescheduled.notified() => continue,
+                // A hint (a yield request, or anything: it carries no authority) costs one
+                // conditional read of the record, at most one per `HINTED_CONFIRM_EVERY`.
+                _ = hint => {
+                    if !self.confirm_once().await {
+                        return;
+                    }
+                    clock.sleep(HINTED_CONFIRM_EVERY).await;
+                    continue;
+                }
                 _ = clock.sleep_until(next) => {}
                 // A grant confirmed long ago (its reads failed) must not outlive its deadline.
                 _ = clock.sleep_until(deadline) => {
@@ -859,6 +924,19 @@ impl Shared {
         }
     }
 
+    /// Tell whoever listens of a yield request the confirmation reported (each once).
+    fn tell_yield(&self, told: Option<YieldRequested>) {
+        if let Some(y) = told {
+            tracing::info!(
+                lease = %self.grant.get().map_or(&self.url, |g| &g.url),
+                by = %y.by,
+                reason = y.reason.as_deref().unwrap_or(""),
+                "asked to yield"
+            );
+            self.yields.send_replace(Some(y));
+        }
+    }
+
     /// A grant: read the lock's record (a 304 while unchanged) and confirm that it still lists
     /// the grant, making it again if it was deleted ([`GrantHold`]). Retried until the belief's
     /// deadline while the store does not answer. False when the grant is lost.
@@ -898,7 +976,17 @@ impl Shared {
                             .await,
                     )
                 }
-                ConfirmStep::Confirmed => return true,
+                ConfirmStep::Confirmed => {
+                    let told = self
+                        .state
+                        .lock()
+                        .unwrap()
+                        .confirm
+                        .as_mut()
+                        .and_then(GrantHold::take_yield);
+                    self.tell_yield(told);
+                    return true;
+                }
                 ConfirmStep::Retry => {
                     let deadline = self.state.lock().unwrap().deadline();
                     let now = clock.now();

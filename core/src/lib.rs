@@ -47,6 +47,7 @@ pub mod store;
 mod store_clock;
 mod token;
 mod wake_hint;
+mod yielding;
 
 pub use acquirer::WAITING_TARGET;
 pub use client::{current_user, set_client_name, Client, ClientBuilder};
@@ -58,6 +59,7 @@ pub use gate::FencingGate;
 pub use lease::{Grant, Health, HealthEvent, Lease, LostReason};
 pub use options::{LeaseOptions, WakeHints};
 pub use protocol::breaking::BreakMode;
+pub use protocol::queue::{YieldAsk, YieldRequest, YieldRequested};
 pub use record::Holder;
 pub use scope::{Mode, Scope};
 pub use shared_session::{Attachment, SessionOptions, SharedGrant, SharedSession};

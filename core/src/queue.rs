@@ -182,7 +182,7 @@ async fn run<N: SharedNumber>(
         true => None,
         false => wake_hint::listener(&req.opts.wake_hints),
     };
-    let hinted = hints.as_ref().map(|l| l.register(key, &me.id));
+    let mut hinted = hints.as_ref().map(|l| l.register(key, &me.id));
     let plan = WaitPlan {
         key: key.to_string(),
         url: url.to_string(),
@@ -342,7 +342,9 @@ async fn run<N: SharedNumber>(
                 };
                 let granted = match std::mem::replace(&mut participant, Participant::Own(None)) {
                     Participant::Own(Some(lease)) => {
-                        lease.set_grant(grant, confirmation);
+                        // The hint registration is kept: a yield request's hint reaches the
+                        // holder the same way.
+                        lease.set_grant(grant, confirmation, hinted.take());
                         Granted::Own(lease)
                     }
                     Participant::Own(None) => {

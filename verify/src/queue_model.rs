@@ -41,7 +41,9 @@ use lease::protocol::hold::LostReason;
 use lease::protocol::queue::change::{ChangeEvent, ChangeOp, ChangeStep};
 use lease::protocol::queue::holder::{ConfirmEvent, ConfirmStep, GrantHold};
 use lease::protocol::queue::waiter::{Ctx, Event, Step, WaitPlan, Waiter};
-use lease::protocol::queue::{classify, Change, Classified, Entry, Mode, QueueRecord, Scope};
+use lease::protocol::queue::{
+    classify, Change, Classified, Entry, Mode, QueueRecord, Scope, YieldAsk,
+};
 use lease::protocol::write::Written;
 use lease::protocol::Entropy;
 use lease::record::{Holder, Record, RecordState, FORMAT};
@@ -200,6 +202,11 @@ pub enum Violation {
     Starved,
     /// A write landed over a record of a newer format.
     OverNewer,
+    /// A holder was told of a yield request that did not name its grant's token.
+    ToldWrongTenure,
+    /// A write granted a waiter that competes with the one a standing yield request hands
+    /// over to, while that one still waits.
+    YieldToPassed,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -236,6 +243,13 @@ pub struct State {
     /// A waiter was passed over; a due waiter went before a higher priority.
     passed_over: bool,
     due_went_first: bool,
+    /// Yield requests written so far (each by its own asker, `op{n}`), and the tokens each
+    /// named when it was written: the model's own record of whom a request may reach.
+    yields: u8,
+    asked: std::collections::BTreeMap<String, BTreeSet<u64>>,
+    /// A holder was told of a request; a holder's release granted the request's `to`.
+    yield_told: bool,
+    yield_to_granted: bool,
     violation: Option<Violation>,
 }
 
@@ -278,6 +292,11 @@ pub enum Action {
     WriteNewer,
     /// The participant's wall clock falls behind the others' by `wall_lag_ms` (once).
     Drift(usize),
+    /// An operator asks the holders to yield, handing over to the participant given (its
+    /// current acquisition) or to nobody in particular: one conditional write on the record as
+    /// it is now, which the network may then deliver at once, late or never
+    /// (docs/protocol.md §10, "Yield on request").
+    AskYield(Option<usize>),
 }
 
 /// The model's participants, bounds and switches.
@@ -322,6 +341,10 @@ pub struct QueueModel {
     /// 1,000 ms at each deletion, so a lag below that minus a record's grants must keep tokens
     /// unique, and a lag of 1,000 ms or more must not (the negative control).
     pub wall_lag_ms: u64,
+    /// Yield requests an operator may write, in all (0: none); and whether they name a waiter
+    /// to hand over to (`to`), else nobody.
+    pub yields: u8,
+    pub yield_to: bool,
 }
 
 /// The request scenarios of docs/model.md.
@@ -352,6 +375,8 @@ pub fn conserve() -> QueueModel {
         evict_live: false,
         believe_while_leaving: false,
         wall_lag_ms: 0,
+        yields: 0,
+        yield_to: false,
     }
 }
 
@@ -421,6 +446,20 @@ pub fn priorities_scoped() -> QueueModel {
         priorities: vec![0, 0, 0, 1],
         bypass_limit: Some(1),
         // Four participants: only the wake-ups that have something new to see.
+        idle_wakes: 0,
+        ..conserve()
+    }
+}
+
+/// Yield on request: three writers of the whole lock; an operator asks the holder to step
+/// aside, to nobody or to a waiter (the later one, so that the hand-over is out of arrival
+/// order), at any moment, the write landing at once, late or never; a holder releases when it
+/// learns of a request naming its grant.
+pub fn yielding() -> QueueModel {
+    QueueModel {
+        requests: vec![(Mode::Exclusive, Scope::Whole); 3],
+        yields: 1,
+        yield_to: true,
         idle_wakes: 0,
         ..conserve()
     }
@@ -571,6 +610,13 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
         }
     }
     let arrival = |id: &str| s.landed.iter().position(|l| l == id);
+    // The waiter a standing yield request hands over to (the model reads the field itself).
+    let yield_to: Option<String> = old
+        .and_then(|o| {
+            let to = o.yield_request.as_ref()?.to.clone()?;
+            o.queue.iter().any(|e| e.id() == to).then_some(to)
+        })
+        .filter(|_| untouched);
     // The write's new grants, in the order it made them: before each, the waiters are those
     // still waiting after the write and those it granted later.
     let newly: Vec<&Entry> = new
@@ -593,10 +639,22 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
             .filter(|w| m.compete(w, g.id()))
             .collect();
         let due = m.due(s, g.id(), &waiting, &arrival);
+        let handed_to = yield_to.as_deref() == Some(g.id());
+        if handed_to {
+            s.yield_to_granted = true;
+        }
+        if let Some(to) = &yield_to {
+            let still_waits = new.queue.iter().any(|e| e.id() == to);
+            if !handed_to && still_waits && m.compete(to, g.id()) && !due {
+                s.violation.get_or_insert(Violation::YieldToPassed);
+            }
+        }
         for w in &waiting {
             let (pw, pg) = (m.priority_of(w), m.priority_of(g.id()));
             // Order: higher priority first, unless the grant is due; FIFO within a priority.
-            let misordered = (arrival(w) < arrival(g.id()) && pw == pg) || (pw > pg && !due);
+            // A yield request's `to` goes first, alone (docs/protocol.md §10).
+            let misordered =
+                !handed_to && ((arrival(w) < arrival(g.id()) && pw == pg) || (pw > pg && !due));
             if misordered {
                 s.violation.get_or_insert(Violation::Overtaken);
             }
@@ -672,6 +730,10 @@ impl State {
             passes: Default::default(),
             passed_over: false,
             due_went_first: false,
+            yields: 0,
+            asked: Default::default(),
+            yield_told: false,
+            yield_to_granted: false,
             violation: None,
         }
     }
@@ -1019,6 +1081,44 @@ impl QueueModel {
         }
     }
 
+    /// An operator's yield request: the protocol's own change ([`ChangeOp`] of
+    /// [`Change::Yield`]) applied to the record as it is now; its write goes into the network
+    /// as a request nobody waits for (it may land at once, late — then its condition fails — or
+    /// never). `None` when there is nothing to ask (no queued record, nobody in the way, the
+    /// `to` not listed as a waiter).
+    fn ask_yield(&self, s: &mut State, to: Option<usize>) -> Option<()> {
+        let stored = s.store.as_ref()?;
+        let Classified::Queue(r) = classify(&stored.bytes) else {
+            return None;
+        };
+        let by = format!("op{}", s.yields);
+        let ask = YieldAsk {
+            by: by.clone(),
+            to: to.map(|c| self.id(s, c)),
+            reason: None,
+        };
+        let mut op = ChangeOp::new(
+            "model://lock",
+            Change::Yield(ask),
+            self.max_len,
+            at(u32::MAX / 2),
+            &self.timing(),
+        )
+        .knowing(r, version(stored.generation));
+        // The operator's clock agrees with the participants' (no lag).
+        let wall = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(BASE_MS + 1000 * u64::from(s.replacements));
+        let ChangeStep::Write { bytes, cond } = op.step(ChangeEvent::Start, at(0), wall, &Fixed)
+        else {
+            return None;
+        };
+        let named = record_of(&bytes).yield_request?.tokens;
+        s.asked.insert(by, named.into_iter().collect());
+        s.yields += 1;
+        s.orphans.push(Req::Put { bytes, cond });
+        Some(())
+    }
+
     /// Start leaving the lock (its own id), not believing from now on; `token`: the grant it
     /// releases, if any.
     fn leave(&self, s: &mut State, c: usize, token: Option<u64>) {
@@ -1111,7 +1211,22 @@ impl QueueModel {
             }
             ConfirmStep::Confirmed => {
                 *confirming = None;
+                let told = hold.take_yield();
                 s.participants[c].confirmed_at = rests_on;
+                if let Some(told) = told {
+                    // Told of a request: it must be one that named this grant.
+                    let token = self.token(s, c);
+                    let named = s
+                        .asked
+                        .get(&told.by)
+                        .is_some_and(|t| token.is_some_and(|token| t.contains(&token)));
+                    if !named {
+                        s.violation.get_or_insert(Violation::ToldWrongTenure);
+                    }
+                    s.yield_told = true;
+                    // It steps aside: stop believing, then leave.
+                    self.leave(s, c, token);
+                }
             }
             ConfirmStep::Retry => *confirming = None,
             // The grant is lost: its holder releases it (it leaves, not believing).
@@ -1404,6 +1519,17 @@ impl Model for QueueModel {
         if s.newer_writes < self.newer_writes && s.store.is_some() {
             actions.push(Action::WriteNewer);
         }
+        if s.yields < self.yields && s.store.is_some() {
+            if !self.yield_to {
+                actions.push(Action::AskYield(None));
+            } else {
+                for c in 0..self.requests.len() {
+                    if matches!(s.participants[c].phase, Phase::Waiting { .. }) {
+                        actions.push(Action::AskYield(Some(c)));
+                    }
+                }
+            }
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -1524,6 +1650,7 @@ impl Model for QueueModel {
                 }
             }
             Action::Drift(c) => s.participants[c].wall_behind = true,
+            Action::AskYield(to) => self.ask_yield(&mut s, to)?,
             Action::WriteNewer => {
                 s.newer_writes += 1;
                 s.replacements += 1;
@@ -1564,6 +1691,12 @@ impl Model for QueueModel {
             }),
             Property::always(BYPASS, |_, s: &State| {
                 s.violation != Some(Violation::Starved)
+            }),
+            Property::always(YIELD_TOLD, |_, s: &State| {
+                s.violation != Some(Violation::ToldWrongTenure)
+            }),
+            Property::always(YIELD_TO, |_, s: &State| {
+                s.violation != Some(Violation::YieldToPassed)
             }),
             Property::sometimes("someone is granted", |_, s: &State| s.max_token > 0),
         ];
@@ -1613,6 +1746,18 @@ impl Model for QueueModel {
                 |_, s: &State| s.refused_newer,
             ));
         }
+        if self.yields > 0 {
+            properties.push(Property::sometimes(
+                "a holder is told to yield",
+                |_, s: &State| s.yield_told,
+            ));
+        }
+        if self.yields > 0 && self.yield_to {
+            properties.push(Property::sometimes(
+                "a yield hands over to its `to` out of arrival order",
+                |_, s: &State| s.yield_to_granted,
+            ));
+        }
         if self.record_deletions > 0 {
             properties.push(Property::sometimes(
                 "someone is granted after the record was deleted",
@@ -1636,6 +1781,9 @@ pub const LIVE_KEPT: &str = "a live participant is never removed";
 pub const FITS: &str = "no record is written over its size limit";
 pub const NEWER_KEPT: &str = "nothing is written over a record of a newer format";
 pub const SERVED: &str = "every live participant is served";
+pub const YIELD_TOLD: &str = "a yield request is reported only to a tenure it names";
+pub const YIELD_TO: &str =
+    "no waiter competing with a yield request's `to` is granted while it waits";
 
 /// Every safety property, mutual exclusion first.
 pub const SAFETY: &[&str] = &[
@@ -1649,6 +1797,8 @@ pub const SAFETY: &[&str] = &[
     FITS,
     NEWER_KEPT,
     BYPASS,
+    YIELD_TOLD,
+    YIELD_TO,
 ];
 
 /// A fault-free network where every holder eventually releases, crashes or lapses: at every

@@ -48,6 +48,7 @@
 //! | session checks paced to the rule (`QueueSessionCheckLate`) | `core/tests/in_process/queue_holes.rs` … (simulated time; see below) |
 //! | wall clocks agree within the gap a deletion leaves (an assumption, no mutant) | `a_wall_clock_behind_by_the_whole_gap_…` |
 //! | a hint only starts a read (`HintTakenAsGrant`, issue 23) | `a_hint_taken_as_a_grant_makes_two_holders` |
+//! | a yield request belongs to the tenures it names (`YieldOutlivesTenure`, issue 23) | `a_yield_request_that_outlives_its_tenure_reaches_a_later_holder` |
 //!
 //! And for what a new user trips over (issue 28):
 //!
@@ -367,6 +368,21 @@ fn a_due_waiter_that_does_not_make_earlier_ones_of_its_priority_due_breaks_fifo(
             "priorities over scopes"
         ),
         Some(queue_model::FIFO)
+    );
+}
+
+#[test]
+fn a_yield_request_that_outlives_its_tenure_reaches_a_later_holder() {
+    // The holder is asked; it releases, the next one is granted; with the request kept past
+    // the tenure it named, the next holder's confirmation tells it to yield too.
+    assert_eq!(
+        violated(
+            queue_model::yielding(),
+            QUEUE,
+            Some(Mutant::YieldOutlivesTenure),
+            "yield"
+        ),
+        Some(queue_model::YIELD_TOLD)
     );
 }
 

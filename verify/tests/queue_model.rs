@@ -393,3 +393,22 @@ fn sizes() {
         }
     }
 }
+
+/// Issue 23, "Yield on request": an operator asks the holder to step aside (to nobody, or to
+/// the later waiter) at any moment, the write landing at once, late or never; holders release
+/// on learning it. No two holders, a request reaches only a tenure it names, and its `to` goes
+/// next. The deep run adds a network fault and a second request.
+#[test]
+fn a_yield_request_reaches_only_the_tenure_it_names_and_hands_over_to_its_to() {
+    check_scenario(yielding(), "yield");
+    if deep() {
+        check(
+            QueueModel {
+                yields: 2,
+                ..yielding()
+            },
+            "yield, two requests",
+        );
+        check(faulty(yielding(), 1, 1), "yield, a fault and a death");
+    }
+}

@@ -105,6 +105,10 @@ pub enum Mutant {
     /// Shared sessions: a grant's belief outlives its session's loss (lapse, takeover): every
     /// grant attached stays believed while checkers remove them.
     SessionBeliefOutlivesLoss = 43,
+    /// Queued locks: a yield request outlives the tenures it named — the write that removes
+    /// the last of them keeps it, and a holder takes any standing request for its own — so a
+    /// later holder is told to yield (issue 23, "Yield on request").
+    YieldOutlivesTenure = 44,
 }
 
 #[cfg(feature = "negative-controls")]

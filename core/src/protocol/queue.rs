@@ -46,6 +46,9 @@ use crate::store::Get;
 pub mod change;
 pub mod holder;
 pub mod waiter;
+pub mod yield_request;
+
+pub use yield_request::{YieldAsk, YieldRequest, YieldRequested, YIELD_FEATURE};
 
 /// The format of a queued lock's record.
 pub const QUEUE_FORMAT: u32 = 2;
@@ -59,7 +62,7 @@ pub const MAX_WAKE_LEN: usize = 64;
 
 /// The features (`requires`) this version knows. A record that requires another one was
 /// written by a newer version (docs/protocol.md §10, "Evolution").
-const KNOWN_FEATURES: [&str; 2] = [PRIORITY_FEATURE, SESSION_FEATURE];
+const KNOWN_FEATURES: [&str; 3] = [PRIORITY_FEATURE, SESSION_FEATURE, YIELD_FEATURE];
 
 /// The feature a record requires while any entry carries a priority or a bypass count: an
 /// older writer would settle it in join order and drop both (docs/protocol.md §10,
@@ -192,6 +195,10 @@ pub struct QueueRecord {
     /// Who waits, in arrival order.
     #[serde(default)]
     pub queue: Vec<Entry>,
+    /// The standing request to the holders it names to step aside (docs/protocol.md §10,
+    /// "Yield on request"); absent in every record without one.
+    #[serde(default, rename = "yield", skip_serializing_if = "Option::is_none")]
+    pub yield_request: Option<YieldRequest>,
 }
 
 /// Where a participant stands in a record.
@@ -222,12 +229,15 @@ pub enum Change {
     Leave(String),
     /// Set the lock's permits (`None`: no limit); grants already made stay.
     SetPermits(Option<u32>),
+    /// Ask the grants in the way to step aside (nothing if the same request stands, or
+    /// nothing is in the way; docs/protocol.md §10, "Yield on request").
+    Yield(YieldAsk),
 }
 
 impl Change {
-    /// Whether this change can make the record larger (only a join can).
+    /// Whether this change can make the record larger (a join, a yield request).
     pub fn grows(&self) -> bool {
-        matches!(self, Change::Join(_))
+        matches!(self, Change::Join(_) | Change::Yield(_))
     }
 }
 
@@ -350,6 +360,7 @@ impl QueueRecord {
             requires: Vec::new(),
             grants: Vec::new(),
             queue: Vec::new(),
+            yield_request: None,
         }
     }
 
@@ -484,6 +495,25 @@ impl QueueRecord {
                 }
                 next.permits = *permits;
             }
+            Change::Yield(ask) => {
+                let Some(request) = self.asked(ask)? else {
+                    return Ok(None);
+                };
+                next.yield_request = Some(request);
+                // The same room rule as a join's: every later write that only shrinks or
+                // settles must still fit.
+                let needed = next.reserved_len();
+                if needed > max_len {
+                    return Err(Error::new(
+                        ErrorKind::QueueFull,
+                        format!(
+                            "the lock's record has no room for this yield request: it would \
+                             need up to {needed} bytes of its {max_len}-byte limit; nothing was \
+                             written: shorten the reason, or try again once some have left"
+                        ),
+                    ));
+                }
+            }
         }
         next.rev += 1;
         next.note_features();
@@ -518,7 +548,7 @@ impl QueueRecord {
     ///
     /// [`order`]: QueueRecord::order
     pub fn settle(&mut self, floor: u64) {
-        if !self.queue.iter().any(Entry::uses_priority) {
+        if !self.queue.iter().any(Entry::uses_priority) && self.yield_to().is_none() {
             // Without priorities nobody is passed over, so nobody becomes due: one pass.
             self.settle_pass(floor);
         } else {
@@ -528,6 +558,8 @@ impl QueueRecord {
                 }
             }
         }
+        // After the passes, which went by its `to`: the write that ends its last grant ends it.
+        self.prune_yield();
         self.note_features();
     }
 
@@ -598,7 +630,8 @@ impl QueueRecord {
     pub fn order(&self) -> Vec<usize> {
         let n = self.queue.len();
         let mut order: Vec<usize> = (0..n).collect();
-        if !self.queue.iter().any(Entry::uses_priority) {
+        let to = self.yield_to();
+        if !self.queue.iter().any(Entry::uses_priority) && to.is_none() {
             return order;
         }
         let limit = bypass_limit();
@@ -615,6 +648,10 @@ impl QueueRecord {
                 }
             }
         }
+        // The waiter a yield request hands over to is due, alone: see `yield_request`.
+        if let Some(i) = self.queue.iter().position(|e| Some(e.id()) == to) {
+            due[i] = true;
+        }
         order.sort_by_key(|&i| {
             let rank = if due[i] {
                 i64::MIN
@@ -627,19 +664,24 @@ impl QueueRecord {
     }
 
     /// List [`PRIORITY_FEATURE`] in `requires` while, and only while, some entry uses it, and
-    /// [`SESSION_FEATURE`] while, and only while, an entry is attached to a shared session: an
-    /// older version must refuse the record then, and may use the lock again once none is.
+    /// [`SESSION_FEATURE`] while, and only while, an entry is attached to a shared session, and
+    /// [`YIELD_FEATURE`] while a yield request names a `to`: an older version must refuse the
+    /// record then, and may use the lock again once none is.
     fn note_features(&mut self) {
         let all = || self.grants.iter().chain(&self.queue);
         let priority = all().any(Entry::uses_priority);
         let shared = all().any(|e| e.session.is_some());
+        let hands_over = self.yield_request.as_ref().is_some_and(|y| y.to.is_some());
         self.requires
-            .retain(|f| f != PRIORITY_FEATURE && f != SESSION_FEATURE);
+            .retain(|f| f != PRIORITY_FEATURE && f != SESSION_FEATURE && f != YIELD_FEATURE);
         if priority {
             self.requires.push(PRIORITY_FEATURE.to_string());
         }
         if shared {
             self.requires.push(SESSION_FEATURE.to_string());
+        }
+        if hands_over {
+            self.requires.push(YIELD_FEATURE.to_string());
         }
     }
 
@@ -759,6 +801,111 @@ impl QueueRecord {
                  permits are set by whoever creates it; {how}"
             ))),
         }
+    }
+}
+
+/// Yield requests (docs/protocol.md §10, "Yield on request"; the types in [`yield_request`]).
+impl QueueRecord {
+    /// The request `ask` makes of this record, or `None` when it changes nothing (the same
+    /// request is there already, or no grant is in the way). A later request replaces the
+    /// standing one and keeps the union of their tokens (both asked those grants).
+    pub(super) fn asked(&self, ask: &YieldAsk) -> Result<Option<YieldRequest>> {
+        ask.check()?;
+        let waiter = |id: &str| self.queue.iter().find(|e| e.id() == id);
+        let to = ask
+            .to
+            .as_deref()
+            .map(|to| self.waiter_named(to))
+            .transpose()?;
+        let tokens: Vec<u64> = match (to, waiter(&ask.by)) {
+            (Some(w), _) => self.in_the_way(w).iter().filter_map(|g| g.token).collect(),
+            (None, Some(me)) => self.in_the_way(me).iter().filter_map(|g| g.token).collect(),
+            (None, None) => self.grants.iter().filter_map(|g| g.token).collect(),
+        };
+        if tokens.is_empty() {
+            return Ok(None);
+        }
+        let mut all = tokens;
+        if let Some(standing) = &self.yield_request {
+            all.extend(standing.tokens.iter().copied().filter(|t| self.granted(*t)));
+        }
+        all.sort_unstable();
+        all.dedup();
+        let request = YieldRequest {
+            tokens: all,
+            by: ask.by.clone(),
+            to: to.map(|w| w.id.clone()),
+            reason: ask.reason.clone(),
+        };
+        if self.yield_request.as_ref() == Some(&request) {
+            return Ok(None);
+        }
+        Ok(Some(request))
+    }
+
+    /// The waiter `to` names: its id, or a prefix of one id only (`lease status` shows the
+    /// first 8 hex digits).
+    fn waiter_named(&self, to: &str) -> Result<&Entry> {
+        if let Some(w) = self.queue.iter().find(|e| e.id() == to) {
+            return Ok(w);
+        }
+        let mut matching = self.queue.iter().filter(|e| e.id().starts_with(to));
+        match (matching.next(), matching.next()) {
+            (Some(w), None) => Ok(w),
+            (Some(_), Some(_)) => Err(Error::new(
+                ErrorKind::Invalid,
+                format!("{to:?} is the start of more than one waiter's id: give more of it"),
+            )),
+            (None, _) => Err(Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "no participant {to:?} waits for this lock: `to` must name a waiter (see \
+                     `lease status`)"
+                ),
+            )),
+        }
+    }
+
+    /// The standing request that names the grant of `token`.
+    pub fn yield_for(&self, token: u64) -> Option<&YieldRequest> {
+        if super::mutants::on(super::mutants::Mutant::YieldOutlivesTenure) {
+            return self.yield_request.as_ref();
+        }
+        self.yield_request.as_ref().filter(|y| y.names(token))
+    }
+
+    /// The waiter the standing request hands over to, while it waits.
+    pub fn yield_to(&self) -> Option<&str> {
+        let to = self.yield_request.as_ref()?.to.as_deref()?;
+        self.queue.iter().any(|e| e.id() == to).then_some(to)
+    }
+
+    /// Drop from the request the tokens no longer granted, and the request with the last of
+    /// them; drop its `to` once that one no longer waits (granted, or gone).
+    pub(super) fn prune_yield(&mut self) {
+        if super::mutants::on(super::mutants::Mutant::YieldOutlivesTenure) {
+            return;
+        }
+        let Some(mut request) = self.yield_request.take() else {
+            return;
+        };
+        request.tokens.retain(|t| self.granted(*t));
+        if request.tokens.is_empty() {
+            return;
+        }
+        let waits = request
+            .to
+            .as_deref()
+            .is_some_and(|to| self.queue.iter().any(|e| e.id() == to));
+        if !waits {
+            request.to = None;
+        }
+        self.yield_request = Some(request);
+    }
+
+    /// Whether a grant of `token` is listed.
+    fn granted(&self, token: u64) -> bool {
+        self.grants.iter().any(|g| g.token == Some(token))
     }
 }
 

@@ -422,7 +422,7 @@ async fn a_dead_waiter_behind_a_dead_holder_does_not_strand_the_line() {
     writer.release().await.unwrap();
 }
 
-/// Shared sessions (docs/protocol.md §10, issue 24; no request attaches to one yet): a grant
+/// Shared sessions (docs/protocol.md §10, issue 24): a grant
 /// attached to a shared session is shown by `status` from that session (here a live lease at
 /// `.lease-sessions/SID`), not from `KEY.q/ID`; and `break` refuses it, naming why, and writes
 /// nothing — breaking its session would break every grant of its process on the store.
@@ -468,4 +468,68 @@ async fn a_grant_on_a_shared_session_is_shown_by_that_session_and_not_broken_alo
         panic!("{now:?}")
     };
     assert_eq!(o.bytes.as_deref(), Some(record.as_bytes()), "break wrote");
+}
+
+/// Issue 23, "Yield on request": an operator's request reaches the holder it names at its next
+/// confirmation, as `yield_request()` (not a loss: it still holds); a reader that shares the
+/// lock and was not named is told nothing; the holder's release grants the `to` waiter before
+/// the one that came first, and the request is gone from the record with the tenure it named.
+#[tokio::test(start_paused = true)]
+async fn a_yield_request_reaches_the_named_holder_and_its_release_hands_over_to_the_to() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let held = a.acquire("job", &queued()).await.unwrap();
+    assert_eq!(held.yield_requested(), None);
+    let (b, _) = w.client("b", 2);
+    let first = spawn_acquire(&b, "job", queued());
+    sleep(secs(0.5)).await;
+    let (c, _) = w.client("c", 3);
+    let second = spawn_acquire(&c, "job", queued());
+    sleep(secs(0.5)).await;
+    let to = queue(&w, "job").await.queue[1].id.clone();
+    let (op, _) = w.client("op", 4);
+    let ask = lease::YieldAsk {
+        by: "ops".into(),
+        to: Some(to[..8].to_string()),
+        reason: Some("deploy".into()),
+    };
+    let asked = op.ask_yield("job", ask.clone()).await.unwrap().unwrap();
+    assert_eq!(asked.tokens, vec![held.epoch()]);
+    assert_eq!(asked.to.as_deref(), Some(to.as_str()), "the whole id");
+    // Asking again changes nothing (the same request stands).
+    assert_eq!(op.ask_yield("job", ask).await.unwrap().unwrap(), asked);
+    // Learned at the holder's next confirmation (within ttl/3): not a loss.
+    let told = tokio::time::timeout(secs(20.0), held.yield_request())
+        .await
+        .expect("the holder was told");
+    assert_eq!(
+        (told.by.as_str(), told.reason.as_deref()),
+        ("ops", Some("deploy"))
+    );
+    assert_eq!(held.yield_requested(), Some(told));
+    held.ensure_held(Duration::ZERO).unwrap();
+    held.release().await.unwrap();
+    let granted = second.await.unwrap().unwrap();
+    assert!(granted.epoch() > held.epoch());
+    assert!(queue(&w, "job").await.yield_request.is_none());
+    // The next holder was named by no request: it is not told.
+    sleep(secs(20.0)).await;
+    assert_eq!(granted.yield_requested(), None);
+    granted.release().await.unwrap();
+    first.await.unwrap().unwrap().release().await.unwrap();
+    // Nobody holds: nothing to ask. A lease record is no queued lock: a clear error.
+    let nothing = lease::YieldAsk {
+        by: "ops".into(),
+        to: None,
+        reason: None,
+    };
+    assert_eq!(op.ask_yield("job", nothing.clone()).await.unwrap(), None);
+    let plain = op
+        .acquire("plain", &lease::LeaseOptions::new(secs(10.0)))
+        .await
+        .unwrap();
+    let err = op.ask_yield("plain", nothing).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Invalid);
+    assert!(err.to_string().contains("not a queued lock"), "{err}");
+    plain.release().await.unwrap();
 }

@@ -13,12 +13,17 @@
 //!
 //! So a holder notices any change of the record at its next renewal: at most one renew interval
 //! plus one request after it (docs/protocol.md §10, "Belief").
+//!
+//! A confirmation that shows a yield request naming this grant's token reports it once
+//! ([`GrantHold::take_yield`]); a request is not a loss: the grant stays confirmed, and the
+//! holder steps aside, when it chooses, by its release (docs/protocol.md §10, "Yield on
+//! request").
 
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
-use super::{classify_get, session_key, Classified, Position, QueueRecord};
+use super::{classify_get, session_key, Classified, Position, QueueRecord, YieldRequested};
 use crate::clock::Instant;
 use crate::error::Result;
 use crate::protocol::hold::LostReason;
@@ -77,13 +82,16 @@ pub struct GrantHold {
     /// When the request that last showed the grant was sent.
     confirmed: Instant,
     phase: Phase,
+    /// The last yield request reported (so each is reported once), and one not yet taken.
+    told: Option<YieldRequested>,
+    news: Option<YieldRequested>,
 }
 
 impl GrantHold {
     /// The grant of participant `id` on the lock at `key`, as `confirmation` showed it; `ttl` is
     /// its session's.
     pub fn new(key: &str, id: &str, ttl: Duration, confirmation: Confirmation) -> GrantHold {
-        GrantHold {
+        let mut hold = GrantHold {
             key: key.to_string(),
             id: id.to_string(),
             ttl,
@@ -91,6 +99,30 @@ impl GrantHold {
             version: confirmation.version,
             confirmed: confirmation.sent,
             phase: Phase::Idle,
+            told: None,
+            news: None,
+        };
+        hold.notice_yield();
+        hold
+    }
+
+    /// A yield request that names this grant, not yet taken: each request once. Taking it
+    /// changes nothing else (the grant is held as before).
+    pub fn take_yield(&mut self) -> Option<YieldRequested> {
+        self.news.take()
+    }
+
+    /// Note a request in the record just confirmed that names this grant and was not reported.
+    fn notice_yield(&mut self) {
+        let Position::Granted { token } = self.record.position(&self.id) else {
+            return;
+        };
+        let Some(request) = self.record.yield_for(token).map(|y| y.told()) else {
+            return;
+        };
+        if self.told.as_ref() != Some(&request) {
+            self.told = Some(request.clone());
+            self.news = Some(request);
         }
     }
 
@@ -185,6 +217,7 @@ impl GrantHold {
                     self.record = r;
                     self.version = obj.version.clone();
                     self.confirmed = sent;
+                    self.notice_yield();
                     ConfirmStep::Confirmed
                 }
                 Position::Waiting { .. } => replaced(

@@ -257,3 +257,97 @@ fn a_store_that_does_not_answer_is_tried_again_without_confirming() {
         ConfirmStep::Retry
     );
 }
+
+fn yield_ask(by: &str, reason: &str) -> Change {
+    Change::Yield(crate::protocol::queue::YieldAsk {
+        by: by.into(),
+        to: None,
+        reason: Some(reason.into()),
+    })
+}
+
+fn confirm_with(h: &mut GrantHold, r: &QueueRecord, n: u64) -> ConfirmStep {
+    let sent = t0() + secs(3.0);
+    h.step(ConfirmEvent::Start, sent, wall());
+    h.step(
+        ConfirmEvent::Read(Ok(found(&r.to_bytes(), n))),
+        sent,
+        wall(),
+    )
+}
+
+/// Issue 23, "Yield on request": a request naming the grant is reported once, and is no loss.
+#[test]
+fn a_yield_request_naming_the_grant_is_reported_once_and_the_grant_stays_confirmed() {
+    let mut h = held();
+    assert_eq!(h.take_yield(), None);
+    let asked = lock()
+        .apply(&yield_ask("b", "deploy"), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(confirm_with(&mut h, &asked, 5), ConfirmStep::Confirmed);
+    let told = h.take_yield().expect("told");
+    assert_eq!(
+        (told.by.as_str(), told.reason.as_deref(), told.to),
+        ("b", Some("deploy"), None)
+    );
+    assert_eq!(h.take_yield(), None, "taken once");
+    // The same request seen again (the record changed for another reason): not again.
+    let later = join(&asked, entry("c", Mode::Shared, Scope::Whole));
+    assert_eq!(confirm_with(&mut h, &later, 6), ConfirmStep::Confirmed);
+    assert_eq!(h.take_yield(), None);
+    // Another request (another reason) is a new one: reported.
+    let again = later
+        .apply(&yield_ask("ops", "drain"), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(confirm_with(&mut h, &again, 7), ConfirmStep::Confirmed);
+    assert_eq!(h.take_yield().unwrap().by, "ops");
+}
+
+/// A request that names another tenure (a token not this grant's) is never reported to it.
+#[test]
+fn a_yield_request_naming_another_tenure_is_not_reported() {
+    let mut h = held();
+    let mut r = lock()
+        .apply(&yield_ask("b", "deploy"), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    // The request names a token that is not `a`'s (an earlier tenure of the lock).
+    r.yield_request.as_mut().unwrap().tokens = vec![r.grants[0].token.unwrap() - 1];
+    assert_eq!(confirm_with(&mut h, &r, 5), ConfirmStep::Confirmed);
+    assert_eq!(h.take_yield(), None);
+}
+
+/// A grant whose granting record already names it (a record made again with a standing
+/// request) reports it from the start.
+#[test]
+fn a_grant_confirmed_by_a_record_naming_it_is_told_at_once() {
+    let asked = lock()
+        .apply(&yield_ask("b", "now"), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    let mut h = GrantHold::new(
+        "locks/job",
+        "a",
+        TTL,
+        Confirmation {
+            record: asked,
+            version: version(4),
+            sent: t0(),
+        },
+    );
+    assert_eq!(h.take_yield().unwrap().reason.as_deref(), Some("now"));
+    // A participant that waits is told nothing (no grant).
+    let mut w = GrantHold::new(
+        "locks/job",
+        "b",
+        TTL,
+        Confirmation {
+            record: h.record().clone(),
+            version: version(4),
+            sent: t0(),
+        },
+    );
+    assert_eq!(w.take_yield(), None);
+}
