@@ -362,7 +362,7 @@ impl SharedSession {
 
     /// Acquire a grant of the queued lock at `key` through this session: attached before its
     /// join is sent, held by this session's renewals and confirmed by its one confirmation
-    /// task (no task or timer of its own). `opts` as for a queued lock ([`Client::acquire`]
+    /// task (no task or timer of its own). `opts` as for a queued lock ([`Client::acquire`](crate::Client::acquire)
     /// with `queue()`), but its ttl is the session's, and `data` is refused (`Invalid`).
     pub async fn acquire(&self, key: &str, opts: &LeaseOptions) -> Result<SharedGrant> {
         let io = &self.inner.client;
