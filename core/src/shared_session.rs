@@ -37,10 +37,10 @@ use crate::protocol::hold::{after_write, begin_release, Hold, ReleaseStart, Wrot
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
 use crate::protocol::queue::Change;
 use crate::protocol::session::owner::{Due, Leave, Lost, Outcome, Owner, Refused};
-use crate::protocol::session::{shared_session_key, valid_prefix};
+use crate::protocol::session::{opening_record, shared_session_key, valid_prefix};
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
-use crate::record::{timestamp, Record, RecordState, FORMAT};
+use crate::record::timestamp;
 use crate::store::Cond;
 
 /// How a shared session is opened.
@@ -291,26 +291,13 @@ impl SharedSession {
         let key = shared_session_key(&opts.prefix, &sid);
         let url = io.lease_url(&key);
         let clock = io.clock().clone();
-        let mut holder = io.new_holder(opts.label.clone());
-        // Checkers take a record held in the session's id for its owner's (protocol §10).
-        holder.id = sid.clone();
-        let wall = timestamp(clock.wall());
-        let record = Record {
-            format: FORMAT,
-            epoch: 1,
-            rev: 1,
-            state: RecordState::Held,
-            ttl_ms: timing.ttl.as_millis() as u64,
-            holder,
-            acquired_at: Some(wall.clone()),
-            renewed_at: Some(wall),
-            data: None,
-            prev: vec![],
-            write: Some(io.rng.nonce()),
-            broken: None,
-            history: Default::default(),
-            attached: Some(String::new()),
-        };
+        let record = opening_record(
+            &sid,
+            io.new_holder(opts.label.clone()),
+            timing.ttl,
+            Some(timestamp(clock.wall())),
+            io.rng.nonce(),
+        );
         let give_up_at = clock.now() + timing.ttl;
         let written = io
             .write(&key, &record, Cond::Create, give_up_at, &timing)

@@ -34,9 +34,9 @@ use stateright::{Model, Property};
 use lease::options::Timing;
 use lease::protocol::hold::{Hold, Phase as HoldPhase};
 use lease::protocol::session::owner::{Due, Outcome, Owner};
-use lease::protocol::session::{attachment, Attachment};
+use lease::protocol::session::{attachment, opening_record, Attachment};
 use lease::protocol::write::Written;
-use lease::record::{Holder, Record, RecordState, FORMAT};
+use lease::record::{Holder, Record, RecordState};
 use lease::store::{Cond, Get, Object, Version};
 use lease::{Error, ErrorKind};
 
@@ -294,25 +294,13 @@ impl Model for SessionModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let record = Record {
-            format: FORMAT,
-            epoch: 1,
-            rev: 1,
-            state: RecordState::Held,
-            ttl_ms: self.timing().ttl.as_millis() as u64,
-            holder: Holder {
-                id: SID.into(),
-                ..Holder::default()
-            },
-            acquired_at: None,
-            renewed_at: None,
-            data: None,
-            prev: vec![],
-            write: Some("open".into()),
-            broken: None,
-            history: Default::default(),
-            attached: Some(String::new()),
-        };
+        let record = opening_record(
+            SID,
+            Holder::default(),
+            self.timing().ttl,
+            None,
+            "open".into(),
+        );
         let hold = Hold::new(
             "model://.lease-sessions/s",
             record.clone(),

@@ -14,6 +14,8 @@
 
 use std::fmt::Write as _;
 
+use crate::record::{Holder, Record, RecordState, FORMAT};
+
 pub mod owner;
 
 /// The directory of shared sessions, under the session's prefix (defined beside the stores,
@@ -26,6 +28,36 @@ pub const MAX_PREFIX_LEN: usize = 1024;
 /// The longest attached set an owner writes (a session record is at most 256 KiB): an
 /// attachment that would make it longer is made in another session.
 pub const MAX_ATTACHED_LEN: usize = 128 * 1024;
+
+/// The record a shared session begins with, written by a create at its fresh random key: held
+/// in the session's own id (a checker takes a record held in the session's id for its owner's:
+/// docs/protocol.md §10), at epoch 1, attached to nothing yet. `written_at`: the wall time it
+/// is written, `write`: the write's nonce. The driver writes it and the model starts from it.
+pub fn opening_record(
+    sid: &str,
+    mut holder: Holder,
+    ttl: std::time::Duration,
+    written_at: Option<String>,
+    write: String,
+) -> Record {
+    holder.id = sid.to_string();
+    Record {
+        format: FORMAT,
+        epoch: 1,
+        rev: 1,
+        state: RecordState::Held,
+        ttl_ms: ttl.as_millis() as u64,
+        holder,
+        acquired_at: written_at.clone(),
+        renewed_at: written_at,
+        data: None,
+        prev: vec![],
+        write: Some(write),
+        broken: None,
+        history: Default::default(),
+        attached: Some(String::new()),
+    }
+}
 
 /// The key of the shared session `sid` under `prefix` (`""`: the store's root).
 pub fn shared_session_key(prefix: &str, sid: &str) -> String {
