@@ -18,12 +18,14 @@
 //! - [`SharedSession::acquire`] takes a queued lock's grant through the session (the queue's
 //!   driver, `queue.rs`, with the attachment in place of a session of its own); its
 //!   confirmation reads of the lock's record are made by the session's one confirmation task,
-//!   every renew interval, one lock after the other: no task or timer per lock.
+//!   every renew interval, a bounded number at once, spread over the interval: no task or
+//!   timer per lock.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -37,7 +39,7 @@ use crate::protocol::hold::{after_write, begin_release, Hold, ReleaseStart, Wrot
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
 use crate::protocol::queue::Change;
 use crate::protocol::session::owner::{Due, Leave, Lost, Outcome, Owner, Refused};
-use crate::protocol::session::{opening_record, shared_session_key, valid_prefix};
+use crate::protocol::session::{confirm_round, opening_record, shared_session_key, valid_prefix};
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
 use crate::record::timestamp;
@@ -614,16 +616,36 @@ impl Inner {
     /// The one confirmation task: every renew interval, each grant's lock record is read (a
     /// 304 while unchanged) and the grant confirmed, made again where the record was deleted,
     /// or lost where the record no longer lists it (`GrantHold`, as for a per-grant session).
+    /// A round's reads run concurrently, bounded, and start spread over the interval
+    /// ([`confirm_round`]): one after the other, a slow store could not confirm many grants
+    /// within their ttl.
     async fn confirm_loop(self: Arc<Self>) {
         let clock = self.client.clock().clone();
+        let renew = self.timing.renew;
+        let mut round = clock.now();
         loop {
+            round = confirm_round::next_round(round, renew, clock.now());
             tokio::select! {
-                _ = clock.sleep(self.timing.renew) => {}
+                _ = clock.sleep_until(round) => {}
                 _ = self.ended.cancelled() => return,
             }
-            let numbers: Vec<u64> = self.state.lock().unwrap().grants.keys().copied().collect();
-            for n in numbers {
-                self.confirm(n).await;
+            let mut numbers: Vec<u64> = self.state.lock().unwrap().grants.keys().copied().collect();
+            numbers.sort_unstable();
+            let count = numbers.len();
+            let reads = futures::stream::iter(numbers.into_iter().enumerate()).for_each_concurrent(
+                confirm_round::READS_IN_FLIGHT,
+                |(i, n)| {
+                    let at = round + confirm_round::read_offset(i, count, renew);
+                    let (me, clock) = (&self, &clock);
+                    async move {
+                        clock.sleep_until(at).await;
+                        me.confirm(n).await;
+                    }
+                },
+            );
+            tokio::select! {
+                _ = reads => {}
+                _ = self.ended.cancelled() => return,
             }
         }
     }

@@ -10,12 +10,13 @@
 //!   gone while the session lives on.
 //!
 //! The owner's machine (attach, detach, renewal, loss; one session lease shared by many grants)
-//! is [`owner`].
+//! is [`owner`]; when its grants' lock records are read to confirm them, [`confirm_round`].
 
 use std::fmt::Write as _;
 
 use crate::record::{Holder, Record, RecordState, FORMAT};
 
+pub mod confirm_round;
 pub mod owner;
 
 /// The directory of shared sessions, under the session's prefix (defined beside the stores,

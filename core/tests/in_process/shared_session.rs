@@ -380,3 +380,24 @@ async fn a_request_that_gives_up_detaches_its_number_and_leaves_the_queue() {
     assert_eq!(attached(&w, &s).await, "", "detached with the next renewal");
     held.release().await.unwrap();
 }
+
+/// Issue 24: one confirmation read at a time cannot keep many grants on a slow store. Here 40
+/// grants at 400 ms a request would take 16 s a round, longer than the ttl (10 s), so each
+/// grant's belief would lapse between two reads of its record. Reads run concurrently
+/// (bounded), spread over the renew interval: every grant stays held.
+#[tokio::test(start_paused = true)]
+async fn many_grants_stay_held_on_a_store_slower_than_a_ttl_per_round_of_serial_reads() {
+    let w = World::new();
+    let (s, conn) = open(&w).await;
+    let mut grants = Vec::new();
+    for i in 0..40 {
+        grants.push(s.acquire(&format!("jobs/{i}"), &queued()).await.unwrap());
+    }
+    conn.faults().set_latency(secs(0.4));
+    for _ in 0..6 {
+        sleep(TTL / 2).await;
+        let held = grants.iter().filter(|g| g.is_held()).count();
+        assert_eq!(held, grants.len(), "grants held at {:?}", w.now());
+    }
+    assert!(grants.iter().all(|g| g.lost_reason().is_none()));
+}
