@@ -11,7 +11,8 @@
 //! - start spread evenly over the renew interval ([`read_offset`]), in the order of the
 //!   grants' numbers, so the store sees a steady rate rather than a burst each interval and a
 //!   grant keeps its place in the round from one round to the next (the gap between two reads
-//!   of its record stays about one renew interval);
+//!   of its record stays about one renew interval); the start times are rounded down to a
+//!   [`TICK`], so the task wakes at most ten times a second whatever the number of grants;
 //! - and a round starts a renew interval after the one before started, or at once when that
 //!   one ran over ([`next_round`]).
 
@@ -23,14 +24,18 @@ use crate::clock::Instant;
 /// confirm about 2,000 grants a second, so 10,000 grants well inside a renew interval of 10 s.
 pub const READS_IN_FLIGHT: usize = 64;
 
+/// The grain of the reads' start times: the reads due within one tick start together.
+pub const TICK: Duration = Duration::from_millis(100);
+
 /// How long after its round starts the read of the `i`-th of `count` grants (in the order of
-/// their numbers) starts: `i/count` of the renew interval.
+/// their numbers) starts: `i/count` of the renew interval, rounded down to a [`TICK`].
 pub fn read_offset(i: usize, count: usize, renew: Duration) -> Duration {
     if count == 0 {
         return Duration::ZERO;
     }
     let nanos = renew.as_nanos() * i.min(count) as u128 / count as u128;
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    let ticks = nanos / TICK.as_nanos();
+    TICK * u32::try_from(ticks).unwrap_or(u32::MAX)
 }
 
 /// When the round after one that started at `started` starts, at `now`: a renew interval
@@ -53,12 +58,16 @@ mod tests {
         );
         assert_eq!(read_offset(0, 1, renew), Duration::ZERO);
         assert_eq!(read_offset(0, 0, renew), Duration::ZERO);
-        // 10,000 grants: one read a millisecond, the last a millisecond before the next round.
-        assert_eq!(read_offset(1, 10_000, renew), Duration::from_millis(1));
-        assert_eq!(
-            read_offset(9_999, 10_000, renew),
-            Duration::from_millis(9_999)
-        );
+        // 10,000 grants: a hundred reads a tick, the last tick's a tick before the next round.
+        assert_eq!(read_offset(1, 10_000, renew), Duration::ZERO);
+        assert_eq!(read_offset(99, 10_000, renew), Duration::ZERO);
+        assert_eq!(read_offset(100, 10_000, renew), TICK);
+        assert_eq!(read_offset(9_999, 10_000, renew), renew - TICK);
+        let starts: std::collections::BTreeSet<Duration> =
+            (0..10_000).map(|i| read_offset(i, 10_000, renew)).collect();
+        assert_eq!(starts.len(), 100, "one wake-up a tick");
+        // An interval shorter than a tick: every read at the round's start.
+        assert_eq!(read_offset(3, 4, Duration::from_millis(80)), Duration::ZERO);
         // Never past the interval, whatever it is asked.
         assert_eq!(read_offset(7, 4, renew), renew);
     }
