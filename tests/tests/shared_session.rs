@@ -1,9 +1,10 @@
-//! Real processes on a shared session (issue 24): a child process holds two queued locks
-//! through one shared session; it is killed with SIGKILL; a waiter in this process, already
-//! queued on both, gets both within ttl + grace + the session check's pacing, and never while
+//! Real processes on a shared session (issue 24): a child process holds N queued locks through
+//! one shared session; it is killed with SIGKILL; waiters in this process, already queued on a
+//! sample of them, get theirs within ttl + grace + the session check's pacing, and never while
 //! the child still believed (checked against the child's own `alive` lines). On the file store,
 //! and on moto and MinIO when scripts/stores.sh configured them (`LEASE_TEST_S3_MOTO`,
-//! `LEASE_TEST_S3_MINIO`).
+//! `LEASE_TEST_S3_MINIO`). The runs at the issue's scale (10,000 locks on the file store, 1,000
+//! on moto) are ignored by default, a documented command (docs/verification.md).
 
 #![allow(clippy::disallowed_methods)] // real processes in real time
 
@@ -27,26 +28,42 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), monotonic_ns())
 }
 
-fn kill_9_hands_every_lock_of_the_session_over(store: &str, ttl: Duration) {
-    let urls: Vec<String> = ["a", "b"]
-        .iter()
-        .map(|k| lease_url(store, &unique(&format!("shared/{k}"))))
-        .collect();
+/// `n` locks held by the child, waiters on `sample` of them spread evenly.
+fn kill_9_hands_every_lock_of_the_session_over(
+    store: &str,
+    ttl: Duration,
+    n: usize,
+    sample: usize,
+) {
+    let name = unique("shared");
+    let base = lease_url(store, &name);
     let mut child = Command::new(env!("CARGO_BIN_EXE_lease-shared-holder"))
         .arg(ttl.as_millis().to_string())
-        .args(&urls)
+        .arg(&base)
+        .arg(n.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut tokens = vec![];
-    while tokens.len() < urls.len() {
+    let mut tokens = std::collections::HashMap::new();
+    while tokens.len() < n {
         let line = lines.next().expect("the holder ended early").unwrap();
         let mut words = line.split_whitespace();
         assert_eq!(words.next(), Some("held"), "{line}");
-        tokens.push(words.nth(1).unwrap().parse::<u64>().unwrap());
+        let key = words.next().unwrap().to_string();
+        tokens.insert(key, words.next().unwrap().parse::<u64>().unwrap());
     }
+    let (_, base_key) = Client::for_url(&base).unwrap();
+    let sampled: Vec<usize> = (0..sample).map(|j| j * n / sample).collect();
+    let urls: Vec<String> = sampled
+        .iter()
+        .map(|i| lease_url(store, &format!("{name}/{i}")))
+        .collect();
+    let tokens: Vec<u64> = sampled
+        .iter()
+        .map(|i| tokens[&format!("{base_key}/{i}")])
+        .collect();
     // The child's last `alive` (it believed every grant then), kept by a reader thread.
     let last_alive = Arc::new(AtomicU64::new(monotonic_ns()));
     let reader = {
@@ -105,17 +122,34 @@ fn kill_9_hands_every_lock_of_the_session_over(store: &str, ttl: Duration) {
 }
 
 #[test]
-fn file_store_kill_9_of_a_shared_session_hands_both_locks_over() {
+fn file_store_kill_9_of_a_shared_session_hands_its_locks_over() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("file://{}", dir.path().display());
-    kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(3));
+    kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(3), 200, 5);
 }
 
 #[test]
-fn s3_kill_9_of_a_shared_session_hands_both_locks_over() {
+fn s3_kill_9_of_a_shared_session_hands_its_locks_over() {
     for var in ["LEASE_TEST_S3_MOTO", "LEASE_TEST_S3_MINIO"] {
         if let Some(store) = server(var) {
-            kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(3));
+            kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(3), 50, 3);
         }
     }
+}
+
+/// The issue's scale on the file store: 10,000 locks on one shared session, 20 waited on.
+#[test]
+#[ignore = "the issue's scale, minutes: a documented command (docs/verification.md)"]
+fn file_store_kill_9_of_a_shared_session_hands_ten_thousand_locks_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}", dir.path().display());
+    kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(15), 10_000, 20);
+}
+
+/// The issue's scale on moto: 1,000 locks on one shared session, 20 waited on.
+#[test]
+#[ignore = "the issue's scale, minutes: a documented command (docs/verification.md)"]
+fn moto_kill_9_of_a_shared_session_hands_a_thousand_locks_over() {
+    let store = server("LEASE_TEST_S3_MOTO").expect("LEASE_TEST_S3_MOTO: scripts/stores.sh start");
+    kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(15), 1_000, 20);
 }

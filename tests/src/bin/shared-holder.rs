@@ -1,39 +1,45 @@
 //! A process that holds queued locks through one shared session (issue 24), for the kill -9
-//! tests of tests/tests/shared_session.rs: `lease-shared-holder TTL_MS LOCK_URL...` (the locks
-//! in one store). Prints `held KEY TOKEN` for each grant, then `alive NS` (CLOCK_MONOTONIC)
-//! every 50 ms while it believes every grant, and exits 1 with `lost KEY REASON` when one is
-//! lost. It never ends by itself: the test kills it.
+//! tests of tests/tests/shared_session.rs: `lease-shared-holder TTL_MS LOCK_URL N` takes the N
+//! locks `KEY/0` … `KEY/N-1` beside the lock URL's key (in one store), at most 256 acquisitions
+//! in flight. Prints `held KEY TOKEN` for each grant as it comes, then `alive NS`
+//! (CLOCK_MONOTONIC) every 50 ms while it believes every grant, and exits 1 with
+//! `lost KEY REASON` when one is lost. It never ends by itself: the test kills it.
 
 #![allow(clippy::disallowed_methods)] // a real process in real time
 
 use std::io::Write;
 use std::time::Duration;
 
+use futures::StreamExt;
 use lease::{Client, LeaseOptions, SessionOptions, SharedSession};
 use lease_systests::monotonic_ns;
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let ttl = Duration::from_millis(args[0].parse().expect("TTL_MS"));
-    let mut client = None;
-    let mut keys = vec![];
-    for url in &args[1..] {
-        let (c, key) = Client::for_url(url).expect("a lock URL");
-        client = Some(c);
-        keys.push(key);
-    }
-    let client = client.expect("at least one lock URL");
+    let [ttl, url, n] = &args[..] else {
+        eprintln!("usage: lease-shared-holder TTL_MS LOCK_URL N");
+        std::process::exit(64);
+    };
+    let ttl = Duration::from_millis(ttl.parse().expect("TTL_MS"));
+    let n: usize = n.parse().expect("N");
+    let (client, key) = Client::for_url(url).expect("a lock URL");
     let session = SharedSession::open(&client, SessionOptions::new(ttl).label("shared-holder"))
         .await
         .expect("open the session");
-    let mut grants = vec![];
+    let opts = LeaseOptions::new(ttl).wait(Duration::from_secs(600));
+    let mut acquiring = futures::stream::iter(0..n)
+        .map(|i| {
+            let (session, opts, key) = (&session, &opts, format!("{key}/{i}"));
+            async move {
+                let g = session.acquire(&key, opts).await.expect("acquire");
+                (key, g)
+            }
+        })
+        .buffer_unordered(256);
+    let mut grants = Vec::with_capacity(n);
     let mut out = std::io::stdout();
-    for key in &keys {
-        let g = session
-            .acquire(key, &LeaseOptions::new(ttl).wait(Duration::from_secs(60)))
-            .await
-            .expect("acquire");
+    while let Some((key, g)) = acquiring.next().await {
         writeln!(out, "held {key} {}", g.token()).unwrap();
         grants.push(g);
     }
