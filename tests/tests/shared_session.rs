@@ -113,7 +113,10 @@ fn kill_9_hands_every_lock_of_the_session_over(
         assert!(granted > alive, "granted while the holder still believed");
         assert!(lease.epoch() > token);
         let after = Duration::from_nanos(granted - killed);
-        eprintln!("taken over {after:?} after kill -9 (ttl {ttl:?}, grace {grace:?})");
+        eprintln!(
+            "{}: taken over {after:?} after kill -9 (ttl {ttl:?}, grace {grace:?}, {n} locks)",
+            store.split('?').next().unwrap_or(store)
+        );
         // ttl + grace after the last renewal, and the check's pacing (ttl + grace - ttl/3)
         // plus a poll at worst: within two ttls and two graces.
         assert!(after <= ttl * 2 + grace * 2, "took {after:?}");

@@ -1,15 +1,14 @@
 //! Many queued locks held by one process (docs/benchmarks.md "Shared sessions", issue 24):
-//! `lease-shared-bench DIR MODE N TTL_S HOLD_S` takes N queued locks on the file store at DIR
-//! (MODE `shared`: all on one shared session; `per-lock`: each with a session of its own, as
-//! before), 256 acquisitions in flight at once, then holds them HOLD_S seconds and prints one
-//! JSON line: how long acquiring took, and while holding the CPU share of one core (user +
-//! system time over the window), the process's threads and resident memory, and the store
-//! writes per second (the sum of every record's `rev` under DIR, before and after the window:
-//! each write of a record raises it by one).
+//! `lease-shared-bench STORE MODE N TTL_S HOLD_S` takes N queued locks in STORE (a directory for
+//! the file store, or a store URL such as `s3://bucket?endpoint=…`) (MODE `shared`: all on one
+//! shared session; `per-lock`: each with a session of its own, as before), 256 acquisitions in
+//! flight at once, then holds them HOLD_S seconds and prints one JSON line: how long acquiring
+//! took, and while holding the CPU share of one core (user + system time over the window), the
+//! process's threads and resident memory, and the store writes and reads per second (this
+//! process's own request counts, `lease_store_requests_total`, before and after the window).
 
 #![allow(clippy::disallowed_methods)] // a benchmark measures real time
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,24 +33,24 @@ fn status_field(name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The sum of the `rev` of every record under `dir` (the file store's own files skipped).
-fn revs(dir: &Path) -> u64 {
-    let mut sum = 0;
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if path.is_dir() {
-            sum += revs(&path);
-        } else if !name.starts_with('.') {
-            let Ok(bytes) = std::fs::read(&path) else {
-                continue;
-            };
-            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-                sum += v["rev"].as_u64().unwrap_or(0);
-            }
+/// This process's store requests so far: (writes, reads), from its own metrics.
+fn requests() -> (f64, f64) {
+    let snapshot = lease::metrics::snapshot();
+    let Some(family) = snapshot.family("lease_store_requests_total") else {
+        return (0.0, 0.0);
+    };
+    let (mut writes, mut reads) = (0.0, 0.0);
+    for sample in &family.samples {
+        let lease::metrics::Value::Number(n) = sample.value else {
+            continue;
+        };
+        match sample.labels.iter().find(|(k, _)| *k == "kind") {
+            Some((_, kind)) if kind == "get" => reads += n,
+            Some(_) => writes += n,
+            None => {}
         }
     }
-    sum
+    (writes, reads)
 }
 
 fn main() {
@@ -69,15 +68,29 @@ fn main() {
 
 async fn run() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, dir, mode, n, ttl, hold] = &args[..] else {
-        eprintln!("usage: lease-shared-bench DIR shared|per-lock N TTL_S HOLD_S");
+    let [_, store, mode, n, ttl, hold] = &args[..] else {
+        eprintln!("usage: lease-shared-bench STORE shared|per-lock N TTL_S HOLD_S");
         std::process::exit(64);
     };
     let n: usize = n.parse().unwrap();
     let ttl = Duration::from_secs(ttl.parse().unwrap());
     let hold = Duration::from_secs(hold.parse().unwrap());
-    let store = format!("file://{dir}");
-    let (client, _) = Client::for_url(&format!("{store}/probe")).unwrap();
+    let store = if store.contains("://") {
+        store.clone()
+    } else {
+        format!("file://{store}")
+    };
+    let (base, query) = store.split_once('?').unwrap_or((&store, ""));
+    let prefix = format!("bench-{}", std::process::id());
+    let url = |key: &str| {
+        let url = format!("{}/{key}", base.trim_end_matches('/'));
+        if query.is_empty() {
+            url
+        } else {
+            format!("{url}?{query}")
+        }
+    };
+    let (client, _) = Client::for_url(&url(&format!("{prefix}/probe"))).unwrap();
     let opts = LeaseOptions::new(ttl)
         .queue()
         .wait(Duration::from_secs(600));
@@ -94,11 +107,16 @@ async fn run() {
     let limit = Arc::new(tokio::sync::Semaphore::new(256));
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..n {
-        let (client, opts, session, limit) =
-            (client.clone(), opts.clone(), session.clone(), limit.clone());
+        let (client, opts, session, limit, prefix) = (
+            client.clone(),
+            opts.clone(),
+            session.clone(),
+            limit.clone(),
+            prefix.clone(),
+        );
         tasks.spawn(async move {
             let _permit = limit.acquire().await.unwrap();
-            let key = format!("locks/{i}");
+            let key = format!("{prefix}/locks/{i}");
             match &session {
                 Some(s) => Held::Shared(s.acquire(&key, &opts).await.unwrap()),
                 None => Held::Own(client.acquire(&key, &opts).await.unwrap()),
@@ -112,9 +130,10 @@ async fn run() {
     let acquire_s = started.elapsed().as_secs_f64();
     // Settle (the last group commits and confirmations), then the window.
     tokio::time::sleep(ttl / 3).await;
-    let (cpu0, revs0, t0) = (cpu_seconds(), revs(Path::new(dir)), Instant::now());
+    let (cpu0, (writes0, reads0), t0) = (cpu_seconds(), requests(), Instant::now());
     tokio::time::sleep(hold).await;
-    let (cpu1, revs1, window) = (cpu_seconds(), revs(Path::new(dir)), t0.elapsed());
+    let (cpu1, (writes1, reads1), window) = (cpu_seconds(), requests(), t0.elapsed());
+    let per_s = |n: f64| (n / window.as_secs_f64() * 100.0).round() / 100.0;
     let all_held = held.iter().all(Held::is_held);
     let line = serde_json::json!({
         "mode": mode,
@@ -124,7 +143,8 @@ async fn run() {
         "cpu_share": ((cpu1 - cpu0) / window.as_secs_f64() * 1000.0).round() / 1000.0,
         "threads": status_field("Threads:"),
         "rss_mb": status_field("VmRSS:") / 1024,
-        "writes_per_s": (((revs1 - revs0) as f64 / window.as_secs_f64()) * 100.0).round() / 100.0,
+        "writes_per_s": per_s(writes1 - writes0),
+        "reads_per_s": per_s(reads1 - reads0),
         "all_held": all_held,
     });
     println!("{line}");
