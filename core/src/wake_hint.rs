@@ -227,6 +227,21 @@ pub(crate) fn send(key: &str, id: &str, wake: &str) {
     }
 }
 
+/// Tell participant `id` of the lock at `key` to read the record now, wherever it is: in this
+/// process, through its listener's registry (no datagram); elsewhere, by [`send`]. For a yield
+/// request, which no write's driver wakes a local holder for: without this, a request asked in
+/// the holder's own process reached it only at its next renewal.
+pub(crate) fn tell(key: &str, id: &str, wake: &str) {
+    let here = LISTENERS.with(|all| all.values().find(|l| l.serves(id)).cloned());
+    match (here, message(key, id)) {
+        (Some(listener), Some(datagram)) => {
+            listener.deliver(&datagram);
+        }
+        (Some(_), None) => {}
+        (None, _) => send(key, id, wake),
+    }
+}
+
 /// The process's non-blocking sending socket for one address family.
 fn sender(v4: bool) -> Option<&'static UdpSocket> {
     static V4: OnceLock<Option<UdpSocket>> = OnceLock::new();

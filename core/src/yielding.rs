@@ -29,7 +29,8 @@ pub(crate) async fn ask(
         Changed::Applied { record, wrote, .. } => {
             let request = record.yield_request.filter(|y| y.by == by);
             // The holders asked read the record at once when they listen for hints (the
-            // address their entry kept from their wait); else at their next renewal.
+            // address their entry kept from their wait), in this process too; else at their
+            // next renewal.
             if let (true, Some(y)) = (wrote, &request) {
                 for g in record
                     .grants
@@ -37,7 +38,7 @@ pub(crate) async fn ask(
                     .filter(|g| g.token.is_some_and(|t| y.names(t)))
                 {
                     if let Some(wake) = g.wake_hint() {
-                        crate::wake_hint::send(key, g.id(), wake);
+                        crate::wake_hint::tell(key, g.id(), wake);
                     }
                 }
             }

@@ -904,3 +904,28 @@ async fn a_lock_held_within_this_process_is_named_as_such() {
     );
     drop(held);
 }
+
+/// A yield asked from the holder's own process reaches it at once, not at its next renewal (a
+/// wake hint to a recipient of this process used to be skipped: a grant's write wakes its local
+/// waiters directly, but nothing woke a local holder for a yield request). On the file store
+/// (wake hints are for stores shared with other processes), in real time: ttl 30 s, so the
+/// holder's next renewal is 10 s away; told well before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_yield_request_from_the_holders_own_process_reaches_it_before_its_next_renewal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (client, key) =
+        lease::Client::for_url(&format!("file://{}/job", dir.path().display())).unwrap();
+    let opts = lease::LeaseOptions::new(std::time::Duration::from_secs(30)).queue();
+    let held = client.acquire(&key, &opts).await.unwrap();
+    let ask = lease::YieldAsk {
+        by: "ops".into(),
+        to: None,
+        reason: None,
+    };
+    client.ask_yield(&key, ask).await.unwrap().unwrap();
+    let told = tokio::time::timeout(std::time::Duration::from_secs(5), held.yield_request())
+        .await
+        .expect("told at once, not at the next renewal (10 s away)");
+    assert_eq!(told.by, "ops");
+    held.release().await.unwrap();
+}
