@@ -911,6 +911,7 @@ async fn a_lock_held_within_this_process_is_named_as_such() {
 /// (wake hints are for stores shared with other processes), in real time: ttl 30 s, so the
 /// holder's next renewal is 10 s away; told well before it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods)] // real time: the file store's holder renews on it
 async fn a_yield_request_from_the_holders_own_process_reaches_it_before_its_next_renewal() {
     let dir = tempfile::tempdir().unwrap();
     let (client, key) =
