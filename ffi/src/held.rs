@@ -479,7 +479,8 @@ impl YieldCallback {
         let by = c_string(&y.by);
         let to = y.to.as_deref().map(c_string);
         let reason = y.reason.as_deref().map(c_string);
-        let ptr = |s: &Option<std::ffi::CString>| s.as_deref().map_or(std::ptr::null(), CStr::as_ptr);
+        let ptr =
+            |s: &Option<std::ffi::CString>| s.as_deref().map_or(std::ptr::null(), CStr::as_ptr);
         // SAFETY: the caller of lease_on_yield gave a valid function and user_data.
         unsafe { f(data.0, by.as_ptr(), ptr(&to), ptr(&reason)) };
     }

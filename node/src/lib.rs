@@ -29,9 +29,9 @@ mod yielding;
 // they are part of the addon's interface, not dead code of a private module.
 pub use election::{CampaignOptions, Election, Leader};
 pub use held::{Grant, Lease, YieldRequested};
-pub use yielding::{AskYieldOptions, YieldRequest};
 pub use options::LeaseOptions;
 pub use status::{Holder, Nullable, Participant, Status, WatchOptions};
+pub use yielding::{AskYieldOptions, YieldRequest};
 
 /// The library version (equal to the npm package's and every other binding's).
 #[napi]

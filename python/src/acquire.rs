@@ -53,8 +53,7 @@ pub fn _try_acquire(
         None,
     )?
     .py()?;
-    got.map(|l| PyLease::wrap(py, l, &o.notices))
-        .transpose()
+    got.map(|l| PyLease::wrap(py, l, &o.notices)).transpose()
 }
 
 /// Start an acquire for asyncio; `done(ok, value)` receives the Lease or the exception.

@@ -151,11 +151,7 @@ impl Drop for PyLease {
 }
 
 impl PyLease {
-    pub fn wrap(
-        py: Python<'_>,
-        lease: Lease,
-        notices: &Notices,
-    ) -> PyResult<Self> {
+    pub fn wrap(py: Python<'_>, lease: Lease, notices: &Notices) -> PyResult<Self> {
         let notice = Arc::new(Notice::default());
         if let Some(cb) = &notices.on_lost {
             notice

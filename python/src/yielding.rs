@@ -29,9 +29,7 @@ fn request_obj(py: Python<'_>, r: Option<YieldRequest>) -> PyResult<Py<PyAny>> {
         return Ok(py.None());
     };
     let cls = py.import("lease._types")?.getattr("YieldRequest")?;
-    Ok(cls
-        .call1((r.tokens, r.by, r.to, r.reason))?
-        .unbind())
+    Ok(cls.call1((r.tokens, r.by, r.to, r.reason))?.unbind())
 }
 
 /// ask_yield(url, to, reason, by) -> YieldRequest | None.
@@ -47,7 +45,12 @@ pub fn _ask_yield(
     crate::log::refresh_level(py, false);
     let t = options::target(url)?;
     let ask = ask_of(to, reason, by)?;
-    let r = block(py, async move { t.client.ask_yield(&t.key, ask).await }, None)?.py()?;
+    let r = block(
+        py,
+        async move { t.client.ask_yield(&t.key, ask).await },
+        None,
+    )?
+    .py()?;
     request_obj(py, r)
 }
 
