@@ -189,6 +189,14 @@ typedef struct lease_options {
 // reason (borrowed: valid only during the call).
 typedef void (*lease_lost_callback)(void *user_data, const char *reason);
 
+// Called once per yield request that names the lease's grant (`lease_on_yield`): `user_data`
+// as given, who asks, the waiter's id to hand over to (NULL when none was named) and the
+// reason (NULL when none), all borrowed: valid only during the call.
+typedef void (*lease_yield_callback)(void *user_data,
+                                     const char *by,
+                                     const char *to,
+                                     const char *reason);
+
 // Called with the current health, then at each change: `user_data` as given to
 // `lease_on_health`, the health, the milliseconds left, and why it was lost (`expired`,
 // `taken_over`, `broken`, `vanished`, `overwritten`; a queued lock's grant:
@@ -411,6 +419,45 @@ enum lease_code lease_ensure_held(const struct lease *l,
 // with `user_data`, which must stay valid until the callback has run or `lease_free(l)` has
 // returned.
 enum lease_code lease_on_lost(const struct lease *l, lease_lost_callback callback, void *user_data);
+
+// Call `callback(user_data, by, to, reason)` once per yield request that names this lease's
+// grant (docs/protocol.md §10, "Yield on request"; asked with `lease_ask_yield` or `lease
+// yield`), from a runtime thread, as the holder learns it: at its next renewal, or at once
+// through a wake hint; at once (from a runtime thread) if one already named it. It is not a
+// loss: the lease stays held until released. Never called (nor still running) after
+// `lease_free` returns. The rules of `lease_on_lost` hold for the callback: keep it short,
+// never block there, call no blocking function, never unwind.
+//
+// Returns `LEASE_OK`, or `LEASE_INVALID` if `l` or `callback` is NULL.
+//
+// # Safety
+// `l` is NULL or a live lease; `callback` is NULL or a function safe to call from any thread
+// with `user_data`, which must stay valid until `lease_free(l)` has returned.
+enum lease_code lease_on_yield(const struct lease *l,
+                               lease_yield_callback callback,
+                               void *user_data);
+
+// Ask the holders of the queued lock `name` in `store` to step aside (docs/protocol.md §10,
+// "Yield on request"): those in the way of the waiter `to` (its id, or an unambiguous prefix of
+// it), or every holder when `to` is NULL. `by` says who asks (NULL: `user@host` of this
+// process); `reason` is NULL or why. Each holder asked learns it once (`lease_on_yield`) and
+// keeps the lease until it releases. On success writes to `*asked` (when not NULL) how many
+// grants the request now names: 0 when nobody holds anything in `to`'s way. `LEASE_INVALID`
+// for a plain lease (not a queued lock), an unknown or ambiguous `to`, or a `by`/`reason` out
+// of bounds. Blocks.
+//
+// # Safety
+// `store` is NULL or a live store; `name` is NULL or a NUL-terminated string; `to`, `reason`
+// and `by` are NULL or NUL-terminated strings; `asked` is NULL or points to writable storage
+// for a `size_t`; `err` is NULL or points to writable storage for a pointer. Must not be called
+// from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+enum lease_code lease_ask_yield(const struct lease_store *store,
+                                const char *name,
+                                const char *to,
+                                const char *reason,
+                                const char *by,
+                                size_t *asked,
+                                struct lease_error **err);
 
 // Change the lease's ttl to `ttl_ms` (100 ms to 24 h): a renewal made at once writes it, and
 // the renewals after it follow it (at the same fraction of the ttl: ttl/3). Waiters go by the

@@ -54,6 +54,12 @@ export interface Lease {
    * first. Never an unhandled rejection when nobody awaits it.
    */
   readonly lost: Promise<never>
+  /**
+   * Resolves with the first yield request that names this lease's grant (`askYield`,
+   * docs/protocol.md §10, "Yield on request"): not a loss, the lease stays held until released.
+   * Stays pending if nobody asks. `onYield(callback)` hears every request.
+   */
+  readonly yieldRequest: Promise<YieldRequested>
   /** `release()`: what `await using` calls. */
   [Symbol.asyncDispose](): Promise<void>
   /**
@@ -237,6 +243,18 @@ export declare class Lease {
    * alive.
    */
   onHealth(callback: (event: HealthEvent) => void): void
+  /**
+   * The latest yield request that named this lease's grant, or `null`: a waiter or an
+   * operator asked it to step aside (`askYield`, docs/protocol.md §10, "Yield on request").
+   * Not a loss: the lease stays held until released.
+   */
+  get yieldRequested(): YieldRequested | null
+  /**
+   * Call `callback(request)` on the JavaScript thread once per yield request that names this
+   * lease's grant (at once if one already did), as the core learns them: at a renewal, or at
+   * once through a wake hint. Does not keep the process alive. Used by `yieldRequest`.
+   */
+  onYield(callback: (request: YieldRequested) => void): void
 }
 
 /**
@@ -245,6 +263,28 @@ export declare class Lease {
  * someone else holds it, an `AbortError` when `options.signal` aborts.
  */
 export declare function acquire(url: string, options?: LeaseOptions): Promise<Lease>
+
+/**
+ * Ask the holders of the queued lock at `url` to step aside (docs/protocol.md §10, "Yield on
+ * request"). Each holder asked learns it once (`Lease.onYield`, `yieldRequest`) and keeps the
+ * lease until it releases. Resolves to the request as it stands, or `null` when nobody holds
+ * anything in `to`'s way; rejects with `LEASE_INVALID` for a plain lease, an unknown or
+ * ambiguous `to`, or a bad `by`/`reason`.
+ */
+export declare function askYield(url: string, options?: AskYieldOptions): Promise<YieldRequest | null>
+
+/** Options of `askYield`. */
+export interface AskYieldOptions {
+  /**
+   * The waiting participant's id (or an unambiguous prefix of it) to hand over to: the
+   * holders in its way are asked. Without it, every holder is asked.
+   */
+  to?: string
+  /** Why (at most 256 bytes). */
+  reason?: string
+  /** Who asks (1 to 128 bytes; default `user@host` of this process). */
+  by?: string
+}
 
 /** Options of `Election.campaign`. */
 export interface CampaignOptions {
@@ -568,4 +608,25 @@ export interface WatchOptions {
   pollInterval?: number
   /** Ends the iteration: the loop throws an `AbortError`. */
   signal?: AbortSignal
+}
+
+/** A yield request as it stands in the lock's record (what `askYield` resolves to). */
+export interface YieldRequest {
+  /** The tokens of the grants asked, ascending. */
+  tokens: Array<number>
+  by: string
+  to?: string
+  reason?: string
+}
+
+/**
+ * What a holder of a queued lock is told when asked to step aside (`Lease.onYield`,
+ * `Lease.yieldRequested`): who asks, the waiter to hand over to, and why.
+ */
+export interface YieldRequested {
+  /** Who asks: a waiter's id, or an operator's label (`user@host`). */
+  by: string
+  /** The waiting participant's id that should go next, if the asker named one. */
+  to?: string
+  reason?: string
 }

@@ -304,6 +304,21 @@ async function fencedGet(url, options) {
 }
 
 /**
+ * Ask the holders of the queued lock at `url` to step aside (docs/protocol.md §10, "Yield on
+ * request"): `{ to, reason, by }`, each a string or absent.
+ */
+async function askYield(url, options) {
+  url = checkUrl(url);
+  const o = checkOptionsObject(options, 'options');
+  checkKnown(o, ['to', 'reason', 'by'], 'askYield()');
+  const out = {};
+  for (const k of ['to', 'reason', 'by']) {
+    if (o[k] !== undefined && o[k] !== null) out[k] = checkString(o[k], `options.${k}`);
+  }
+  return native.askYield(url, out);
+}
+
+/**
  * Parse a fencing token (`URL#EPOCH@HOLDER`, as `l.token` prints it, or `URL#EPOCH`) into
  * `{ lease, epoch, holder }` (`holder` null when the token names none).
  */
@@ -355,6 +370,21 @@ Object.defineProperty(Lease.prototype, 'signal', {
   configurable: true,
   get() {
     return lostState(this).controller.signal;
+  },
+});
+
+const kYield = Symbol('lease.yieldRequest');
+
+// A promise of the first yield request that names the lease's grant (it never rejects: a lease
+// released or lost without being asked leaves it pending). One `onYield` registration per lease.
+Object.defineProperty(Lease.prototype, 'yieldRequest', {
+  configurable: true,
+  get() {
+    let p = this[kYield];
+    if (p) return p;
+    p = new Promise((resolve) => this.onYield(resolve));
+    Object.defineProperty(this, kYield, { value: p });
+    return p;
   },
 });
 
@@ -604,6 +634,7 @@ module.exports = {
   acquire,
   tryAcquire,
   status,
+  askYield,
   metrics,
   metricsText,
   watch,

@@ -9,6 +9,7 @@ export const {
   acquire,
   tryAcquire,
   status,
+  askYield,
   metrics,
   metricsText,
   watch,

@@ -398,6 +398,7 @@ type Lease struct {
 	lost     *lostState
 	handle   cgo.Handle
 	health   *healthState
+	yields   *yieldState
 	// A Release returned nil: the holder gave the lease up, so Lost() stays open even when the
 	// *Lease is collected afterwards.
 	released atomic.Bool
@@ -615,6 +616,9 @@ func (l *Lease) Close() error {
 		l.handle.Delete()
 		if l.health != nil {
 			l.health.end()
+		}
+		if l.yields != nil {
+			l.yields.end()
 		}
 	}
 	runtime.SetFinalizer(l, nil)

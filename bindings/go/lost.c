@@ -23,3 +23,14 @@ static void lease_go_health_trampoline(void *user_data, enum lease_health health
 enum lease_code lease_go_on_health(const struct lease *l, uintptr_t handle) {
   return lease_on_health(l, lease_go_health_trampoline, (void *)handle);
 }
+
+// The C side of Lease.YieldRequests: each yield request goes to Go, which only sends on a
+// buffered channel without blocking.
+static void lease_go_yield_trampoline(void *user_data, const char *by, const char *to,
+                                      const char *reason) {
+  goLeaseYield((uintptr_t)user_data, (char *)by, (char *)to, (char *)reason);
+}
+
+enum lease_code lease_go_on_yield(const struct lease *l, uintptr_t handle) {
+  return lease_on_yield(l, lease_go_yield_trampoline, (void *)handle);
+}

@@ -6,6 +6,7 @@ package lease
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -478,6 +479,104 @@ func TestQueueWakeHints(t *testing.T) {
 		for _, bad := range []string{"on-demand", "127.0.0", "udp:127.0.0.1:9", "a\x00b"} {
 			_, err := s.TryAcquire(ctx, name, opt("x", bad))
 			expectErr(t, err, ErrInvalid)
+		}
+	})
+}
+
+// Issue 23, "Yield on request": the holder learns it on YieldRequests, keeps the lock, releases,
+// and the waiter named by To gets it. Mirrors python/tests/test_queue.py's
+// test_a_yield_request_reaches_the_holder_and_it_hands_over.
+func TestAYieldRequestReachesTheHolderAndItHandsOver(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		s := open(t, base)
+		name := uniqueName(t, "yield")
+		ctx := context.Background()
+		opt := func(label string) *Options {
+			return &Options{TTL: 10 * time.Second, Label: label, Queue: true, PollInterval: queuePoll}
+		}
+		holder, err := s.Acquire(ctx, name, opt("holder"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		yields := holder.YieldRequests()
+		type got struct {
+			l   *Lease
+			err error
+		}
+		wch := make(chan got, 1)
+		go func() {
+			l, err := s.Acquire(ctx, name, opt("waiter"))
+			wch <- got{l, err}
+		}()
+		var waiterID string
+		waitUntil(t, "the waiter to wait", func() bool {
+			st, err := s.Status(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Waiting) == 1 {
+				waiterID = st.Waiting[0].Holder.ID
+				return true
+			}
+			return false
+		})
+		asked, err := s.AskYield(name, YieldAsk{To: waiterID[:8], Reason: "deploy", By: "op"})
+		if err != nil || asked != 1 {
+			t.Fatalf("AskYield: %d, %v", asked, err)
+		}
+		select {
+		case y := <-yields:
+			if y != (YieldRequested{By: "op", To: waiterID, Reason: "deploy"}) {
+				t.Fatalf("told %+v", y)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the holder was not told")
+		}
+		select {
+		case <-holder.Lost():
+			t.Fatal("a yield request is not a loss")
+		case g := <-wch:
+			t.Fatalf("the waiter was granted before the holder released: %+v", g)
+		default:
+		}
+		if err := holder.Release(); err != nil {
+			t.Fatal(err)
+		}
+		g := <-wch
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		defer g.l.Close()
+		if g.l.Epoch() <= holder.Epoch() {
+			t.Fatalf("epochs %d then %d", holder.Epoch(), g.l.Epoch())
+		}
+	})
+}
+
+func TestAskYieldRefusesABadToAndAPlainLease(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		s := open(t, base)
+		name := uniqueName(t, "yield-bad")
+		ctx := context.Background()
+		holder, err := s.Acquire(ctx, name, &Options{TTL: 10 * time.Second, Queue: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		if _, err := s.AskYield(name, YieldAsk{To: "no-such-waiter"}); !errors.Is(err, ErrInvalid) ||
+			!strings.Contains(err.Error(), "no-such-waiter") {
+			t.Fatalf("unknown To: %v", err)
+		}
+		plain := uniqueName(t, "yield-plain")
+		p, err := s.Acquire(ctx, plain, &Options{TTL: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if _, err := s.AskYield(plain, YieldAsk{}); !errors.Is(err, ErrInvalid) ||
+			!strings.Contains(err.Error(), "not a queued lock") {
+			t.Fatalf("plain lease: %v", err)
 		}
 	})
 }

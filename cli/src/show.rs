@@ -324,16 +324,7 @@ pub async fn ask_yield(
     reason: Option<String>,
 ) -> Result<Exit, Exit> {
     let (client, key) = Client::for_url(url)?;
-    let by = match (lease::current_user(), hostname()) {
-        (Some(u), Some(h)) => format!("{u}@{h}"),
-        (Some(u), None) => u,
-        (None, Some(h)) => format!("operator@{h}"),
-        (None, None) => "operator".to_string(),
-    };
-    let by: String = by
-        .chars()
-        .take(lease::protocol::queue::yield_request::MAX_YIELD_BY_LEN / 4)
-        .collect();
+    let by = lease::asker_name();
     let ask = lease::YieldAsk {
         by,
         to: to.clone(),
@@ -362,13 +353,6 @@ pub async fn ask_yield(
             ),
         )),
     }
-}
-
-fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
 }
 
 /// Probes go under the URL's own path (`s3://bucket/locks` → `locks/PREFIX/…`): a user may be

@@ -135,6 +135,20 @@ pub fn current_user() -> Option<String> {
     user_name(|var| std::env::var(var).ok())
 }
 
+/// Who asks a yield request when no id is given (`lease yield`, the bindings' `ask_yield`):
+/// `user@host` of this process, cut to fit [`YieldAsk`](crate::YieldAsk)'s `by` bound.
+pub fn asker_name() -> String {
+    let by = match (current_user(), host_name()) {
+        (Some(u), Some(h)) => format!("{u}@{h}"),
+        (Some(u), None) => u,
+        (None, Some(h)) => format!("operator@{h}"),
+        (None, None) => "operator".to_string(),
+    };
+    by.chars()
+        .take(crate::protocol::queue::yield_request::MAX_YIELD_BY_LEN / 4)
+        .collect()
+}
+
 /// [`current_user`] with the environment given.
 fn user_name(env: impl Fn(&str) -> Option<String>) -> Option<String> {
     if let Some(user) = ["USER", "LOGNAME"]

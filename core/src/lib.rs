@@ -50,7 +50,7 @@ mod wake_hint;
 mod yielding;
 
 pub use acquirer::WAITING_TARGET;
-pub use client::{current_user, set_client_name, Client, ClientBuilder};
+pub use client::{asker_name, current_user, set_client_name, Client, ClientBuilder};
 pub use duration::{format_duration, parse_duration, parse_duration_in};
 pub use election::{Election, Leader, LeaderWatch};
 pub use error::{Error, ErrorKind, Result};

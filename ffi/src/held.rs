@@ -219,6 +219,8 @@ pub struct lease {
     pub(crate) callbacks: Mutex<Vec<Arc<Callback>>>,
     /// `lease_on_health` callbacks, disarmed by `lease_free`.
     pub(crate) health_callbacks: Mutex<Vec<Arc<HealthCallback>>>,
+    /// `lease_on_yield` callbacks, disarmed by `lease_free`.
+    pub(crate) yield_callbacks: Mutex<Vec<Arc<YieldCallback>>>,
 }
 
 /// Acquire the lease `name` in `store`, waiting as `opts->wait_ms` says. `opts` may be NULL
@@ -263,6 +265,7 @@ pub unsafe extern "C" fn lease_acquire(
             held,
             callbacks: Mutex::new(Vec::new()),
             health_callbacks: Mutex::new(Vec::new()),
+            yield_callbacks: Mutex::new(Vec::new()),
         });
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { *out = Box::into_raw(l) };
@@ -446,6 +449,144 @@ pub unsafe extern "C" fn lease_on_lost(
     })
 }
 
+/// Called once per yield request that names the lease's grant (`lease_on_yield`): `user_data`
+/// as given, who asks, the waiter's id to hand over to (NULL when none was named) and the
+/// reason (NULL when none), all borrowed: valid only during the call.
+pub type lease_yield_callback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        by: *const c_char,
+        to: *const c_char,
+        reason: *const c_char,
+    ),
+>;
+
+type YieldFn = unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, *const c_char);
+
+/// One `lease_on_yield` registration: called once per request until disarmed, never after
+/// `lease_free` returns. The lock is held during a call, so disarming waits for a call in
+/// progress.
+pub(crate) struct YieldCallback {
+    armed: Mutex<Option<(YieldFn, UserData)>>,
+}
+
+impl YieldCallback {
+    fn call(&self, y: &lease_core::YieldRequested) {
+        let armed = self.armed.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((f, data)) = armed.as_ref() else {
+            return;
+        };
+        let by = c_string(&y.by);
+        let to = y.to.as_deref().map(c_string);
+        let reason = y.reason.as_deref().map(c_string);
+        let ptr =
+            |s: &Option<std::ffi::CString>| s.as_deref().map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: the caller of lease_on_yield gave a valid function and user_data.
+        unsafe { f(data.0, by.as_ptr(), ptr(&to), ptr(&reason)) };
+    }
+
+    fn disarm(&self) {
+        *self.armed.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// Call `callback(user_data, by, to, reason)` once per yield request that names this lease's
+/// grant (docs/protocol.md §10, "Yield on request"; asked with `lease_ask_yield` or `lease
+/// yield`), from a runtime thread, as the holder learns it: at its next renewal, or at once
+/// through a wake hint; at once (from a runtime thread) if one already named it. It is not a
+/// loss: the lease stays held until released. Never called (nor still running) after
+/// `lease_free` returns. The rules of `lease_on_lost` hold for the callback: keep it short,
+/// never block there, call no blocking function, never unwind.
+///
+/// Returns `LEASE_OK`, or `LEASE_INVALID` if `l` or `callback` is NULL.
+///
+/// # Safety
+/// `l` is NULL or a live lease; `callback` is NULL or a function safe to call from any thread
+/// with `user_data`, which must stay valid until `lease_free(l)` has returned.
+#[no_mangle]
+pub unsafe extern "C" fn lease_on_yield(
+    l: *const lease,
+    callback: lease_yield_callback,
+    user_data: *mut c_void,
+) -> lease_code {
+    call(std::ptr::null_mut(), || {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        let f = callback.ok_or_else(|| Failure::invalid("callback is NULL"))?;
+        let cb = Arc::new(YieldCallback {
+            armed: Mutex::new(Some((f, UserData(user_data)))),
+        });
+        l.yield_callbacks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(cb.clone());
+        let mut rx = l.held.yield_changes();
+        l.rt.runtime().spawn(async move {
+            loop {
+                let told = rx.borrow_and_update().clone();
+                if let Some(y) = told {
+                    cb.call(&y);
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Ask the holders of the queued lock `name` in `store` to step aside (docs/protocol.md §10,
+/// "Yield on request"): those in the way of the waiter `to` (its id, or an unambiguous prefix of
+/// it), or every holder when `to` is NULL. `by` says who asks (NULL: `user@host` of this
+/// process); `reason` is NULL or why. Each holder asked learns it once (`lease_on_yield`) and
+/// keeps the lease until it releases. On success writes to `*asked` (when not NULL) how many
+/// grants the request now names: 0 when nobody holds anything in `to`'s way. `LEASE_INVALID`
+/// for a plain lease (not a queued lock), an unknown or ambiguous `to`, or a `by`/`reason` out
+/// of bounds. Blocks.
+///
+/// # Safety
+/// `store` is NULL or a live store; `name` is NULL or a NUL-terminated string; `to`, `reason`
+/// and `by` are NULL or NUL-terminated strings; `asked` is NULL or points to writable storage
+/// for a `size_t`; `err` is NULL or points to writable storage for a pointer. Must not be called
+/// from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_ask_yield(
+    store: *const lease_store,
+    name: *const c_char,
+    to: *const c_char,
+    reason: *const c_char,
+    by: *const c_char,
+    asked: *mut usize,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call(err, || {
+        // SAFETY: the caller's contract.
+        let store = unsafe { handle(store, "store") }?;
+        // SAFETY: the caller's contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        // SAFETY: the caller's contract.
+        let (to, reason, by) = unsafe {
+            (
+                opt_str_arg(to, "to")?,
+                opt_str_arg(reason, "reason")?,
+                opt_str_arg(by, "by")?,
+            )
+        };
+        let ask = lease_core::YieldAsk {
+            by: by.unwrap_or_else(lease_core::asker_name),
+            to,
+            reason,
+        };
+        let request = store.rt.block_on(store.client.ask_yield(name, ask))??;
+        if !asked.is_null() {
+            // SAFETY: checked non-NULL; the caller's contract.
+            unsafe { *asked = request.map_or(0, |r| r.tokens.len()) };
+        }
+        Ok(())
+    })
+}
+
 /// Change the lease's ttl to `ttl_ms` (100 ms to 24 h): a renewal made at once writes it, and
 /// the renewals after it follow it (at the same fraction of the ttl: ttl/3). Waiters go by the
 /// record's ttl; while a shorter ttl's write may land, this holder believes no longer than its
@@ -549,6 +690,14 @@ pub unsafe extern "C" fn lease_free(l: *mut lease) {
         }
         for cb in b
             .health_callbacks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            cb.disarm();
+        }
+        for cb in b
+            .yield_callbacks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()

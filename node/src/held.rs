@@ -391,6 +391,39 @@ impl Lease {
         Ok(())
     }
 
+    /// The latest yield request that named this lease's grant, or `null`: a waiter or an
+    /// operator asked it to step aside (`askYield`, docs/protocol.md §10, "Yield on request").
+    /// Not a loss: the lease stays held until released.
+    #[napi(getter, ts_return_type = "YieldRequested | null")]
+    pub fn yield_requested(&self) -> Option<YieldRequested> {
+        self.inner.yield_requested().map(YieldRequested::from)
+    }
+
+    /// Call `callback(request)` on the JavaScript thread once per yield request that names this
+    /// lease's grant (at once if one already did), as the core learns them: at a renewal, or at
+    /// once through a wake hint. Does not keep the process alive. Used by `yieldRequest`.
+    #[napi(ts_args_type = "callback: (request: YieldRequested) => void")]
+    pub fn on_yield(&self, callback: Function<'_, YieldRequested, ()>) -> Result<()> {
+        let tsfn = callback
+            .build_threadsafe_function::<YieldRequested>()
+            .weak::<true>()
+            .callee_handled::<false>()
+            .build_callback(|ctx| Ok(ctx.value))?;
+        let mut rx = self.inner.yield_changes();
+        runtime::handle()?.spawn(async move {
+            loop {
+                let told = rx.borrow_and_update().clone();
+                if let Some(y) = told {
+                    tsfn.call(y.into(), ThreadsafeFunctionCallMode::NonBlocking);
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(())
+    }
+
     /// Call `callback(error)` once, on the JavaScript thread, when the lease is lost. Does not
     /// keep the process alive. Used by `signal` and `lost`.
     #[napi(js_name = "_onLost", skip_typescript)]
@@ -410,6 +443,28 @@ impl Lease {
             );
         });
         Ok(())
+    }
+}
+
+/// What a holder of a queued lock is told when asked to step aside (`Lease.onYield`,
+/// `Lease.yieldRequested`): who asks, the waiter to hand over to, and why.
+#[napi(object)]
+#[derive(Clone)]
+pub struct YieldRequested {
+    /// Who asks: a waiter's id, or an operator's label (`user@host`).
+    pub by: String,
+    /// The waiting participant's id that should go next, if the asker named one.
+    pub to: Option<String>,
+    pub reason: Option<String>,
+}
+
+impl From<lease::YieldRequested> for YieldRequested {
+    fn from(y: lease::YieldRequested) -> Self {
+        YieldRequested {
+            by: y.by,
+            to: y.to,
+            reason: y.reason,
+        }
     }
 }
 

@@ -22,14 +22,16 @@ mod held;
 mod options;
 mod runtime;
 mod status;
+mod yielding;
 
 // Everything the addon exports. `Status`, `Participant`, `Grant`, `Holder`, `Leader` and
 // `Nullable` only declare shapes for index.d.ts (the values are built as JSON): exported here so
 // they are part of the addon's interface, not dead code of a private module.
 pub use election::{CampaignOptions, Election, Leader};
-pub use held::{Grant, Lease};
+pub use held::{Grant, Lease, YieldRequested};
 pub use options::LeaseOptions;
 pub use status::{Holder, Nullable, Participant, Status, WatchOptions};
+pub use yielding::{AskYieldOptions, YieldRequest};
 
 /// The library version (equal to the npm package's and every other binding's).
 #[napi]

@@ -240,3 +240,59 @@ describe('queued lock options', () => {
     assert.equal((await lease.status(u)).state, 'free');
   });
 });
+
+// Issue 23, "Yield on request": the holder learns it through `onYield` / `yieldRequest` /
+// `yieldRequested`, keeps the lock, releases, and the waiter named by `to` gets it. Mirrors
+// python/tests/test_queue.py's test_a_yield_request_reaches_the_holder_and_it_hands_over.
+for (const store of ['file', 'moto']) {
+  const skip = store === 'moto' && !process.env.LEASE_TEST_S3_MOTO && !inCI() ? 'LEASE_TEST_S3_MOTO is not set' : false;
+  describe(`yield on request [${store}]`, { skip }, () => {
+    it('a yield request reaches the holder and it hands over', async () => {
+      const u = makeUrl(store, 'yield');
+      const holder = await lease.acquire(u, { ttl: TTL, pollInterval: POLL, queue: true, label: 'holder' });
+      assert.equal(holder.yieldRequested, null);
+      const told = [];
+      holder.onYield((y) => told.push(y));
+      let waiter = null;
+      const w = lease.acquire(u, { ttl: TTL, pollInterval: POLL, queue: true, label: 'waiter' }).then((l) => (waiter = l));
+      await until(async () => labels((await lease.status(u)).waiting).join() === 'waiter', 30_000, 'the waiter');
+      const waiterId = (await lease.status(u)).waiting[0].holder.id;
+
+      const r = await lease.askYield(u, { to: waiterId.slice(0, 8), reason: 'deploy', by: 'op' });
+      assert.deepEqual([r.tokens, r.by, r.to, r.reason], [[holder.epoch], 'op', waiterId, 'deploy']);
+      const y = await holder.yieldRequest;
+      assert.deepEqual([y.by, y.to, y.reason], ['op', waiterId, 'deploy']);
+      await until(async () => told.length === 1, 30_000, 'onYield');
+      assert.deepEqual([told[0].by, told[0].to, told[0].reason], ['op', waiterId, 'deploy']);
+      assert.deepEqual(holder.yieldRequested, y);
+      assert.equal(holder.held, true, 'a yield request is not a loss');
+      assert.equal(waiter, null);
+
+      await holder.release();
+      const got = await w;
+      assert.ok(got.epoch > holder.epoch);
+      await got.release();
+      assert.equal(told.length, 1);
+    });
+
+    it('askYield refuses a bad to and a plain lease', async () => {
+      const u = makeUrl(store, 'yield-bad');
+      const holder = await lease.acquire(u, { ttl: TTL, queue: true, wait: 0 });
+      try {
+        await assert.rejects(lease.askYield(u, { to: 'no-such-waiter' }), { code: 'LEASE_INVALID', message: /no-such-waiter/ });
+        await assert.rejects(lease.askYield(u, { to: '' }), { code: 'LEASE_INVALID' });
+        await assert.rejects(lease.askYield(u, { to: 3 }), TypeError);
+        await assert.rejects(lease.askYield(u, { tto: 'x' }), TypeError);
+      } finally {
+        await holder.release();
+      }
+      const plain = makeUrl(store, 'yield-plain');
+      const p = await lease.acquire(plain, { ttl: TTL });
+      try {
+        await assert.rejects(lease.askYield(plain), { code: 'LEASE_INVALID', message: /not a queued lock/ });
+      } finally {
+        await p.release();
+      }
+    });
+  });
+}

@@ -54,6 +54,12 @@ export interface Lease {
    * first. Never an unhandled rejection when nobody awaits it.
    */
   readonly lost: Promise<never>
+  /**
+   * Resolves with the first yield request that names this lease's grant (`askYield`,
+   * docs/protocol.md §10, "Yield on request"): not a loss, the lease stays held until released.
+   * Stays pending if nobody asks. `onYield(callback)` hears every request.
+   */
+  readonly yieldRequest: Promise<YieldRequested>
   /** `release()`: what `await using` calls. */
   [Symbol.asyncDispose](): Promise<void>
   /**

@@ -55,6 +55,8 @@ from ._types import (
     Tenure,
     HealthEvent,
     Token,
+    YieldRequest,
+    YieldRequested,
 )
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
     #: unit (``"30s"``, ``"500ms"``, ``"5m"``; a number alone in a str is refused).
     Seconds = Union[int, float, datetime.timedelta, str]
     OnLost = Optional[Callable[[LeaseLost], object]]
+    OnYield = Optional[Callable[[YieldRequested], object]]
     #: Where a waiter listens for wake hints: ``"off"``, ``"loopback"``, ``"route"`` or an
     #: interface's IP address (a str or an ``ipaddress`` object).
     WakeHints = Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]
@@ -94,6 +97,8 @@ __all__ = [
     "try_acquire",
     "status",
     "status_async",
+    "ask_yield",
+    "ask_yield_async",
     "watch",
     "watch_async",
     "fenced_get",
@@ -117,6 +122,8 @@ __all__ = [
     "metrics_text",
     "Leader",
     "Token",
+    "YieldRequest",
+    "YieldRequested",
     "LeaseError",
     "LeaseHeld",
     "LeaseTimeout",
@@ -173,7 +180,7 @@ def _no_such_keywords(call: str, wrong: "Mapping[str, object]", known: "Tuple[st
     raise TypeError(f"{call}() got an unexpected keyword argument {name!r}: {hint}")
 
 
-_ACQUIRE_KEYWORDS = ("ttl", "wait", "label", "data", "on_lost", "unavailable_timeout", "shared",
+_ACQUIRE_KEYWORDS = ("ttl", "wait", "label", "data", "on_lost", "on_yield", "unavailable_timeout", "shared",
                      "permits", "scope", "range", "queue", "poll", "wake_hints", "priority")
 _TRY_KEYWORDS = tuple(k for k in _ACQUIRE_KEYWORDS if k not in ("wait", "unavailable_timeout"))
 
@@ -186,6 +193,7 @@ def acquire(
     label: Optional[str] = None,
     data: Optional[str] = None,
     on_lost: OnLost = None,
+    on_yield: OnYield = None,
     unavailable_timeout: Optional[Seconds] = None,
     shared: bool = False,
     permits: Optional[int] = None,
@@ -210,6 +218,10 @@ def acquire(
     ``label``: for people (shown by ``status``). ``data``: a small payload for others to read.
     ``on_lost``: called once with a :class:`LeaseLost` if the lease is lost, from the library's
     notifier thread (an exception it raises is logged to the ``lease`` logger).
+    ``on_yield``: called with a :class:`YieldRequested` (``by``, ``to``, ``reason``) once per
+    yield request that names this holder of a queued lock (:func:`ask_yield`; docs/protocol.md
+    §10, "Yield on request"), from the same thread as ``on_lost``. It is not a loss: the lease
+    stays held until released; :attr:`Lease.yield_requested` holds the latest request.
 
     Queued locks (docs/protocol.md §10; granted in arrival order among conflicting requests,
     :attr:`Lease.grant` says what was granted): ``shared=True`` holds beside other shared
@@ -231,7 +243,7 @@ def acquire(
     """
     _no_such_keywords("acquire", wrong, _ACQUIRE_KEYWORDS)
     options = _lease.Options(
-        ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost,
+        ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost, on_yield=on_yield,
         unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
         range=range, queue=queue, poll=poll, wake_hints=wake_hints, priority=priority,
     )
@@ -247,6 +259,7 @@ def try_acquire(
     label: Optional[str] = None,
     data: Optional[str] = None,
     on_lost: OnLost = None,
+    on_yield: OnYield = None,
     shared: bool = False,
     permits: Optional[int] = None,
     scope: Optional[str] = None,
@@ -261,7 +274,7 @@ def try_acquire(
     lock, when it cannot be granted now). The queued-lock options are :func:`acquire`'s."""
     _no_such_keywords("try_acquire", wrong, _TRY_KEYWORDS)
     options = _lease.Options(
-        ttl=ttl, label=label, data=data, on_lost=on_lost, shared=shared, permits=permits,
+        ttl=ttl, label=label, data=data, on_lost=on_lost, on_yield=on_yield, shared=shared, permits=permits,
         scope=scope, range=range, queue=queue, poll=poll, wake_hints=wake_hints, priority=priority,
     )
     lease = _lease._try_acquire(url, options)
@@ -278,6 +291,7 @@ def acquire_async(
     label: Optional[str] = None,
     data: Optional[str] = None,
     on_lost: OnLost = None,
+    on_yield: OnYield = None,
     unavailable_timeout: Optional[Seconds] = None,
     shared: bool = False,
     permits: Optional[int] = None,
@@ -295,7 +309,7 @@ def acquire_async(
 
     _no_such_keywords("acquire_async", wrong, _ACQUIRE_KEYWORDS)
     options = _lease.Options(
-        ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost,
+        ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost, on_yield=on_yield,
         unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
         range=range, queue=queue, poll=poll, wake_hints=wake_hints, priority=priority,
     )
@@ -328,6 +342,30 @@ async def status_async(url: URL) -> Status:
     """:func:`status` for asyncio."""
     d = await await_core(lambda done: _lease._status_start(url, done))
     return Status._from_json(d)
+
+
+def ask_yield(
+    url: URL, *, to: Optional[str] = None, reason: Optional[str] = None, by: Optional[str] = None
+) -> Optional[YieldRequest]:
+    """Ask the holders of the queued lock at ``url`` to step aside (docs/protocol.md §10,
+    "Yield on request"): those in the way of the waiter ``to`` (its id, or an unambiguous
+    prefix of it), else every holder. ``by`` says who asks (default ``user@host``). Each holder
+    asked learns it once, through its ``on_yield`` callback and ``yield_requested``, and keeps
+    the lease until it releases. Returns the request as it stands, or ``None`` when nobody
+    holds anything in ``to``'s way. Raises :class:`InvalidArgument` for a plain lease, an
+    unknown or ambiguous ``to``, or an empty or too long ``by``/``reason``."""
+    r: Optional[YieldRequest] = _lease._ask_yield(url, to, reason, by)
+    return r
+
+
+async def ask_yield_async(
+    url: URL, *, to: Optional[str] = None, reason: Optional[str] = None, by: Optional[str] = None
+) -> Optional[YieldRequest]:
+    """:func:`ask_yield` for asyncio."""
+    r: Optional[YieldRequest] = await await_core(
+        lambda done: _lease._ask_yield_start(url, done, to, reason, by)
+    )
+    return r
 
 
 def fenced_get(url: URL, *, key: Optional[str] = None) -> Optional[FencedObject]:

@@ -6,7 +6,7 @@ import threading
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union, final
 
 from ._errors import LeaseError, LeaseLost
-from ._types import FencedObject, Grant, HealthEvent, Holder
+from ._types import FencedObject, Grant, HealthEvent, Holder, YieldRequest, YieldRequested
 
 __version__: str
 
@@ -14,6 +14,7 @@ _URL = Union[str, "os.PathLike[str]"]
 _Seconds = Union[int, float, datetime.timedelta, str]
 _Done = Callable[[bool, Any], None]
 _OnLost = Optional[Callable[[LeaseLost], object]]
+_OnYield = Optional[Callable[[YieldRequested], object]]
 _Data = Union[bytes, bytearray, str]
 
 @final
@@ -28,6 +29,7 @@ class Options:
         label: Optional[str] = None,
         data: Optional[str] = None,
         on_lost: _OnLost = None,
+        on_yield: _OnYield = None,
         unavailable_timeout: Optional[_Seconds] = None,
         shared: Optional[bool] = None,
         permits: Optional[int] = None,
@@ -78,6 +80,9 @@ class Lease:
     def ensure_held(self, min_remaining: Optional[_Seconds] = None) -> float:
         """The seconds left if at least ``min_remaining``; else raises :class:`LeaseLost`."""
     def on_lost(self, callback: Callable[[LeaseLost], object]) -> None: ...
+    @property
+    def yield_requested(self) -> Optional[YieldRequested]:
+        """The latest yield request that named this lease's grant, or None (not a loss)."""
     @property
     def health(self) -> str:
         """"healthy", "late", "unknown" or "lost" (docs/protocol.md §4)."""
@@ -223,6 +228,16 @@ def _acquire_start(url: _URL, options: Options, done: _Done, owner: str) -> Pend
 def _seconds(name: str, value: object) -> float: ...
 def _status(url: _URL) -> Dict[str, Any]: ...
 def _status_start(url: _URL, done: _Done) -> Pending: ...
+def _ask_yield(
+    url: _URL, to: Optional[str] = None, reason: Optional[str] = None, by: Optional[str] = None
+) -> Optional[YieldRequest]: ...
+def _ask_yield_start(
+    url: _URL,
+    done: _Done,
+    to: Optional[str] = None,
+    reason: Optional[str] = None,
+    by: Optional[str] = None,
+) -> Pending: ...
 def _error_for_kind(
     kind: str,
     message: str,

@@ -325,3 +325,24 @@ class Token(_TokenParts):
             if v
         )
         return f"Token(lease={self.lease!r}, epoch={self.epoch!r}, holder={self.holder!r}{more})"
+
+
+class YieldRequested(NamedTuple):
+    """What a holder of a queued lock is told when asked to step aside (docs/protocol.md §10,
+    "Yield on request"): not a loss, the lease stays held until it is released."""
+
+    by: str
+    """Who asks: a waiter's id, or an operator's label (``user@host``)."""
+    to: Optional[str] = None
+    """The waiting participant's id that should go next, if the asker named one."""
+    reason: Optional[str] = None
+
+
+class YieldRequest(NamedTuple):
+    """A yield request as it stands in the lock's record (what :func:`lease.ask_yield` returns)."""
+
+    tokens: List[int]
+    """The tokens of the grants asked, ascending."""
+    by: str
+    to: Optional[str] = None
+    reason: Optional[str] = None

@@ -33,7 +33,7 @@ pub fn _acquire(
     let opts = o.core.clone().owned_by_this_thread();
     let cancel = CancellationToken::new();
     let lease = block(py, acquire_future(t, opts, cancel.clone()), Some(&cancel))?.py()?;
-    PyLease::wrap(py, lease, o.on_lost.as_ref().map(|f| f.bind(py)))
+    PyLease::wrap(py, lease, &o.notices)
 }
 
 /// try_acquire(url, options) -> Lease | None: one try (`options.wait` is not used).
@@ -53,8 +53,7 @@ pub fn _try_acquire(
         None,
     )?
     .py()?;
-    got.map(|l| PyLease::wrap(py, l, o.on_lost.as_ref().map(|f| f.bind(py))))
-        .transpose()
+    got.map(|l| PyLease::wrap(py, l, &o.notices)).transpose()
 }
 
 /// Start an acquire for asyncio; `done(ok, value)` receives the Lease or the exception.
@@ -71,14 +70,14 @@ pub fn _acquire_start(
     let t = options::target(url)?;
     let o = options.get();
     let opts = o.core.clone().owner(owner);
-    let on_lost = o.on_lost.as_ref().map(|f| f.clone_ref(py));
+    let notices = o.notices.clone_ref(py);
     let cancel = CancellationToken::new();
     runtime::spawn_settle(
         py,
         acquire_future(t, opts, cancel.clone()),
         done,
         move |py, lease| {
-            let l = PyLease::wrap(py, lease, on_lost.as_ref().map(|f| f.bind(py)))?;
+            let l = PyLease::wrap(py, lease, &notices)?;
             Ok(Bound::new(py, l)?.into_any().unbind())
         },
     )?;

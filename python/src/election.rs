@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::IntoPyResult;
 use crate::held::PyLease;
 use crate::json;
-use crate::options::{self, Options, Target};
+use crate::options::{self, Notices, Options, Target};
 use crate::runtime::{self, block, Pending};
 use crate::status::{forked_error, poll_of};
 use lease::{Election, LeaderWatch};
@@ -26,7 +26,7 @@ fn leader_dict(py: Python<'_>, l: Option<lease::Leader>) -> PyResult<Py<PyAny>> 
 pub struct ElectionCore {
     inner: std::mem::ManuallyDrop<Arc<Election>>,
     target: Target,
-    on_lost: Option<Py<PyAny>>,
+    notices: Notices,
     pid: u32,
 }
 
@@ -66,7 +66,7 @@ impl ElectionCore {
                 o.core.clone(),
             ))),
             target: t,
-            on_lost: o.on_lost.as_ref().map(|f| f.clone_ref(py)),
+            notices: o.notices.clone_ref(py),
             pid: runtime::pid(),
         })
     }
@@ -87,7 +87,7 @@ impl ElectionCore {
             Some(&cancel),
         )?
         .py()?;
-        PyLease::wrap(py, lease, self.on_lost.as_ref().map(|c| c.bind(py)))
+        PyLease::wrap(py, lease, &self.notices)
     }
 
     fn _campaign_start(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<Pending> {
@@ -95,13 +95,13 @@ impl ElectionCore {
         let e = Arc::clone(&self.inner);
         let cancel = CancellationToken::new();
         let c = cancel.clone();
-        let on_lost = self.on_lost.as_ref().map(|c| c.clone_ref(py));
+        let notices = self.notices.clone_ref(py);
         runtime::spawn_settle(
             py,
             async move { e.campaign_with_cancel(&c).await },
             done,
             move |py, lease| {
-                let l = PyLease::wrap(py, lease, on_lost.as_ref().map(|c| c.bind(py)))?;
+                let l = PyLease::wrap(py, lease, &notices)?;
                 Ok(Bound::new(py, l)?.into_any().unbind())
             },
         )?;
@@ -128,7 +128,7 @@ impl ElectionCore {
         self.check()?;
         self.inner
             .lease()
-            .map(|l| PyLease::wrap(py, l, None))
+            .map(|l| PyLease::wrap(py, l, &Notices::default()))
             .transpose()
     }
 

@@ -10,7 +10,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
 
 use crate::error::{holder_dict, to_py, IntoPyResult};
-use crate::options;
+use crate::options::{self, Notices};
 use crate::runtime::{self, block, Pending};
 use lease::{Error, ErrorKind, Lease};
 
@@ -54,7 +54,12 @@ impl Notice {
 /// Call a user's `on_lost` callback; an exception it raises is logged (logger `lease`, with
 /// its traceback), never lost silently and never propagated into the library.
 fn run_callback(py: Python<'_>, cb: &Bound<'_, PyAny>, err: &Bound<'_, PyAny>) {
-    if let Err(e) = cb.call1((err,)) {
+    run_user_callback(py, "on_lost", cb, err)
+}
+
+/// Call a user's callback `name` with `arg`, as [`run_callback`] does.
+fn run_user_callback(py: Python<'_>, name: &str, cb: &Bound<'_, PyAny>, arg: &Bound<'_, PyAny>) {
+    if let Err(e) = cb.call1((arg,)) {
         let logged = (|| -> PyResult<()> {
             let logger = py
                 .import("logging")?
@@ -63,7 +68,7 @@ fn run_callback(py: Python<'_>, cb: &Bound<'_, PyAny>, err: &Bound<'_, PyAny>) {
             kwargs.set_item("exc_info", e.value(py))?;
             logger.call_method(
                 "error",
-                ("on_lost callback %r raised an exception", cb),
+                (format!("{name} callback %r raised an exception"), cb),
                 Some(&kwargs),
             )?;
             Ok(())
@@ -82,6 +87,39 @@ fn import_attr<'py>(
 ) -> PyResult<&'py Bound<'py, PyAny>> {
     cell.get_or_try_init(py, || py.import(module)?.getattr(name).map(Bound::unbind))
         .map(|o| o.bind(py))
+}
+
+/// `lease.YieldRequested(by, to, reason)`: what a holder is told of a yield request.
+pub fn yield_requested_obj<'py>(
+    py: Python<'py>,
+    y: &lease::YieldRequested,
+) -> PyResult<Bound<'py, PyAny>> {
+    static CLS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let cls = import_attr(py, &CLS, "lease._types", "YieldRequested")?;
+    cls.call1((y.by.as_str(), y.to.as_deref(), y.reason.as_deref()))
+}
+
+/// Call `on_yield` (on the notifier thread, as `on_lost`) once per yield request that names
+/// `lease`'s grant, for as long as the lease's yield channel lives.
+fn forward_yields(lease: &Lease, on_yield: Py<PyAny>) -> PyResult<()> {
+    let mut rx = lease.yield_changes();
+    let on_yield = Arc::new(on_yield);
+    runtime::handle()?.spawn(async move {
+        loop {
+            let told = rx.borrow_and_update().clone();
+            if let Some(y) = told {
+                let cb = on_yield.clone();
+                runtime::notify(Box::new(move |py| match yield_requested_obj(py, &y) {
+                    Ok(obj) => run_user_callback(py, "on_yield", cb.bind(py), &obj),
+                    Err(e) => e.write_unraisable(py, Some(cb.bind(py))),
+                }));
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(())
 }
 
 /// `lease.Holder(**fields)`.
@@ -113,22 +151,19 @@ impl Drop for PyLease {
 }
 
 impl PyLease {
-    pub fn wrap(
-        py: Python<'_>,
-        lease: Lease,
-        on_lost: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
+    pub fn wrap(py: Python<'_>, lease: Lease, notices: &Notices) -> PyResult<Self> {
         let notice = Arc::new(Notice::default());
-        if let Some(cb) = on_lost.filter(|cb| !cb.is_none()) {
-            options::check_callable("on_lost", cb)?;
+        if let Some(cb) = &notices.on_lost {
             notice
                 .slots
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .callbacks
-                .push(cb.clone().unbind());
+                .push(cb.clone_ref(py));
         }
-        let _ = py;
+        if let Some(cb) = &notices.on_yield {
+            forward_yields(&lease, cb.clone_ref(py))?;
+        }
         let n = notice.clone();
         let url = lease.url().to_string();
         let epoch = lease.epoch();
@@ -356,6 +391,20 @@ impl PyLease {
             ev.call_method0(py, "set")?;
         }
         Ok(ev)
+    }
+
+    /// The latest yield request that named this lease's grant (a `lease.YieldRequested`), or
+    /// None: a waiter or an operator asked it to step aside (docs/protocol.md §10). Not a loss:
+    /// the lease stays held until released.
+    #[getter]
+    fn yield_requested<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if self.forked() {
+            return Ok(None);
+        }
+        self.inner
+            .yield_requested()
+            .map(|y| yield_requested_obj(py, &y))
+            .transpose()
     }
 
     /// Why the lease was lost, or None while it is not.

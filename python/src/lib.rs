@@ -17,6 +17,7 @@ mod log;
 mod options;
 mod runtime;
 mod status;
+mod yielding;
 
 /// Called by `lease/__init__.py` from an `atexit` hook: stop calling back into Python from the
 /// runtime's threads, the interpreter is going away.
@@ -74,6 +75,8 @@ fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(options::_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(status::_status, m)?)?;
     m.add_function(wrap_pyfunction!(status::_status_start, m)?)?;
+    m.add_function(wrap_pyfunction!(yielding::_ask_yield, m)?)?;
+    m.add_function(wrap_pyfunction!(yielding::_ask_yield_start, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_fenced_get, m)?)?;
     m.add_function(wrap_pyfunction!(fence::_fenced_get_start, m)?)?;
     m.add_function(wrap_pyfunction!(error::_error_for_kind, m)?)?;

@@ -247,8 +247,26 @@ pub fn check_callable(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
 #[pyclass(module = "lease._lease", name = "Options", frozen)]
 pub struct Options {
     pub core: LeaseOptions,
-    /// Called once with a `lease.LeaseLost` when the lease is lost.
+    /// The callbacks the lease is given when held.
+    pub notices: Notices,
+}
+
+/// The callbacks an acquisition hands to the lease it gets: `on_lost` (called once with a
+/// `lease.LeaseLost` when the lease is lost) and `on_yield` (called once per yield request
+/// that names the lease's grant, with a `lease.YieldRequested`).
+#[derive(Default)]
+pub struct Notices {
     pub on_lost: Option<Py<PyAny>>,
+    pub on_yield: Option<Py<PyAny>>,
+}
+
+impl Notices {
+    pub fn clone_ref(&self, py: Python<'_>) -> Notices {
+        Notices {
+            on_lost: self.on_lost.as_ref().map(|f| f.clone_ref(py)),
+            on_yield: self.on_yield.as_ref().map(|f| f.clone_ref(py)),
+        }
+    }
 }
 
 #[pymethods]
@@ -259,7 +277,7 @@ impl Options {
     #[new]
     #[pyo3(
         signature = (**kwargs),
-        text_signature = "(*, ttl, wait=None, label=None, data=None, on_lost=None, \
+        text_signature = "(*, ttl, wait=None, label=None, data=None, on_lost=None, on_yield=None, \
                           unavailable_timeout=None, shared=None, permits=None, scope=None, \
                           range=None, queue=None, poll=None, wake_hints=None, priority=None)"
     )]
@@ -275,6 +293,10 @@ impl Options {
             kw.get("data"),
             kw.get("on_lost"),
         );
+        let on_yield = kw.get("on_yield").filter(|f| !f.is_none());
+        if let Some(f) = on_yield {
+            check_callable("on_yield", f)?;
+        }
         let unavailable_timeout = kw.get("unavailable_timeout");
         let (shared, permits, scope, range) = (
             kw.get("shared"),
@@ -350,18 +372,22 @@ impl Options {
         core.check_queue().py()?;
         Ok(Options {
             core,
-            on_lost: on_lost.map(|f| f.clone().unbind()),
+            notices: Notices {
+                on_lost: on_lost.map(|f| f.clone().unbind()),
+                on_yield: on_yield.map(|f| f.clone().unbind()),
+            },
         })
     }
 }
 
 /// The keyword arguments `Options` takes.
-const KEYWORDS: [&str; 14] = [
+const KEYWORDS: [&str; 15] = [
     "ttl",
     "wait",
     "label",
     "data",
     "on_lost",
+    "on_yield",
     "unavailable_timeout",
     "shared",
     "permits",

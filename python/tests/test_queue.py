@@ -455,3 +455,62 @@ def test_bad_wake_hints(tmp_path: Path, hints: Any, error: type) -> None:
         with pytest.raises(lease.InvalidArgument, match="loopback"):
             lease.acquire(url, ttl=TTL, queue=True, wait=0, wake_hints=hints)
     assert lease.status(url).state == "free"
+
+
+def test_a_yield_request_reaches_the_holder_and_it_hands_over(qurl: str) -> None:
+    told: List[lease.YieldRequested] = []
+    asked = threading.Event()
+
+    def on_yield(y: lease.YieldRequested) -> None:
+        told.append(y)
+        asked.set()
+
+    holder = lease.acquire(qurl, ttl=TTL, queue=True, label="holder", poll=POLL, on_yield=on_yield)
+    assert holder.yield_requested is None
+    waiter = Acquirer(qurl, "waiter", queue=True)
+    wait_for("the waiter to wait", lambda: labels(lease.status(qurl).waiting) == ["waiter"])
+    waiting = lease.status(qurl).waiting
+    assert waiting is not None
+    waiter_id = waiting[0].holder.id
+
+    r = lease.ask_yield(qurl, to=waiter_id[:8], reason="deploy", by="op")
+    assert r is not None and r.tokens == [holder.epoch]
+    assert (r.by, r.to, r.reason) == ("op", waiter_id, "deploy")
+    assert asked.wait(30), "the holder was not told"
+    assert told == [lease.YieldRequested(by="op", to=waiter_id, reason="deploy")]
+    assert holder.yield_requested == told[0]
+    assert holder.held, "a yield request is not a loss"
+    assert not waiter.granted.is_set()
+
+    holder.release()
+    got = waiter.get()
+    assert got.epoch > holder.epoch
+    got.release()
+    assert told == [lease.YieldRequested(by="op", to=waiter_id, reason="deploy")]
+
+
+def test_ask_yield_refuses_a_bad_to_and_a_plain_lease(qurl: str, tmp_path: Path) -> None:
+    holder = lease.acquire(qurl, ttl=TTL, queue=True, label="holder", poll=POLL)
+    with pytest.raises(lease.InvalidArgument, match="no-such-waiter"):
+        lease.ask_yield(qurl, to="no-such-waiter")
+    with pytest.raises(lease.InvalidArgument):
+        lease.ask_yield(qurl, to="")
+    with pytest.raises(TypeError, match="on_yield"):
+        lease._lease.Options(ttl=TTL, on_yield=3)  # type: ignore[arg-type]
+    holder.release()
+
+    plain = str(tmp_path / "plain")
+    with lease.acquire(plain, ttl=TTL):
+        with pytest.raises(lease.InvalidArgument, match="not a queued lock"):
+            lease.ask_yield(plain)
+
+
+def test_ask_yield_async(tmp_path: Path) -> None:
+    url = str(tmp_path / "y")
+
+    async def main() -> None:
+        async with lease.acquire_async(url, ttl=TTL, queue=True) as held:
+            r = await lease.ask_yield_async(url, reason="r")
+            assert r is not None and r.tokens == [held.epoch] and r.to is None
+
+    asyncio.run(main())

@@ -1754,6 +1754,97 @@ static void test_owner_and_changes(void) {
   lease_runtime_free(rt);
 }
 
+/* Issue 23, "Yield on request": the holder learns it through `lease_on_yield`, keeps the lock,
+ * releases, and the waiter named by `to` gets it. Mirrors python/tests/test_queue.py's
+ * test_a_yield_request_reaches_the_holder_and_it_hands_over. Then a bad `to` and a plain lease
+ * are LEASE_INVALID. */
+struct yield_told {
+  pthread_mutex_t mu;
+  int count;
+  char by[64], to[128], reason[64];
+};
+
+static void on_yield(void *user_data, const char *by, const char *to, const char *reason) {
+  struct yield_told *t = user_data;
+  pthread_mutex_lock(&t->mu);
+  t->count++;
+  snprintf(t->by, sizeof t->by, "%s", by);
+  snprintf(t->to, sizeof t->to, "%s", to ? to : "(null)");
+  snprintf(t->reason, sizeof t->reason, "%s", reason ? reason : "(null)");
+  pthread_mutex_unlock(&t->mu);
+}
+
+static int yield_count(struct yield_told *t) {
+  pthread_mutex_lock(&t->mu);
+  int n = t->count;
+  pthread_mutex_unlock(&t->mu);
+  return n;
+}
+
+static void test_a_yield_request_reaches_the_holder_and_it_hands_over(void) {
+  char name[128], plain[128];
+  name_of(name, sizeof name, "yield");
+  name_of(plain, sizeof plain, "yield-plain");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options ho = queue_opts("holder", 0);
+  lease *holder = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &ho, &holder, &err));
+  struct yield_told told = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  CHECK_CODE(LEASE_OK, lease_on_yield(holder, on_yield, &told));
+  CHECK(lease_on_yield(holder, NULL, &told) == LEASE_INVALID);
+
+  struct queued_acquire w = {.store = store, .name = name, .opts = queue_opts("waiter", 0)};
+  pthread_t tw;
+  CHECK(pthread_create(&tw, NULL, queued_acquirer, &w) == 0);
+  wait_for_waiters(store, name, "waiter,");
+  char *json = NULL;
+  CHECK_CODE(LEASE_OK, lease_status(store, name, &json, &err));
+  const char *id = strstr(strstr(json, "\"waiting\":["), "\"id\":\"") + strlen("\"id\":\"");
+  char waiter_id[128];
+  snprintf(waiter_id, sizeof waiter_id, "%.*s", (int)(strchr(id, '"') - id), id);
+  lease_string_free(json);
+
+  size_t asked = 99;
+  CHECK_CODE(LEASE_OK, lease_ask_yield(store, name, waiter_id, "deploy", "op", &asked, &err));
+  CHECK(asked == 1);
+  for (int i = 0; i < 1500 && yield_count(&told) == 0; i++) sleep_ms(20);
+  CHECK(yield_count(&told) == 1);
+  CHECK(strcmp(told.by, "op") == 0 && strcmp(told.to, waiter_id) == 0 &&
+        strcmp(told.reason, "deploy") == 0);
+  CHECK_CODE(LEASE_OK, lease_ensure_held(holder, 0, &err)); /* not a loss */
+  CHECK(!atomic_load(&w.done));
+
+  /* A bad `to`: LEASE_INVALID, naming it. */
+  lease_error *e = NULL;
+  CHECK(lease_ask_yield(store, name, "no-such-waiter", NULL, NULL, NULL, &e) == LEASE_INVALID);
+  CHECK(strstr(lease_error_message(e), "no-such-waiter") != NULL);
+  lease_error_free(e);
+  e = NULL;
+
+  CHECK_CODE(LEASE_OK, lease_release(holder, &err));
+  CHECK(pthread_join(tw, NULL) == 0);
+  CHECK(w.got != NULL);
+  CHECK(lease_epoch(w.got) > lease_epoch(holder));
+  CHECK_CODE(LEASE_OK, lease_release(w.got, &err));
+  CHECK(yield_count(&told) == 1);
+  lease_free(w.got);
+  lease_free(holder);
+
+  /* A plain lease is not a queued lock: LEASE_INVALID, as the core says. */
+  lease_options po = lease_options_default();
+  po.ttl_ms = 10000;
+  lease *p = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, plain, &po, &p, &err));
+  CHECK(lease_ask_yield(store, plain, NULL, NULL, NULL, NULL, &e) == LEASE_INVALID);
+  CHECK(strstr(lease_error_message(e), "not a queued lock") != NULL);
+  lease_error_free(e);
+  CHECK_CODE(LEASE_OK, lease_release(p, &err));
+  lease_free(p);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 static const struct test tests[] = {
     {"life_cycle", test_life_cycle},
     {"owner_and_changes", test_owner_and_changes},
@@ -1773,6 +1864,8 @@ static const struct test tests[] = {
     {"queue_scopes_and_bad_options", test_queue_scopes_and_bad_options},
     {"queue_fencing", test_queue_fencing},
     {"wake_hints", test_wake_hints},
+    {"a_yield_request_reaches_the_holder_and_it_hands_over",
+     test_a_yield_request_reaches_the_holder_and_it_hands_over},
 };
 
 int main(int argc, char **argv) {
