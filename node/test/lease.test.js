@@ -392,6 +392,9 @@ eachStore('lease', (store, url) => {
     const done = (async () => {
       try {
         for await (const s of lease.watch(u, { pollInterval: 100, signal: ac.signal })) {
+          // The record a first take creates, released and acquired by nobody, before its take
+          // (docs/protocol.md §5): seen only when a poll falls between the two.
+          if (s.state === 'released' && s.acquiredAt === null) continue;
           seen.push(s.state);
           if (s.state === 'released') break;
         }

@@ -119,6 +119,11 @@ def test_watch_async(url: str) -> None:
 
         async def watch() -> None:
             async for s in lease.watch_async(url, poll=0.05):
+                # A lease's first take creates its record released and then takes it
+                # (docs/protocol.md §5): a poll between the two sees that record, acquired by
+                # nobody; a real state, but one this test does not make last.
+                if s.state == "released" and s.acquired_at is None:
+                    continue
                 states.append(s.state)
                 if len(states) == 3:
                     return
