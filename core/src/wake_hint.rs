@@ -114,6 +114,11 @@ impl Listener {
         let Some((hash, id)) = parse(datagram) else {
             return false;
         };
+        self.wake(hash, id)
+    }
+
+    /// Wake waiter `id` if it is registered here for the key whose hash is `hash`.
+    fn wake(&self, hash: u64, id: &str) -> bool {
         let waiters = self.waiters.lock().expect("hint registry");
         match waiters.get(id) {
             Some((h, notify)) if *h == hash => {
@@ -232,13 +237,9 @@ pub(crate) fn send(key: &str, id: &str, wake: &str) {
 /// request, which no write's driver wakes a local holder for: without this, a request asked in
 /// the holder's own process reached it only at its next renewal.
 pub(crate) fn tell(key: &str, id: &str, wake: &str) {
-    let here = LISTENERS.with(|all| all.values().find(|l| l.serves(id)).cloned());
-    match (here, message(key, id)) {
-        (Some(listener), Some(datagram)) => {
-            listener.deliver(&datagram);
-        }
-        (Some(_), None) => {}
-        (None, _) => send(key, id, wake),
+    let hash = key_hash(key);
+    if !LISTENERS.with(|all| all.values().any(|l| l.wake(hash, id))) {
+        send(key, id, wake);
     }
 }
 
