@@ -397,8 +397,8 @@ type Lease struct {
 	storeURL string
 	lost     *lostState
 	handle   cgo.Handle
-	health   *healthState
-	yields   *yieldState
+	health   *feed[HealthEvent]
+	yields   *feed[YieldRequested]
 	// A Release returned nil: the holder gave the lease up, so Lost() stays open even when the
 	// *Lease is collected afterwards.
 	released atomic.Bool

@@ -9,7 +9,6 @@ import "C"
 import (
 	"encoding/json"
 	"runtime/cgo"
-	"sync"
 	"time"
 )
 
@@ -53,49 +52,6 @@ type HealthEvent struct {
 // oldest go first (a lease changes health at most a few times per renewal interval).
 const healthBuffer = 64
 
-type healthState struct {
-	mu     sync.Mutex
-	ch     chan HealthEvent
-	closed bool
-	handle cgo.Handle
-}
-
-// send delivers e without blocking (dropping the oldest change when the buffer is full), and
-// closes the channel after a loss.
-func (st *healthState) send(e HealthEvent) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.closed {
-		return
-	}
-	for {
-		select {
-		case st.ch <- e:
-			if e.Health == HealthLost {
-				st.closed = true
-				close(st.ch)
-			}
-			return
-		default:
-			select {
-			case <-st.ch:
-			default:
-			}
-		}
-	}
-}
-
-// end closes the channel (the lease was closed: no more changes come).
-func (st *healthState) end() {
-	st.mu.Lock()
-	if !st.closed {
-		st.closed = true
-		close(st.ch)
-	}
-	st.mu.Unlock()
-	st.handle.Delete()
-}
-
 //export goLeaseHealth
 func goLeaseHealth(handle C.uintptr_t, health C.int, remainingMs C.uint64_t, reason *C.char) {
 	// On a liblease runtime thread: never block.
@@ -103,7 +59,7 @@ func goLeaseHealth(handle C.uintptr_t, health C.int, remainingMs C.uint64_t, rea
 	if reason != nil {
 		e.Reason = C.GoString(reason)
 	}
-	cgo.Handle(handle).Value().(*healthState).send(e)
+	cgo.Handle(handle).Value().(*feed[HealthEvent]).send(e, e.Health == HealthLost)
 }
 
 // Health is the lease's health now.
@@ -126,19 +82,10 @@ func (l *Lease) HealthChanges() <-chan HealthEvent {
 	if l.health != nil {
 		return l.health.ch
 	}
-	st := &healthState{ch: make(chan HealthEvent, healthBuffer)}
-	l.health = st
-	if l.ptr == nil {
-		st.closed = true
-		close(st.ch)
-		return st.ch
-	}
-	st.handle = cgo.NewHandle(st)
-	if C.lease_go_on_health(l.ptr, C.uintptr_t(st.handle)) != C.LEASE_OK {
-		st.closed = true
-		close(st.ch)
-	}
-	return st.ch
+	l.health = openFeed[HealthEvent](l.ptr, healthBuffer, func(p *C.lease, h C.uintptr_t) C.enum_lease_code {
+		return C.lease_go_on_health(p, h)
+	})
+	return l.health.ch
 }
 
 // Tenure is one past tenure of a lease (Status.History): who held it, from when to when, and

@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"runtime/cgo"
-	"sync"
 	"unsafe"
 )
 
@@ -24,44 +23,6 @@ type YieldRequested struct {
 // go first (a holder is told each request once).
 const yieldBuffer = 16
 
-type yieldState struct {
-	mu     sync.Mutex
-	ch     chan YieldRequested
-	closed bool
-	handle cgo.Handle
-}
-
-// send delivers y without blocking (dropping the oldest request when the buffer is full).
-func (st *yieldState) send(y YieldRequested) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.closed {
-		return
-	}
-	for {
-		select {
-		case st.ch <- y:
-			return
-		default:
-			select {
-			case <-st.ch:
-			default:
-			}
-		}
-	}
-}
-
-// end closes the channel (the lease was closed: no more requests come).
-func (st *yieldState) end() {
-	st.mu.Lock()
-	if !st.closed {
-		st.closed = true
-		close(st.ch)
-	}
-	st.mu.Unlock()
-	st.handle.Delete()
-}
-
 //export goLeaseYield
 func goLeaseYield(handle C.uintptr_t, by, to, reason *C.char) {
 	// On a liblease runtime thread: never block.
@@ -72,7 +33,7 @@ func goLeaseYield(handle C.uintptr_t, by, to, reason *C.char) {
 	if reason != nil {
 		y.Reason = C.GoString(reason)
 	}
-	cgo.Handle(handle).Value().(*yieldState).send(y)
+	cgo.Handle(handle).Value().(*feed[YieldRequested]).send(y, false)
 }
 
 // YieldRequests returns a channel that receives each yield request that names this lease's
@@ -86,19 +47,10 @@ func (l *Lease) YieldRequests() <-chan YieldRequested {
 	if l.yields != nil {
 		return l.yields.ch
 	}
-	st := &yieldState{ch: make(chan YieldRequested, yieldBuffer)}
-	l.yields = st
-	if l.ptr == nil {
-		st.closed = true
-		close(st.ch)
-		return st.ch
-	}
-	st.handle = cgo.NewHandle(st)
-	if C.lease_go_on_yield(l.ptr, C.uintptr_t(st.handle)) != C.LEASE_OK {
-		st.closed = true
-		close(st.ch)
-	}
-	return st.ch
+	l.yields = openFeed[YieldRequested](l.ptr, yieldBuffer, func(p *C.lease, h C.uintptr_t) C.enum_lease_code {
+		return C.lease_go_on_yield(p, h)
+	})
+	return l.yields.ch
 }
 
 // YieldAsk is what Store.AskYield asks; every field may be empty.
