@@ -533,3 +533,50 @@ async fn a_yield_request_reaches_the_named_holder_and_its_release_hands_over_to_
     assert!(err.to_string().contains("not a queued lock"), "{err}");
     plain.release().await.unwrap();
 }
+
+/// Issue 23: `Lease::on_yield` calls its callback once per request that names the grant, over
+/// many confirmations (a request stands in the record until the tenure ends); a later request
+/// that replaces it is a new call. A callback registered after a request was learned is called
+/// for it at once; one that panics is logged and still called for the next request.
+#[tokio::test(start_paused = true)]
+async fn on_yield_is_called_once_per_request_that_names_the_grant() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let held = a.acquire("job", &queued()).await.unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<Option<String>>::new()));
+    let s = seen.clone();
+    held.on_yield(move |y| s.lock().unwrap().push(y.reason.clone()));
+    let panics = Arc::new(AtomicUsize::new(0));
+    let p = panics.clone();
+    held.on_yield(move |_| {
+        p.fetch_add(1, Ordering::SeqCst);
+        panic!("a user's callback panics");
+    });
+    let (op, _) = w.client("op", 2);
+    let ask = |reason: &str| lease::YieldAsk {
+        by: "ops".into(),
+        to: None,
+        reason: Some(reason.into()),
+    };
+    op.ask_yield("job", ask("one")).await.unwrap().unwrap();
+    // Many renewals (ttl/3 each) confirm the same standing request: one call.
+    sleep(secs(60.0)).await;
+    assert_eq!(*seen.lock().unwrap(), vec![Some("one".to_string())]);
+    let late = Arc::new(Mutex::new(Vec::<Option<String>>::new()));
+    let l = late.clone();
+    held.on_yield(move |y| l.lock().unwrap().push(y.reason.clone()));
+    sleep(secs(1.0)).await;
+    assert_eq!(*late.lock().unwrap(), vec![Some("one".to_string())]);
+    op.ask_yield("job", ask("two")).await.unwrap().unwrap();
+    sleep(secs(60.0)).await;
+    let both = vec![Some("one".to_string()), Some("two".to_string())];
+    assert_eq!(*seen.lock().unwrap(), both);
+    assert_eq!(*late.lock().unwrap(), both);
+    assert_eq!(
+        panics.load(Ordering::SeqCst),
+        2,
+        "a panic ends no deliveries"
+    );
+    held.ensure_held(Duration::ZERO).unwrap();
+    held.release().await.unwrap();
+}
