@@ -187,6 +187,14 @@ pub struct RunArgs {
     /// next waiter granted, when the command exits [default: the request is only logged].
     #[arg(long, value_name = "SIGNAL", value_parser = signal_number)]
     pub on_yield: Option<i32>,
+    /// Once waiting, ask the holders in the way to step aside and hand over to this waiter
+    /// (as `lease yield LOCK --to ID` would): once per set of tenures in the way, never twice
+    /// for one; the holders decide when to release (`--on-yield`). A queued lock.
+    #[arg(long)]
+    pub ask_yield: bool,
+    /// With --ask-yield: why, told to the holders (at most 256 bytes).
+    #[arg(long, value_name = "TEXT", requires = "ask_yield")]
+    pub yield_reason: Option<String>,
     /// When renewals are late, send CMD SIGTERM this long before the SIGKILL that lands just
     /// before the lease's deadline [default: ttl/3, at most 10s]. A lost lease means SIGKILL at
     /// once.

@@ -219,6 +219,9 @@ fn lease_options(args: &RunArgs) -> Result<LeaseOptions, Exit> {
     if let Some(n) = args.priority {
         opts = opts.priority(n);
     }
+    if args.ask_yield {
+        opts = opts.ask_yield(args.yield_reason.as_deref());
+    }
     opts.poll_interval = args.poll;
     if let Some(hints) = args.wake_hints {
         opts.wake_hints = hints;

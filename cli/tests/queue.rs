@@ -572,3 +572,90 @@ fn a_yield_request_signals_the_holders_command_and_hands_over_to_its_to() {
         assert!(err.contains("nothing to ask"), "{store}: {err}");
     }
 }
+
+/// Issue 23, a waiter's own yield request: a holder `lease run --on-yield TERM` whose command
+/// would run for 60 s unless signalled; a waiter `lease run --queue`, then a waiter `lease run
+/// --ask-yield --yield-reason deploy` in other processes. The asker's request reaches the holder
+/// (its command gets the signal, its log names the reason), the holder's release grants the asker
+/// before the waiter that came first, and all end long before the holder's command would have
+/// (`exit_of` gives up after 60 s).
+#[test]
+fn a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    // A reason without --ask-yield is a usage error.
+    let nowhere = format!("file://{}/unused", dir.path().display());
+    let (code, _, err) = lease(&["run", "--yield-reason", "x", &nowhere, "--", "true"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--ask-yield"), "{err}");
+    for (store, url) in stores(dir.path(), "askyield") {
+        let history = dir.path().join(format!("{store}.history"));
+        let end = format!(
+            "echo \"end holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'",
+            h = history.display()
+        );
+        let script = format!(
+            "echo \"start holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'; \
+             trap '{end}; exit 0' TERM; \
+             for i in $(seq 1 1200); do sleep 0.05; done",
+            h = history.display(),
+            end = end.replace('\'', "'\\''"),
+        );
+        let holder = lease_run(&[
+            "--queue",
+            "--ttl",
+            "3s",
+            "--on-yield",
+            "TERM",
+            "--label",
+            "holder",
+            &url,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        wait_until("the holder to hold", || {
+            status_json(&url)["state"] == "held"
+        });
+        let first = worker(
+            &url,
+            &["--queue", "--label", "first"],
+            "first",
+            100,
+            &history,
+        );
+        wait_until("first to wait", || waiting_labels(&url) == ["first"]);
+        let asker = worker(
+            &url,
+            &[
+                "--ask-yield",
+                "--yield-reason",
+                "deploy",
+                "--label",
+                "asker",
+            ],
+            "asker",
+            100,
+            &history,
+        );
+        let (code, said) = exit_of(holder);
+        assert_eq!(
+            code, 0,
+            "{store}: the holder's command finished by its trap: {said}"
+        );
+        assert!(
+            said.contains("asked to yield by") && said.contains("deploy"),
+            "{store}: {said}"
+        );
+        let runs = finish(vec![first, asker], &history);
+        assert!(
+            by_name(&runs, "holder").end < u128::MAX,
+            "{store}: the trap did not run: {runs:?}"
+        );
+        one_after_another(
+            &runs,
+            &["holder", "asker", "first"],
+            &format!("{store}: the release did not hand over to the asker first"),
+        );
+    }
+}

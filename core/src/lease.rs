@@ -476,6 +476,32 @@ impl Lease {
         s.start_health_monitor();
     }
 
+    /// Call `f` for the yield request that already named this grant, if one did, then once for
+    /// each new one (docs/protocol.md §10, "Yield on request"), until the lease is dropped.
+    /// Calls come in order from one task spawned on the runtime the lease was acquired on
+    /// (not the caller's); a panic in `f` is caught and logged and the next request is still
+    /// delivered. A request is not a loss: the grant stays held ([`Lease::ensure_held`] keeps
+    /// its meaning) until the holder releases it, which is how it steps aside. Two requests
+    /// that arrive before the task ran once are delivered as the later one (the channel keeps
+    /// the latest, [`Lease::yield_changes`]). Never called for a plain lease.
+    pub fn on_yield(&self, f: impl Fn(&YieldRequested) + Send + Sync + 'static) {
+        let s = self.shared();
+        // The task holds the channel only, not the lease: dropping the lease closes the
+        // channel and ends the task.
+        let mut rx = s.yields.subscribe();
+        s.runtime.spawn(async move {
+            loop {
+                let told = rx.borrow_and_update().clone();
+                if let Some(y) = told {
+                    run_notice_callback("yield", &f, &y);
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
     /// The health as a `watch` channel: the current event now, and each change.
     pub fn health_changes(&self) -> tokio::sync::watch::Receiver<HealthEvent> {
         let s = self.shared();
@@ -679,9 +705,11 @@ impl Lease {
     }
 }
 
-fn run_health_callback(f: &HealthCallback, event: &HealthEvent) {
+/// Call a user's notice callback (`what`: "health", "yield") with `event`, catching and logging
+/// a panic: one callback's panic neither ends the deliveries nor reaches the runtime.
+fn run_notice_callback<E: ?Sized>(what: &str, f: &(dyn Fn(&E) + Send + Sync), event: &E) {
     if catch_unwind(AssertUnwindSafe(|| f(event))).is_err() {
-        warn!("a lease health callback panicked");
+        warn!("a lease {what} callback panicked");
     }
 }
 
@@ -766,7 +794,7 @@ impl Shared {
                 self.health.changes.send_replace(event.clone());
             }
             for f in &due {
-                run_health_callback(f, &event);
+                run_notice_callback("health", f.as_ref(), &event);
             }
             if event.health == Health::Lost {
                 return;

@@ -81,6 +81,14 @@ pub struct LeaseOptions {
     /// [`MAX_PRIORITY`]. Any other value makes the request a queued one. It never preempts a
     /// holder.
     pub priority: i32,
+    /// A queued request asks the grants in its way to step aside, naming itself to be granted
+    /// next (docs/protocol.md §10, "Yield on request"): once it waits in the lock's record, and
+    /// again only when a later holder gets in its way, never twice for one tenure. The holders
+    /// learn it as a yield request (`on_yield`) and decide when to release. Implies a queued
+    /// request. Default off.
+    pub ask_yield: bool,
+    /// Why this waiter asks (`ask_yield`), told to the holders: at most 256 bytes.
+    pub yield_reason: Option<String>,
     /// When a held lease's health turns `unknown`: once no more than `kill_after` plus
     /// [`stop_margin`] is left before the deadline (`lease run --kill-after`: when its command
     /// gets SIGTERM). Default [`default_kill_after`]: `ttl/3`, at most 10 s.
@@ -169,6 +177,8 @@ impl LeaseOptions {
             scope: Scope::Whole,
             queue: false,
             priority: 0,
+            ask_yield: false,
+            yield_reason: None,
             kill_after: None,
             history: true,
             owner: None,
@@ -210,9 +220,18 @@ impl LeaseOptions {
         self
     }
 
+    /// Ask the grants in the way to step aside once waiting, saying `reason` if given (see the
+    /// `ask_yield` field). Implies a queued request.
+    pub fn ask_yield(mut self, reason: Option<&str>) -> Self {
+        self.ask_yield = true;
+        self.yield_reason = reason.map(str::to_string);
+        self
+    }
+
     /// Whether this request needs a queued lock.
     pub fn wants_queue(&self) -> bool {
         self.queue
+            || self.ask_yield
             || self.priority != 0
             || self.mode == Mode::Shared
             || self.permits.is_some()
@@ -221,6 +240,12 @@ impl LeaseOptions {
 
     /// Check the queued-lock options.
     pub fn check_queue(&self) -> Result<()> {
+        if self.yield_reason.is_some() && !self.ask_yield {
+            return Err(Error::invalid(
+                "a yield reason is for a waiter that asks the holders to yield: set ask_yield \
+                 too (`lease run --ask-yield --yield-reason TEXT`), or drop the reason",
+            ));
+        }
         if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&self.priority) {
             return Err(Error::invalid(format!(
                 "priority {} is out of range: use {MIN_PRIORITY} to {MAX_PRIORITY} (higher goes \

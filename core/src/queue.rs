@@ -22,7 +22,7 @@ use crate::options::{LeaseOptions, Timing};
 use crate::protocol::acquire::Plan;
 use crate::protocol::queue::holder::Confirmation;
 use crate::protocol::queue::waiter::{held_error, Ctx, Event, Step, WaitPlan, Waiter, Why};
-use crate::protocol::queue::{session_key, Change, Entry, MAX_QUEUE_RECORD_LEN};
+use crate::protocol::queue::{session_key, Change, Entry, OwnAsk, MAX_QUEUE_RECORD_LEN};
 use crate::record::{Holder, Parsed, Record};
 use crate::store::Get;
 use crate::store_clock;
@@ -215,6 +215,12 @@ async fn run<N: SharedNumber>(
     let wake = grant_wake(client.store().url(), key, &me.id);
     let mut watch = client.store().watch(key);
     let mut warned_date = false;
+    // A waiter's own yield request (docs/protocol.md §10, "Yield on request"): decided by
+    // `OwnAsk` on each record read, written here.
+    let mut own_ask = match req.opts.ask_yield {
+        true => Some(OwnAsk::new(req.opts.yield_reason.clone()).map_err(|e| e.with_lease(url))?),
+        false => None,
+    };
     let outcome = loop {
         let notified = wake.notified();
         tokio::pin!(notified);
@@ -304,6 +310,20 @@ async fn run<N: SharedNumber>(
                 Event::Deleted
             }
             Step::Sleep { until } => {
+                let ask = match (&mut own_ask, waiter.record()) {
+                    (Some(own), Some(record)) => own.decide(record, &me.id),
+                    _ => None,
+                };
+                if let Some(ask) = ask {
+                    // Never twice for one tenure: a request that fails is not retried for it.
+                    match crate::yielding::ask(client, key, ask).await {
+                        Ok(Some(y)) => {
+                            info!(lease = %url, tokens = ?y.tokens, "asked the holders in the way to yield")
+                        }
+                        Ok(None) => debug!(lease = %url, "nothing to ask to yield"),
+                        Err(e) => warn!(lease = %url, "could not ask the holders to yield: {e}"),
+                    }
+                }
                 let lost = participant.lost();
                 let changed = async {
                     match &mut watch {

@@ -520,18 +520,7 @@ pub unsafe extern "C" fn lease_on_yield(
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(cb.clone());
-        let mut rx = l.held.yield_changes();
-        l.rt.runtime().spawn(async move {
-            loop {
-                let told = rx.borrow_and_update().clone();
-                if let Some(y) = told {
-                    cb.call(&y);
-                }
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
-        });
+        l.held.on_yield(move |y| cb.call(y));
         Ok(())
     })
 }

@@ -409,17 +409,8 @@ impl Lease {
             .weak::<true>()
             .callee_handled::<false>()
             .build_callback(|ctx| Ok(ctx.value))?;
-        let mut rx = self.inner.yield_changes();
-        runtime::handle()?.spawn(async move {
-            loop {
-                let told = rx.borrow_and_update().clone();
-                if let Some(y) = told {
-                    tsfn.call(y.into(), ThreadsafeFunctionCallMode::NonBlocking);
-                }
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
+        self.inner.on_yield(move |y| {
+            tsfn.call(y.clone().into(), ThreadsafeFunctionCallMode::NonBlocking);
         });
         Ok(())
     }

@@ -99,27 +99,17 @@ pub fn yield_requested_obj<'py>(
     cls.call1((y.by.as_str(), y.to.as_deref(), y.reason.as_deref()))
 }
 
-/// Call `on_yield` (on the notifier thread, as `on_lost`) once per yield request that names
-/// `lease`'s grant, for as long as the lease's yield channel lives.
-fn forward_yields(lease: &Lease, on_yield: Py<PyAny>) -> PyResult<()> {
-    let mut rx = lease.yield_changes();
+/// Call `on_yield` on the notifier thread (as `on_lost`) once per yield request that names
+/// `lease`'s grant ([`Lease::on_yield`] says when).
+fn forward_yields(lease: &Lease, on_yield: Py<PyAny>) {
     let on_yield = Arc::new(on_yield);
-    runtime::handle()?.spawn(async move {
-        loop {
-            let told = rx.borrow_and_update().clone();
-            if let Some(y) = told {
-                let cb = on_yield.clone();
-                runtime::notify(Box::new(move |py| match yield_requested_obj(py, &y) {
-                    Ok(obj) => run_user_callback(py, "on_yield", cb.bind(py), &obj),
-                    Err(e) => e.write_unraisable(py, Some(cb.bind(py))),
-                }));
-            }
-            if rx.changed().await.is_err() {
-                return;
-            }
-        }
+    lease.on_yield(move |y| {
+        let (cb, y) = (on_yield.clone(), y.clone());
+        runtime::notify(Box::new(move |py| match yield_requested_obj(py, &y) {
+            Ok(obj) => run_user_callback(py, "on_yield", cb.bind(py), &obj),
+            Err(e) => e.write_unraisable(py, Some(cb.bind(py))),
+        }));
     });
-    Ok(())
 }
 
 /// `lease.Holder(**fields)`.
@@ -162,7 +152,7 @@ impl PyLease {
                 .push(cb.clone_ref(py));
         }
         if let Some(cb) = &notices.on_yield {
-            forward_yields(&lease, cb.clone_ref(py))?;
+            forward_yields(&lease, cb.clone_ref(py));
         }
         let n = notice.clone();
         let url = lease.url().to_string();

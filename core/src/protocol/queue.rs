@@ -48,7 +48,7 @@ pub mod holder;
 pub mod waiter;
 pub mod yield_request;
 
-pub use yield_request::{YieldAsk, YieldRequest, YieldRequested, YIELD_FEATURE};
+pub use yield_request::{OwnAsk, YieldAsk, YieldRequest, YieldRequested, YIELD_FEATURE};
 
 /// The format of a queued lock's record.
 pub const QUEUE_FORMAT: u32 = 2;

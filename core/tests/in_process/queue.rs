@@ -533,3 +533,107 @@ async fn a_yield_request_reaches_the_named_holder_and_its_release_hands_over_to_
     assert!(err.to_string().contains("not a queued lock"), "{err}");
     plain.release().await.unwrap();
 }
+
+/// Issue 23: `Lease::on_yield` calls its callback once per request that names the grant, over
+/// many confirmations (a request stands in the record until the tenure ends); a later request
+/// that replaces it is a new call. A callback registered after a request was learned is called
+/// for it at once; one that panics is logged and still called for the next request.
+#[tokio::test(start_paused = true)]
+async fn on_yield_is_called_once_per_request_that_names_the_grant() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let held = a.acquire("job", &queued()).await.unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<Option<String>>::new()));
+    let s = seen.clone();
+    held.on_yield(move |y| s.lock().unwrap().push(y.reason.clone()));
+    let panics = Arc::new(AtomicUsize::new(0));
+    let p = panics.clone();
+    held.on_yield(move |_| {
+        p.fetch_add(1, Ordering::SeqCst);
+        panic!("a user's callback panics");
+    });
+    let (op, _) = w.client("op", 2);
+    let ask = |reason: &str| lease::YieldAsk {
+        by: "ops".into(),
+        to: None,
+        reason: Some(reason.into()),
+    };
+    op.ask_yield("job", ask("one")).await.unwrap().unwrap();
+    // Many renewals (ttl/3 each) confirm the same standing request: one call.
+    sleep(secs(60.0)).await;
+    assert_eq!(*seen.lock().unwrap(), vec![Some("one".to_string())]);
+    let late = Arc::new(Mutex::new(Vec::<Option<String>>::new()));
+    let l = late.clone();
+    held.on_yield(move |y| l.lock().unwrap().push(y.reason.clone()));
+    sleep(secs(1.0)).await;
+    assert_eq!(*late.lock().unwrap(), vec![Some("one".to_string())]);
+    op.ask_yield("job", ask("two")).await.unwrap().unwrap();
+    sleep(secs(60.0)).await;
+    let both = vec![Some("one".to_string()), Some("two".to_string())];
+    assert_eq!(*seen.lock().unwrap(), both);
+    assert_eq!(*late.lock().unwrap(), both);
+    assert_eq!(
+        panics.load(Ordering::SeqCst),
+        2,
+        "a panic ends no deliveries"
+    );
+    held.ensure_held(Duration::ZERO).unwrap();
+    held.release().await.unwrap();
+}
+
+/// Issue 23: a waiter with `ask_yield` asks the holder in its way once it waits, naming itself:
+/// the holder is told (by the waiter's id, with its reason), steps aside by its release, and
+/// that release grants the asker ahead of a waiter that came first. The request is written
+/// once for the tenure, however many polls the waiter makes.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_that_asks_to_yield_is_granted_by_the_holders_release_ahead_of_the_queue() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let held = a.acquire("job", &queued()).await.unwrap();
+    let (b, _) = w.client("b", 2);
+    let first = spawn_acquire(&b, "job", queued());
+    sleep(secs(0.5)).await;
+    let (c, _) = w.client("c", 3);
+    let asker = spawn_acquire(&c, "job", queued().ask_yield(Some("deploy")));
+    let told = tokio::time::timeout(secs(20.0), held.yield_request())
+        .await
+        .expect("the holder was told");
+    let r = queue(&w, "job").await;
+    let c_id = r.queue[1].id.clone();
+    assert_eq!(told.by, c_id);
+    assert_eq!(told.to.as_deref(), Some(c_id.as_str()));
+    assert_eq!(told.reason.as_deref(), Some("deploy"));
+    let rev = r.rev;
+    // Many polls later, nothing more was written.
+    sleep(secs(30.0)).await;
+    assert_eq!(queue(&w, "job").await.rev, rev);
+    held.release().await.unwrap();
+    let granted = asker.await.unwrap().unwrap();
+    assert!(granted.epoch() > held.epoch());
+    granted.release().await.unwrap();
+    first.await.unwrap().unwrap().release().await.unwrap();
+}
+
+/// `ask_yield` implies a queued request; a reason without it, or too long, is refused.
+#[tokio::test(start_paused = true)]
+async fn a_yield_reason_without_ask_yield_or_too_long_is_refused_and_nothing_is_written() {
+    let w = World::new();
+    let (a, _) = w.client("a", 1);
+    let mut o = queued();
+    o.yield_reason = Some("why".into());
+    let e = a.acquire("job", &o).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("set ask_yield"), "{e}");
+    let long = "x".repeat(300);
+    let e = a
+        .acquire("job", &opts().ask_yield(Some(&long)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("at most 256 bytes"), "{e}");
+    assert!(w.keys_under("job").is_empty(), "{:?}", w.keys_under("job"));
+    // Alone, it is granted at once as a queued lock's grant (nothing to ask).
+    let held = a.acquire("job", &opts().ask_yield(None)).await.unwrap();
+    assert!(held.grant().is_some());
+    held.release().await.unwrap();
+}

@@ -318,6 +318,12 @@ impl Waiter {
         self.date_refused
     }
 
+    /// The last queued lock's record read or written (what a waiter's own yield request,
+    /// [`OwnAsk`](super::OwnAsk), decides on).
+    pub fn record(&self) -> Option<&QueueRecord> {
+        self.record.as_ref().map(|(r, _, _)| r)
+    }
+
     /// The ids of the participants whose sessions we watch (the model checker's wake-ups).
     pub fn watched(&self) -> Vec<String> {
         self.watches.keys().cloned().collect()

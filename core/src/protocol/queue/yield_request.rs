@@ -14,8 +14,11 @@
 //! the `to` would do nothing. The waiters it passes count the bypass as for any later grant, so
 //! the bound on being passed over still holds.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
+use super::{Position, QueueRecord};
 use crate::error::{Error, Result};
 
 /// The feature a record requires while its yield request names a `to`: it changes who is
@@ -103,6 +106,67 @@ impl YieldAsk {
             ));
         }
         Ok(())
+    }
+}
+
+/// A waiter's own request (`LeaseOptions::ask_yield`, docs/protocol.md §10, "Yield on
+/// request"): once it waits in the record, it asks the grants in its way to step aside, naming
+/// itself as `to`. It asks once per set of tenures in its way: again only when a grant in its way
+/// is named by no standing request and was never asked by it (a later holder got in its way),
+/// and never twice for one tenure, even when its request was not written (a store that failed)
+/// or was replaced. The driver (`core/src/queue.rs`) feeds it each record the waiter read and
+/// writes what it returns ([`Change::Yield`](super::Change::Yield), which picks the tokens from
+/// the record it is applied to).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OwnAsk {
+    reason: Option<String>,
+    /// The tokens of the grants this waiter asked (those still granted when it last looked).
+    asked: BTreeSet<u64>,
+}
+
+impl OwnAsk {
+    /// A waiter that asks, saying `reason`: `Invalid` when it is too long (as
+    /// [`YieldAsk::check`] says), before anything is written.
+    pub fn new(reason: Option<String>) -> Result<OwnAsk> {
+        YieldAsk {
+            by: "waiter".into(),
+            to: None,
+            reason: reason.clone(),
+        }
+        .check()?;
+        Ok(OwnAsk {
+            reason,
+            asked: BTreeSet::new(),
+        })
+    }
+
+    /// What waiter `me` asks, given the record it just read: `None` when it is not waiting
+    /// there (not joined yet, granted, removed), when nothing is in its way, or when every
+    /// grant in its way is named by the standing request or was asked by it before.
+    pub fn decide(&mut self, record: &QueueRecord, me: &str) -> Option<YieldAsk> {
+        let Position::Waiting { .. } = record.position(me) else {
+            return None;
+        };
+        let entry = record.queue.iter().find(|e| e.id() == me)?;
+        let in_the_way: BTreeSet<u64> = record
+            .in_the_way(entry)
+            .iter()
+            .filter_map(|g| g.token)
+            .collect();
+        // Tenures that ended never come back (tokens only grow): forget them.
+        self.asked.retain(|t| record.granted(*t));
+        let fresh = in_the_way
+            .iter()
+            .any(|t| !self.asked.contains(t) && record.yield_for(*t).is_none());
+        if !fresh {
+            return None;
+        }
+        self.asked.extend(in_the_way);
+        Some(YieldAsk {
+            by: me.to_string(),
+            to: Some(me.to_string()),
+            reason: self.reason.clone(),
+        })
     }
 }
 

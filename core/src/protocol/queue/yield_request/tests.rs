@@ -4,6 +4,7 @@
 use super::*;
 use crate::error::ErrorKind;
 use crate::protocol::queue::tests::{entry, join, leave};
+use crate::protocol::queue::Position;
 use crate::protocol::queue::{
     classify, Change, Classified, Mode, QueueRecord, Scope, MAX_QUEUE_RECORD_LEN,
 };
@@ -300,4 +301,117 @@ impl QueueRecord {
     fn waiting_ids(&self) -> Vec<&str> {
         self.queue.iter().map(|e| e.id()).collect()
     }
+}
+
+// A waiter's own request (`OwnAsk`, `LeaseOptions::ask_yield`): once per set of tenures in its
+// way, never twice for one.
+
+fn own(me: &str, reason: Option<&str>) -> YieldAsk {
+    ask(me, Some(me), reason)
+}
+
+#[test]
+fn a_waiter_asks_for_itself_once_it_waits_with_a_grant_in_its_way() {
+    let mut o = OwnAsk::new(Some("deploy".into())).unwrap();
+    let r = held_with_two_waiting();
+    assert_eq!(o.decide(&r, "c"), Some(own("c", Some("deploy"))));
+    // Written, its request names the holder and hands over to it.
+    let y = asked(&r, own("c", Some("deploy")));
+    assert_eq!(
+        y.yield_request.as_ref().unwrap().tokens,
+        vec![token(&r, "a")]
+    );
+    assert_eq!(y.yield_to(), Some("c"));
+    // Read again, and again: it stands, nothing more to ask.
+    assert_eq!(o.decide(&y, "c"), None);
+    assert_eq!(o.decide(&y, "c"), None);
+    // Its holder's release grants it, ahead of `b`.
+    assert_eq!(leave(&y, "a").grants[0].id(), "c");
+}
+
+#[test]
+fn a_waiter_not_waiting_in_the_record_asks_nothing() {
+    let mut o = OwnAsk::new(None).unwrap();
+    let r = held_with_two_waiting();
+    // Not joined yet (or removed), and granted.
+    assert_eq!(o.decide(&r, "d"), None);
+    assert_eq!(o.decide(&r, "a"), None);
+    // Nothing decided is remembered: once it waits, it asks.
+    let r = join(&r, entry("d", Mode::Exclusive, Scope::Whole));
+    assert_eq!(o.decide(&r, "d"), Some(own("d", None)));
+}
+
+#[test]
+fn a_waiter_kept_waiting_by_an_earlier_waiter_and_no_grant_asks_nothing() {
+    // `a` holds `x`; `b` waits for the whole lock; `c` wants `y` (no grant in its way) but
+    // waits behind `b`, whom it competes with. Asking would name nobody.
+    let p = |s| Scope::path(s).unwrap();
+    let r = join(
+        &QueueRecord::new(10, None),
+        entry("a", Mode::Exclusive, p("x")),
+    );
+    let r = join(&r, entry("b", Mode::Exclusive, Scope::Whole));
+    let r = join(&r, entry("c", Mode::Exclusive, p("y")));
+    assert!(matches!(r.position("c"), Position::Waiting { .. }));
+    let mut o = OwnAsk::new(None).unwrap();
+    assert_eq!(o.decide(&r, "c"), None);
+    assert_eq!(
+        r.apply(&Change::Yield(own("c", None)), MAX, 0).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn a_waiter_does_not_ask_for_a_tenure_another_request_already_names() {
+    let mut o = OwnAsk::new(None).unwrap();
+    let r = asked(&held_with_two_waiting(), ask("ops", None, Some("drain")));
+    assert_eq!(o.decide(&r, "c"), None);
+}
+
+#[test]
+fn a_waiter_asks_when_a_grant_in_its_way_is_named_by_no_request() {
+    // An operator asked for the writer of `x`: only `rx` is named. A writer of the whole lock
+    // has `ry` in its way too, named by nobody: it asks (naming both).
+    let r = two_readers_one_writer();
+    let r = join(&r, entry("w", Mode::Exclusive, Scope::Whole));
+    let r = asked(&r, ask("ops", Some("wx"), None));
+    let mut o = OwnAsk::new(None).unwrap();
+    assert_eq!(o.decide(&r, "w"), Some(own("w", None)));
+    let y = asked(&r, own("w", None));
+    let (rx, ry) = (token(&r, "rx"), token(&r, "ry"));
+    assert_eq!(y.yield_request.unwrap().tokens, vec![rx, ry]);
+}
+
+#[test]
+fn a_waiter_never_asks_twice_for_one_tenure_even_when_its_request_is_not_there() {
+    let mut o = OwnAsk::new(None).unwrap();
+    let r = held_with_two_waiting();
+    assert!(o.decide(&r, "c").is_some());
+    // Its write did not land (or a later record shows no request naming `a`): `a` was asked.
+    assert_eq!(o.decide(&r, "c"), None);
+}
+
+#[test]
+fn a_waiter_asks_again_when_a_later_holder_gets_in_its_way() {
+    let mut o = OwnAsk::new(None).unwrap();
+    let r = held_with_two_waiting();
+    assert!(o.decide(&r, "c").is_some());
+    let y = asked(&r, own("c", None));
+    // An operator hands over to `b` instead: `a`'s release grants `b`, a tenure `c` never
+    // asked and no request names.
+    let y = asked(&y, ask("ops", Some("b"), None));
+    let b = leave(&y, "a");
+    assert_eq!(b.grants[0].id(), "b");
+    assert_eq!(b.yield_request, None);
+    assert_eq!(o.decide(&b, "c"), Some(own("c", None)));
+    assert_eq!(o.decide(&asked(&b, own("c", None)), "c"), None);
+    assert_eq!(o.decide(&b, "c"), None, "never twice for `b`'s tenure");
+}
+
+#[test]
+fn a_waiters_reason_that_is_too_long_is_refused_before_it_asks() {
+    let e = OwnAsk::new(Some("x".repeat(MAX_YIELD_REASON_LEN + 1))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("shorten it"), "{e}");
+    assert!(OwnAsk::new(Some("x".repeat(MAX_YIELD_REASON_LEN))).is_ok());
 }
