@@ -311,6 +311,7 @@ impl LeaseModel {
             history: false,
             probe_holders: self.pid_namespaces.is_some(),
             epoch_is_token: true,
+            preempt: PREEMPT,
         }
     }
 
