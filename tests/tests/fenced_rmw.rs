@@ -194,17 +194,17 @@ fn appends_under_pauses(
                 c.env("LEASE_CONTENDER_PREEMPT", "every-effect-fenced");
             }
             c.args([
-                    "append",
-                    url,
-                    &each.to_string(),
-                    outcomes.to_str().unwrap(),
-                    key,
-                    &ttl_ms.to_string(),
-                    "600",
-                ])
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+                "append",
+                url,
+                &each.to_string(),
+                outcomes.to_str().unwrap(),
+                key,
+                &ttl_ms.to_string(),
+                "600",
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
         })
         .collect();
     // Stop one worker at a time for longer than ttl + grace + the store clock's resolution (so
