@@ -195,6 +195,14 @@ pub struct RunArgs {
     /// With --ask-yield: why, told to the holders (at most 256 bytes).
     #[arg(long, value_name = "TEXT", requires = "ask_yield")]
     pub yield_reason: Option<String>,
+    /// Take a live holder's lease at once instead of waiting out its deadline: the only value
+    /// is `every-effect-fenced`, asserting that every effect of every holder of this lease
+    /// goes through fenced writes or a fencing gate. The preempted holder goes on believing it
+    /// holds until its next renewal (up to ttl/3 and a request timeout), so any other effect
+    /// (a local file, an unfenced table, an external API) may overlap. Plain leases only; one
+    /// preemption per run (docs/protocol.md §5) [default: never].
+    #[arg(long, value_name = "every-effect-fenced", value_parser = preempt)]
+    pub preempt: Option<lease::Preempt>,
     /// When renewals are late, send CMD SIGTERM this long before the SIGKILL that lands just
     /// before the lease's deadline [default: ttl/3, at most 10s]. A lost lease means SIGKILL at
     /// once.
@@ -248,6 +256,19 @@ fn signal_number(s: &str) -> Result<i32, String> {
         },
     };
     Ok(n)
+}
+
+/// `--preempt`: only `every-effect-fenced` (`never` is the default, not a value to give).
+fn preempt(s: &str) -> Result<lease::Preempt, String> {
+    match s.parse::<lease::Preempt>() {
+        Ok(lease::Preempt::EveryEffectFenced) => Ok(lease::Preempt::EveryEffectFenced),
+        Ok(lease::Preempt::Never) => Err(
+            "`never` is the default: leave --preempt out (its only value is \
+             `every-effect-fenced`)"
+                .into(),
+        ),
+        Err(e) => Err(e.message().to_string()),
+    }
 }
 
 /// Where to listen for wake hints (`lease::WakeHints`).

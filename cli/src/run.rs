@@ -226,6 +226,9 @@ fn lease_options(args: &RunArgs) -> Result<LeaseOptions, Exit> {
     if let Some(hints) = args.wake_hints {
         opts.wake_hints = hints;
     }
+    if let Some(preempt) = args.preempt {
+        opts = opts.preempt(preempt);
+    }
     // Health turns `unknown` when the command gets SIGTERM (kill-after + margin left).
     opts.kill_after = args.kill_after;
     opts.data = args.data.clone();

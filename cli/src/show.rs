@@ -21,6 +21,13 @@ fn human(s: &Status) -> String {
     if let Some(e) = s.epoch {
         out += &format!("epoch:      {e}\n");
     }
+    if let Some(p) = &s.preempted {
+        out += &format!(
+            "preempted:  {} at epoch {} (taken while live: it may still believe it holds until \
+             its next renewal)\n",
+            p.id, p.epoch
+        );
+    }
     if let Some(h) = &s.holder {
         let who = if s.state == LeaseState::Released {
             "last holder"

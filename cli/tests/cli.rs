@@ -669,3 +669,82 @@ fn doctor_checks_a_store_and_cleans_up() {
     );
     assert!(stderr(&out).contains("plainfile"), "{}", stderr(&out));
 }
+
+/// `lease run --preempt=every-effect-fenced` takes a live holder's lease at once (issue 23):
+/// the holder loses it at its next renewal (its command killed, the lost exit code), and
+/// `lease status` shows whom the record preempted, in its history too.
+#[test]
+fn preempt_takes_a_live_lease_at_once_and_the_holder_loses_it() {
+    let env = Env::new();
+    let started = env.path("started");
+    let holder = env.spawn(&[
+        "run",
+        "--ttl",
+        "3s",
+        "--label",
+        "old",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        &format!("touch {}; sleep 60", started.display()),
+    ]);
+    wait_for(&started);
+    let epoch = env.status_json("job")["epoch"].as_u64().unwrap();
+    // Without the mode: held.
+    let out = env.run(&["run", "-n", "job", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    // With it: at once, even with -n.
+    let out = env.run(&[
+        "run",
+        "-n",
+        "--ttl",
+        "3s",
+        "--label",
+        "new",
+        "--preempt=every-effect-fenced",
+        "job",
+        "--",
+        "true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = env.status_json("job");
+    assert_eq!(s["preempted"]["epoch"].as_u64(), Some(epoch), "{s}");
+    assert_eq!(s["history"][0]["end"], "preempted", "{s}");
+    assert_eq!(s["history"][0]["epoch"].as_u64(), Some(epoch), "{s}");
+    assert!(s["epoch"].as_u64().unwrap() > epoch, "{s}");
+    // The old holder learns it at its next renewal (within ttl/3 + a request timeout).
+    let out = holder.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
+    assert!(stderr(&out).contains("preempted"), "{}", stderr(&out));
+}
+
+/// Any other value is a usage error that says what the mode risks.
+#[test]
+fn preempt_takes_only_its_asserting_value() {
+    let env = Env::new();
+    for value in ["true", "yes", "never", "every-effect"] {
+        let out = env.run(&["run", &format!("--preempt={value}"), "job", "--", "true"]);
+        assert_eq!(out.status.code(), Some(64), "{value}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("every-effect-fenced"), "{value}: {err}");
+    }
+    let out = env.run(&["run", "--preempt=maybe", "job", "--", "true"]);
+    assert!(stderr(&out).contains("fenced"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("believing"), "{}", stderr(&out));
+    // A queued request refuses it.
+    let out = env.run(&[
+        "run",
+        "--shared",
+        "--preempt=every-effect-fenced",
+        "job",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("plain exclusive leases only"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -40,6 +40,7 @@ fn record(rev: u64) -> Bytes {
         prev: vec![],
         write: Some("0123456789abcdef".into()),
         broken: None,
+        preempted: None,
         history: Default::default(),
         attached: None,
     }

@@ -95,6 +95,9 @@ async fn acquire_any(
         ))
         .with_lease(&url));
     }
+    if opts.preempt != crate::Preempt::Never && opts.wants_queue() {
+        return Err(not_for_queued_locks(&url));
+    }
     let start = client.clock().now();
     let try_once = try_once || opts.wait == Some(Duration::ZERO);
     let wait_deadline = if try_once {
@@ -137,10 +140,14 @@ async fn acquire_any(
             .dead_holder_rule
             .unwrap_or_else(|| client.store().dead_holder_rule()),
         epoch_is_token: true,
+        preempt: opts.preempt,
     };
     let (result, handover) = match acquirer::run(client, key, plan, cancel).await {
         Ok(Acquired::Lease { lease, handover }) => (Ok(lease), handover),
         // A queued lock: every request on it queues (docs/protocol.md §10).
+        Ok(Acquired::QueuedLock(_)) if opts.preempt != crate::Preempt::Never => {
+            (Err(not_for_queued_locks(&url)), None)
+        }
         Ok(Acquired::QueuedLock(first)) => {
             (queue::acquire(client, queued, Some(first)).await, None)
         }
@@ -148,4 +155,15 @@ async fn acquire_any(
     };
     count(&result, handover);
     result
+}
+
+/// Preemption is built for plain leases only (docs/protocol.md §5): a queued lock's grants are
+/// not taken at once.
+fn not_for_queued_locks(url: &str) -> Error {
+    Error::invalid(format!(
+        "preempt: {url} is a queued lock (or the request is: shared, permits, a scope, a \
+         priority or queue); preemption is built for plain exclusive leases only. Drop the \
+         preempt option, or use a plain lease key"
+    ))
+    .with_lease(url)
 }

@@ -171,6 +171,7 @@ async fn break_record(
                         id: g.id().to_string(),
                         epoch: 0,
                     }),
+                    preempted: None,
                     history: Default::default(),
                     attached: None,
                 };

@@ -57,7 +57,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use fence::FencedObject;
 pub use gate::FencingGate;
 pub use lease::{Grant, Health, HealthEvent, Lease, LostReason};
-pub use options::{LeaseOptions, WakeHints};
+pub use options::{LeaseOptions, Preempt, WakeHints};
 pub use protocol::breaking::BreakMode;
 pub use protocol::queue::{YieldAsk, YieldRequest, YieldRequested};
 pub use record::Holder;

@@ -107,6 +107,57 @@ pub struct LeaseOptions {
     /// "Wake hints"): its entry names a UDP address that the granting writer sends one datagram
     /// to. Default [`WakeHints::Loopback`]. The poll stays the fallback.
     pub wake_hints: WakeHints,
+    /// Take a live holder's lease at once instead of waiting out its deadline (docs/protocol.md
+    /// §5, "Preemption for fenced workloads"). Default [`Preempt::Never`]. The preempted holder
+    /// believes it holds until its next renewal: safe only where every effect of every holder
+    /// goes through fenced writes or a `FencingGate`. Plain (exclusive, unqueued) leases only.
+    pub preempt: Preempt,
+}
+
+/// Whether an acquisition may take a live holder's lease at once (docs/protocol.md §5,
+/// "Preemption for fenced workloads"). No boolean: the only value that preempts names the
+/// condition the caller asserts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Preempt {
+    /// Wait out a live holder (the takeover rules, §4).
+    #[default]
+    Never,
+    /// Every effect of every holder of this lease goes through fenced writes or a
+    /// `FencingGate`: take a live holder's lease at once, with the next epoch, so its fenced
+    /// writes are refused from then on. It still believes it holds until its next renewal (it
+    /// then loses with `LostReason::Preempted`): any unfenced effect may overlap the new
+    /// holder's. One preemption per acquire call.
+    EveryEffectFenced,
+}
+
+impl std::str::FromStr for Preempt {
+    type Err = crate::error::Error;
+
+    /// `never` or `every-effect-fenced`.
+    fn from_str(s: &str) -> Result<Preempt, Self::Err> {
+        match s {
+            "never" => Ok(Preempt::Never),
+            "every-effect-fenced" => Ok(Preempt::EveryEffectFenced),
+            other => Err(crate::error::Error::invalid(format!(
+                "preempt {other:?}: expected `never` or `every-effect-fenced`. Preemption takes a \
+                 live holder's lease at once, and the preempted holder goes on believing it \
+                 holds until its next renewal: any effect that is not a fenced write or behind a \
+                 fencing gate (a local file, an unfenced table, an external API) may then \
+                 overlap the new holder's. Use `every-effect-fenced` only when that is true of \
+                 every holder"
+            ))),
+        }
+    }
+}
+
+impl Preempt {
+    /// The name `FromStr` takes: `never` or `every-effect-fenced`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preempt::Never => "never",
+            Preempt::EveryEffectFenced => "every-effect-fenced",
+        }
+    }
 }
 
 /// Where a queued lock's waiter listens for wake hints (docs/protocol.md §10, "Wake hints").
@@ -183,7 +234,15 @@ impl LeaseOptions {
             history: true,
             owner: None,
             wake_hints: WakeHints::default(),
+            preempt: Preempt::Never,
         }
+    }
+
+    /// Take a live holder's lease at once, asserting that every effect is fenced (see the
+    /// `preempt` field and [`Preempt`]).
+    pub fn preempt(mut self, preempt: Preempt) -> Self {
+        self.preempt = preempt;
+        self
     }
 
     /// Hold the lock shared with other shared holders (readers); exclusive holders wait for

@@ -471,6 +471,7 @@ async fn begin_session(
         history: false,
         // Its epoch is no token: a session made where none was holds at once (one write).
         epoch_is_token: false,
+        preempt: crate::Preempt::Never,
     };
     match acquirer::run(client, &skey, plan, req.cancel).await? {
         Acquired::Lease { lease, .. } => Ok(lease),

@@ -79,6 +79,15 @@ pub struct HolderProcess {
 }
 
 impl Holder {
+    /// Who did it, for a tenure's `by` (a break, a preemption): `label@host`, or whichever of
+    /// the two is known.
+    pub fn by(&self) -> Option<String> {
+        match (&self.label, &self.host) {
+            (Some(l), Some(h)) => Some(format!("{l}@{h}")),
+            (l, h) => l.clone().or_else(|| h.clone()),
+        }
+    }
+
     /// A short description for messages: `"worker-3" (id 1234abcd, host h, pid 7)`; without a
     /// label, what ran it: `a python process (id 1234abcd, host h, pid 7)`.
     pub fn describe(&self) -> String {
@@ -140,6 +149,12 @@ pub struct Record {
     /// its next renewal, and releasing the record acknowledges it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<Broken>,
+    /// Set by a preemption (`Preempt::EveryEffectFenced`): the holder and epoch this record
+    /// took the lease from while it was live. The preempted holder's next renewal fails its
+    /// condition and finds itself named here (`LostReason::Preempted`). Carried by the
+    /// preemptor's renewals and release; ignored by older readers (docs/protocol.md §3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted: Option<Preempted>,
     /// The tenures before this one, most recent first, at most [`MAX_HISTORY`]: appended by
     /// the write that replaces a tenure (a takeover, a break, the re-creation of a deleted
     /// record), carried unchanged by renewals and releases (docs/protocol.md §3). Entries
@@ -177,10 +192,11 @@ pub struct Tenure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
     /// How it ended: `released`, `expired` (taken over after its deadline), `broken` (by an
-    /// operator), `deleted` (the record was deleted while held). A string, not an enum, so
+    /// operator), `preempted` (taken while live by a preempting acquirer), `deleted` (the
+    /// record was deleted while held). A string, not an enum, so
     /// that an ending a later version adds parses here too.
     pub end: String,
-    /// Who broke it (the breaker's label and host), for `broken`.
+    /// Who broke or preempted it (their label and host), for `broken` and `preempted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
 }
@@ -222,6 +238,13 @@ impl Tenure {
 /// The holder a `break` took the lease from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Broken {
+    pub id: String,
+    pub epoch: u64,
+}
+
+/// The holder a preemption took the lease from, at the epoch it held.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Preempted {
     pub id: String,
     pub epoch: u64,
 }
@@ -419,6 +442,7 @@ mod tests {
             prev: vec![],
             write: Some("w0".into()),
             broken: None,
+            preempted: None,
             history: History::default(),
             attached: None,
         }

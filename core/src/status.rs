@@ -80,6 +80,9 @@ pub struct Status {
     pub queue: Option<QueueStatus>,
     /// The tenures before the current one, most recent first (docs/protocol.md §3).
     pub history: Vec<Tenure>,
+    /// When the current record took the lease from a live holder (a preemption,
+    /// docs/protocol.md §5): that holder's id and epoch.
+    pub preempted: Option<crate::record::Preempted>,
 }
 
 /// Who holds a queued lock, who is leaving it, and who waits, in order.
@@ -222,6 +225,7 @@ impl Status {
             detail: None,
             queue: None,
             history: Vec::new(),
+            preempted: None,
         };
         let Some(Seen::Present {
             version,
@@ -247,6 +251,7 @@ impl Status {
                 s.acquired_at = r.acquired_at.clone();
                 s.renewed_at = r.renewed_at.clone();
                 s.history = r.history.to_vec();
+                s.preempted = r.preempted.clone();
                 s.state = match (r.state, &r.broken) {
                     (RecordState::Released, _) => LeaseState::Released,
                     (RecordState::Held, None) => LeaseState::Held,
@@ -321,6 +326,7 @@ impl Status {
                 waiting,
             }),
             history: Vec::new(),
+            preempted: None,
         }
     }
 
@@ -412,6 +418,15 @@ struct StatusJson<'a> {
     /// The tenures before the current one, most recent first: `epoch`, `holder`,
     /// `acquired_at`, `ended_at`, `end`, `by`.
     history: Vec<TenureJson<'a>>,
+    /// The holder the current record took the lease from while it was live (a preemption):
+    /// `{"id", "epoch"}`, else `null`.
+    preempted: Option<PreemptedJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct PreemptedJson<'a> {
+    id: &'a str,
+    epoch: u64,
 }
 
 /// A past tenure: every key present, absent values `null`.
@@ -518,6 +533,10 @@ impl Serialize for Status {
                 .as_ref()
                 .map(|q| q.waiting.iter().map(ParticipantJson::from).collect()),
             history: self.history.iter().map(TenureJson::from).collect(),
+            preempted: self.preempted.as_ref().map(|p| PreemptedJson {
+                id: &p.id,
+                epoch: p.epoch,
+            }),
         }
         .serialize(serializer)
     }
@@ -742,6 +761,7 @@ mod tests {
             detail: None,
             queue: None,
             history: vec![],
+            preempted: None,
         }
     }
 
@@ -791,6 +811,7 @@ mod tests {
             detail: None,
             queue: None,
             history: vec![],
+            preempted: None,
         };
         assert_eq!(
             s.to_json(),
@@ -800,7 +821,7 @@ mod tests {
                 "ttl_ms": 1500, "expires_in_ms": null, "data": null,
                 "acquired_at": "2026-11-24T08:00:00Z", "renewed_at": null, "detail": null,
                 "permits": null, "holders": null, "departing": null, "waiting": null,
-                "history": [],
+                "history": [], "preempted": null,
             })
         );
     }

@@ -285,7 +285,7 @@ def test_status_of_a_free_lease_and_the_json_shape(url: str) -> None:
         assert set(j) == {
             "url", "state", "epoch", "holder", "ttl_ms", "expires_in_ms", "data",
             "acquired_at", "renewed_at", "detail", "permits", "holders", "departing", "waiting",
-            "history",
+            "history", "preempted",
         }
         # A plain lease: the queued lock's keys are null.
         assert j["permits"] is None and j["holders"] is None and j["waiting"] is None

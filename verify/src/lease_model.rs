@@ -25,7 +25,7 @@ use bytes::Bytes;
 use stateright::{Checker, Model, Property};
 
 use lease::clock::Instant;
-use lease::options::{LeaseOptions, Timing};
+use lease::options::{LeaseOptions, Preempt, Timing};
 use lease::protocol::acquire::{Acquirer, Event, Plan, Step};
 use lease::protocol::breaking::{self, BreakMode, BreakPlan};
 use lease::protocol::dead_holder::{Probe, Proc};
@@ -165,6 +165,11 @@ pub struct State {
     acquired_after_crash: bool,
     /// Someone acquired within the ttl of a crashed holder's crash (the dead-holder rule).
     replaced_early: bool,
+    /// The epochs a preemption took the lease from (a landed record's `preempted`): their
+    /// holders may still believe until their next renewal. Empty unless `preempting`.
+    preempted: Vec<u64>,
+    /// A holder lost its lease as `LostReason::Preempted`.
+    learned_preempted: bool,
     /// The holder's paths taken so far ([`Witness`] bits), recorded only with
     /// `LeaseModel::witnesses` (they would split states the other checks need not tell apart).
     seen: u8,
@@ -272,6 +277,11 @@ pub struct LeaseModel {
     /// Record the holder's paths taken ([`Witness`]) and check that each is: "sometimes"
     /// properties, so a model that never retries, tidies or re-acquires from its memo fails.
     pub witnesses: bool,
+    /// This client's acquirer preempts (`Preempt::EveryEffectFenced`, docs/protocol.md §5):
+    /// "at most one holder believes" is then replaced by "at most one holder believes, besides
+    /// holders preempted by a later epoch" (until their next renewal), and a preempted holder
+    /// must sometimes learn of it.
+    pub preempting: Option<usize>,
 }
 
 impl LeaseModel {
@@ -311,6 +321,11 @@ impl LeaseModel {
             history: false,
             probe_holders: self.pid_namespaces.is_some(),
             epoch_is_token: true,
+            preempt: if self.preempting == Some(c) {
+                Preempt::EveryEffectFenced
+            } else {
+                Preempt::Never
+            },
         }
     }
 
@@ -436,6 +451,12 @@ fn parsed(bytes: &Bytes) -> Option<Record> {
 /// writes the record released) hands nothing out.
 fn hand_out(s: &mut State, before: Option<Record>, bytes: &Bytes) {
     let Some(r) = parsed(bytes) else { return };
+    if let Some(p) = &r.preempted {
+        if !s.preempted.contains(&p.epoch) {
+            s.preempted.push(p.epoch);
+            s.preempted.sort_unstable();
+        }
+    }
     let renewal = before.is_some_and(|b| {
         b.state == RecordState::Held && b.epoch == r.epoch && b.holder.id == r.holder.id
     });
@@ -597,6 +618,9 @@ impl LeaseModel {
             // Still being released (not believed): the client may release again.
             Next::ReleaseUnknown(_) => Phase::Holding(h, None),
             Next::Lost { reason, tidy } => {
+                if matches!(reason, LostReason::Preempted { .. }) {
+                    s.learned_preempted = true;
+                }
                 h.lose(reason);
                 // What the store showed is in hand: tidy over it at once, as the driver does.
                 let nonces = Cell::new(s.clients[c].nonces);
@@ -741,6 +765,8 @@ impl Model for LeaseModel {
                 crashed_holding_at: None,
                 acquired_after_crash: false,
                 replaced_early: false,
+                preempted: vec![],
+                learned_preempted: false,
                 seen: 0,
             })
             .collect()
@@ -992,13 +1018,31 @@ impl Model for LeaseModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        let mut properties = vec![
+        let one_believer = if self.preempting.is_some() {
+            // What preemption gives up: a preempted holder believes until its next renewal.
+            Property::always(
+                "at most one holder believes, besides holders preempted by a later epoch",
+                |m: &LeaseModel, s: &State| {
+                    let preempted = |c: usize| match &s.clients[c].phase {
+                        Phase::Holding(h, _) => s.preempted.contains(&h.epoch()),
+                        _ => false,
+                    };
+                    (0..m.clients)
+                        .filter(|&c| m.believes(s, c) && !preempted(c))
+                        .count()
+                        <= 1
+                },
+            )
+        } else {
             Property::always(
                 "at most one holder believes",
                 |m: &LeaseModel, s: &State| {
                     (0..m.clients).filter(|&c| m.believes(s, c)).count() <= 1
                 },
-            ),
+            )
+        };
+        let mut properties = vec![
+            one_believer,
             Property::always("epochs strictly increase", |_, s: &State| s.bad.is_none()),
             Property::sometimes("a second holder gets the lease", |_, s: &State| {
                 s.acquired_twice
@@ -1020,6 +1064,12 @@ impl Model for LeaseModel {
             for (w, seen) in Witness::ALL.into_iter().zip(seen) {
                 properties.push(Property::sometimes(w.name(), seen));
             }
+        }
+        if self.preempting.is_some() {
+            properties.push(Property::sometimes(
+                "a holder loses its lease by preemption",
+                |_, s: &State| s.learned_preempted,
+            ));
         }
         if self.crashes && one_namespace {
             properties.push(Property::sometimes(
@@ -1118,6 +1168,7 @@ pub fn base() -> LeaseModel {
         boots: vec![],
         date_ahead: 0,
         witnesses: false,
+        preempting: None,
     }
 }
 

@@ -925,6 +925,7 @@ impl QueueModel {
             prev: vec![],
             write: None,
             broken: None,
+            preempted: None,
             history: Default::default(),
             attached: None,
         };

@@ -26,6 +26,25 @@ fn mutual_exclusion_under_network_faults_and_crashes() {
 }
 
 #[test]
+fn a_preemption_keeps_epochs_increasing_and_the_preempted_holder_learns_of_it() {
+    // Client 1 preempts (`Preempt::EveryEffectFenced`, docs/protocol.md §5): it takes client
+    // 0's live lease at once. Under one fault of the preemptor's requests or a crash: epochs
+    // strictly increase, at most one holder believes besides one preempted by a later epoch
+    // (until its next renewal), and a preempted holder sometimes learns of it. The fault is
+    // the preemptor's (its write held up, landing late, its answer lost); `LEASE_MODEL=deep`
+    // faults anyone's over a longer time.
+    let m = LeaseModel {
+        preempting: Some(1),
+        max_faults: 1,
+        crashes: true,
+        faulty: if deep() { None } else { Some(1) },
+        max_time: if deep() { 8 } else { 6 },
+        ..base()
+    };
+    check(m, "preemption");
+}
+
+#[test]
 fn mutual_exclusion_with_a_clock_running_slow_within_the_grace() {
     let m = LeaseModel {
         drift: true,

@@ -148,6 +148,27 @@ fn a_break_that_admits_at_once_gives_two_holders() {
     );
 }
 
+/// Issue 23: a preemption written at the same epoch as the holder it preempts (instead of the
+/// next) hands that epoch out twice, so the preempted holder's fenced writes would not be
+/// refused; the fixed model is the check
+/// `a_preemption_keeps_epochs_increasing_and_the_preempted_holder_learns_of_it`.
+#[test]
+fn a_preemption_at_the_same_epoch_hands_an_epoch_out_twice() {
+    let m = LeaseModel {
+        preempting: Some(1),
+        max_time: 4,
+        ..base()
+    };
+    let properties = &[
+        "epochs strictly increase",
+        "at most one holder believes, besides holders preempted by a later epoch",
+    ];
+    assert_eq!(
+        violated(m, properties, Some(Mutant::PreemptSameEpoch), "preemption"),
+        Some("epochs strictly increase")
+    );
+}
+
 /// Issue 29: the store-clock rule that trusts an answer's `Date` gives two holders when a
 /// gateway's `Date` runs ahead of the store; with the fix the same model is safe (the check
 /// `mutual_exclusion_with_a_date_ahead_of_the_store` in lease_model.rs).

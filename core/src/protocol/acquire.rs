@@ -23,15 +23,15 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use super::dead_holder::{self, Probe};
-use super::takeover::{decide, Decision};
+use super::takeover::{decide, next_epoch, Decision};
 use super::view::View;
 use super::write::{WriteEvent, WriteOp, WriteStep, Written};
 use super::{Backoff, Entropy};
 use crate::clock::Instant;
 use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::Timing;
-use crate::record::{timestamp, Holder, Record, RecordState, FORMAT};
+use crate::options::{Preempt, Timing};
+use crate::record::{timestamp, Holder, Preempted, Record, RecordState, FORMAT};
 use crate::store::{Cond, Get, Put, Version};
 
 /// What an acquisition wants.
@@ -63,6 +63,9 @@ pub struct Plan {
     /// random id, made by nobody else, whose epoch no one reads (the lock's tokens come from
     /// the lock's record, docs/protocol.md §10) — its `Create` holds at once, one write fewer.
     pub epoch_is_token: bool,
+    /// Whether a live holder's record is written over at once (docs/protocol.md §5,
+    /// "Preemption for fenced workloads"): once per acquisition.
+    pub preempt: Preempt,
 }
 
 /// What happened since the last step.
@@ -164,6 +167,10 @@ pub struct Acquirer {
     /// corrupt record, and its epoch), for the driver to tell a waiting user; `None` when not
     /// waiting for a holder.
     waiting_for: Option<(Option<Holder>, Option<u64>)>,
+    /// Whether this acquisition has sent its one preemption (whatever became of it): from
+    /// then on it goes by the usual rules, so two preempting acquirers cannot take the lease
+    /// from each other in a loop inside one call.
+    preempted: bool,
 }
 
 impl Acquirer {
@@ -188,6 +195,7 @@ impl Acquirer {
             last_answer: now,
             last_seen: None,
             waiting_for: None,
+            preempted: false,
         }
     }
 
@@ -383,6 +391,7 @@ impl Acquirer {
             self.phase = Phase::Probing;
             return Step::Probe { pids };
         }
+        let mut preempted = None;
         let (cond, epoch, rev) = match decide(&self.view, &self.plan.timing, self.known, now, wall)
         {
             Decision::Create { epoch } => (Cond::Create, epoch, 1),
@@ -395,7 +404,14 @@ impl Acquirer {
                 until,
                 holder,
                 epoch,
-            } => return self.wait(until, holder, epoch, now, entropy),
+            } => match self.preemption(wall) {
+                Some((version, epoch, rev, whom)) => {
+                    self.preempted = true;
+                    preempted = Some(whom);
+                    (Cond::Match(version), epoch, rev)
+                }
+                None => return self.wait(until, holder, epoch, now, entropy),
+            },
             Decision::Stamp => {
                 self.phase = Phase::Stamping;
                 return Step::Stamp;
@@ -412,7 +428,7 @@ impl Acquirer {
         let grants = !makes
             || !self.plan.epoch_is_token
             || super::mutants::on(super::mutants::Mutant::LeaseCreateGrants);
-        let history = self.history(makes, &now_wall);
+        let history = self.history(makes, preempted.is_some(), &now_wall);
         let record = Record {
             history,
             format: FORMAT,
@@ -431,6 +447,7 @@ impl Acquirer {
             prev: if makes { vec![] } else { self.view.prev() },
             write: Some(entropy.nonce()),
             broken: None,
+            preempted,
             attached: None,
         };
         // Once sent, the outcome is resolved even if cancelled: a landed write is let go. Not
@@ -445,7 +462,7 @@ impl Acquirer {
 
     /// The history of the record this acquisition writes: the record it replaces (or, for a
     /// create, the last one seen before the key was found absent) ends its tenure.
-    fn history(&self, create: bool, now_wall: &str) -> crate::record::History {
+    fn history(&self, create: bool, preempts: bool, now_wall: &str) -> crate::record::History {
         let replaced = if create {
             self.last_seen.as_ref()
         } else {
@@ -457,11 +474,43 @@ impl Acquirer {
         if !self.plan.history {
             return r.history.clone();
         }
+        if preempts {
+            return r.history_after(
+                "preempted",
+                Some(now_wall.to_string()),
+                self.plan.holder.by(),
+            );
+        }
         let (end, at) = match (create, r.state) {
             (true, RecordState::Held) => ("deleted", Some(now_wall.to_string())),
             _ => r.ending(now_wall),
         };
         r.history_after(end, at, None)
+    }
+
+    /// The preemption of the live record in the view, when the plan asks for one and this
+    /// acquisition has not sent it yet: the version to write over, the epoch (as for a
+    /// takeover: one above the record's and every epoch known, and above the clock read after
+    /// the read when the record is a create's), the rev, and whom it preempts. Only a valid
+    /// record held by another holder: a corrupt record's holder cannot be told of it.
+    fn preemption(&self, wall: SystemTime) -> Option<(Version, u64, u64, Preempted)> {
+        if self.plan.preempt != Preempt::EveryEffectFenced || self.preempted {
+            return None;
+        }
+        let r = self.view.record()?;
+        if r.state != RecordState::Held || r.holder.id == self.plan.holder.id {
+            return None;
+        }
+        let epoch = if super::mutants::on(super::mutants::Mutant::PreemptSameEpoch) {
+            r.epoch.max(self.known)
+        } else {
+            next_epoch(r, self.known, &self.view, wall)
+        };
+        let whom = Preempted {
+            id: r.holder.id.clone(),
+            epoch: r.epoch,
+        };
+        Some((self.view.version()?.clone(), epoch, r.rev + 1, whom))
     }
 
     /// How long the lease had been free when this acquisition's write landed at `now`, by the

@@ -56,10 +56,7 @@ pub fn plan(
         return BreakPlan::Nothing;
     };
     let now_wall = timestamp(wall);
-    let by = match (&breaker.label, &breaker.host) {
-        (Some(l), Some(h)) => Some(format!("{l}@{h}")),
-        (l, h) => l.clone().or_else(|| h.clone()),
-    };
+    let by = breaker.by();
     let (epoch, rev, ttl_ms, broken, history) = match parsed {
         Parsed::Valid(r) if r.state == RecordState::Released => return BreakPlan::Nothing,
         // Already broken: nobody believes this record, so only releasing it is left to do.
@@ -114,6 +111,7 @@ pub fn plan(
         prev: view.prev(),
         write: Some(entropy.nonce()),
         broken,
+        preempted: None,
         attached: None,
     };
     BreakPlan::Write {

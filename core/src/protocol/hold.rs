@@ -36,6 +36,9 @@ pub enum LostReason {
     /// An operator broke the lease (`lease break`), with a higher epoch. Releasing the lease
     /// acknowledges the break, so the next holder need not wait out our ttl.
     Broken { by: Holder, epoch: u64 },
+    /// A preempting acquirer (`Preempt::EveryEffectFenced`) took the lease while we held it,
+    /// with a higher epoch; our fenced writes are refused wherever it has written or fenced.
+    Preempted { by: Holder, epoch: u64 },
     /// The record was deleted.
     Vanished,
     /// The record was replaced by something that is not a lease record.
@@ -62,6 +65,7 @@ impl LostReason {
         .with_epoch(epoch);
         if let LostReason::TakenOver { holder, .. }
         | LostReason::Broken { by: holder, .. }
+        | LostReason::Preempted { by: holder, .. }
         | LostReason::Removed { by: holder } = self
         {
             e = e.with_holder(holder.clone());
@@ -80,6 +84,11 @@ impl fmt::Display for LostReason {
             LostReason::Broken { by, epoch } => {
                 write!(f, "broken by {} (epoch now {epoch})", by.describe())
             }
+            LostReason::Preempted { by, epoch } => write!(
+                f,
+                "preempted by {} at epoch {epoch} (its mode asserts that every effect is fenced)",
+                by.describe()
+            ),
             LostReason::Vanished => f.write_str("its record was deleted"),
             LostReason::Overwritten => {
                 f.write_str("its record was overwritten with something unreadable")
@@ -101,13 +110,14 @@ impl fmt::Display for LostReason {
 
 impl LostReason {
     /// A short name for metrics labels and JSON: `expired`, `taken_over`, `broken`,
-    /// `vanished`, `overwritten`, and a queued lock's grant's `session_deleted`, `removed`,
+    /// `preempted`, `vanished`, `overwritten`, and a queued lock's grant's `session_deleted`, `removed`,
     /// `lock_replaced`.
     pub fn kind(&self) -> &'static str {
         match self {
             LostReason::Expired => "expired",
             LostReason::TakenOver { .. } => "taken_over",
             LostReason::Broken { .. } => "broken",
+            LostReason::Preempted { .. } => "preempted",
             LostReason::Vanished => "vanished",
             LostReason::Overwritten => "overwritten",
             LostReason::SessionDeleted => "session_deleted",
@@ -117,13 +127,20 @@ impl LostReason {
     }
 
     /// What the store shows instead of the record of holder `ours`. Only a record that names
-    /// us as the holder it broke is a break; any other record of another holder (held, or
+    /// us as the holder it broke is a break, only one that names us as the holder it preempted
+    /// a preemption; any other record of another holder (held, or
     /// released after taking over) means we were taken over.
     pub fn from_current(current: &Get, ours: &str) -> LostReason {
         match current {
             Get::Found(obj) => match Record::parse(obj.bytes.as_deref(), obj.size) {
                 Parsed::Valid(r) if r.broken.as_ref().is_some_and(|b| b.id == ours) => {
                     LostReason::Broken {
+                        by: r.holder,
+                        epoch: r.epoch,
+                    }
+                }
+                Parsed::Valid(r) if r.preempted.as_ref().is_some_and(|p| p.id == ours) => {
+                    LostReason::Preempted {
                         by: r.holder,
                         epoch: r.epoch,
                     }

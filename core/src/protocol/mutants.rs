@@ -109,6 +109,9 @@ pub enum Mutant {
     /// the last of them keeps it, and a holder takes any standing request for its own — so a
     /// later holder is told to yield (issue 23, "Yield on request").
     YieldOutlivesTenure = 44,
+    /// Preemption (issue 23): the write that takes a live holder's lease keeps its epoch
+    /// instead of the next one, so the preempted holder's fenced writes are not refused.
+    PreemptSameEpoch = 50,
 }
 
 #[cfg(feature = "negative-controls")]

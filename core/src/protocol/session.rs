@@ -55,6 +55,7 @@ pub fn opening_record(
         prev: vec![],
         write: Some(write),
         broken: None,
+        preempted: None,
         history: Default::default(),
         attached: Some(String::new()),
     }

@@ -166,7 +166,7 @@ pub fn decide(
 /// too, which is above them (docs/protocol.md §6). Every later record was written over its
 /// predecessor by a conditional write, after those epochs: one above them is above every epoch
 /// handed out, and epochs still grow by one per hand-over.
-fn next_epoch(r: &Record, known: u64, view: &View, wall: SystemTime) -> u64 {
+pub(super) fn next_epoch(r: &Record, known: u64, view: &View, wall: SystemTime) -> u64 {
     let above = r.epoch.max(known) + 1;
     if r.rev == 1 {
         return above_the_clock(above, view, wall);
@@ -258,6 +258,7 @@ mod tests {
             prev: vec![],
             write: Some("w".into()),
             broken: None,
+            preempted: None,
             history: Default::default(),
             attached: None,
         };

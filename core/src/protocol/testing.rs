@@ -89,6 +89,7 @@ pub(crate) fn record(id: &str, epoch: u64, state: RecordState) -> Record {
         prev: vec![],
         write: Some(format!("w-{id}-{epoch}")),
         broken: None,
+        preempted: None,
         history: Default::default(),
         attached: None,
     }
@@ -100,6 +101,17 @@ pub(crate) fn breaking(by: &str, epoch: u64, id: &str, broken_epoch: u64) -> Rec
         broken: Some(Broken {
             id: id.into(),
             epoch: broken_epoch,
+        }),
+        ..record(by, epoch, RecordState::Held)
+    }
+}
+
+/// A record of `by` at `epoch` that preempted the lease of `id` at `preempted_epoch`.
+pub(crate) fn preempting(by: &str, epoch: u64, id: &str, preempted_epoch: u64) -> Record {
+    Record {
+        preempted: Some(crate::record::Preempted {
+            id: id.into(),
+            epoch: preempted_epoch,
         }),
         ..record(by, epoch, RecordState::Held)
     }

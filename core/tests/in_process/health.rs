@@ -45,6 +45,7 @@ fn hold(timing: Timing, start: Instant) -> Hold {
         prev: vec![],
         write: Some("w".into()),
         broken: None,
+        preempted: None,
         history: Default::default(),
         attached: None,
     };

@@ -56,6 +56,7 @@ fn record() -> impl Strategy<Value = Record> {
             prev: vec![],
             write,
             broken: None,
+            preempted: None,
             history: Default::default(),
             attached: None,
         })

@@ -45,6 +45,7 @@ fn held(ttl: Duration, t0: Instant) -> Hold {
         prev: vec![],
         write: None,
         broken: None,
+        preempted: None,
         history: Default::default(),
         attached: None,
     };

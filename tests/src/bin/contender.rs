@@ -19,8 +19,12 @@
 //!     `release` → `released`.
 //! lease-contender append URL N OUTCOMES KEY TTL_MS HOLD_MS
 //!     N times: acquire, wait HOLD_MS (a stretch of work, when a pause may strike), append
-//!     `PID-I` to the list at KEY with fenced_update, write "PID-I ok|KIND" to OUTCOMES, release.
+//!     `PID-I@EPOCH` to the list at KEY with fenced_update, write "PID-I@EPOCH ok|KIND" to
+//!     OUTCOMES, release.
 //! ```
+//!
+//! `LEASE_CONTENDER_PREEMPT=every-effect-fenced` makes its acquisitions preempt a live holder
+//! (`Preempt::EveryEffectFenced`, docs/protocol.md §5).
 
 use std::io::Write;
 use std::time::Duration;
@@ -57,9 +61,13 @@ fn options(ttl_ms: Option<&String>) -> LeaseOptions {
     let opts = LeaseOptions::new(Duration::from_millis(ttl)).wait(Duration::from_secs(600));
     // A test of the takeover rules' timing turns off the file store's dead-holder rule, which
     // takes over a killed holder on this machine at once (docs/protocol.md §4).
-    match std::env::var("LEASE_CONTENDER_DEAD_HOLDER_RULE").as_deref() {
+    let opts = match std::env::var("LEASE_CONTENDER_DEAD_HOLDER_RULE").as_deref() {
         Ok("off") => opts.dead_holder_rule(false),
         _ => opts,
+    };
+    match std::env::var("LEASE_CONTENDER_PREEMPT") {
+        Ok(mode) => opts.preempt(mode.parse().unwrap_or_else(|e| fail(e))),
+        Err(_) => opts,
     }
 }
 
@@ -161,7 +169,7 @@ async fn main() {
                 lease::clock::SystemClock
                     .sleep(Duration::from_millis(hold))
                     .await;
-                let item = format!("{}-{i}", std::process::id());
+                let item = format!("{}-{i}@{}", std::process::id(), held.epoch());
                 let outcome = match held.fenced_update(list, |old| appended(old, &item)).await {
                     Ok(_) => "ok".to_string(),
                     Err(e) => e.kind().to_string(),

@@ -19,6 +19,7 @@ fn plan() -> Plan {
         history: false,
         probe_holders: false,
         epoch_is_token: true,
+        preempt: Preempt::Never,
     }
 }
 
@@ -138,6 +139,7 @@ fn where_nothing_is_the_record_is_made_released_then_taken_above_the_clock_after
         prev: vec![],
         write: Some("n1".into()),
         broken: None,
+        preempted: None,
         history: Default::default(),
         attached: None,
     };
@@ -158,6 +160,7 @@ fn where_nothing_is_the_record_is_made_released_then_taken_above_the_clock_after
         prev: made.prev_for_successor(),
         write: Some("n2".into()),
         broken: None,
+        preempted: None,
         // The record the create made granted nobody: it is no tenure.
         history: Default::default(),
         attached: None,
@@ -1083,4 +1086,210 @@ fn the_handover_of_a_takeover_counts_from_the_holders_deadline_and_none_from_our
     let mine = record("me", 7, RecordState::Released);
     own.read(found_at(&mine, 1, 1.0, 3.0), 0.0);
     assert_eq!(own.m.handover(at(0.5)), None);
+}
+
+// Preemption for fenced workloads (docs/protocol.md §5, issue 23).
+
+fn preempting_plan() -> Plan {
+    Plan {
+        preempt: Preempt::EveryEffectFenced,
+        history: true,
+        holder: Holder {
+            label: Some("new".into()),
+            host: Some("h2".into()),
+            ..holder("me")
+        },
+        ..plan()
+    }
+}
+
+/// A live record of another holder is written over at once: conditional on the version read,
+/// at the takeover's epoch (one above), naming the holder and epoch it replaces, and its
+/// tenure ends `preempted` by us.
+#[test]
+fn a_live_record_is_preempted_at_once_with_the_next_epoch_naming_whom_it_replaces() {
+    let mut r = Run::new(preempting_plan(), 0.0);
+    assert_eq!(expect_read(r.step(Event::Start, 0.0)), None);
+    let (rec, cond) = expect_put(r.read(held_by_other(), 0.0));
+    assert_eq!(cond, Cond::Match(version(1)));
+    assert_eq!((rec.epoch, rec.rev, rec.state), (8, 3, RecordState::Held));
+    assert_eq!(rec.holder.id, "me");
+    assert_eq!(
+        rec.preempted,
+        Some(crate::record::Preempted {
+            id: "other".into(),
+            epoch: 7
+        })
+    );
+    assert_eq!(rec.broken, None);
+    let ended = &rec.history[0];
+    assert_eq!(
+        (ended.epoch, ended.holder.id.as_str(), ended.end.as_str()),
+        (7, "other", "preempted")
+    );
+    assert_eq!(ended.by.as_deref(), Some("new@h2"));
+    assert_eq!(ended.ended_at, Some(timestamp(wall(0.0))));
+    // It lands: the lease is ours.
+    assert!(matches!(r.written(2, 0.1), Step::Acquired { .. }));
+}
+
+/// A preemption of a record a create made (rev 1) goes above the clock read after the read, as
+/// every take of such a record does.
+#[test]
+fn a_preemption_of_a_record_at_rev_1_goes_above_the_clock_of_the_read() {
+    let mut r = Run::new(preempting_plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let held = record("other", 7, RecordState::Held);
+    let (rec, _) = expect_put(r.read(found(&held, 1), 5.0));
+    assert_eq!(rec.epoch, unix_ms(wall(5.0)).max(8));
+    assert!(rec.epoch > 7);
+}
+
+/// Without the mode, the same live record is waited for, as before.
+#[test]
+fn without_preempt_a_live_record_is_waited_for() {
+    let p = Plan {
+        preempt: Preempt::Never,
+        ..preempting_plan()
+    };
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    assert_eq!(expect_sleep(r.read(held_by_other(), 0.0)), (at(1.0), true));
+    assert_eq!(r.m.waiting_for().map(|(_, e)| e), Some(Some(7)));
+}
+
+/// One preemption per acquire call: when its condition fails, the acquirer goes by the usual
+/// rules (the read-back is fresh: it waits without reading again), and a later live record is
+/// waited for, not preempted.
+#[test]
+fn a_preemption_whose_condition_failed_is_not_tried_again_in_the_same_call() {
+    let mut r = Run::new(preempting_plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    expect_put(r.read(held_by_other(), 0.0));
+    // Someone else wrote first: the write reads back.
+    assert_eq!(
+        expect_read(r.step(Event::Put(Ok(Put::ConditionFailed)), 0.1)),
+        None
+    );
+    let other = Record {
+        rev: 4,
+        ..preempting("third", 8, "other", 7)
+    };
+    assert_eq!(expect_sleep(r.read(found(&other, 2), 0.2)), (at(1.2), true));
+    // Polled again, a new live record is still waited for.
+    assert_eq!(expect_read(r.step(Event::Slept, 1.2)), Some(version(2)));
+    let renewed = Record {
+        rev: 5,
+        ..other.clone()
+    };
+    assert_eq!(
+        expect_sleep(r.read(found(&renewed, 3), 1.2)),
+        (at(2.2), true)
+    );
+    // And taken over by the usual rules only, without `preempted`.
+    for t in 3..13 {
+        let t = t as f64 - 0.8;
+        r.step(Event::Slept, t);
+        expect_sleep(r.read(Get::NotModified { server_now: None }, t));
+    }
+    let (rec, cond) = expect_put(r.step(Event::Slept, 12.2));
+    assert_eq!(cond, Cond::Match(version(3)));
+    assert_eq!((rec.epoch, rec.preempted), (9, None));
+    assert_eq!(rec.history[0].end, "expired");
+}
+
+/// A preemption whose outcome stays unknown counts too: the next decision waits.
+#[test]
+fn a_preemption_whose_outcome_is_unknown_is_not_sent_again_as_another_preemption() {
+    let mut r = Run::new(preempting_plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (sent, _) = expect_put(r.read(held_by_other(), 0.0));
+    r.put_unanswered(1.0);
+    // The write's read-backs fail until it gives up (the ttl); then the acquirer backs off.
+    assert!(matches!(
+        r.read_err(unavailable(), 10.0),
+        Step::Sleep { .. }
+    ));
+    assert_eq!(expect_read(r.step(Event::Slept, 10.1)), None);
+    // The holder renewed meanwhile: our write did not land, and its record is waited for.
+    let renewed = Record {
+        rev: 3,
+        write: Some("w-other-renewed".into()),
+        ..record("other", 7, RecordState::Held)
+    };
+    assert_eq!(
+        expect_sleep(r.read(found(&renewed, 2), 10.2)),
+        (at(11.2), true)
+    );
+    assert_eq!(sent.preempted.map(|p| p.id), Some("other".into()));
+}
+
+/// A released record, or one whose holder's deadline has passed, is taken the ordinary way:
+/// nobody is preempted.
+#[test]
+fn a_released_or_expired_record_is_taken_without_preempting_anyone() {
+    let mut r = Run::new(preempting_plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (rec, cond) = expect_put(r.read(released_by_other(), 0.0));
+    assert_eq!(cond, Cond::Match(version(1)));
+    assert_eq!((rec.epoch, rec.preempted), (8, None));
+    assert!(
+        rec.history.is_empty(),
+        "a record nobody acquired is no tenure"
+    );
+    // Expired by the store's clock (old enough, and the store's own stamp agrees).
+    let mut r = Run::new(preempting_plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let held = Record {
+        rev: 2,
+        ..record("other", 7, RecordState::Held)
+    };
+    let mut get = found(&held, 1);
+    if let Get::Found(o) = &mut get {
+        o.last_modified = Some(wall(0.0) - Duration::from_secs(60));
+        o.server_now = Some(wall(0.0));
+    }
+    // A memory-like store whose answers carry its own stamp: decided at once.
+    let s = r.read(get, 0.0);
+    let s = match s {
+        Step::Stamp => r.step(Event::Stamped(Ok(Some(wall(0.0)))), 0.0),
+        s => s,
+    };
+    let (rec, _) = expect_put(s);
+    assert_eq!((rec.epoch, rec.preempted), (8, None));
+    assert_eq!(rec.history[0].end, "expired");
+}
+
+/// Our own holder's record (an earlier write of ours) and a corrupt record are never
+/// preempted: nobody could be told.
+#[test]
+fn neither_our_own_record_nor_a_corrupt_one_is_preempted() {
+    let mut r = Run::new(preempting_plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let ours = Record {
+        rev: 2,
+        ..record("me", 7, RecordState::Held)
+    };
+    expect_sleep(r.read(found(&ours, 1), 0.0));
+    let mut r = Run::new(preempting_plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    expect_sleep(r.read(found_corrupt(1), 0.0));
+}
+
+/// `-n` with the mode preempts instead of failing `Held`.
+#[test]
+fn try_once_with_preempt_preempts_instead_of_failing_held() {
+    let p = Plan {
+        try_once: true,
+        ..preempting_plan()
+    };
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    let (rec, _) = expect_put(r.read(held_by_other(), 0.0));
+    assert!(rec.preempted.is_some());
+    // Its condition failed: then `Held`, as without the mode.
+    r.step(Event::Put(Ok(Put::ConditionFailed)), 0.1);
+    let other = preempting("third", 8, "other", 7);
+    let e = expect_failed(r.read(found(&other, 2), 0.2));
+    assert_eq!(e.kind(), ErrorKind::Held);
 }

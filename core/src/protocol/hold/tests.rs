@@ -151,6 +151,22 @@ fn lost_reasons_read_what_the_store_shows_instead_of_our_record() {
             epoch: 9
         }
     );
+    // Only a preemption of *our* holder id is a preemption (issue 23); one of someone else is
+    // a takeover.
+    assert_eq!(
+        LostReason::from_current(&found(&preempting("new", 8, "me", 7), 2), "me"),
+        LostReason::Preempted {
+            by: holder("new"),
+            epoch: 8
+        }
+    );
+    assert_eq!(
+        LostReason::from_current(&found(&preempting("new", 9, "third", 8), 2), "me"),
+        LostReason::TakenOver {
+            holder: holder("new"),
+            epoch: 9
+        }
+    );
     assert_eq!(
         LostReason::from_current(&not_found(), "me"),
         LostReason::Vanished
@@ -648,4 +664,21 @@ fn a_landed_renewal_clears_only_the_changes_it_carried() {
     h.renewed(r, version(3), at(4.0));
     assert_eq!(h.wanted, Wanted::default());
     assert_eq!(h.deadline(), at(8.0));
+}
+
+#[test]
+fn a_preemption_names_who_preempted_and_says_what_the_mode_asserts() {
+    let preempted = LostReason::Preempted {
+        by: holder("new"),
+        epoch: 8,
+    };
+    assert_eq!(preempted.kind(), "preempted");
+    let e = preempted.error(URL, 7);
+    assert_eq!(
+        (e.kind(), e.lease(), e.epoch()),
+        (ErrorKind::Lost, Some(URL), Some(7))
+    );
+    assert_eq!(e.holder().map(|h| h.id.as_str()), Some("new"));
+    assert!(e.message().contains("preempted by"), "{e}");
+    assert!(e.message().contains("at epoch 8"), "{e}");
 }

@@ -1080,6 +1080,7 @@ impl Waiter {
             prev,
             write: Some(entropy.nonce()),
             broken: None,
+            preempted: None,
             history: Default::default(),
             attached: None,
         };

@@ -116,6 +116,30 @@ fn a_renewal_rejected_or_replaced_loses_the_lease_to_what_is_there_and_tidies_no
     );
 }
 
+/// The renewal of a preempted holder fails its condition, and the record it reads back names
+/// it as the holder preempted (issue 23).
+#[test]
+fn a_renewal_over_a_preemption_of_us_loses_the_lease_as_preempted() {
+    let mut h = held();
+    let renewal = ours(&h, RecordState::Held);
+    let current = found(&preempting("new", 8, "me", 7), 3);
+    let next = after_write(
+        &mut h,
+        Wrote::Renewal,
+        renewal,
+        Ok(Written::Rejected { current }),
+        at(1.0),
+    );
+    match next {
+        Next::Lost {
+            reason: LostReason::Preempted { by, epoch: 8 },
+            tidy: None,
+        } => assert_eq!(by.id, "new"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.phase, Phase::Held, "the loss is the driver's to mark");
+}
+
 #[test]
 fn a_renewal_whose_outcome_is_unknown_is_retried_until_the_deadline_then_the_lease_is_lost() {
     let mut h = held();
