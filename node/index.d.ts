@@ -362,8 +362,8 @@ export interface HealthEvent {
   /** Milliseconds the holder may still rely on the lease (0 once lost). */
   remainingMs: number
   /**
-   * Why it was lost: `expired`, `taken_over`, `broken`, `vanished`, `overwritten`; a queued
-   * lock's grant: `session_deleted`, `removed`, `lock_replaced`.
+   * Why it was lost: `expired`, `taken_over`, `broken`, `preempted`, `vanished`,
+   * `overwritten`; a queued lock's grant: `session_deleted`, `removed`, `lock_replaced`.
    */
   reason?: string
 }

@@ -40,8 +40,8 @@ func (h Health) String() string {
 }
 
 // HealthEvent is one change of a held lease's health: the new state, the time left and, for
-// a loss, why ("expired", "taken_over", "broken", "vanished", "overwritten"; a queued
-// lock's grant: "session_deleted", "removed", "lock_replaced").
+// a loss, why ("expired", "taken_over", "broken", "preempted", "vanished", "overwritten";
+// a queued lock's grant: "session_deleted", "removed", "lock_replaced").
 type HealthEvent struct {
 	Health    Health
 	Remaining time.Duration

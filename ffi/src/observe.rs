@@ -10,7 +10,7 @@ use crate::held::{lease, lease_health, HealthCallback};
 
 /// Called with the current health, then at each change: `user_data` as given to
 /// `lease_on_health`, the health, the milliseconds left, and why it was lost (`expired`,
-/// `taken_over`, `broken`, `vanished`, `overwritten`; a queued lock's grant:
+/// `taken_over`, `broken`, `preempted`, `vanished`, `overwritten`; a queued lock's grant:
 /// `session_deleted`, `removed`, `lock_replaced`; borrowed, valid only during the call) or
 /// NULL.
 pub type lease_health_callback = Option<

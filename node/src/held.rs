@@ -467,8 +467,8 @@ pub struct HealthEvent {
     pub health: String,
     /// Milliseconds the holder may still rely on the lease (0 once lost).
     pub remaining_ms: f64,
-    /// Why it was lost: `expired`, `taken_over`, `broken`, `vanished`, `overwritten`; a queued
-    /// lock's grant: `session_deleted`, `removed`, `lock_replaced`.
+    /// Why it was lost: `expired`, `taken_over`, `broken`, `preempted`, `vanished`,
+    /// `overwritten`; a queued lock's grant: `session_deleted`, `removed`, `lock_replaced`.
     pub reason: Option<String>,
 }
 

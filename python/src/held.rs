@@ -444,8 +444,8 @@ impl PyLease {
     /// Call `callback(event: HealthEvent)` with the current health, then at each change, from
     /// the library's notifier thread, in order: `event.health` is "healthy", "late",
     /// "unknown" or "lost", `event.remaining` the seconds left, `event.reason` why it was
-    /// lost ("expired", "taken_over", "broken", "vanished", "overwritten"; a queued
-    /// lock's grant: "session_deleted", "removed", "lock_replaced") or None. A release
+    /// lost ("expired", "taken_over", "broken", "preempted", "vanished", "overwritten"; a
+    /// queued lock's grant: "session_deleted", "removed", "lock_replaced") or None. A release
     /// ends the calls without one. An exception the callback raises is reported, not raised.
     fn on_health(&self, callback: &Bound<'_, PyAny>) -> PyResult<()> {
         options::check_callable("on_health", callback)?;
