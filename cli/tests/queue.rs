@@ -493,43 +493,7 @@ fn a_yield_request_signals_the_holders_command_and_hands_over_to_its_to() {
     assert!(err.contains("not KILL or STOP"), "{err}");
     for (store, url) in stores(dir.path(), "yield") {
         let history = dir.path().join(format!("{store}.history"));
-        // The holder runs until it is signalled (a bounded loop: at most 60 s).
-        let end = format!(
-            "echo \"end holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'",
-            h = history.display()
-        );
-        let script = format!(
-            "echo \"start holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'; \
-             trap '{end}; exit 0' TERM; \
-             for i in $(seq 1 1200); do sleep 0.05; done",
-            h = history.display(),
-            end = end.replace('\'', "'\\''"),
-        );
-        let holder = lease_run(&[
-            "--queue",
-            "--ttl",
-            "3s",
-            "--on-yield",
-            "TERM",
-            "--label",
-            "holder",
-            &url,
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]);
-        wait_until("the holder to hold", || {
-            status_json(&url)["state"] == "held"
-        });
-        let first = worker(
-            &url,
-            &["--queue", "--label", "first"],
-            "first",
-            100,
-            &history,
-        );
-        wait_until("first to wait", || waiting_labels(&url) == ["first"]);
+        let (holder, first) = yielding_holder_and_a_waiter(&url, &history);
         let second = worker(
             &url,
             &["--queue", "--label", "second"],
@@ -547,24 +511,13 @@ fn a_yield_request_signals_the_holders_command_and_hands_over_to_its_to() {
         let (code, out, err) = lease(&["yield", &url, "--to", &id[..8], "--reason", "deploy"]);
         assert_eq!(code, 0, "{store}: {err}");
         assert!(out.contains("handing over to"), "{store}: {out}");
-        let (code, said) = exit_of(holder);
-        assert_eq!(
-            code, 0,
-            "{store}: the holder's command finished by its trap: {said}"
-        );
-        assert!(
-            said.contains("asked to yield by") && said.contains("deploy"),
-            "{store}: {said}"
-        );
-        let runs = finish(vec![first, second], &history);
-        assert!(
-            by_name(&runs, "holder").end < u128::MAX,
-            "{store}: the trap did not run: {runs:?}"
-        );
-        one_after_another(
-            &runs,
+        stepped_aside(
+            store,
+            holder,
+            vec![first, second],
+            &history,
             &["holder", "second", "first"],
-            &format!("{store}: the release did not hand over to --to first"),
+            "--to first",
         );
         // Nobody holds: nothing to ask, said so.
         let (code, _, err) = lease(&["yield", &url]);
@@ -589,42 +542,7 @@ fn a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside() 
     assert!(err.contains("--ask-yield"), "{err}");
     for (store, url) in stores(dir.path(), "askyield") {
         let history = dir.path().join(format!("{store}.history"));
-        let end = format!(
-            "echo \"end holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'",
-            h = history.display()
-        );
-        let script = format!(
-            "echo \"start holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'; \
-             trap '{end}; exit 0' TERM; \
-             for i in $(seq 1 1200); do sleep 0.05; done",
-            h = history.display(),
-            end = end.replace('\'', "'\\''"),
-        );
-        let holder = lease_run(&[
-            "--queue",
-            "--ttl",
-            "3s",
-            "--on-yield",
-            "TERM",
-            "--label",
-            "holder",
-            &url,
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]);
-        wait_until("the holder to hold", || {
-            status_json(&url)["state"] == "held"
-        });
-        let first = worker(
-            &url,
-            &["--queue", "--label", "first"],
-            "first",
-            100,
-            &history,
-        );
-        wait_until("first to wait", || waiting_labels(&url) == ["first"]);
+        let (holder, first) = yielding_holder_and_a_waiter(&url, &history);
         let asker = worker(
             &url,
             &[
@@ -638,24 +556,80 @@ fn a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside() 
             100,
             &history,
         );
-        let (code, said) = exit_of(holder);
-        assert_eq!(
-            code, 0,
-            "{store}: the holder's command finished by its trap: {said}"
-        );
-        assert!(
-            said.contains("asked to yield by") && said.contains("deploy"),
-            "{store}: {said}"
-        );
-        let runs = finish(vec![first, asker], &history);
-        assert!(
-            by_name(&runs, "holder").end < u128::MAX,
-            "{store}: the trap did not run: {runs:?}"
-        );
-        one_after_another(
-            &runs,
+        stepped_aside(
+            store,
+            holder,
+            vec![first, asker],
+            &history,
             &["holder", "asker", "first"],
-            &format!("{store}: the release did not hand over to the asker first"),
+            "the asker first",
         );
     }
+}
+
+/// A holder `lease run --queue --ttl 3s --on-yield TERM` whose command would run for 60 s
+/// unless signalled (its trap writes its end to `history`), and a waiter `first` queued
+/// behind it: the start of the yield tests.
+fn yielding_holder_and_a_waiter(url: &str, history: &Path) -> (Child, Child) {
+    let end = format!(
+        "echo \"end holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'",
+        h = history.display()
+    );
+    let script = format!(
+        "echo \"start holder $LEASE_EPOCH $(date +%s%N)\" >> '{h}'; \
+         trap '{end}; exit 0' TERM; \
+         for i in $(seq 1 1200); do sleep 0.05; done",
+        h = history.display(),
+        end = end.replace('\'', "'\\''"),
+    );
+    let holder = lease_run(&[
+        "--queue",
+        "--ttl",
+        "3s",
+        "--on-yield",
+        "TERM",
+        "--label",
+        "holder",
+        url,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    wait_until("the holder to hold", || status_json(url)["state"] == "held");
+    let first = worker(url, &["--queue", "--label", "first"], "first", 100, history);
+    wait_until("first to wait", || waiting_labels(url) == ["first"]);
+    (holder, first)
+}
+
+/// The end of the yield tests: the holder's command ended by its trap, told the reason
+/// (`deploy`), and the lock went in `order` (`to` says to whom the release should have
+/// handed over).
+fn stepped_aside(
+    store: &str,
+    holder: Child,
+    waiters: Vec<Child>,
+    history: &Path,
+    order: &[&str],
+    to: &str,
+) {
+    let (code, said) = exit_of(holder);
+    assert_eq!(
+        code, 0,
+        "{store}: the holder's command finished by its trap: {said}"
+    );
+    assert!(
+        said.contains("asked to yield by") && said.contains("deploy"),
+        "{store}: {said}"
+    );
+    let runs = finish(waiters, history);
+    assert!(
+        by_name(&runs, "holder").end < u128::MAX,
+        "{store}: the trap did not run: {runs:?}"
+    );
+    one_after_another(
+        &runs,
+        order,
+        &format!("{store}: the release did not hand over to {to}"),
+    );
 }
