@@ -82,6 +82,17 @@ impl YieldRequest {
     }
 }
 
+/// A request's reason is at most [`MAX_YIELD_REASON_LEN`] bytes: a clear error, nothing written.
+fn check_reason(reason: Option<&str>) -> Result<()> {
+    match reason {
+        Some(r) if r.len() > MAX_YIELD_REASON_LEN => Err(Error::invalid(format!(
+            "a yield request's reason is at most {MAX_YIELD_REASON_LEN} bytes, not {}: shorten it",
+            r.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl YieldAsk {
     /// Check the ask's bounds: a clear error, nothing written.
     pub fn check(&self) -> Result<()> {
@@ -91,15 +102,7 @@ impl YieldAsk {
                 self.by.len()
             )));
         }
-        if let Some(r) = &self.reason {
-            if r.len() > MAX_YIELD_REASON_LEN {
-                return Err(Error::invalid(format!(
-                    "a yield request's reason is at most {MAX_YIELD_REASON_LEN} bytes, not {}: \
-                     shorten it",
-                    r.len()
-                )));
-            }
-        }
+        check_reason(self.reason.as_deref())?;
         if self.to.as_deref() == Some("") {
             return Err(Error::invalid(
                 "a yield request's `to` must name a waiting participant's id",
@@ -128,12 +131,7 @@ impl OwnAsk {
     /// A waiter that asks, saying `reason`: `Invalid` when it is too long (as
     /// [`YieldAsk::check`] says), before anything is written.
     pub fn new(reason: Option<String>) -> Result<OwnAsk> {
-        YieldAsk {
-            by: "waiter".into(),
-            to: None,
-            reason: reason.clone(),
-        }
-        .check()?;
+        check_reason(reason.as_deref())?;
         Ok(OwnAsk {
             reason,
             asked: BTreeSet::new(),
