@@ -150,16 +150,6 @@ impl std::str::FromStr for Preempt {
     }
 }
 
-impl Preempt {
-    /// The name `FromStr` takes: `never` or `every-effect-fenced`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Preempt::Never => "never",
-            Preempt::EveryEffectFenced => "every-effect-fenced",
-        }
-    }
-}
-
 /// Where a queued lock's waiter listens for wake hints (docs/protocol.md §10, "Wake hints").
 /// A hint carries no authority (the waiter only reads the record sooner), so a hint that is
 /// dropped, late or forged costs at most one conditional read.
