@@ -25,7 +25,7 @@ use crate::protocol::queue::{
 use crate::protocol::view::{Seen, View};
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
-use crate::record::{timestamp, Broken, Record, RecordState, FORMAT};
+use crate::record::{timestamp, Displaced, Record, RecordState, FORMAT};
 use crate::status::{Participant, SessionState, Status};
 use crate::store::{validate_key, Cond, Get, Version};
 
@@ -167,7 +167,7 @@ async fn break_record(
                     data: None,
                     prev: Vec::new(),
                     write: Some(rng.nonce()),
-                    broken: Some(Broken {
+                    broken: Some(Displaced {
                         id: g.id().to_string(),
                         epoch: 0,
                     }),

@@ -148,13 +148,13 @@ pub struct Record {
     /// Set by `break`: the holder this record broke. The broken holder recognises the break at
     /// its next renewal, and releasing the record acknowledges it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub broken: Option<Broken>,
+    pub broken: Option<Displaced>,
     /// Set by a preemption (`Preempt::EveryEffectFenced`): the holder and epoch this record
     /// took the lease from while it was live. The preempted holder's next renewal fails its
     /// condition and finds itself named here (`LostReason::Preempted`). Carried by the
     /// preemptor's renewals and release; ignored by older readers (docs/protocol.md §3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preempted: Option<Preempted>,
+    pub preempted: Option<Displaced>,
     /// The tenures before this one, most recent first, at most [`MAX_HISTORY`]: appended by
     /// the write that replaces a tenure (a takeover, a break, the re-creation of a deleted
     /// record), carried unchanged by renewals and releases (docs/protocol.md §3). Entries
@@ -235,16 +235,10 @@ impl Tenure {
     }
 }
 
-/// The holder a `break` took the lease from.
+/// The holder a record took the lease from while it was live, at the epoch it held: by a
+/// `break` (`Record::broken`) or a preemption (`Record::preempted`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Broken {
-    pub id: String,
-    pub epoch: u64,
-}
-
-/// The holder a preemption took the lease from, at the epoch it held.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Preempted {
+pub struct Displaced {
     pub id: String,
     pub epoch: u64,
 }
@@ -593,7 +587,7 @@ mod tests {
         assert_eq!(r.successor().history, r.history);
         // A break record's tenure is not one: the history after it is carried as it is.
         let mut b = r.clone();
-        b.broken = Some(Broken {
+        b.broken = Some(Displaced {
             id: "x".into(),
             epoch: 1,
         });

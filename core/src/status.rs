@@ -82,7 +82,7 @@ pub struct Status {
     pub history: Vec<Tenure>,
     /// When the current record took the lease from a live holder (a preemption,
     /// docs/protocol.md §5): that holder's id and epoch.
-    pub preempted: Option<crate::record::Preempted>,
+    pub preempted: Option<crate::record::Displaced>,
 }
 
 /// Who holds a queued lock, who is leaving it, and who waits, in order.

@@ -31,7 +31,7 @@ use crate::clock::Instant;
 use crate::duration::format_duration;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{Preempt, Timing};
-use crate::record::{timestamp, Holder, Preempted, Record, RecordState, FORMAT};
+use crate::record::{timestamp, Displaced, Holder, Record, RecordState, FORMAT};
 use crate::store::{Cond, Get, Put, Version};
 
 /// What an acquisition wants.
@@ -493,7 +493,7 @@ impl Acquirer {
     /// takeover: one above the record's and every epoch known, and above the clock read after
     /// the read when the record is a create's), the rev, and whom it preempts. Only a valid
     /// record held by another holder: a corrupt record's holder cannot be told of it.
-    fn preemption(&self, wall: SystemTime) -> Option<(Version, u64, u64, Preempted)> {
+    fn preemption(&self, wall: SystemTime) -> Option<(Version, u64, u64, Displaced)> {
         if self.plan.preempt != Preempt::EveryEffectFenced || self.preempted {
             return None;
         }
@@ -506,7 +506,7 @@ impl Acquirer {
         } else {
             next_epoch(r, self.known, &self.view, wall)
         };
-        let whom = Preempted {
+        let whom = Displaced {
             id: r.holder.id.clone(),
             epoch: r.epoch,
         };

@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use super::view::{Seen, View};
 use super::Entropy;
 use crate::options::Timing;
-use crate::record::{timestamp, Broken, Holder, Parsed, Record, RecordState, FORMAT};
+use crate::record::{timestamp, Displaced, Holder, Parsed, Record, RecordState, FORMAT};
 use crate::store::Cond;
 
 /// How [`crate::Client::break_lease`] lets the next holder in.
@@ -73,7 +73,7 @@ pub fn plan(
             )
         }
         Parsed::Valid(r) => {
-            let broken = Broken {
+            let broken = Displaced {
                 id: r.holder.id.clone(),
                 epoch: r.epoch,
             };

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::Entropy;
 use crate::clock::Instant;
 use crate::options::{LeaseOptions, Timing};
-use crate::record::{Broken, Holder, Record, RecordState, FORMAT};
+use crate::record::{Displaced, Holder, Record, RecordState, FORMAT};
 use crate::store::{Capabilities, Get, Object, Version};
 
 /// Nonces `n1`, `n2`, … in order; no jitter (every wait is exactly what was asked).
@@ -98,7 +98,7 @@ pub(crate) fn record(id: &str, epoch: u64, state: RecordState) -> Record {
 /// A record of `by` at `epoch` that broke the lease of `id` at `broken_epoch`.
 pub(crate) fn breaking(by: &str, epoch: u64, id: &str, broken_epoch: u64) -> Record {
     Record {
-        broken: Some(Broken {
+        broken: Some(Displaced {
             id: id.into(),
             epoch: broken_epoch,
         }),
@@ -109,7 +109,7 @@ pub(crate) fn breaking(by: &str, epoch: u64, id: &str, broken_epoch: u64) -> Rec
 /// A record of `by` at `epoch` that preempted the lease of `id` at `preempted_epoch`.
 pub(crate) fn preempting(by: &str, epoch: u64, id: &str, preempted_epoch: u64) -> Record {
     Record {
-        preempted: Some(crate::record::Preempted {
+        preempted: Some(crate::record::Displaced {
             id: id.into(),
             epoch: preempted_epoch,
         }),

@@ -1116,7 +1116,7 @@ fn a_live_record_is_preempted_at_once_with_the_next_epoch_naming_whom_it_replace
     assert_eq!(rec.holder.id, "me");
     assert_eq!(
         rec.preempted,
-        Some(crate::record::Preempted {
+        Some(crate::record::Displaced {
             id: "other".into(),
             epoch: 7
         })

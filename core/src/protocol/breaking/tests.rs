@@ -58,7 +58,7 @@ fn a_break_holds_the_record_one_epoch_up_naming_the_holder_it_broke() {
     assert_eq!(r.holder, holder("op"));
     assert_eq!(
         r.broken,
-        Some(Broken {
+        Some(Displaced {
             id: "a".into(),
             epoch: 7
         })

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::protocol::testing::*;
-use crate::record::Broken;
+use crate::record::Displaced;
 
 const URL: &str = "memory://t/job";
 
@@ -327,7 +327,7 @@ fn after_a_loss_tidy_acknowledges_a_break_of_our_lease() {
     );
     assert_eq!(
         next.broken,
-        Some(Broken {
+        Some(Displaced {
             id: "me".into(),
             epoch: 7
         })
