@@ -187,6 +187,23 @@ fn appends_under_pauses(
 ) -> Result<(), String> {
     let dir = tempfile::tempdir().unwrap();
     let outcomes = dir.path().join("outcomes");
+    // With preemptors, a live holder first, renewing until it loses: the other workers can
+    // only wait for it, so it loses the lease only to a preemption, and its loss shows that
+    // one happened (the history checks below would pass without any).
+    let live_holder = (preemptors > 0).then(|| {
+        let mut h = Command::new(env!("CARGO_BIN_EXE_lease-contender"))
+            .args(["hold", url, &ttl_ms.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(h.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("held "), "the live holder said {line:?}");
+        h
+    });
     let mut children: Vec<Child> = (0..workers)
         .map(|w| {
             let mut c = Command::new(env!("CARGO_BIN_EXE_lease-contender"));
@@ -240,6 +257,19 @@ fn appends_under_pauses(
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+    if let Some(mut h) = live_holder {
+        // It ends by itself once it learns of its loss (its next renewal, long done by now).
+        let _ = h.kill();
+        let out = h.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        // It learns at its next renewal (ttl/3), while the record still names it as the one
+        // preempted (until a later holder's takeover, at least a hold of 600 ms later); should
+        // its renewal come later than that, it reads a takeover, which the waiting workers
+        // could not have made of a live holder either.
+        if !said.contains("lost: preempted") && !said.contains("lost: taken over") {
+            return Err(format!("the live holder did not lose its lease: {said}"));
+        }
     }
     let mut reader = Worker::start(url, ttl_ms);
     let got = reader.ask(&format!("get {key}"));
