@@ -72,6 +72,18 @@ async function main() {
   };
   const kind = (e) => (e && typeof e.code === 'string' ? e.code.replace(/^LEASE_/, '').toLowerCase() : String(e));
 
+  if (spec.go) {
+    // Warm: the first request (client, connection) before the clock runs; then the round's
+    // start, which every worker's first request waits for.
+    await lease.status(spec.url).catch(() => {});
+    log('ready');
+    const until = Date.now() + 120_000;
+    while (!fs.existsSync(spec.go)) {
+      if (Date.now() > until) throw new Error(`the round's start ${spec.go} never came`);
+      await sleep(5);
+    }
+  }
+
   for (let i = 0; i < spec.iterations; i++) {
     log('request', request);
     let held;

@@ -20,7 +20,10 @@
 //! writes conditionally on that version without checking its belief again: the zombie of
 //! issue 22 item 5), `rogue` (the negative control: it acts as if it held, without acquiring),
 //! `mutant` (a negative control: the name of a `Mutant` brought back in this process; needs
-//! the `languages` feature, which turns on the core's `negative-controls`).
+//! the `languages` feature, which turns on the core's `negative-controls`), `go` (a file:
+//! before its first request the worker makes one read of the lock's state, which builds its
+//! client and opens its first connection, logs `ready` and waits until the file exists; the
+//! round starts every worker's first request at once, on a machine done starting processes).
 
 #![allow(clippy::disallowed_methods)] // a test worker in real time
 
@@ -64,6 +67,22 @@ struct Spec {
     /// A negative control: the bug of `core/src/protocol/mutants.rs` this process brings back.
     mutant: Option<String>,
     lease_bin: Option<String>,
+    /// The round's start: wait until this file exists before the first request.
+    go: Option<String>,
+}
+
+/// Log `ready`, then wait until the round's start (SPEC.go) exists. A worker that never sees
+/// it gives up: the harness failed, and it must not hang.
+fn wait_for_go(spec: &Spec, log: &Log) {
+    let Some(go) = &spec.go else { return };
+    log.now("ready", json!({}));
+    let until = std::time::Instant::now() + Duration::from_secs(120);
+    while !std::path::Path::new(go).exists() {
+        if std::time::Instant::now() > until {
+            fail(format!("the round's start {go} never came"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 fn default_wait() -> u64 {
@@ -254,6 +273,12 @@ async fn run(spec: &Spec, log: &Log) {
     );
     let (client, key) = Client::for_url(&spec.url).unwrap_or_else(|e| fail(e));
     let opts = spec.options();
+    if spec.go.is_some() {
+        // Warm: the client's first request (credentials, connection) before the clock runs.
+        let _ = client.status(&key).await;
+        let (spec, log) = (spec.clone(), log.clone());
+        let _ = tokio::task::spawn_blocking(move || wait_for_go(&spec, &log)).await;
+    }
     let current: Arc<Mutex<Option<Lease>>> = Arc::default();
     watch_renewals(
         current.clone(),
@@ -399,6 +424,16 @@ fn cli(spec: &Spec, log: &Log) {
         .unwrap_or_else(|| fail("SPEC.lease_bin (the lease CLI) is needed"));
     let me = std::env::current_exe().unwrap();
     let spec_json = std::env::args().nth(3).unwrap();
+    if spec.go.is_some() {
+        // Warm: the CLI's first start (its pages read from disk), before the clock runs.
+        let _ = std::process::Command::new(&bin)
+            .args(["status", &spec.url])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        wait_for_go(spec, log);
+    }
     for _ in 0..spec.iterations {
         log.now("request", spec.request());
         let out = std::process::Command::new(&bin)

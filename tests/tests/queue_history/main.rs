@@ -43,6 +43,10 @@ const TTL_MS: u64 = 3000;
 /// bound is held to the waits after that.
 const NET_FAULTS: Duration = Duration::from_secs(12);
 
+/// How long the round's workers may take to get ready before their first requests
+/// (`Run::go`).
+const START: Duration = Duration::from_secs(60);
+
 /// A lock's checks: what its scenario allows.
 fn config(lock: &str, store: &Store) -> Config {
     let mut cfg = Config {
@@ -246,7 +250,7 @@ fn run_round(run: Run) -> (Vec<(String, Report)>, Notes) {
         scenarios::control,
         scenarios::control_deleted_record,
     ];
-    run.store.net_faults(Some(run.seed));
+    run.gate_starts();
     std::thread::scope(|s| {
         for scenario in main_phase {
             let (run, p, notes) = (&run, &p, &notes);
@@ -255,6 +259,13 @@ fn run_round(run: Run) -> (Vec<(String, Report)>, Notes) {
                 notes.lock().unwrap().extend(n);
             });
         }
+        let late = run.go(START);
+        if !late.is_empty() {
+            notes.lock().unwrap().push(format!(
+                "{HARNESS_FAILED}: not ready within {START:?}, started anyway: {late:?}"
+            ));
+        }
+        run.store.net_faults(Some(run.seed));
         std::thread::sleep(NET_FAULTS);
         run.store.net_faults(None);
     });
