@@ -520,7 +520,8 @@ fn request_kind(method: &str, head: &Head) -> String {
     kind
 }
 
-fn error_reply(status: u16, code: &str) -> Vec<u8> {
+/// An S3 error reply: `status` with the error `code` (`InternalError`, `SlowDown`, …).
+pub fn error_reply(status: u16, code: &str) -> Vec<u8> {
     let reason = match status {
         409 => "Conflict",
         412 => "Precondition Failed",

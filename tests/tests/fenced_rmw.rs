@@ -13,6 +13,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use lease_systests::proxy::{endpoint_addr, error_reply, Fault, FaultProxy, RandomFaults, Request};
+
 /// The lease ttl of the workers; GCS takes about one write per second per object, so its
 /// holders renew every second at least (ttl 3 s).
 const TTL_MS: u64 = 1000;
@@ -33,9 +38,24 @@ impl Worker {
     /// A worker whose `acquire` asks for a queued lock's grant: `queue`, `shared`,
     /// `range=A..B`, `path=P`.
     fn start_with(url: &str, ttl_ms: u64, grant: &[&str]) -> Worker {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lease-contender"))
-            .args(["step", url, &ttl_ms.to_string()])
-            .args(grant)
+        Worker::spawn(
+            Command::new(env!("CARGO_BIN_EXE_lease-contender"))
+                .args(["step", url, &ttl_ms.to_string()])
+                .args(grant),
+        )
+    }
+
+    /// A worker whose `acquire` preempts a live holder (`Preempt::EveryEffectFenced`).
+    fn start_preempting(url: &str, ttl_ms: u64) -> Worker {
+        Worker::spawn(
+            Command::new(env!("CARGO_BIN_EXE_lease-contender"))
+                .env("LEASE_CONTENDER_PREEMPT", "every-effect-fenced")
+                .args(["step", url, &ttl_ms.to_string()]),
+        )
+    }
+
+    fn spawn(command: &mut Command) -> Worker {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -126,8 +146,24 @@ fn nanos() -> u128 {
 /// higher epoch has written yet); then the newer holder writes — conditional on the version it
 /// read (`conditional`), or plainly. Returns the final list.
 fn two_holders_one_read(url: &str, key: &str, conditional: bool, ttl_ms: u64) -> String {
+    two_holders_one_read_by(url, key, conditional, ttl_ms, false)
+}
+
+/// [`two_holders_one_read`], the newer holder preempting the stopped one (`preempt`) at once
+/// instead of waiting out its ttl.
+fn two_holders_one_read_by(
+    url: &str,
+    key: &str,
+    conditional: bool,
+    ttl_ms: u64,
+    preempt: bool,
+) -> String {
     let mut zombie = Worker::start(url, ttl_ms);
-    let mut newer = Worker::start(url, ttl_ms);
+    let mut newer = if preempt {
+        Worker::start_preempting(url, ttl_ms)
+    } else {
+        Worker::start(url, ttl_ms)
+    };
     assert!(zombie.ask("acquire").starts_with("acquired"));
     assert_eq!(zombie.ask(&format!("put {key} start")), "ok");
     let got = zombie.ask(&format!("get {key}"));
@@ -154,6 +190,11 @@ fn two_holders_one_read(url: &str, key: &str, conditional: bool, ttl_ms: u64) ->
     } else {
         assert_eq!(newer.ask(&format!("put {key} start,newer")), "ok");
     }
+    if preempt {
+        // The zombie was preempted, not taken over: it learns so at its next renewal.
+        std::thread::sleep(Duration::from_millis(ttl_ms));
+        assert_eq!(zombie.ask("lost"), "lost preempted");
+    }
     let last = newer.ask(&format!("get {key}"));
     last.splitn(3, ' ').nth(2).unwrap().to_string()
 }
@@ -173,6 +214,28 @@ fn version_conditional_writes_lose_no_update_and_plain_ones_do() {
     }
 }
 
+/// Issue 23: the same two holders, the newer one preempting the older at once (stopped only
+/// while the newer acquires, so it is live) instead of waiting out its ttl: a write
+/// conditional on the version read keeps both updates; a plain one loses the zombie's (the
+/// negative control: preemption is safe only where every effect is fenced and each
+/// read-modify-write is conditional). On the file store, moto and MinIO.
+#[test]
+fn a_preempted_holders_update_is_kept_by_conditional_writes_and_lost_by_plain_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, url, key, ttl) in stores(dir.path(), "preempt-two") {
+        if !["file", "moto", "minio"].contains(&name.as_str()) {
+            continue;
+        }
+        let safe = two_holders_one_read_by(&url, &format!("{key}-safe"), true, ttl, true);
+        assert_eq!(safe, "start,zombie,newer", "{name}");
+        let plain = two_holders_one_read_by(&url, &format!("{key}-plain"), false, ttl, true);
+        assert_eq!(
+            plain, "start,newer",
+            "{name}: the scenario must lose an update"
+        );
+    }
+}
+
 /// Appends from `workers` processes (the last `preemptors` of them preempting a live holder:
 /// `Preempt::EveryEffectFenced`) while some are stopped past the ttl now and then; checks the
 /// final list against what each append was told, and that the epochs of the items in the list
@@ -180,11 +243,12 @@ fn version_conditional_writes_lose_no_update_and_plain_ones_do() {
 fn appends_under_pauses(
     url: &str,
     key: &str,
+    faults: Option<&FaultProxy>,
     workers: usize,
     preemptors: usize,
     each: usize,
     ttl_ms: u64,
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
     let dir = tempfile::tempdir().unwrap();
     let outcomes = dir.path().join("outcomes");
     // With preemptors, a live holder first, renewing until it loses: the other workers can
@@ -204,6 +268,9 @@ fn appends_under_pauses(
         assert!(line.starts_with("held "), "the live holder said {line:?}");
         h
     });
+    // The appending workers' requests go through the fault proxy when there is one; the live
+    // holder's and the final read's do not (the holder must lose only to a preemption).
+    let workers_url = faults.map_or(url.to_string(), |p| p.store_url(url));
     let mut children: Vec<Child> = (0..workers)
         .map(|w| {
             let mut c = Command::new(env!("CARGO_BIN_EXE_lease-contender"));
@@ -212,7 +279,7 @@ fn appends_under_pauses(
             }
             c.args([
                 "append",
-                url,
+                &workers_url,
                 &each.to_string(),
                 outcomes.to_str().unwrap(),
                 key,
@@ -315,14 +382,15 @@ fn appends_under_pauses(
     if acknowledged < workers {
         return Err(format!("too little happened: {acknowledged} acknowledged"));
     }
-    Ok(())
+    Ok(list)
 }
 
 #[test]
 fn appends_under_pauses_and_takeovers_keep_their_history() {
     let dir = tempfile::tempdir().unwrap();
     for (name, url, key, ttl) in stores(dir.path(), "appends") {
-        appends_under_pauses(&url, &key, 3, 0, 4, ttl).unwrap_or_else(|e| panic!("{name}: {e}"));
+        appends_under_pauses(&url, &key, None, 3, 0, 4, ttl)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
 
@@ -337,7 +405,87 @@ fn appends_under_pauses_and_preemptions_keep_their_history() {
         if !["file", "moto", "minio"].contains(&name.as_str()) {
             continue;
         }
-        appends_under_pauses(&url, &key, 3, 1, 4, ttl).unwrap_or_else(|e| panic!("{name}: {e}"));
+        appends_under_pauses(&url, &key, None, 3, 1, 4, ttl)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+/// Issue 23: the preemption appends again, the appending workers' requests through the S3
+/// fault proxy, which loses and delays their replies at random (4% of requests each: the
+/// reply dropped after the request landed, the request landed 1.2 s late, the reply held back
+/// 1.2 s). A write whose reply was lost must be found landed, not appended again, and a late
+/// landing must not put an item of a lower epoch after one of a higher epoch. On moto and
+/// MinIO (the proxy speaks S3).
+#[test]
+fn appends_under_pauses_preemptions_and_lost_replies_keep_their_history() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, url, key, ttl) in stores(dir.path(), "preempt-net") {
+        if !["moto", "minio"].contains(&name.as_str()) {
+            continue;
+        }
+        let upstream = endpoint_addr(&url).expect("an S3 URL with endpoint=");
+        let proxy = rt.block_on(FaultProxy::start(upstream)).unwrap();
+        proxy.set_random(Some(RandomFaults {
+            seed: nanos() as u64 % 1_000_000,
+            faults: vec![
+                (Fault::DropReply, 0.04),
+                (Fault::Delay(Duration::from_millis(1200)), 0.04),
+                (Fault::DelayReply(Duration::from_millis(1200)), 0.04),
+            ],
+        }));
+        // And every third write of the list that landed is answered 500 InternalError, which
+        // S3 documents as an outcome unknown: so some appends surely lose their reply.
+        let data_puts = Arc::new(AtomicUsize::new(0));
+        let unknown = Arc::new(AtomicUsize::new(0));
+        let (puts, told) = (data_puts.clone(), unknown.clone());
+        let data_path = format!("/{key}");
+        proxy.set_intercept(Some(Arc::new(move |req: &Request, status: Option<u16>| {
+            let landed = status.is_some_and(|s| (200..300).contains(&s));
+            let of_list =
+                req.method == "PUT" && req.target.split('?').next()?.ends_with(&data_path);
+            if !(landed && of_list) || puts.fetch_add(1, Ordering::SeqCst) % 3 != 2 {
+                return None;
+            }
+            told.fetch_add(1, Ordering::SeqCst);
+            Some(error_reply(500, "InternalError"))
+        })));
+        let r = appends_under_pauses(&url, &key, Some(&proxy), 3, 1, 4, ttl);
+        let applied = proxy.applied();
+        let lost = |f: Fault| applied.iter().filter(|a| a.fault == f).count();
+        eprintln!(
+            "{name}: {} of {} landed writes of the list answered 500; at random: {} replies \
+             dropped, {} late landings, {} late replies",
+            unknown.load(Ordering::SeqCst),
+            data_puts.load(Ordering::SeqCst),
+            lost(Fault::DropReply),
+            lost(Fault::Delay(Duration::from_millis(1200))),
+            lost(Fault::DelayReply(Duration::from_millis(1200)))
+        );
+        let list = r.unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Beyond what each append was told: an item the proxy saw land (in any write of the
+        // list) is in the final list, whatever its writer was told.
+        let writes: Vec<String> = proxy
+            .landed()
+            .iter()
+            .map(|l| String::from_utf8_lossy(&l.body).into_owned())
+            .filter(|b| b.contains('@') && !b.starts_with('{'))
+            // Without the write's nonce, a trailer where versions are MD5s (protocol/fence.rs).
+            .map(|b| b.split('\n').next().unwrap_or_default().to_string())
+            .collect();
+        for w in &writes {
+            for item in w.split(',') {
+                assert!(
+                    list.iter().any(|i| i == item),
+                    "{name}: {item} landed (in {w:?}) but is not in the final list {list:?}; \
+                     the list's writes in the order they landed: {writes:#?}"
+                );
+            }
+        }
+        assert!(
+            unknown.load(Ordering::SeqCst) > 0,
+            "{name}: no landed write of the list lost its reply: the test proved nothing of it"
+        );
     }
 }
 

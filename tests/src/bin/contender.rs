@@ -16,7 +16,8 @@
 //!     `get KEY` → `got VERSION TEXT` (`-` for none); `read KEY` (fenced_read) → `read
 //!     VERSION TEXT` or `err KIND`; `put KEY TEXT`, `put-if KEY VERSION TEXT` (`-`: must be
 //!     absent), `append KEY ITEM` (fenced_update appending `,ITEM`) → `ok` or `err KIND`;
-//!     `release` → `released`.
+//!     `lost` → `lost KIND` (the loss its renewals learnt, `none` before one); `release` →
+//!     `released`.
 //! lease-contender append URL N OUTCOMES KEY TTL_MS HOLD_MS
 //!     N times: acquire, wait HOLD_MS (a stretch of work, when a pause may strike), append
 //!     `PID-I@EPOCH` to the list at KEY with fenced_update, write "PID-I@EPOCH ok|KIND" to
@@ -270,6 +271,10 @@ async fn step(client: &Client, key: &str, opts: LeaseOptions) {
                 let r = lease().fenced_update(k, |old| appended(old, item)).await;
                 answer(outcome(r))
             }
+            ["lost"] => answer(format!(
+                "lost {}",
+                lease().lost_reason().map_or("none", |r| r.kind())
+            )),
             ["release"] => {
                 if let Some(l) = held.take() {
                     let _ = l.release().await;
