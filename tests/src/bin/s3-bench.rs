@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use lease::store::s3::S3Store;
 use lease::store::DynStore;
-use lease::{Client, LeaseOptions, StoreUrl};
+use lease::{Client, LeaseOptions, Preempt, StoreUrl};
 use lease_systests::proxy::{endpoint_addr, Counts, FaultProxy};
 use serde_json::json;
 
@@ -126,6 +126,22 @@ async fn main() {
     held.fenced_put(&data, "three").await.unwrap();
     step("fenced_put_by_a_newer_holder", &proxy);
     held.release().await.unwrap();
+    // Preemption (issue 23): a live holder's lease taken at once, by a fresh client, then
+    // back by the first holder's client (which read the record before).
+    let preempt = opts.clone().preempt(Preempt::EveryEffectFenced);
+    let key3 = unique("counts-preempt");
+    let victim = a.acquire(&key3, &opts).await.unwrap();
+    let p = Client::new(pstore.clone());
+    proxy.reset_counts();
+    let taken = p.acquire(&key3, &preempt).await.unwrap();
+    step("preempt_a_live_lease_fresh_client", &proxy);
+    let _ = victim.release().await; // lost to the preemption: nothing to release
+    proxy.reset_counts();
+    let back = a.acquire(&key3, &preempt).await.unwrap();
+    step("preempt_a_live_lease_client_that_held_it", &proxy);
+    let _ = taken.release().await;
+    back.release().await.unwrap();
+    proxy.reset_counts();
 
     // 2. Latency, straight to the server.
     let (store, s3) = open(url);
@@ -154,6 +170,11 @@ async fn main() {
     let (mut acq, mut ren, mut rel, mut fresh) = (vec![], vec![], vec![], vec![]);
     let (mut fenced_first, mut fenced_known) = (vec![], vec![]);
     let fenced_key = unique("fenced-latency");
+    let (preemptor, preempt_key, mut preempting) = (
+        Client::new(store.clone()),
+        unique("preempt-latency"),
+        vec![],
+    );
     for round in 0..iterations + iterations / 10 {
         let warm = round < iterations / 10;
         let t = Instant::now();
@@ -204,7 +225,15 @@ async fn main() {
         let t = Instant::now();
         held.release().await.unwrap();
         let d_rel = t.elapsed();
+        // A live holder, preempted (timed) from another client.
+        let victim = client.acquire(&preempt_key, &opts).await.unwrap();
+        let t = Instant::now();
+        let taken = preemptor.acquire(&preempt_key, &preempt).await.unwrap();
+        let d_preempt = t.elapsed();
+        let _ = victim.release().await;
+        taken.release().await.unwrap();
         if !warm {
+            preempting.push(d_preempt);
             bare.push(d_bare);
             bare_get.push(d_get);
             bare_cond.push(d_cond);
@@ -223,6 +252,8 @@ async fn main() {
         fresh.push(t.elapsed());
         held.release().await.unwrap();
     }
+    let timing = opts.timing(&store.capabilities()).expect("valid options");
+    let live_takeover = timing.ttl + timing.grace_for(timing.ttl);
     let bare_m = median(bare.clone());
     let cond_m = median(bare_cond.clone());
     let ratio =
@@ -243,6 +274,13 @@ async fn main() {
         "acquire_new_key_fresh_client (GET + PUT)": lat(&fresh),
         "fenced_put_version_known (1 PUT)": lat(&fenced_known),
         "fenced_put_first_by_this_holder (GET + PUT)": lat(&fenced_first),
+        "preempt_a_live_lease (GET + PUT)": lat(&preempting),
+        // What a takeover of a live lease waits without preemption, at the least: the ttl and
+        // its grace (the defaults, 30 s and 3 s), against the preemption's median.
+        "takeover_of_a_live_lease_ttl_plus_grace": {
+            "ms": ms(live_takeover),
+            "ratio_to_preempt": ratio(live_takeover, median(preempting.clone())),
+        },
     });
 
     // 3. An hour at the default ttl, sampled.
