@@ -183,6 +183,22 @@ typedef struct lease_options {
   // else: `LEASE_INVALID`. A hint only makes the waiter read the record sooner; a firewall
   // that drops it leaves the poll.
   const char *wake_hints;
+  // Non-zero: once waiting, ask the holders in this request's way to step aside for it
+  // (docs/protocol.md §10, "Yield on request"): a queued request; the holders'
+  // `lease_on_yield` callbacks are told, with this waiter's id as `by` and `to`, and each
+  // decides when to release. (An `int64_t`, so that the struct has no padding.)
+  int64_t ask_yield;
+  // With `ask_yield`: why, told to the holders (at most 256 bytes), or NULL. A reason
+  // without `ask_yield`: `LEASE_INVALID`.
+  const char *yield_reason;
+  // `"every-effect-fenced"`: take a live holder's plain lease at once, with the next epoch,
+  // instead of waiting out its deadline (docs/protocol.md §5, "Preemption for fenced
+  // workloads"), asserting that every effect of every holder of this lease goes through
+  // fenced writes or a fencing gate: the preempted holder goes on believing it holds until
+  // its next renewal (it then loses it, reason `preempted`). NULL or `"never"`: wait (the
+  // default). Any other string, or a queued request with it: `LEASE_INVALID`, saying what the
+  // mode risks.
+  const char *preempt;
 } lease_options;
 
 // Called once when a lease is lost: `user_data` as given to `lease_on_lost`, and a one-line
@@ -342,7 +358,7 @@ void lease_cancel_token_free(struct lease_cancel_token *token);
 
 // The default options: ttl 30 s, wait forever, no label, no data, default poll, no cancel,
 // a plain exclusive lease (not shared, no permits, no scope, no range, no queue), the calling
-// thread as owner, wake hints on 127.0.0.1.
+// thread as owner, wake hints on 127.0.0.1, no yield request, no preemption.
 struct lease_options lease_options_default(void);
 
 // Acquire the lease `name` in `store`, waiting as `opts->wait_ms` says. `opts` may be NULL

@@ -467,6 +467,23 @@ export interface LeaseOptions {
    * (`'10.0.0.5'`). Anything else rejects with `LEASE_INVALID`.
    */
   wakeHints?: 'loopback' | 'off' | 'route' | (string & {})
+  /**
+   * Once waiting, ask the holders in this request's way to step aside for it (a queued
+   * request; docs/protocol.md §10, "Yield on request"): their `onYield` callbacks are told,
+   * with this waiter's id as `by` and `to`, and each decides when to release. `acquire` only.
+   */
+  askYield?: boolean
+  /** With `askYield`: why, told to the holders (at most 256 bytes). */
+  yieldReason?: string
+  /**
+   * `'every-effect-fenced'`: take a live holder's plain lease at once, with the next epoch,
+   * instead of waiting out its deadline (docs/protocol.md §5, "Preemption for fenced
+   * workloads"), asserting that every effect of every holder of this lease goes through
+   * fenced writes or a `FencingGate`: the preempted holder goes on believing it holds until
+   * its next renewal (it then loses it, reason `preempted`). `'never'` (the default) waits;
+   * any other string, or a queued request with it, rejects with `LEASE_INVALID`.
+   */
+  preempt?: 'every-effect-fenced' | 'never'
 }
 
 /**

@@ -144,13 +144,13 @@ function leaseOptions(options, what, allowed) {
     }
     out[k] = v;
   }
-  for (const k of [...TEXT_OPTIONS, 'owner', 'wakeHints']) {
+  for (const k of [...TEXT_OPTIONS, 'owner', 'wakeHints', 'yieldReason']) {
     const v = o[k];
     if (v === undefined || v === null || !allowed.includes(k)) continue;
     if (typeof v !== 'string') throw typeError(`The "options.${k}" property must be a string, not ${describe(v)}`);
     out[k] = v;
   }
-  for (const k of FLAG_OPTIONS) {
+  for (const k of [...FLAG_OPTIONS, 'askYield']) {
     const v = o[k];
     if (v === undefined || v === null || !allowed.includes(k)) continue;
     if (typeof v !== 'boolean') throw typeError(`The "options.${k}" property must be a boolean, not ${describe(v)}`);
@@ -167,6 +167,17 @@ function leaseOptions(options, what, allowed) {
       throw typeError(`The "options.priority" property must be a number, not ${describe(o.priority)}`);
     }
     out.priority = o.priority;
+  }
+  if (allowed.includes('preempt') && o.preempt !== undefined && o.preempt !== null) {
+    // No boolean: the one value that preempts names what the caller asserts.
+    if (typeof o.preempt !== 'string') {
+      throw typeError(
+        `The "options.preempt" property must be the string 'every-effect-fenced' (or 'never', the default), not ${describe(o.preempt)}: ` +
+          'the one value that preempts asserts that every effect of every holder of this lease goes through fenced writes or a ' +
+          "FencingGate. The preempted holder goes on believing it holds until its next renewal, so any unfenced effect may overlap the new holder's",
+      );
+    }
+    out.preempt = o.preempt;
   }
   if (allowed.includes('scope') && o.scope !== undefined && o.scope !== null) {
     out.scope = checkString(o.scope, 'options.scope');
@@ -186,8 +197,11 @@ function leaseOptions(options, what, allowed) {
 // Queued locks (docs/protocol.md §10): shared/exclusive, semaphores, path and byte-range scopes.
 const FLAG_OPTIONS = ['shared', 'queue'];
 const QUEUE_OPTIONS = [...FLAG_OPTIONS, 'permits', 'scope', 'range', 'wakeHints', 'priority'];
-const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner', 'signal'];
-const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'owner'];
+// A waiter that asks the holders in its way to yield (waits, so not tryAcquire's); preemption
+// of a plain lease (docs/protocol.md §5).
+const YIELD_OPTIONS = ['askYield', 'yieldReason'];
+const ACQUIRE_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS, ...QUEUE_OPTIONS, ...YIELD_OPTIONS, 'preempt', 'owner', 'signal'];
+const TRY_OPTIONS = ['ttl', 'pollInterval', 'grace', 'renewInterval', ...TEXT_OPTIONS, ...QUEUE_OPTIONS, 'preempt', 'owner'];
 
 function abortError(signal) {
   const e = new Error('The operation was aborted');

@@ -167,7 +167,36 @@ type Options struct {
 	// ErrInvalid. A hint only makes the waiter read the record sooner: a firewall that drops it
 	// leaves the poll.
 	WakeHints string
+
+	// AskYield, once waiting, asks the holders in this request's way to step aside for it
+	// (docs/protocol.md §10, "Yield on request"): a queued request. The holders' yield channels
+	// (Lease.YieldRequests) get the request, with this waiter's holder id as By and To, and each
+	// decides when to release.
+	AskYield bool
+	// YieldReason says why, with AskYield (at most 256 bytes; "": none). A reason without
+	// AskYield fails with an error matching ErrInvalid.
+	YieldReason string
+
+	// Preempt, set to PreemptEveryEffectFenced, takes a live holder's plain lease at once, with
+	// the next epoch, instead of waiting out its deadline (docs/protocol.md §5, "Preemption for
+	// fenced workloads"). It asserts that every effect of every holder of this lease goes
+	// through fenced writes or a fencing gate: the preempted holder goes on believing it holds
+	// until its next renewal (it then loses the lease, reason "preempted"), so any unfenced
+	// effect may overlap the new holder's. "" or PreemptNever: wait (the default). Any other
+	// value, or a queued request with it, fails with an error matching ErrInvalid.
+	Preempt Preempt
 }
+
+// Preempt is Options.Preempt: no bool, the one value that preempts names what it asserts.
+type Preempt string
+
+const (
+	// PreemptNever waits out a live holder (the default; "" means the same).
+	PreemptNever Preempt = "never"
+	// PreemptEveryEffectFenced asserts that every effect of every holder of the lease is
+	// fenced, and takes a live holder's lease at once.
+	PreemptEveryEffectFenced Preempt = "every-effect-fenced"
+)
 
 // The named choices of Options.WakeHints (an interface's IP address is the fourth).
 const (
@@ -303,6 +332,15 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 			return nil, err
 		}
 		if err := text(opts.WakeHints, "wake hints", &copts.wake_hints); err != nil {
+			return nil, err
+		}
+		if opts.AskYield {
+			copts.ask_yield = 1
+		}
+		if err := text(opts.YieldReason, "yield reason", &copts.yield_reason); err != nil {
+			return nil, err
+		}
+		if err := text(string(opts.Preempt), "preempt", &copts.preempt); err != nil {
 			return nil, err
 		}
 	}

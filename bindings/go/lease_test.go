@@ -537,6 +537,66 @@ func TestLostAfterBreak(t *testing.T) {
 	})
 }
 
+// Issue 23: Preempt: PreemptEveryEffectFenced takes a live holder's lease at once (with a try
+// that may not wait), at a higher epoch; the holder learns it at its next renewal, reason
+// "preempted". Mirrors python/tests/test_lease.py's
+// test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted.
+func TestPreemptTakesALiveLeaseAtOnceAndTheHolderLosesItAsPreempted(t *testing.T) {
+	forEachStore(t, func(t *testing.T, sc storeCase) {
+		s := open(t, sc.url)
+		name := uniqueName(t, "preempt")
+		ctx := context.Background()
+		holder, err := s.Acquire(ctx, name, &Options{TTL: 3 * time.Second, Label: "old"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		health := holder.HealthChanges()
+		// Without the mode: held.
+		_, err = s.TryAcquire(ctx, name, &Options{TTL: 3 * time.Second})
+		expectErr(t, err, ErrHeld)
+		// With it: at once, though it may not wait.
+		taker, err := s.TryAcquire(ctx, name, &Options{TTL: 3 * time.Second, Label: "new", Preempt: PreemptEveryEffectFenced})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taker.Close()
+		if taker.Epoch() <= holder.Epoch() {
+			t.Fatalf("epochs %d then %d", holder.Epoch(), taker.Epoch())
+		}
+		if st, err := s.Status(name); err != nil || st.Holder == nil || st.Holder.Label != "new" || st.Epoch != taker.Epoch() {
+			t.Fatalf("status after the preemption: %+v, %v", st, err)
+		}
+		// The old holder learns it at its next renewal (every ttl/3).
+		select {
+		case <-holder.Lost():
+		case <-time.After(30 * time.Second): // bounded, not measured
+			t.Fatal("the preempted holder did not learn it")
+		}
+		reason := ""
+		for reason == "" {
+			select {
+			case e, ok := <-health:
+				if !ok {
+					t.Fatal("HealthChanges closed without a lost event")
+				}
+				if e.Health == HealthLost {
+					reason = e.Reason
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no lost health event")
+			}
+		}
+		if reason != "preempted" || !strings.Contains(holder.LostReason(), "preempted") {
+			t.Fatalf("reason %q, LostReason %q", reason, holder.LostReason())
+		}
+		expectErr(t, holder.Release(), ErrLost)
+		if err := taker.Release(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // acquireKeepingOnlyLost acquires name and returns only the lease's Lost() channel: the *Lease
 // itself becomes unreachable when this returns (noinline: it must not live on in the caller's
 // frame).

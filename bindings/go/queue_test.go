@@ -554,6 +554,107 @@ func TestAYieldRequestReachesTheHolderAndItHandsOver(t *testing.T) {
 	})
 }
 
+// Issue 23: a waiter acquired with AskYield asks the holder in its way for itself (By and To
+// its own id, its YieldReason); the holder releases and the waiter gets the lock. Mirrors
+// python/tests/test_queue.py's
+// test_a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside.
+func TestAWaiterThatAsksToYieldIsHandedTheLockWhenTheHolderStepsAside(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		s := open(t, base)
+		name := uniqueName(t, "ask-yield")
+		ctx := context.Background()
+		holder, err := s.Acquire(ctx, name, &Options{TTL: 10 * time.Second, Label: "holder", Queue: true, PollInterval: queuePoll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		yields := holder.YieldRequests()
+		type got struct {
+			l   *Lease
+			err error
+		}
+		wch := make(chan got, 1)
+		go func() {
+			l, err := s.Acquire(ctx, name, &Options{
+				TTL: 10 * time.Second, Label: "waiter", PollInterval: queuePoll,
+				AskYield: true, YieldReason: "deploy",
+			})
+			wch <- got{l, err}
+		}()
+		var y YieldRequested
+		select {
+		case y = <-yields:
+		case g := <-wch:
+			t.Fatalf("the waiter ended before the holder was told: %+v", g)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the holder was not told")
+		}
+		st, err := s.Status(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameStrings(labelsOf(st.Waiting), []string{"waiter"}) {
+			t.Fatalf("waiting %+v", st.Waiting)
+		}
+		waiterID := st.Waiting[0].Holder.ID
+		// The waiter asks for itself: it is both who asks and whom to hand the lock to.
+		if y != (YieldRequested{By: waiterID, To: waiterID, Reason: "deploy"}) {
+			t.Fatalf("told %+v, the waiter is %s", y, waiterID)
+		}
+		select {
+		case <-holder.Lost():
+			t.Fatal("a yield request is not a loss")
+		case g := <-wch:
+			t.Fatalf("the waiter was granted before the holder released: %+v", g)
+		default:
+		}
+		if err := holder.Release(); err != nil {
+			t.Fatal(err)
+		}
+		g := <-wch
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		defer g.l.Close()
+		if g.l.Grant() == nil || g.l.Epoch() <= holder.Epoch() || g.l.Token().Holder != waiterID {
+			t.Fatalf("granted %+v (token %+v) after epoch %d", g.l.Grant(), g.l.Token(), holder.Epoch())
+		}
+	})
+}
+
+// Issue 23: bad AskYield, YieldReason and Preempt options fail with ErrInvalid, saying what to
+// do. Mirrors python/tests/test_queue.py's test_bad_yield_and_preempt_options.
+func TestBadYieldAndPreemptOptions(t *testing.T) {
+	s := open(t, "file://"+t.TempDir())
+	ctx := context.Background()
+	for _, c := range []struct {
+		o    Options
+		says string
+	}{
+		{Options{Preempt: "yes"}, "every-effect-fenced"},
+		{Options{Preempt: "Never "}, "every-effect-fenced"},
+		{Options{Preempt: "true"}, "believing"},
+		{Options{Preempt: PreemptEveryEffectFenced, Queue: true}, "plain exclusive"},
+		{Options{Preempt: PreemptEveryEffectFenced, Shared: true}, "plain exclusive"},
+		{Options{YieldReason: "why"}, "set ask_yield"},
+		{Options{AskYield: true, YieldReason: strings.Repeat("x", 257)}, "at most 256 bytes"},
+	} {
+		c := c
+		name := uniqueName(t, "bad")
+		_, err := s.Acquire(ctx, name, &c.o)
+		if e := expectErr(t, err, ErrInvalid); !strings.Contains(e.Message, c.says) {
+			t.Fatalf("%+v: %q does not say %q", c.o, e.Message, c.says)
+		}
+		_, err = s.TryAcquire(ctx, name, &c.o)
+		if e := expectErr(t, err, ErrInvalid); !strings.Contains(e.Message, c.says) {
+			t.Fatalf("TryAcquire %+v: %q does not say %q", c.o, e.Message, c.says)
+		}
+		if st, err := s.Status(name); err != nil || st.State != "free" {
+			t.Fatalf("status after %+v: %+v, %v", c.o, st, err)
+		}
+	}
+}
+
 func TestAskYieldRefusesABadToAndAPlainLease(t *testing.T) {
 	forFileAndMoto(t, func(t *testing.T, base string) {
 		s := open(t, base)

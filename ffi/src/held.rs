@@ -74,6 +74,22 @@ pub struct lease_options {
     /// else: `LEASE_INVALID`. A hint only makes the waiter read the record sooner; a firewall
     /// that drops it leaves the poll.
     pub wake_hints: *const c_char,
+    /// Non-zero: once waiting, ask the holders in this request's way to step aside for it
+    /// (docs/protocol.md §10, "Yield on request"): a queued request; the holders'
+    /// `lease_on_yield` callbacks are told, with this waiter's id as `by` and `to`, and each
+    /// decides when to release. (An `int64_t`, so that the struct has no padding.)
+    pub ask_yield: i64,
+    /// With `ask_yield`: why, told to the holders (at most 256 bytes), or NULL. A reason
+    /// without `ask_yield`: `LEASE_INVALID`.
+    pub yield_reason: *const c_char,
+    /// `"every-effect-fenced"`: take a live holder's plain lease at once, with the next epoch,
+    /// instead of waiting out its deadline (docs/protocol.md §5, "Preemption for fenced
+    /// workloads"), asserting that every effect of every holder of this lease goes through
+    /// fenced writes or a fencing gate: the preempted holder goes on believing it holds until
+    /// its next renewal (it then loses it, reason `preempted`). NULL or `"never"`: wait (the
+    /// default). Any other string, or a queued request with it: `LEASE_INVALID`, saying what the
+    /// mode risks.
+    pub preempt: *const c_char,
 }
 
 /// What a held lease was granted (`lease_grant_mode`).
@@ -90,7 +106,7 @@ pub enum lease_mode {
 
 /// The default options: ttl 30 s, wait forever, no label, no data, default poll, no cancel,
 /// a plain exclusive lease (not shared, no permits, no scope, no range, no queue), the calling
-/// thread as owner, wake hints on 127.0.0.1.
+/// thread as owner, wake hints on 127.0.0.1, no yield request, no preemption.
 #[no_mangle]
 pub extern "C" fn lease_options_default() -> lease_options {
     lease_options {
@@ -110,6 +126,9 @@ pub extern "C" fn lease_options_default() -> lease_options {
         priority: 0,
         owner: std::ptr::null(),
         wake_hints: std::ptr::null(),
+        ask_yield: 0,
+        yield_reason: std::ptr::null(),
+        preempt: std::ptr::null(),
     }
 }
 
@@ -121,7 +140,7 @@ const LEASE_OPTIONS_MIN_SIZE: usize =
     std::mem::offset_of!(lease_options, wake_hints) + std::mem::size_of::<*const c_char>();
 const _: () = assert!(
     std::mem::size_of::<lease_options>()
-        == std::mem::offset_of!(lease_options, wake_hints) + std::mem::size_of::<*const c_char>(),
+        == std::mem::offset_of!(lease_options, preempt) + std::mem::size_of::<*const c_char>(),
     "lease_options must end without padding: pair a 4-byte option with another, or widen it"
 );
 
@@ -160,6 +179,11 @@ pub(crate) unsafe fn convert_options(
     if o.poll_interval_ms > 0 {
         lo = lo.poll_interval(Duration::from_millis(o.poll_interval_ms));
     }
+    // Before `queue_options`, which checks them with the rest (a reason without `ask_yield`;
+    // the core checks the reason's length).
+    lo.ask_yield = o.ask_yield != 0;
+    // SAFETY: the caller's contract.
+    lo.yield_reason = unsafe { opt_str_arg(o.yield_reason, "yield_reason") }?;
     // SAFETY: the caller's contract.
     let scope = unsafe { opt_str_arg(o.scope, "scope") }?;
     lo = queue_options(lo, &o, scope.as_deref())?;
@@ -171,6 +195,10 @@ pub(crate) unsafe fn convert_options(
     // SAFETY: the caller's contract.
     if let Some(hints) = unsafe { opt_str_arg(o.wake_hints, "wake_hints") }? {
         lo = lo.wake_hints(hints.parse()?);
+    }
+    // SAFETY: the caller's contract.
+    if let Some(preempt) = unsafe { opt_str_arg(o.preempt, "preempt") }? {
+        lo = lo.preempt(preempt.parse()?);
     }
     // SAFETY: the caller's contract.
     let cancel = unsafe { o.cancel.as_ref() }.map(|t| t.token.clone());

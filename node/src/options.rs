@@ -75,6 +75,20 @@ pub struct LeaseOptions {
     /// (`'10.0.0.5'`). Anything else rejects with `LEASE_INVALID`.
     #[napi(ts_type = "'loopback' | 'off' | 'route' | (string & {})")]
     pub wake_hints: Option<String>,
+    /// Once waiting, ask the holders in this request's way to step aside for it (a queued
+    /// request; docs/protocol.md §10, "Yield on request"): their `onYield` callbacks are told,
+    /// with this waiter's id as `by` and `to`, and each decides when to release. `acquire` only.
+    pub ask_yield: Option<bool>,
+    /// With `askYield`: why, told to the holders (at most 256 bytes).
+    pub yield_reason: Option<String>,
+    /// `'every-effect-fenced'`: take a live holder's plain lease at once, with the next epoch,
+    /// instead of waiting out its deadline (docs/protocol.md §5, "Preemption for fenced
+    /// workloads"), asserting that every effect of every holder of this lease goes through
+    /// fenced writes or a `FencingGate`: the preempted holder goes on believing it holds until
+    /// its next renewal (it then loses it, reason `preempted`). `'never'` (the default) waits;
+    /// any other string, or a queued request with it, rejects with `LEASE_INVALID`.
+    #[napi(ts_type = "'every-effect-fenced' | 'never'")]
+    pub preempt: Option<String>,
 }
 
 /// Stands in for the `signal` field: the JavaScript layer turns an `AbortSignal` into a
@@ -191,6 +205,12 @@ impl LeaseOptions {
                 )));
             }
             o = o.priority(n as i32);
+        }
+        // The core checks the reason's length, and a reason without `askYield`.
+        o.ask_yield = self.ask_yield == Some(true);
+        o.yield_reason = self.yield_reason.clone();
+        if let Some(p) = &self.preempt {
+            o = o.preempt(p.parse()?);
         }
         o.check_queue()?;
         Ok(o)

@@ -229,6 +229,35 @@ eachStore('lease', (store, url) => {
     assert.equal(l.signal, signal);
   });
 
+  // Issue 23; mirrors python/tests/test_lease.py's
+  // test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted.
+  it('preempt takes a live lease at once and the holder loses it as preempted', async () => {
+    const u = url('preempt');
+    const holder = await lease.acquire(u, { ttl: 3000, label: 'old' });
+    const reasons = [];
+    holder.onHealth((e) => {
+      if (e.health === 'lost') reasons.push(e.reason);
+    });
+    const lost = holder.lost.catch((e) => e);
+    // Without the mode: held.
+    await assert.rejects(lease.acquire(u, { ttl: 3000, wait: 0 }), { code: 'LEASE_HELD' });
+    // With it: at once, though it may not wait (wait 0, far less than the holder's ttl).
+    const taker = await lease.acquire(u, { ttl: 3000, wait: 0, label: 'new', preempt: 'every-effect-fenced' });
+    assert.ok(taker.epoch > holder.epoch);
+    const s = await lease.status(u);
+    assert.deepEqual([s.holder.label, s.epoch], ['new', taker.epoch]);
+    // The old holder learns it at its next renewal (every ttl/3).
+    const e = await lost;
+    assert.equal(e.code, 'LEASE_LOST');
+    await until(() => reasons.length === 1, 30_000, 'the lost health event');
+    assert.deepEqual(reasons, ['preempted']);
+    assert.equal(holder.held, false);
+    assert.match(holder.lostReason, /preempted/);
+    await assert.rejects(holder.release(), { code: 'LEASE_LOST' });
+    assert.equal(taker.held, true);
+    await taker.release();
+  });
+
   it('a lost promise nobody observes is not an unhandled rejection', async () => {
     const u = url('unobserved');
     const l = await lease.acquire(u, { ttl: 1500 });

@@ -237,6 +237,38 @@ describe('queued lock options', () => {
       await assert.rejects(lease.acquire(u, { wait: 0, ...o }), { code: 'LEASE_INVALID' }, JSON.stringify(o));
     }
     await assert.rejects(lease.tryAcquire(u, { wakeHints: 'nope' }), { code: 'LEASE_INVALID', message: /loopback/ });
+  });
+
+  // Issue 23: askYield/yieldReason (acquire only) and preempt; mirrors python/tests/test_queue.py's
+  // test_bad_yield_and_preempt_options.
+  it('bad yield and preempt options: TypeError for a wrong type, LEASE_INVALID naming the one value', async () => {
+    const u = makeUrl('file', 'bad-yield');
+    for (const o of [{ preempt: true }, { preempt: 1 }]) {
+      for (const p of [lease.acquire(u, { wait: 0, ...o }), lease.tryAcquire(u, o)]) {
+        await assert.rejects(p, { name: 'TypeError', message: /every-effect-fenced/ }, JSON.stringify(o));
+      }
+    }
+    for (const o of [{ askYield: 'yes' }, { askYield: true, yieldReason: 5 }]) {
+      await assert.rejects(lease.acquire(u, { wait: 0, ...o }), TypeError, JSON.stringify(o));
+    }
+    for (const o of [{ askYield: true }, { yieldReason: 'why' }]) {
+      await assert.rejects(lease.tryAcquire(u, o), { name: 'TypeError', message: /Unknown option/ }, JSON.stringify(o));
+    }
+    for (const [o, says] of [
+      [{ preempt: 'yes' }, /every-effect-fenced/],
+      [{ preempt: 'Never ' }, /every-effect-fenced/],
+      [{ preempt: 'every-effect' }, /believing/],
+      [{ preempt: 'every-effect-fenced', queue: true }, /plain exclusive/],
+      [{ preempt: 'every-effect-fenced', shared: true }, /plain exclusive/],
+      [{ yieldReason: 'why' }, /set ask_yield/],
+      [{ askYield: true, yieldReason: 'x'.repeat(257) }, /at most 256 bytes/],
+    ]) {
+      await assert.rejects(lease.acquire(u, { wait: 0, ...o }), { code: 'LEASE_INVALID', message: says }, JSON.stringify(o));
+      if (!('askYield' in o) && !('yieldReason' in o)) {
+        await assert.rejects(lease.tryAcquire(u, o), { code: 'LEASE_INVALID', message: says }, JSON.stringify(o));
+      }
+    }
+    assert.equal((await lease.status(u)).state, 'free');
     assert.equal((await lease.status(u)).state, 'free');
   });
 });
@@ -271,6 +303,35 @@ for (const store of ['file', 'moto']) {
       await holder.release();
       const got = await w;
       assert.ok(got.epoch > holder.epoch);
+      await got.release();
+      assert.equal(told.length, 1);
+    });
+
+    // Mirrors python/tests/test_queue.py's
+    // test_a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside.
+    it('a waiter that asks to yield is handed the lock when the holder steps aside', async () => {
+      const u = makeUrl(store, 'ask-yield');
+      const holder = await lease.acquire(u, { ttl: TTL, pollInterval: POLL, queue: true, label: 'holder' });
+      const told = [];
+      holder.onYield((y) => told.push(y));
+      let waiter = null;
+      const w = lease
+        .acquire(u, { ttl: TTL, pollInterval: POLL, label: 'waiter', askYield: true, yieldReason: 'deploy' })
+        .then((l) => (waiter = l));
+      const y = await holder.yieldRequest;
+      const waiting = (await lease.status(u)).waiting;
+      assert.deepEqual(labels(waiting), ['waiter']);
+      const waiterId = waiting[0].holder.id;
+      // The waiter asks for itself: it is both who asks and whom to hand the lock to.
+      assert.deepEqual([y.by, y.to, y.reason], [waiterId, waiterId, 'deploy']);
+      await until(async () => told.length === 1, 30_000, 'onYield');
+      assert.deepEqual([told[0].by, told[0].to, told[0].reason], [waiterId, waiterId, 'deploy']);
+      assert.equal(holder.held, true, 'a yield request is not a loss');
+      assert.equal(waiter, null);
+      await holder.release();
+      const got = await w;
+      assert.ok(got.grant !== null && got.epoch > holder.epoch);
+      assert.equal(got.holder.id, waiterId);
       await got.release();
       assert.equal(told.length, 1);
     });

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         Dict,
         Iterator,
         List,
+        Literal,
         Mapping,
         NoReturn,
         Optional,
@@ -88,6 +89,8 @@ if TYPE_CHECKING:
     #: Where a waiter listens for wake hints: ``"off"``, ``"loopback"``, ``"route"`` or an
     #: interface's IP address (a str or an ``ipaddress`` object).
     WakeHints = Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]
+    #: ``preempt=``: the one value that preempts names what the caller asserts.
+    Preempt = Literal["every-effect-fenced", "never"]
 
 __version__: str = _lease.__version__
 
@@ -173,6 +176,9 @@ def _no_such_keywords(call: str, wrong: "Mapping[str, object]", known: "Tuple[st
     hint = _PEERS.get(name)
     if call == "try_acquire" and name in ("wait", "timeout", "blocking", "blocking_timeout"):
         hint = "try_acquire tries once and never waits: to wait, use lease.acquire(url, wait=…)"
+    if call == "try_acquire" and name in ("ask_yield", "yield_reason"):
+        hint = ("try_acquire tries once and never waits, so it asks nobody to yield: use "
+                "lease.acquire(url, ask_yield=True, wait=…)")
     if hint is None:
         close = _difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean {close[0]}=?" if close else "it takes " + ", ".join(
@@ -181,8 +187,10 @@ def _no_such_keywords(call: str, wrong: "Mapping[str, object]", known: "Tuple[st
 
 
 _ACQUIRE_KEYWORDS = ("ttl", "wait", "label", "data", "on_lost", "on_yield", "unavailable_timeout", "shared",
-                     "permits", "scope", "range", "queue", "poll", "wake_hints", "priority")
-_TRY_KEYWORDS = tuple(k for k in _ACQUIRE_KEYWORDS if k not in ("wait", "unavailable_timeout"))
+                     "permits", "scope", "range", "queue", "poll", "wake_hints", "priority",
+                     "ask_yield", "yield_reason", "preempt")
+_TRY_KEYWORDS = tuple(k for k in _ACQUIRE_KEYWORDS
+                      if k not in ("wait", "unavailable_timeout", "ask_yield", "yield_reason"))
 
 
 def acquire(
@@ -203,6 +211,9 @@ def acquire(
     poll: Optional[Seconds] = None,
     wake_hints: Optional[WakeHints] = None,
     priority: int = 0,
+    ask_yield: bool = False,
+    yield_reason: Optional[str] = None,
+    preempt: Optional[Preempt] = None,
     **wrong: NoReturn,
 ) -> Lease:
     """Acquire the lease at ``url``, waiting up to ``wait`` seconds (``None``: as long as a
@@ -232,6 +243,18 @@ def acquire(
     ``priority=N`` (an int, default 0; a queued request when not 0): among waiters that conflict
     the higher priority is granted first, arrival order within a priority, and a waiter is passed
     over by at most 8 later ones; a holder is never preempted.
+    ``ask_yield=True`` (a queued request): once waiting, ask the holders in its way to step aside
+    for it, naming this waiter as ``to``, with ``yield_reason`` (a str of at most 256 bytes) as
+    the reason; their ``on_yield`` callbacks are told, and each decides when to release
+    (docs/protocol.md §10, "Yield on request").
+    ``preempt="every-effect-fenced"`` (a plain lease only): take a live holder's lease at once
+    with the next epoch instead of waiting out its deadline, asserting that every effect of every
+    holder of this lease goes through fenced writes or a :class:`FencingGate`; the preempted
+    holder goes on believing it holds until its next renewal, then loses it with kind
+    ``"preempted"`` (docs/protocol.md §5, "Preemption for fenced workloads"). ``"never"`` (the
+    default) waits; any other str raises :class:`InvalidArgument` and anything else
+    ``TypeError`` (no bool turns it on), and a queued request with it raises
+    :class:`InvalidArgument`.
     ``poll``: how often a waiter reads the lock (default ttl/10 within 50 ms..2 s).
     ``wake_hints``: where a waiter of a queued lock can be woken by the write that grants it,
     so that it reads at once rather than at its next poll (docs/protocol.md §10, "Wake hints"):
@@ -246,6 +269,7 @@ def acquire(
         ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost, on_yield=on_yield,
         unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
         range=range, queue=queue, poll=poll, wake_hints=wake_hints, priority=priority,
+        ask_yield=ask_yield, yield_reason=yield_reason, preempt=preempt,
     )
     lease = _lease._acquire(url, options)
     _live.add(lease)
@@ -268,6 +292,7 @@ def try_acquire(
     poll: Optional[Seconds] = None,
     wake_hints: Optional[WakeHints] = None,
     priority: int = 0,
+    preempt: Optional[Preempt] = None,
     **wrong: NoReturn,
 ) -> Optional[Lease]:
     """Try once: the :class:`Lease`, or ``None`` when someone else holds it (or, for a queued
@@ -276,6 +301,7 @@ def try_acquire(
     options = _lease.Options(
         ttl=ttl, label=label, data=data, on_lost=on_lost, on_yield=on_yield, shared=shared, permits=permits,
         scope=scope, range=range, queue=queue, poll=poll, wake_hints=wake_hints, priority=priority,
+        preempt=preempt,
     )
     lease = _lease._try_acquire(url, options)
     if lease is not None:
@@ -301,6 +327,9 @@ def acquire_async(
     poll: Optional[Seconds] = None,
     wake_hints: Optional[WakeHints] = None,
     priority: int = 0,
+    ask_yield: bool = False,
+    yield_reason: Optional[str] = None,
+    preempt: Optional[Preempt] = None,
     **wrong: NoReturn,
 ) -> AcquireAsync:
     """:func:`acquire` for asyncio: ``l = await lease.acquire_async(url)``, or
@@ -312,6 +341,7 @@ def acquire_async(
         ttl=ttl, wait=wait, label=label, data=data, on_lost=on_lost, on_yield=on_yield,
         unavailable_timeout=unavailable_timeout, shared=shared, permits=permits, scope=scope,
         range=range, queue=queue, poll=poll, wake_hints=wake_hints, priority=priority,
+        ask_yield=ask_yield, yield_reason=yield_reason, preempt=preempt,
     )
 
     def start(done: Callable[[bool, object], None]) -> _lease.Pending:

@@ -3,7 +3,7 @@ import datetime
 import ipaddress
 import os
 import threading
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union, final
+from typing import Any, Awaitable, Callable, Dict, List, Literal, Optional, Tuple, Union, final
 
 from ._errors import LeaseError, LeaseLost
 from ._types import FencedObject, Grant, HealthEvent, Holder, YieldRequest, YieldRequested
@@ -39,6 +39,9 @@ class Options:
         poll: Optional[_Seconds] = None,
         wake_hints: Optional[Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]] = None,
         priority: Optional[int] = None,
+        ask_yield: Optional[bool] = None,
+        yield_reason: Optional[str] = None,
+        preempt: Optional[Literal["every-effect-fenced", "never"]] = None,
     ) -> None: ...
 
 @final

@@ -279,7 +279,8 @@ impl Options {
         signature = (**kwargs),
         text_signature = "(*, ttl, wait=None, label=None, data=None, on_lost=None, on_yield=None, \
                           unavailable_timeout=None, shared=None, permits=None, scope=None, \
-                          range=None, queue=None, poll=None, wake_hints=None, priority=None)"
+                          range=None, queue=None, poll=None, wake_hints=None, priority=None, \
+                          ask_yield=None, yield_reason=None, preempt=None)"
     )]
     fn new(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let kw = Keywords::of(kwargs)?;
@@ -306,6 +307,11 @@ impl Options {
         );
         let (queue, poll) = (kw.get("queue"), kw.get("poll"));
         let (wake_hints, priority) = (kw.get("wake_hints"), kw.get("priority"));
+        let (ask_yield, yield_reason, preempt) = (
+            kw.get("ask_yield"),
+            kw.get("yield_reason"),
+            kw.get("preempt"),
+        );
         let mut core = LeaseOptions::new(ttl_seconds(ttl)?);
         core.wait = opt_seconds("wait", wait)?;
         core.label = opt_text("label", label)?;
@@ -369,6 +375,12 @@ impl Options {
         if let Some(hints) = wake_hints {
             core = core.wake_hints(wake_hints_of(hints)?);
         }
+        // The core checks the reason's length, and a reason without `ask_yield`.
+        core.ask_yield = flag("ask_yield", ask_yield)?;
+        core.yield_reason = opt_text("yield_reason", yield_reason)?;
+        if let Some(p) = preempt {
+            core = core.preempt(preempt_of(p)?);
+        }
         core.check_queue().py()?;
         Ok(Options {
             core,
@@ -381,7 +393,7 @@ impl Options {
 }
 
 /// The keyword arguments `Options` takes.
-const KEYWORDS: [&str; 15] = [
+const KEYWORDS: [&str; 18] = [
     "ttl",
     "wait",
     "label",
@@ -397,6 +409,9 @@ const KEYWORDS: [&str; 15] = [
     "poll",
     "wake_hints",
     "priority",
+    "ask_yield",
+    "yield_reason",
+    "preempt",
 ];
 
 /// `Options`' keyword arguments by their place in `KEYWORDS`, as given (`None` included).
@@ -477,6 +492,26 @@ fn wake_hints_of(obj: &Bound<'_, PyAny>) -> PyResult<lease::WakeHints> {
             type_name(obj)
         )));
     };
+    text.parse().py()
+}
+
+/// `preempt=`: the str `"every-effect-fenced"` (or `"never"`, the default); the core parses it
+/// and its error says what preemption risks (`InvalidArgument`). No bool: what turns it on names
+/// the condition the caller asserts, so `preempt=True` is a `TypeError` that says so.
+fn preempt_of(obj: &Bound<'_, PyAny>) -> PyResult<lease::Preempt> {
+    let Ok(s) = obj.cast::<PyString>() else {
+        return Err(type_error(format!(
+            "preempt must be the str \"every-effect-fenced\" (or \"never\", the default), not {}: \
+             the one value that preempts names what it asserts, that every effect of every holder \
+             of this lease goes through fenced writes or a fencing gate. The preempted holder \
+             goes on believing it holds until its next renewal, so any unfenced effect may \
+             overlap the new holder's",
+            type_name(obj)
+        )));
+    };
+    let text = s
+        .to_cow()
+        .map_err(|_| invalid("preempt is not valid UTF-8 (it contains a lone surrogate)"))?;
     text.parse().py()
 }
 

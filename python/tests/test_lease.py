@@ -441,3 +441,37 @@ def test_acquiring_what_this_thread_holds_fails_at_once(url: str) -> None:
     # Released: this thread acquires it again.
     with lease.acquire(url, wait=5):
         pass
+
+
+def test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted(
+    url: str,
+) -> None:
+    reasons: List[Optional[str]] = []
+    lost = threading.Event()
+
+    def on_health(e: lease.HealthEvent) -> None:
+        if e.health == "lost":
+            reasons.append(e.reason)
+            lost.set()
+
+    holder = lease.acquire(url, ttl=3, label="old")
+    holder.on_health(on_health)
+    # Without the mode: held.
+    with pytest.raises(lease.LeaseHeld):
+        in_another_thread(lambda: lease.acquire(url, ttl=3, wait=0))
+    # With it: at once, though it may not wait (wait=0, far less than the holder's ttl).
+    new = in_another_thread(
+        lambda: lease.acquire(url, ttl=3, wait=0, label="new", preempt="every-effect-fenced")
+    )
+    assert new.epoch > holder.epoch
+    s = lease.status(url)
+    assert s.holder is not None and s.holder.label == "new" and s.epoch == new.epoch
+    # The old holder learns it at its next renewal (every ttl/3).
+    assert lost.wait(timeout=30), "the preempted holder did not learn it"
+    assert reasons == ["preempted"]
+    assert not holder.held
+    assert holder.lost_reason is not None and "preempted" in holder.lost_reason
+    with pytest.raises(lease.LeaseLost):
+        holder.release()
+    assert new.held
+    new.release()

@@ -514,3 +514,74 @@ def test_ask_yield_async(tmp_path: Path) -> None:
             assert r is not None and r.tokens == [held.epoch] and r.to is None
 
     asyncio.run(main())
+
+
+def test_a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside(
+    qurl: str,
+) -> None:
+    told: List[lease.YieldRequested] = []
+    asked = threading.Event()
+
+    def on_yield(y: lease.YieldRequested) -> None:
+        told.append(y)
+        asked.set()
+
+    holder = lease.acquire(qurl, ttl=TTL, queue=True, label="holder", poll=POLL, on_yield=on_yield)
+    waiter = Acquirer(qurl, "waiter", ask_yield=True, yield_reason="deploy")
+    assert asked.wait(30), "the holder was not told"
+    waiting = lease.status(qurl).waiting
+    assert waiting is not None and labels(waiting) == ["waiter"]
+    waiter_id = waiting[0].holder.id
+    # The waiter asks for itself: it is both who asks and whom to hand the lock to.
+    assert told == [lease.YieldRequested(by=waiter_id, to=waiter_id, reason="deploy")]
+    assert holder.held, "a yield request is not a loss"
+    assert not waiter.granted.is_set()
+    holder.release()
+    got = waiter.get()
+    assert got.grant is not None and got.epoch > holder.epoch
+    assert got.holder.id == waiter_id
+    got.release()
+    assert len(told) == 1
+
+
+@pytest.mark.parametrize(
+    "kw, error, says",
+    [
+        ({"preempt": True}, TypeError, "every-effect-fenced"),
+        ({"preempt": 1}, TypeError, "every-effect-fenced"),
+        ({"preempt": "yes"}, ValueError, "every-effect-fenced"),
+        ({"preempt": "Never "}, ValueError, "every-effect-fenced"),
+        ({"preempt": "every-effect"}, ValueError, "believing"),
+        ({"preempt": "every-effect-fenced", "queue": True}, ValueError, "plain exclusive"),
+        ({"preempt": "every-effect-fenced", "shared": True}, ValueError, "plain exclusive"),
+        ({"ask_yield": "yes"}, TypeError, "ask_yield"),
+        ({"yield_reason": 5, "ask_yield": True}, TypeError, "yield_reason"),
+        ({"yield_reason": "why"}, ValueError, "set ask_yield"),
+        ({"ask_yield": True, "yield_reason": "x" * 257}, ValueError, "at most 256 bytes"),
+    ],
+)
+def test_bad_yield_and_preempt_options(
+    tmp_path: Path, kw: Dict[str, Any], error: type, says: str
+) -> None:
+    url = make_url("file", tmp_path, "bad")
+    with pytest.raises(error, match=says):
+        lease.acquire(url, ttl=TTL, wait=0, **kw)
+    if "ask_yield" not in kw and "yield_reason" not in kw:
+        with pytest.raises(error, match=says):
+            lease.try_acquire(url, ttl=TTL, **kw)
+
+    async def start() -> None:
+        await lease.acquire_async(url, ttl=TTL, wait=0, **kw)
+
+    with pytest.raises(error, match=says):
+        asyncio.run(start())
+    if issubclass(error, ValueError):
+        with pytest.raises(lease.InvalidArgument):
+            lease.acquire(url, ttl=TTL, wait=0, **kw)
+    assert lease.status(url).state == "free"
+
+
+def test_try_acquire_asks_nobody_to_yield(tmp_path: Path) -> None:
+    url = make_url("file", tmp_path, "try")
+    with pytest.raises(TypeError, match="asks nobody to yield"):
+        lease.try_acquire(url, ask_yield=True)  # type: ignore[call-arg]

@@ -1845,6 +1845,187 @@ static void test_a_yield_request_reaches_the_holder_and_it_hands_over(void) {
   lease_runtime_free(rt);
 }
 
+/* Issue 23: a waiter acquired with `ask_yield` asks the holder in its way for itself (`by` and
+ * `to` its own id, its `yield_reason`); the holder releases and the waiter gets the lock.
+ * Mirrors python/tests/test_queue.py's
+ * test_a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside. */
+static void test_a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside(void) {
+  char name[128];
+  name_of(name, sizeof name, "ask-yield");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options ho = queue_opts("holder", 0);
+  lease *holder = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &ho, &holder, &err));
+  struct yield_told told = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  CHECK_CODE(LEASE_OK, lease_on_yield(holder, on_yield, &told));
+
+  struct queued_acquire w = {.store = store, .name = name, .opts = queue_opts("waiter", 0)};
+  w.opts.queue = 0; /* ask_yield alone makes it a queued request */
+  w.opts.ask_yield = 1;
+  w.opts.yield_reason = "deploy";
+  pthread_t tw;
+  CHECK(pthread_create(&tw, NULL, queued_acquirer, &w) == 0);
+  for (int i = 0; i < 1500 && yield_count(&told) == 0; i++) sleep_ms(20);
+  CHECK(yield_count(&told) == 1);
+  wait_for_waiters(store, name, "waiter,");
+  char *json = NULL;
+  CHECK_CODE(LEASE_OK, lease_status(store, name, &json, &err));
+  const char *id = strstr(strstr(json, "\"waiting\":["), "\"id\":\"") + strlen("\"id\":\"");
+  char waiter_id[128];
+  snprintf(waiter_id, sizeof waiter_id, "%.*s", (int)(strchr(id, '"') - id), id);
+  lease_string_free(json);
+  /* The waiter asks for itself: it is both who asks and whom to hand the lock to. */
+  pthread_mutex_lock(&told.mu);
+  CHECK(strcmp(told.by, waiter_id) == 0 && strcmp(told.to, waiter_id) == 0 &&
+        strcmp(told.reason, "deploy") == 0);
+  pthread_mutex_unlock(&told.mu);
+  CHECK_CODE(LEASE_OK, lease_ensure_held(holder, 0, &err)); /* not a loss */
+  CHECK(!atomic_load(&w.done));
+
+  CHECK_CODE(LEASE_OK, lease_release(holder, &err));
+  CHECK(pthread_join(tw, NULL) == 0);
+  CHECK(w.got != NULL);
+  CHECK(lease_grant_mode(w.got) == LEASE_MODE_EXCLUSIVE);
+  CHECK(lease_epoch(w.got) > lease_epoch(holder));
+  char *token = NULL;
+  CHECK_CODE(LEASE_OK, lease_token(w.got, &token, &err));
+  CHECK(strstr(token, waiter_id) != NULL);
+  lease_string_free(token);
+  CHECK_CODE(LEASE_OK, lease_release(w.got, &err));
+  CHECK(yield_count(&told) == 1);
+  lease_free(w.got);
+  lease_free(holder);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
+struct lost_health {
+  pthread_mutex_t mu;
+  int lost;
+  char reason[64];
+};
+
+static void on_health_lost(void *user_data, lease_health health, uint64_t remaining_ms,
+                           const char *reason) {
+  (void)remaining_ms;
+  struct lost_health *h = user_data;
+  if (health != LEASE_HEALTH_LOST) return;
+  pthread_mutex_lock(&h->mu);
+  h->lost++;
+  snprintf(h->reason, sizeof h->reason, "%s", reason ? reason : "(null)");
+  pthread_mutex_unlock(&h->mu);
+}
+
+static int lost_count(struct lost_health *h) {
+  pthread_mutex_lock(&h->mu);
+  int n = h->lost;
+  pthread_mutex_unlock(&h->mu);
+  return n;
+}
+
+/* Issue 23: `preempt = "every-effect-fenced"` takes a live holder's lease at once (with a try
+ * that may not wait), at a higher epoch; the holder learns it at its next renewal, reason
+ * `preempted`. Mirrors python/tests/test_lease.py's
+ * test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted. */
+static void test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted(void) {
+  char name[128];
+  name_of(name, sizeof name, "preempt");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options ho = lease_options_default();
+  ho.ttl_ms = 3000;
+  ho.label = "old";
+  lease *holder = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &ho, &holder, &err));
+  struct lost_health h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  CHECK_CODE(LEASE_OK, lease_on_health(holder, on_health_lost, &h));
+  lease_options to = lease_options_default();
+  to.ttl_ms = 3000;
+  to.wait_ms = 0;
+  to.owner = ""; /* not this thread, which holds it */
+  lease *taker = NULL;
+  /* Without the mode: held. */
+  CHECK_CODE(LEASE_HELD, lease_acquire(store, name, &to, &taker, &err));
+  CHECK(taker == NULL);
+  /* With it: at once, though it may not wait. */
+  to.label = "new";
+  to.preempt = "every-effect-fenced";
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &to, &taker, &err));
+  CHECK(lease_epoch(taker) > lease_epoch(holder));
+  CHECK(status_has(store, name, "\"label\":\"new\""));
+  /* The old holder learns it at its next renewal (every ttl/3). */
+  for (int i = 0; i < 1500 && lost_count(&h) == 0; i++) sleep_ms(20);
+  CHECK(lost_count(&h) == 1);
+  CHECK(strcmp(h.reason, "preempted") == 0);
+  CHECK_CODE(LEASE_LOST, lease_ensure_held(holder, 0, &err));
+  CHECK_CODE(LEASE_LOST, lease_release(holder, &err));
+  CHECK_CODE(LEASE_OK, lease_ensure_held(taker, 0, &err));
+  CHECK_CODE(LEASE_OK, lease_release(taker, &err));
+  lease_free(taker);
+  lease_free(holder);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
+/* Issue 23: bad `ask_yield`, `yield_reason` and `preempt` options are LEASE_INVALID, saying what
+ * to do; nothing is written. Mirrors python/tests/test_queue.py's
+ * test_bad_yield_and_preempt_options. */
+static void test_bad_yield_and_preempt_options(void) {
+  char name[128];
+  name_of(name, sizeof name, "bad-yield");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  char long_reason[258];
+  memset(long_reason, 'x', 257);
+  long_reason[257] = '\0';
+  struct {
+    const char *preempt;
+    int queue, shared, ask_yield;
+    const char *yield_reason, *says;
+  } bad[] = {
+      {"yes", 0, 0, 0, NULL, "every-effect-fenced"},
+      {"Never ", 0, 0, 0, NULL, "every-effect-fenced"},
+      {"true", 0, 0, 0, NULL, "believing"},
+      {"every-effect-fenced", 1, 0, 0, NULL, "plain exclusive"},
+      {"every-effect-fenced", 0, 1, 0, NULL, "plain exclusive"},
+      {"\xff", 0, 0, 0, NULL, "UTF-8"},
+      {NULL, 0, 0, 0, "why", "set ask_yield"},
+      {NULL, 0, 0, 1, long_reason, "at most 256 bytes"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lease_options x = lease_options_default();
+    x.wait_ms = 0;
+    x.preempt = bad[i].preempt;
+    x.queue = bad[i].queue;
+    x.shared = bad[i].shared;
+    x.ask_yield = bad[i].ask_yield;
+    x.yield_reason = bad[i].yield_reason;
+    lease *l = NULL;
+    lease_error *e = NULL;
+    char msg[1024];
+    CHECK(code_and_message(lease_acquire(store, name, &x, &l, &e), &e, msg, sizeof msg) ==
+          LEASE_INVALID);
+    if (strstr(msg, bad[i].says) == NULL) {
+      fprintf(stderr, "case %zu: \"%s\" does not say \"%s\"\n", i, msg, bad[i].says);
+      exit(1);
+    }
+    CHECK(l == NULL);
+  }
+  CHECK(status_has(store, name, "\"state\":\"free\""));
+  /* "never" is the default, said out loud. */
+  lease_options n = lease_options_default();
+  n.wait_ms = 0;
+  n.preempt = "never";
+  lease *l = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &n, &l, &err));
+  CHECK(lease_grant_mode(l) == LEASE_MODE_NONE);
+  CHECK_CODE(LEASE_OK, lease_release(l, &err));
+  lease_free(l);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 static const struct test tests[] = {
     {"life_cycle", test_life_cycle},
     {"owner_and_changes", test_owner_and_changes},
@@ -1866,6 +2047,11 @@ static const struct test tests[] = {
     {"wake_hints", test_wake_hints},
     {"a_yield_request_reaches_the_holder_and_it_hands_over",
      test_a_yield_request_reaches_the_holder_and_it_hands_over},
+    {"a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside",
+     test_a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside},
+    {"preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted",
+     test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted},
+    {"bad_yield_and_preempt_options", test_bad_yield_and_preempt_options},
 };
 
 int main(int argc, char **argv) {
