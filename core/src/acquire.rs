@@ -95,6 +95,9 @@ async fn acquire_any(
         ))
         .with_lease(&url));
     }
+    // The options' own consistency, whichever path they take (a yield reason without
+    // `ask_yield` is refused on a plain lease too, not ignored).
+    opts.check_queue().map_err(|e| e.with_lease(&url))?;
     if opts.preempt != crate::Preempt::Never && opts.wants_queue() {
         return Err(not_for_queued_locks(&url));
     }

@@ -624,6 +624,12 @@ async fn a_yield_reason_without_ask_yield_or_too_long_is_refused_and_nothing_is_
     let e = a.acquire("job", &o).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
     assert!(e.to_string().contains("set ask_yield"), "{e}");
+    // A plain lease's too (it asks nobody): refused, not ignored.
+    let mut plain = opts();
+    plain.yield_reason = Some("why".into());
+    let e = a.acquire("job", &plain).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("set ask_yield"), "{e}");
     let long = "x".repeat(300);
     let e = a
         .acquire("job", &opts().ask_yield(Some(&long)))
