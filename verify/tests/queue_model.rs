@@ -402,6 +402,17 @@ fn sizes() {
 fn a_yield_request_reaches_only_the_tenure_it_names_and_hands_over_to_its_to() {
     check_scenario(yielding(), "yield");
     if deep() {
+        check(faulty(yielding(), 1, 1), "yield, a fault and a death");
+    }
+}
+
+/// The same with two requests, the second for a later tenure: a waiter that asks again when a
+/// later holder gets in its way (`OwnAsk`) is this. `LEASE_MODEL=deep` only (a test of its own
+/// so that it can be run alone: `cargo test --release -p lease-verify --test queue_model
+/// two_yield_requests`).
+#[test]
+fn two_yield_requests_each_reach_only_the_tenures_they_name() {
+    if deep() {
         check(
             QueueModel {
                 yields: 2,
@@ -409,6 +420,5 @@ fn a_yield_request_reaches_only_the_tenure_it_names_and_hands_over_to_its_to() {
             },
             "yield, two requests",
         );
-        check(faulty(yielding(), 1, 1), "yield, a fault and a death");
     }
 }
