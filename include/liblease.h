@@ -186,7 +186,9 @@ typedef struct lease_options {
   // Non-zero: once waiting, ask the holders in this request's way to step aside for it
   // (docs/protocol.md §10, "Yield on request"): a queued request; the holders'
   // `lease_on_yield` callbacks are told, with this waiter's id as `by` and `to`, and each
-  // decides when to release. (An `int64_t`, so that the struct has no padding.)
+  // decides when to release. With a try (`lease_try_acquire`, or `wait_ms` 0), which never
+  // waits and so asks nobody: `LEASE_INVALID`. (An `int64_t`, so that the struct has no
+  // padding.)
   int64_t ask_yield;
   // With `ask_yield`: why, told to the holders (at most 256 bytes), or NULL. A reason
   // without `ask_yield`: `LEASE_INVALID`.

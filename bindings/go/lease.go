@@ -171,7 +171,8 @@ type Options struct {
 	// AskYield, once waiting, asks the holders in this request's way to step aside for it
 	// (docs/protocol.md §10, "Yield on request"): a queued request. The holders' yield channels
 	// (Lease.YieldRequests) get the request, with this waiter's holder id as By and To, and each
-	// decides when to release.
+	// decides when to release. With TryAcquire, which never waits and so asks nobody: an error
+	// matching ErrInvalid.
 	AskYield bool
 	// YieldReason says why, with AskYield (at most 256 bytes; "": none). A reason without
 	// AskYield fails with an error matching ErrInvalid.

@@ -653,6 +653,11 @@ func TestBadYieldAndPreemptOptions(t *testing.T) {
 			t.Fatalf("status after %+v: %+v, %v", c.o, st, err)
 		}
 	}
+	// A try never waits in the record, so it would ask nobody: refused, not ignored.
+	_, err := s.TryAcquire(ctx, uniqueName(t, "try"), &Options{AskYield: true})
+	if e := expectErr(t, err, ErrInvalid); !strings.Contains(e.Message, "asks nobody") {
+		t.Fatalf("TryAcquire with AskYield: %q does not say \"asks nobody\"", e.Message)
+	}
 }
 
 func TestAskYieldRefusesABadToAndAPlainLease(t *testing.T) {

@@ -637,6 +637,18 @@ async fn a_yield_reason_without_ask_yield_or_too_long_is_refused_and_nothing_is_
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Invalid);
     assert!(e.to_string().contains("at most 256 bytes"), "{e}");
+    // A try never waits in the record, so it would ask nobody: refused, not ignored.
+    let e = a
+        .try_acquire("job", &opts().ask_yield(None))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.to_string().contains("asks nobody"), "{e}");
+    let e = a
+        .acquire("job", &opts().ask_yield(None).wait(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("asks nobody"), "{e}");
     assert!(w.keys_under("job").is_empty(), "{:?}", w.keys_under("job"));
     // Alone, it is granted at once as a queued lock's grant (nothing to ask).
     let held = a.acquire("job", &opts().ask_yield(None)).await.unwrap();
