@@ -103,12 +103,6 @@ async fn acquire_any(
     }
     let start = client.clock().now();
     let try_once = try_once || opts.wait == Some(Duration::ZERO);
-    if try_once && opts.ask_yield {
-        return Err(Error::invalid(
-            "ask_yield on a try asks nobody: a try never waits in the lock's record, where the              request is made. Give it a wait (acquire with a wait above 0), or drop ask_yield",
-        )
-        .with_lease(&url));
-    }
     let wait_deadline = if try_once {
         Some(start)
     } else {

@@ -221,6 +221,13 @@ async fn run<N: SharedNumber>(
         true => Some(OwnAsk::new(req.opts.yield_reason.clone()).map_err(|e| e.with_lease(url))?),
         false => None,
     };
+    if own_ask.is_some() && req.try_once {
+        return Err(Error::invalid(
+            "ask_yield on a try asks nobody: a try never waits in the lock's record, where the \
+             request is made. Give it a wait (acquire with a wait above 0), or drop ask_yield",
+        )
+        .with_lease(url));
+    }
     let outcome = loop {
         let notified = wake.notified();
         tokio::pin!(notified);
