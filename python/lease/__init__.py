@@ -43,6 +43,7 @@ from ._errors import (
     UnsupportedRecord,
 )
 from ._lease import Lease
+from ._session import Session, SharedGrant, open_session, open_session_async
 from ._types import (
     FencedObject,
     Grant,
@@ -98,6 +99,10 @@ __all__ = [
     "acquire",
     "acquire_async",
     "try_acquire",
+    "open_session",
+    "open_session_async",
+    "Session",
+    "SharedGrant",
     "status",
     "status_async",
     "ask_yield",

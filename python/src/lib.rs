@@ -16,6 +16,7 @@ mod json;
 mod log;
 mod options;
 mod runtime;
+mod session;
 mod status;
 mod yielding;
 
@@ -69,6 +70,10 @@ fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<election::LeaderStream>()?;
     m.add_class::<fence::GateCore>()?;
     m.add_class::<options::Options>()?;
+    m.add_class::<session::SessionCore>()?;
+    m.add_class::<session::GrantCore>()?;
+    m.add_function(wrap_pyfunction!(session::_open_session, m)?)?;
+    m.add_function(wrap_pyfunction!(session::_open_session_start, m)?)?;
     m.add_function(wrap_pyfunction!(acquire::_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(acquire::_try_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(acquire::_acquire_start, m)?)?;

@@ -1,0 +1,422 @@
+"""Shared sessions: many queued-lock grants kept by one heartbeat (docs/protocol.md §10,
+"Shared sessions: one heartbeat for many grants"; issue 24). The Rust side is
+python/src/session.rs; this module gives the signatures, the context managers and asyncio.
+
+etcd's ``concurrency.NewSession`` + ``NewMutex(session, key)``, here::
+
+    with lease.open_session("s3://bucket/jobs", ttl=30) as session:
+        grants = [session.acquire(f"jobs/{n}") for n in range(1000)]
+        ...
+"""
+
+from __future__ import annotations
+
+import atexit as _atexit
+import weakref as _weakref
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Tuple, Type, Union
+
+from . import _lease
+from ._aio import Done, await_core
+from ._errors import InvalidArgument, LeaseError, LeaseLost
+
+if TYPE_CHECKING:
+    import datetime
+    import ipaddress
+    import os
+    from typing import Mapping, NoReturn
+
+    from ._types import Grant
+
+    URL = Union[str, "os.PathLike[str]"]
+    Seconds = Union[int, float, datetime.timedelta, str]
+    WakeHints = Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]
+
+__all__ = ["Session", "SharedGrant", "open_session", "open_session_async"]
+
+# The keywords Session.acquire takes (lease.acquire's that apply to a grant on a session).
+_SESSION_ACQUIRE_KEYWORDS = ("wait", "label", "data", "unavailable_timeout", "shared",
+                             "permits", "scope", "range", "poll", "wake_hints", "priority")
+
+# Sessions of this process not closed yet, closed at interpreter exit.
+_open: "_weakref.WeakSet[Session]" = _weakref.WeakSet()
+
+
+def _check_keywords(call: str, wrong: "Mapping[str, object]") -> None:
+    if "ttl" in wrong:
+        raise InvalidArgument(
+            f"{call}() takes no ttl=: the session's ttl applies to every grant held through it "
+            "(a checker judges a grant by its session's record); open the session with the ttl "
+            "wanted (lease.open_session(url, ttl=…))"
+        )
+    if "queue" in wrong:
+        raise TypeError(f"{call}() takes no queue=: a grant on a session is always queued")
+    from . import _no_such_keywords
+
+    _no_such_keywords(call, wrong, _SESSION_ACQUIRE_KEYWORDS)
+
+
+def _options(
+    ttl: float,
+    wait: Optional[Seconds],
+    label: Optional[str],
+    data: Optional[str],
+    unavailable_timeout: Optional[Seconds],
+    shared: bool,
+    permits: Optional[int],
+    scope: Optional[str],
+    range: Optional[Tuple[int, int]],
+    poll: Optional[Seconds],
+    wake_hints: Optional[WakeHints],
+    priority: int,
+) -> _lease.Options:
+    # The core replaces the ttl with the session's; it is given here because Options needs one.
+    return _lease.Options(
+        ttl=ttl, wait=wait, label=label, data=data, unavailable_timeout=unavailable_timeout,
+        shared=shared, permits=permits, scope=scope, range=range, queue=True, poll=poll,
+        wake_hints=wake_hints, priority=priority,
+    )
+
+
+class SharedGrant:
+    """A grant of a queued lock held through a :class:`Session`: kept by the session's
+    renewals (no heartbeat of its own). Use it as a context manager (``with`` / ``async
+    with``) or call :meth:`release`; a grant dropped without either is released in the
+    background."""
+
+    __slots__ = ("_g", "_session", "__weakref__")
+
+    def __init__(self, core: _lease.GrantCore, session: "Session") -> None:
+        self._g = core
+        # The session lives while one of its grants does.
+        self._session = session
+
+    @property
+    def epoch(self) -> int:
+        """The fencing number: strictly increasing per lock (as :attr:`Lease.epoch`)."""
+        return self._g.epoch
+
+    @property
+    def token(self) -> int:
+        """The fencing token, the same number as :attr:`epoch` (as ``Grant.token``). Unlike
+        :attr:`Lease.token` it is not ``URL#EPOCH@HOLDER`` text: a shared grant's holder is
+        its entry id ``SID.N``, which such a token cannot carry yet."""
+        return self._g.token
+
+    @property
+    def key(self) -> str:
+        """The lock's key in the session's store."""
+        return self._g.key
+
+    @property
+    def url(self) -> str:
+        return self._g.url
+
+    @property
+    def id(self) -> str:
+        """Its entry id in the lock's record, ``SID.N``."""
+        return self._g.id
+
+    @property
+    def grant(self) -> Grant:
+        """What was granted (mode, token, scope, range, permits)."""
+        return self._g.grant
+
+    @property
+    def session(self) -> "Session":
+        return self._session
+
+    @property
+    def held(self) -> bool:
+        """True while held: its session is believed and its lock's record confirmed it less
+        than a ttl ago. False once lost or released."""
+        return self._g.held
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why it was lost (its session's loss, or its own), or ``None`` while it is not."""
+        return self._g.lost_reason
+
+    @property
+    def lost_kind(self) -> Optional[str]:
+        """The kind of its loss: ``"session_deleted"``, ``"expired"``, ``"taken_over"``,
+        ``"broken"``, ``"removed"``, ``"lock_replaced"``, …; ``None`` while not lost."""
+        return self._g.lost_kind
+
+    def ensure_held(self) -> None:
+        """Return while held; else raise :class:`LeaseLost` naming why."""
+        self._g.ensure_held()
+
+    def release(self) -> None:
+        """Release this grant alone (idempotent): its leave grants the next waiter, and the
+        session's other grants stay held. Raises :class:`LeaseLost` if it was lost before."""
+        self._g.release()
+
+    async def release_async(self) -> None:
+        """:meth:`release` for asyncio."""
+        await await_core(self._g._release_start)
+
+    def _release_background(self) -> None:
+        self._g._release_background()
+
+    def _exit(self, exc_value: Optional[BaseException], err: Optional[LeaseError]) -> bool:
+        if err is None:
+            return False
+        if exc_value is None:
+            raise err
+        # Never mask the block's own exception; say what happened beside it.
+        add_note = getattr(exc_value, "add_note", None)  # Python 3.11+
+        if add_note is not None:
+            add_note(f"lease: {self.url} was lost while this block ran: {err}")
+        return False
+
+    def __enter__(self) -> "SharedGrant":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool:
+        """Release on leaving the block; if the grant was lost while the block ran and the
+        block did not raise, :class:`LeaseLost` is raised here (the work may have overlapped
+        with another holder)."""
+        err: Optional[LeaseError] = None
+        try:
+            self._g.release()
+        except LeaseLost as e:
+            err = e
+        return self._exit(exc_value, err)
+
+    async def __aenter__(self) -> "SharedGrant":
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> bool:
+        err: Optional[LeaseError] = None
+        try:
+            await self.release_async()
+        except LeaseLost as e:
+            err = e
+        return self._exit(exc_value, err)
+
+    def __repr__(self) -> str:
+        return repr(self._g)
+
+
+class Session:
+    """One shared session on a store: any number of queued-lock grants
+    (:meth:`acquire`) kept by one renewal of one record, ``PREFIX.lease-sessions/SID`` — one
+    write per ``ttl/3`` for the whole session, whatever the number of locks. Made by
+    :func:`open_session`. Close it (:meth:`close`, or ``with``): its grants still held are
+    released and its record deleted. Lost (its record deleted, taken over, not renewed within
+    its ttl), every grant of it is lost."""
+
+    __slots__ = ("_s", "__weakref__")
+
+    def __init__(self, core: _lease.SessionCore) -> None:
+        self._s = core
+        _open.add(self)
+
+    @property
+    def sid(self) -> str:
+        """The session's id (32 hex digits)."""
+        return self._s.sid
+
+    @property
+    def url(self) -> str:
+        """The session record's URL."""
+        return self._s.url
+
+    @property
+    def key(self) -> str:
+        """The session record's key in its store, ``PREFIX.lease-sessions/SID``."""
+        return self._s.key
+
+    @property
+    def store(self) -> str:
+        """The store's URL."""
+        return self._s.store
+
+    @property
+    def ttl(self) -> float:
+        """The ttl of the session and of every grant held through it, in seconds."""
+        return self._s.ttl
+
+    @property
+    def alive(self) -> bool:
+        """True while the session is believed (renewed less than a ttl ago) and not closed."""
+        return self._s.alive
+
+    @property
+    def attached(self) -> int:
+        """How many grants and waiters are attached to it (or attaching)."""
+        return self._s.attached
+
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the session was lost, or ``None`` while it is not."""
+        return self._s.lost_reason
+
+    @property
+    def closed(self) -> bool:
+        return self._s.closed
+
+    def acquire(
+        self,
+        lock: URL,
+        *,
+        wait: Optional[Seconds] = None,
+        label: Optional[str] = None,
+        data: Optional[str] = None,
+        unavailable_timeout: Optional[Seconds] = None,
+        shared: bool = False,
+        permits: Optional[int] = None,
+        scope: Optional[str] = None,
+        range: Optional[Tuple[int, int]] = None,
+        poll: Optional[Seconds] = None,
+        wake_hints: Optional[WakeHints] = None,
+        priority: int = 0,
+        **wrong: NoReturn,
+    ) -> SharedGrant:
+        """Acquire a grant of the queued lock ``lock`` through this session, waiting as
+        :func:`lease.acquire` does (``wait``; the GIL released, Ctrl-C interrupts). ``lock`` is
+        a lock URL in the session's store (``s3://bucket/jobs/7``, ``file:///dir/gc``, a
+        path; one of another store raises :class:`InvalidArgument`) or a key in that store
+        (``"jobs/7"``: no scheme, not a path). The queued-lock options are
+        :func:`lease.acquire`'s; the ttl is the session's (``ttl=`` raises
+        :class:`InvalidArgument`), and ``data=`` is refused (:class:`InvalidArgument`: the
+        session's record is the process's). A closed session raises
+        :class:`InvalidArgument`, a lost one :class:`LeaseLost`."""
+        _check_keywords("Session.acquire", wrong)
+        options = _options(self._s.ttl, wait, label, data, unavailable_timeout, shared, permits,
+                           scope, range, poll, wake_hints, priority)
+        return SharedGrant(self._s.acquire(lock, options), self)
+
+    async def acquire_async(
+        self,
+        lock: URL,
+        *,
+        wait: Optional[Seconds] = None,
+        label: Optional[str] = None,
+        data: Optional[str] = None,
+        unavailable_timeout: Optional[Seconds] = None,
+        shared: bool = False,
+        permits: Optional[int] = None,
+        scope: Optional[str] = None,
+        range: Optional[Tuple[int, int]] = None,
+        poll: Optional[Seconds] = None,
+        wake_hints: Optional[WakeHints] = None,
+        priority: int = 0,
+        **wrong: NoReturn,
+    ) -> SharedGrant:
+        """:meth:`acquire` for asyncio. Cancelling the task stops waiting for the result; the
+        request itself goes on until granted (then released) or its ``wait`` runs out."""
+        _check_keywords("Session.acquire_async", wrong)
+        options = _options(self._s.ttl, wait, label, data, unavailable_timeout, shared, permits,
+                           scope, range, poll, wake_hints, priority)
+        core = self._s
+        g: _lease.GrantCore = await await_core(
+            lambda done: core._acquire_start(lock, options, done))
+        return SharedGrant(g, self)
+
+    def close(self) -> None:
+        """Close the session (idempotent): its grants still held are released (each leave
+        grants the next waiter), then its record is released and deleted."""
+        self._s.close()
+        _open.discard(self)
+
+    async def close_async(self) -> None:
+        """:meth:`close` for asyncio."""
+        await await_core(self._s._close_start)
+        _open.discard(self)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close_async()
+
+    def __repr__(self) -> str:
+        return repr(self._s)
+
+
+def open_session(
+    url: URL,
+    *,
+    ttl: Seconds = 30,
+    label: Optional[str] = None,
+    prefix: Optional[str] = None,
+) -> Session:
+    """Open a shared session on the store of ``url`` — a lock URL in the store
+    (``s3://bucket/jobs/7``, ``file:///var/locks/gc``), the store's own URL (``s3://bucket?…``,
+    ``memory://ns``) or its directory (``file:///var/locks``, an existing directory) — and
+    write its first record before returning. ``ttl`` as :func:`lease.acquire`'s (the session
+    renews every ``ttl/3``); ``label`` for people (``lease status``); ``prefix`` (empty, or
+    ending in ``/``: ``"team-a/"``) puts its record at ``PREFIX.lease-sessions/SID`` instead of
+    the store's root. Raises :class:`InvalidArgument` for a bad ttl, prefix or URL."""
+    return Session(_lease._open_session(url, ttl, label, prefix))
+
+
+class OpenSessionAsync:
+    """What :func:`open_session_async` returns: await it for a :class:`Session`, or use it as
+    ``async with lease.open_session_async(...) as s:`` to close it on exit."""
+
+    __slots__ = ("_start", "_session")
+
+    def __init__(self, start: Callable[[Done], _lease.Pending]) -> None:
+        self._start = start
+        self._session: Optional[Session] = None
+
+    async def _open(self) -> Session:
+        core: _lease.SessionCore = await await_core(self._start)
+        return Session(core)
+
+    def __await__(self) -> Generator[Any, None, Session]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> Session:
+        self._session = await self._open()
+        return self._session
+
+    async def __aexit__(self, *exc: object) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close_async()
+
+
+def open_session_async(
+    url: URL,
+    *,
+    ttl: Seconds = 30,
+    label: Optional[str] = None,
+    prefix: Optional[str] = None,
+) -> OpenSessionAsync:
+    """:func:`open_session` for asyncio: ``s = await lease.open_session_async(url)``, or
+    ``async with lease.open_session_async(url) as s:`` (closed on exit)."""
+
+    def start(done: Done) -> _lease.Pending:
+        return _lease._open_session_start(url, ttl, done, label, prefix)
+
+    return OpenSessionAsync(start)
+
+
+@_atexit.register
+def _close_at_exit() -> None:
+    # Close what is still open, so the locks' waiters need not wait out the ttl.
+    for session in list(_open):
+        try:
+            session.close()
+        except BaseException:  # noqa: BLE001 - best effort at exit
+            pass

@@ -1,0 +1,652 @@
+//! Shared sessions (docs/protocol.md §10, "Shared sessions: one heartbeat for many grants",
+//! issue 24): `lease.open_session(url)` opens one `SharedSession` of the core on a store, and
+//! `Session.acquire(url_or_key)` takes queued-lock grants through it, all kept by the session's
+//! one renewal task and one confirmation task. The Python layer (`lease/_session.py`) wraps
+//! the two classes here, `SessionCore` and `GrantCore`, with the keyword arguments, the context
+//! managers and asyncio.
+//!
+//! As `held.rs` does for a `Lease`: blocking calls release the GIL (`runtime::block`), asyncio
+//! calls settle a future (`runtime::spawn_settle`), errors are mapped in `error.rs` only, and a
+//! forked child never touches its parent's session or grants (they are leaked there).
+
+use std::mem::ManuallyDrop;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
+
+use crate::error::{invalid, to_py, IntoPyResult};
+use crate::options::{self, Options};
+use crate::runtime::{self, block, Pending};
+use lease::{
+    Client, Error, ErrorKind, LeaseOptions, LeaseUrl, LostReason, SessionOptions, SharedGrant,
+    SharedSession, StoreUrl,
+};
+
+/// The store a session is opened on, from `text`: a store URL without a path (`s3://bucket?…`,
+/// `memory://ns`), an existing directory (`file:///var/locks`, `/var/locks`), or else the URL
+/// of a lock in the store (`s3://bucket/jobs/7`, `file:///var/locks/gc`: its store).
+fn store_of(text: &str) -> PyResult<StoreUrl> {
+    if text.contains('\0') {
+        return Err(invalid("the store URL contains a NUL character"));
+    }
+    if let Ok((store, path)) = StoreUrl::parse_with_path(text) {
+        match &store {
+            StoreUrl::File { root } if Path::new(root).is_dir() => return Ok(store),
+            StoreUrl::File { .. } | StoreUrl::DefaultFile => {}
+            _ if path.is_empty() => return Ok(store),
+            _ => {}
+        }
+    }
+    LeaseUrl::parse(text).map(|l| l.store).py()
+}
+
+/// `lease.open_session`'s arguments, checked: the store's client and the session's options.
+fn session_args(
+    url: &Bound<'_, PyAny>,
+    ttl: &Bound<'_, PyAny>,
+    label: Option<&Bound<'_, PyAny>>,
+    prefix: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Client, StoreUrl, SessionOptions)> {
+    let text = options::url_text(url)?;
+    let store = store_of(&text)?;
+    let client = options::client_of(&store, &text)?;
+    let mut opts = SessionOptions::new(options::ttl_seconds(ttl)?);
+    if let Some(label) = options::opt_text("label", label)? {
+        opts = opts.label(label);
+    }
+    if let Some(prefix) = options::opt_text("prefix", prefix)? {
+        opts = opts.prefix(prefix);
+    }
+    Ok((client, store, opts))
+}
+
+/// open_session(url, ttl, label, prefix) -> SessionCore: blocks (GIL released) until the
+/// session's first record is written.
+#[pyfunction]
+#[pyo3(signature = (url, ttl, label=None, prefix=None))]
+pub fn _open_session(
+    py: Python<'_>,
+    url: &Bound<'_, PyAny>,
+    ttl: &Bound<'_, PyAny>,
+    label: Option<&Bound<'_, PyAny>>,
+    prefix: Option<&Bound<'_, PyAny>>,
+) -> PyResult<SessionCore> {
+    crate::log::refresh_level(py, false);
+    let (client, store, opts) = session_args(url, ttl, label, prefix)?;
+    let c = client.clone();
+    let session = block(py, async move { SharedSession::open(&c, opts).await }, None)?.py()?;
+    Ok(SessionCore::new(session, client, store))
+}
+
+/// Start opening a session for asyncio; `done(ok, value)` receives the SessionCore.
+#[pyfunction]
+#[pyo3(signature = (url, ttl, done, label=None, prefix=None))]
+pub fn _open_session_start(
+    py: Python<'_>,
+    url: &Bound<'_, PyAny>,
+    ttl: &Bound<'_, PyAny>,
+    done: Py<PyAny>,
+    label: Option<&Bound<'_, PyAny>>,
+    prefix: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Pending> {
+    crate::log::refresh_level(py, false);
+    let (client, store, opts) = session_args(url, ttl, label, prefix)?;
+    let c = client.clone();
+    let abort = runtime::spawn_settle(
+        py,
+        async move { SharedSession::open(&c, opts).await },
+        done,
+        move |py, session| {
+            let core = SessionCore::new(session, client, store);
+            Ok(Bound::new(py, core)?.into_any().unbind())
+        },
+    )?;
+    Ok(Pending::abort(abort))
+}
+
+/// One shared session of this process on one store (`lease.Session` wraps it).
+#[pyclass(module = "lease._lease", name = "SessionCore", frozen)]
+pub struct SessionCore {
+    session: ManuallyDrop<SharedSession>,
+    client: Client,
+    store: StoreUrl,
+    /// The process that opened it. A forked child does not hold its parent's session.
+    pid: u32,
+    /// `close()` was called (or started).
+    closed: AtomicBool,
+}
+
+impl Drop for SessionCore {
+    fn drop(&mut self) {
+        if self.pid != runtime::pid() {
+            // A forked child: the session belongs to the parent's runtime; leak it.
+            return;
+        }
+        // SAFETY: taken exactly once, here.
+        let session = unsafe { ManuallyDrop::take(&mut self.session) };
+        // Not closed: its tasks would renew it for the life of the process. Close it in the
+        // background (the Python layer keeps the session alive while a grant of it is).
+        if !self.closed.load(Ordering::SeqCst) {
+            if let Ok(h) = runtime::handle() {
+                h.spawn(async move { session.close().await });
+            }
+        }
+    }
+}
+
+impl SessionCore {
+    fn new(session: SharedSession, client: Client, store: StoreUrl) -> SessionCore {
+        SessionCore {
+            session: ManuallyDrop::new(session),
+            client,
+            store,
+            pid: runtime::pid(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn forked(&self) -> bool {
+        self.pid != runtime::pid()
+    }
+
+    /// The session, unless this is a forked child or it was closed: then `InvalidArgument`
+    /// saying so (acquiring through a closed session is a mistake of the caller; a lost
+    /// session gives the core's `LeaseLost`).
+    fn usable(&self) -> PyResult<SharedSession> {
+        if self.forked() {
+            return Err(invalid(format!(
+                "the shared session {} was opened by process {} before os.fork(): a forked \
+                 child does not hold its parent's session (open one in the child)",
+                self.session.url(),
+                self.pid
+            )));
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(invalid(format!(
+                "the shared session {} is closed: open another (lease.open_session) to acquire \
+                 more",
+                self.session.url()
+            )));
+        }
+        Ok((*self.session).clone())
+    }
+
+    /// The key in this session's store of `obj`: a lock URL (`s3://…`, `file://…`, a path,
+    /// an `os.PathLike`) in the same store, or a key (`jobs/7`: no scheme, not a path).
+    fn key_of(&self, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+        let text = options::url_text(obj)?;
+        if text.contains('\0') {
+            return Err(invalid("the lock URL contains a NUL character"));
+        }
+        let is_str = obj.is_instance_of::<pyo3::types::PyString>();
+        let is_url = !is_str || text.contains("://") || text.starts_with(['/', '.']);
+        if !is_url {
+            return Ok(text);
+        }
+        let parsed = LeaseUrl::parse(&text).py()?;
+        if parsed.store != self.store {
+            return Err(invalid(format!(
+                "{text} is not in this session's store ({}): a shared session holds locks of \
+                 one store; open a session on that store (lease.open_session({text:?})), or \
+                 name the lock by its key in this store",
+                self.client.store().url()
+            )));
+        }
+        Ok(parsed.key)
+    }
+
+    fn acquire_args(
+        &self,
+        target: &Bound<'_, PyAny>,
+        options: &Bound<'_, Options>,
+    ) -> PyResult<(SharedSession, String, LeaseOptions)> {
+        let session = self.usable()?;
+        let key = self.key_of(target)?;
+        Ok((session, key, options.get().core.clone()))
+    }
+}
+
+#[pymethods]
+impl SessionCore {
+    /// The session's id (`SID`).
+    #[getter]
+    fn sid(&self) -> String {
+        self.session.sid()
+    }
+
+    /// The session record's URL.
+    #[getter]
+    fn url(&self) -> &str {
+        self.session.url()
+    }
+
+    /// The session record's key in its store (`PREFIX.lease-sessions/SID`).
+    #[getter]
+    fn key(&self) -> &str {
+        self.session.key()
+    }
+
+    /// The store's URL.
+    #[getter]
+    fn store(&self) -> String {
+        self.client.store().url().to_string()
+    }
+
+    /// The ttl in seconds.
+    #[getter]
+    fn ttl(&self) -> f64 {
+        self.session.ttl().as_secs_f64()
+    }
+
+    /// True while the session is believed (its last landed renewal less than a ttl ago) and
+    /// not closed.
+    #[getter]
+    fn alive(&self) -> bool {
+        !self.forked() && !self.closed.load(Ordering::SeqCst) && self.session.is_alive()
+    }
+
+    /// How many grants and waiters are attached (or attaching).
+    #[getter]
+    fn attached(&self) -> usize {
+        if self.forked() {
+            return 0;
+        }
+        self.session.attached()
+    }
+
+    /// Why the session was lost, or None while it is not.
+    #[getter]
+    fn lost_reason(&self) -> Option<String> {
+        if self.forked() {
+            return Some(format!("opened by process {} before os.fork()", self.pid));
+        }
+        self.session.lost_reason().map(|r| r.to_string())
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// acquire(url_or_key, options) -> GrantCore: blocks (GIL released) until granted.
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        target: &Bound<'_, PyAny>,
+        options: &Bound<'_, Options>,
+    ) -> PyResult<GrantCore> {
+        crate::log::refresh_level(py, false);
+        let (session, key, opts) = self.acquire_args(target, options)?;
+        let grant = block(py, async move { session.acquire(&key, &opts).await }, None)?.py()?;
+        Ok(GrantCore::new(grant))
+    }
+
+    /// Start an acquire for asyncio; `done(ok, value)` receives the GrantCore. Cancelling it
+    /// does not stop the request (the core's session acquire takes no cancellation): a grant
+    /// that comes after is released (`_release_background`).
+    fn _acquire_start(
+        &self,
+        py: Python<'_>,
+        target: &Bound<'_, PyAny>,
+        options: &Bound<'_, Options>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        crate::log::refresh_level(py, false);
+        let (session, key, opts) = self.acquire_args(target, options)?;
+        runtime::spawn_settle(
+            py,
+            async move { session.acquire(&key, &opts).await },
+            done,
+            |py, grant| Ok(Bound::new(py, GrantCore::new(grant))?.into_any().unbind()),
+        )?;
+        Ok(Pending::detached())
+    }
+
+    /// Close the session (idempotent): every grant still attached is released (its leave
+    /// sent), then the session record is released and deleted. Blocks until done.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if self.forked() || self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let session = (*self.session).clone();
+        block(py, async move { session.close().await }, None)
+    }
+
+    /// Start closing; `done(ok, None)` when finished.
+    fn _close_start(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<Pending> {
+        let session = if self.forked() || self.closed.swap(true, Ordering::SeqCst) {
+            None
+        } else {
+            Some((*self.session).clone())
+        };
+        runtime::spawn_settle(
+            py,
+            async move {
+                if let Some(s) = session {
+                    s.close().await;
+                }
+                Ok::<(), Error>(())
+            },
+            done,
+            |py, ()| Ok(py.None()),
+        )?;
+        Ok(Pending::detached())
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.forked() {
+            "inherited across fork".to_string()
+        } else if self.closed.load(Ordering::SeqCst) {
+            "closed".to_string()
+        } else if let Some(r) = self.session.lost_reason() {
+            format!("lost: {r}")
+        } else {
+            format!("{} attached", self.session.attached())
+        };
+        format!("<lease.Session {} {state}>", self.session.url())
+    }
+}
+
+/// A grant of a queued lock held through a shared session (`lease.SharedGrant` wraps it).
+#[pyclass(module = "lease._lease", name = "GrantCore", frozen)]
+pub struct GrantCore {
+    /// `None` once released.
+    grant: Mutex<Option<SharedGrant>>,
+    epoch: u64,
+    key: String,
+    url: String,
+    id: String,
+    info: lease::Grant,
+    /// Why it was lost, when it was before it was released.
+    lost_at_release: Mutex<Option<LostReason>>,
+    pid: u32,
+}
+
+impl Drop for GrantCore {
+    fn drop(&mut self) {
+        let grant = self
+            .grant
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(grant) = grant else {
+            return;
+        };
+        if self.pid != runtime::pid() {
+            // A forked child: the grant is the parent's; leak it.
+            std::mem::forget(grant);
+            return;
+        }
+        // Released in the background (the core's release on drop), on the runtime.
+        match runtime::handle() {
+            Ok(h) => {
+                let _entered = h.enter();
+                drop(grant);
+            }
+            Err(_) => drop(grant),
+        }
+    }
+}
+
+impl GrantCore {
+    fn new(grant: SharedGrant) -> GrantCore {
+        let info = grant.grant().clone();
+        GrantCore {
+            epoch: info.token,
+            key: grant.key().to_string(),
+            url: grant.url().to_string(),
+            id: grant.id().to_string(),
+            info,
+            grant: Mutex::new(Some(grant)),
+            lost_at_release: Mutex::new(None),
+            pid: runtime::pid(),
+        }
+    }
+
+    fn forked(&self) -> bool {
+        self.pid != runtime::pid()
+    }
+
+    /// Take the grant out to release it: `None` when already released (or in a forked
+    /// child), with the loss to report after the release, if it was lost.
+    fn take(&self) -> Option<SharedGrant> {
+        if self.forked() {
+            return None;
+        }
+        let grant = self
+            .grant
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()?;
+        *self
+            .lost_at_release
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = grant.lost_reason();
+        Some(grant)
+    }
+
+    /// What a release reports: the release's own error, else `LeaseLost` if the grant had
+    /// been lost before (what was done under it may have overlapped with another holder).
+    fn released(&self, lost: Option<LostReason>, r: lease::Result<()>) -> lease::Result<()> {
+        r?;
+        match lost {
+            Some(reason) => Err(reason.error(&self.url, self.epoch)),
+            None => Ok(()),
+        }
+    }
+
+    fn lost_reason_now(&self) -> Option<LostReason> {
+        if let Some(g) = &*self.grant.lock().unwrap_or_else(|p| p.into_inner()) {
+            return g.lost_reason();
+        }
+        self.lost_at_release
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+#[pymethods]
+impl GrantCore {
+    /// The fencing number: strictly increasing per lock.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The fencing token, as the core's `SharedGrant::token` and `lease.Grant.token`: the same
+    /// number as `epoch`. (No `URL#EPOCH@HOLDER` text: its holder would be the entry id
+    /// `SID.N`, which the core's `FencingToken` does not take as a holder.)
+    #[getter]
+    fn token(&self) -> u64 {
+        self.epoch
+    }
+
+    #[getter]
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    #[getter]
+    fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Its entry id in the lock's record, `SID.N`.
+    #[getter]
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// `{mode, token, scope, range, permits}` for `lease.Grant`.
+    #[getter]
+    fn grant<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        static GRANT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let g = &self.info;
+        let (scope, range) = match &g.scope {
+            lease::Scope::Whole => (None, None),
+            lease::Scope::Path(p) => (Some(p.clone()), None),
+            lease::Scope::Range { start, end } => (None, Some((*start, *end))),
+        };
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("mode", g.mode.as_str())?;
+        kwargs.set_item("token", g.token)?;
+        kwargs.set_item("scope", scope)?;
+        kwargs.set_item("range", range)?;
+        kwargs.set_item("permits", g.permits)?;
+        let cls = GRANT
+            .get_or_try_init(py, || {
+                py.import("lease._types")?
+                    .getattr("Grant")
+                    .map(Bound::unbind)
+            })?
+            .bind(py);
+        cls.call((), Some(&kwargs))
+    }
+
+    /// True while held: its session believed, and a read of the lock's record sent less than
+    /// a ttl ago showed it. False once lost or released.
+    #[getter]
+    fn held(&self) -> bool {
+        if self.forked() {
+            return false;
+        }
+        self.grant
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|g| g.is_held())
+    }
+
+    /// Why it was lost (its own loss, or its session's), or None while it is not.
+    #[getter]
+    fn lost_reason(&self) -> Option<String> {
+        if self.forked() {
+            return Some(format!("acquired by process {} before os.fork()", self.pid));
+        }
+        self.lost_reason_now().map(|r| r.to_string())
+    }
+
+    /// The kind of its loss (`session_deleted`, `expired`, `taken_over`, `removed`, …), or None.
+    #[getter]
+    fn lost_kind(&self) -> Option<&'static str> {
+        self.lost_reason_now().map(|r| r.kind())
+    }
+
+    /// `None` while held; else raise `LeaseLost` naming why.
+    fn ensure_held(&self) -> PyResult<()> {
+        if self.forked() {
+            return Err(to_py(
+                Error::new(
+                    ErrorKind::Lost,
+                    format!(
+                        "{} (token {}) was acquired by process {} before os.fork(): a forked \
+                         child does not hold its parent's grants",
+                        self.url, self.epoch, self.pid
+                    ),
+                )
+                .with_lease(&self.url)
+                .with_epoch(self.epoch),
+            ));
+        }
+        let guard = self.grant.lock().unwrap_or_else(|p| p.into_inner());
+        match &*guard {
+            Some(g) => g.ensure_held().py(),
+            None => {
+                drop(guard);
+                let err = match self.lost_reason_now() {
+                    Some(reason) => reason.error(&self.url, self.epoch),
+                    None => Error::new(
+                        ErrorKind::Lost,
+                        format!(
+                            "{} (token {}) was released: it is no longer held",
+                            self.url, self.epoch
+                        ),
+                    )
+                    .with_lease(&self.url)
+                    .with_epoch(self.epoch),
+                };
+                Err(to_py(err))
+            }
+        }
+    }
+
+    /// Release it alone (idempotent): its belief ends at once, its leave grants the next
+    /// waiter, and the session's other grants stay held. Raises `LeaseLost` if it was lost
+    /// before.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(grant) = self.take() else {
+            return Ok(());
+        };
+        let lost = self
+            .lost_at_release
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let r = block(py, async move { grant.release().await }, None)?;
+        self.released(lost, r).py()
+    }
+
+    /// Start releasing; `done(ok, None)` when finished.
+    fn _release_start(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<Pending> {
+        let grant = self.take();
+        let lost = self
+            .lost_at_release
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let (url, epoch) = (self.url.clone(), self.epoch);
+        runtime::spawn_settle(
+            py,
+            async move {
+                if let Some(g) = grant {
+                    g.release().await?;
+                    if let Some(reason) = lost {
+                        return Err(reason.error(&url, epoch));
+                    }
+                }
+                Ok(())
+            },
+            done,
+            |py, ()| Ok(py.None()),
+        )?;
+        Ok(Pending::detached())
+    }
+
+    /// Release in the background, without waiting (used when nobody is left to wait).
+    fn _release_background(&self) -> PyResult<()> {
+        if let Some(g) = self.take() {
+            runtime::handle()?.spawn(async move {
+                let _ = g.release().await;
+            });
+        }
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.forked() {
+            "inherited across fork".to_string()
+        } else if let Some(r) = self.lost_reason_now() {
+            format!("lost: {r}")
+        } else if self.held() {
+            "held".to_string()
+        } else if self
+            .grant
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+        {
+            "released".to_string()
+        } else {
+            "not confirmed".to_string()
+        };
+        format!(
+            "<lease.SharedGrant {} token={} {state}>",
+            self.url, self.epoch
+        )
+    }
+}

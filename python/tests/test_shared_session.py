@@ -1,0 +1,294 @@
+"""Shared sessions (issue 24; docs/protocol.md §10, "Shared sessions: one heartbeat for many
+grants"): many queued-lock grants held through one session, on the file store and on S3
+(moto); a holder killed with SIGKILL hands its locks over; the session's record deleted loses
+every grant; bad input raises typed errors."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+import lease
+
+from conftest import _missing, s3_url, make_url
+
+# A waiter polls the lock this often (moto has no kernel wake-up).
+POLL = 0.1
+
+
+@pytest.fixture(params=["file", "moto"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def lock_urls(kind: str, tmp_path: Path, name: str, n: int) -> List[str]:
+    """``n`` fresh lock URLs in one store: one directory (file), or one bucket (moto)."""
+    base = make_url(kind, tmp_path, name)
+    if kind == "file":
+        return [f"{base}-{i}" for i in range(n)]
+    bucket = os.environ.get("LEASE_TEST_S3_MOTO")
+    if not bucket:
+        _missing("LEASE_TEST_S3_MOTO")
+    assert bucket is not None
+    tail = base.split("/locks/", 1)[1].split("?", 1)[0]
+    return [s3_url(bucket, f"locks/{tail}/{i}") for i in range(n)]
+
+
+def wait_for(what: str, check: Any, timeout: float) -> None:
+    """Poll ``check()`` until true; a bound on the wait, not a timed assertion."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} within {timeout} s")
+        time.sleep(0.05)
+
+
+# --- 1. Many grants, one session.
+
+
+def test_many_grants_on_one_session_released_one_by_one(kind: str, tmp_path: Path) -> None:
+    n = 200 if kind == "file" else 50
+    urls = lock_urls(kind, tmp_path, "many", n)
+    with lease.open_session(urls[0], ttl=10, label="py-many") as session:
+        assert session.alive and session.attached == 0
+        # Eight threads at once: the GIL is released while each waits, and attachments that
+        # wait together go into one session write.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            grants = list(pool.map(lambda u: session.acquire(u, wait=60, poll=POLL), urls))
+        assert all(g.held for g in grants)
+        assert session.attached == n
+        assert len({g.id for g in grants}) == n
+        assert all(g.id.startswith(session.sid + ".") for g in grants)
+        assert all(g.token == g.epoch == g.grant.token for g in grants)
+        assert all(g.grant.mode == "exclusive" for g in grants)
+        # Others see the locks held: a plain queued request cannot be granted.
+        assert lease.try_acquire(urls[-1], ttl=5, queue=True) is None
+
+        half = n // 2
+        for g in grants[:half]:
+            g.release()
+            assert not g.held
+            g.release()  # idempotent
+        rest = grants[half:]
+        assert all(g.held for g in rest), [g.lost_reason for g in rest if not g.held]
+        for g in rest:
+            g.ensure_held()
+        with pytest.raises(lease.LeaseLost, match="released"):
+            grants[0].ensure_held()
+        # A released lock is free for others; a held one is not.
+        other = lease.try_acquire(urls[0], ttl=5, queue=True)
+        assert other is not None
+        other.release()
+        assert lease.try_acquire(urls[-1], ttl=5, queue=True) is None
+        assert session.alive
+    # Closing released the rest.
+    assert session.closed and not session.alive
+    assert not any(g.held for g in rest)
+    free = lease.try_acquire(urls[-1], ttl=5, queue=True)
+    assert free is not None
+    free.release()
+
+
+def test_grants_as_context_managers_by_key_and_async(tmp_path: Path) -> None:
+    # The store's own directory opens a session on it; keys name locks in it.
+    with lease.open_session(f"file://{tmp_path}", ttl=5) as session:
+        assert session.store.startswith("file://")
+        with session.acquire("jobs/a") as a, session.acquire(tmp_path / "b") as b:
+            assert a.url == f"file://{tmp_path}/jobs/a"
+            assert a.held and b.held and session.attached == 2
+        assert not a.held and not b.held
+
+    async def main() -> None:
+        async with lease.open_session_async(tmp_path / "c", ttl=5) as s:
+            grants = await asyncio.gather(*(s.acquire_async(f"async-{i}") for i in range(20)))
+            assert all(g.held for g in grants) and s.attached == 20
+            async with grants[0] as g0:
+                assert g0.held
+            assert not grants[0].held
+            await grants[1].release_async()
+            assert all(g.held for g in grants[2:])
+        assert s.closed
+
+    asyncio.run(main())
+
+
+def test_a_shared_grant_beside_a_plain_reader(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/rw"
+    with lease.open_session(url, ttl=5) as session:
+        g = session.acquire(url, shared=True)
+        assert g.grant.mode == "shared"
+        r = lease.acquire(url, ttl=5, shared=True, wait=10)
+        assert r.held and g.held
+        r.release()
+        g.release()
+
+
+# --- 2. Kill -9 of the holder hands its locks over.
+
+CHILD = r"""
+import sys, time, lease
+urls = sys.argv[1:]
+session = lease.open_session(urls[0], ttl=3, label="py-killed")
+grants = [session.acquire(u, wait=60, poll=0.1) for u in urls]
+assert all(g.held for g in grants)
+for i, g in enumerate(grants):
+    print("held", i, g.epoch, flush=True)
+print("all held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_kill_9_of_the_holder_hands_its_locks_over(kind: str, tmp_path: Path) -> None:
+    n = 50
+    urls = lock_urls(kind, tmp_path, "killed", n)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, *urls], stdout=subprocess.PIPE, text=True
+    )
+    epochs: Dict[int, int] = {}
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("all held"):
+                break
+            _, i, epoch = line.split()
+            epochs[int(i)] = int(epoch)
+        assert len(epochs) == n, f"the child held {len(epochs)} of {n}"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    # A sample of five, waited for at once (each waiter judges the dead session itself:
+    # absent renewals for its ttl plus grace).
+    sample = list(range(0, n, n // 5))[:5]
+    got: Dict[int, lease.Lease] = {}
+    errors: List[BaseException] = []
+
+    def take(i: int) -> None:
+        try:
+            got[i] = lease.acquire(urls[i], ttl=3, queue=True, wait=30, poll=POLL)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in sample]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in sample:
+        assert got[i].epoch > epochs[i]
+        got[i].release()
+
+
+# --- 3. The session's record deleted: every grant reports its loss.
+
+
+def test_deleting_the_session_record_loses_every_grant(tmp_path: Path) -> None:
+    urls = lock_urls("file", tmp_path, "deleted", 20)
+    session = lease.open_session(urls[0], ttl=3)
+    grants = [session.acquire(u, wait=30) for u in urls]
+    assert all(g.held for g in grants)
+    record = tmp_path / session.key
+    assert record.is_file(), list(tmp_path.rglob("*"))
+    record.unlink()
+    wait_for("every grant lost", lambda: all(g.lost_reason is not None for g in grants), 15)
+    for g in grants:
+        assert not g.held
+        assert g.lost_kind == "session_deleted", g.lost_reason
+        with pytest.raises(lease.LeaseLost, match="session's record was deleted") as e:
+            g.ensure_held()
+        assert e.value.kind == "lost" and e.value.url == g.url
+    assert not session.alive and session.lost_reason is not None
+    # A lost session takes no more grants: the core's LeaseLost.
+    with pytest.raises(lease.LeaseLost, match="not held"):
+        session.acquire(urls[0], wait=1)
+    # Releasing a lost grant reports the loss (work under it may have overlapped).
+    with pytest.raises(lease.LeaseLost):
+        grants[0].release()
+    with pytest.raises(lease.LeaseLost):
+        with grants[1]:
+            pass
+    session.close()
+
+
+# --- 4. Bad input.
+
+
+@pytest.mark.parametrize(
+    "kw,error,match",
+    [
+        ({"ttl": -1}, lease.InvalidArgument, "negative"),
+        ({"ttl": 0}, lease.InvalidArgument, "ttl"),
+        ({"ttl": 36000}, lease.InvalidArgument, "milliseconds"),
+        ({"ttl": "1000h"}, lease.InvalidArgument, "ttl"),
+        ({"ttl": "30"}, lease.InvalidArgument, "unit"),
+        ({"ttl": [1]}, TypeError, "ttl"),
+        ({"prefix": "team-a"}, lease.InvalidArgument, "prefix"),
+        ({"prefix": 3}, TypeError, "prefix"),
+    ],
+)
+def test_bad_session_options(
+    tmp_path: Path, kw: Dict[str, Any], error: type, match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        lease.open_session(f"file://{tmp_path}/x", **kw)
+
+
+def test_bad_acquisitions_through_a_session(tmp_path: Path) -> None:
+    session = lease.open_session(f"file://{tmp_path}/x", ttl=5)
+    # Another bucket, another directory, another kind of store.
+    for other in (
+        "s3://another-bucket/locks/x?endpoint=http://127.0.0.1:1&region=us-east-1",
+        f"file://{tmp_path}/sub/x",
+        "memory://elsewhere/x",
+    ):
+        with pytest.raises(lease.InvalidArgument, match="not in this session's store"):
+            session.acquire(other)
+    with pytest.raises(lease.InvalidArgument, match="the session's ttl applies"):
+        session.acquire("x", ttl=5)  # type: ignore[call-arg]
+    with pytest.raises(lease.InvalidArgument, match="per-grant data"):
+        session.acquire("x", data="10.0.0.2")
+    with pytest.raises(TypeError, match="did you mean wait="):
+        session.acquire("x", wiat=5)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="always queued"):
+        session.acquire("x", queue=True)  # type: ignore[call-arg]
+    with pytest.raises(lease.InvalidArgument):
+        session.acquire("x", permits=2, scope="a", range=(0, 1))
+    assert session.attached == 0 and session.alive
+    session.close()
+    session.close()  # idempotent
+    with pytest.raises(lease.InvalidArgument, match="closed"):
+        session.acquire("x")
+
+    async def closed_async() -> None:
+        with pytest.raises(lease.InvalidArgument, match="closed"):
+            await session.acquire_async("x")
+
+    asyncio.run(closed_async())
+
+
+def test_a_session_on_another_bucket_than_the_lock(tmp_path: Path) -> None:
+    base = os.environ.get("LEASE_TEST_S3_MOTO")
+    if not base:
+        _missing("LEASE_TEST_S3_MOTO")
+    assert base is not None
+    session = lease.open_session(base, ttl=5)
+    try:
+        head, _, query = base.partition("?")
+        other = f"s3://another-bucket-x/locks/x?{query}"
+        with pytest.raises(lease.InvalidArgument, match="not in this session's store"):
+            session.acquire(other)
+        g = session.acquire(s3_url(base, f"locks/py-session-{os.getpid()}-{time.time_ns()}"))
+        assert g.held
+        g.release()
+    finally:
+        session.close()
