@@ -342,7 +342,7 @@ impl Run {
 
     /// Close the round's start: the workers spawned from now until [`Run::go`] get ready (a
     /// first read of the store, which builds the client and opens a connection), log `ready`
-    /// and wait. So their first waits measure the protocol, not ~45 processes starting on two
+    /// and wait. So their first waits measure the protocol, not 24 workers starting on two
     /// cores at once (seen in CI: lone first grants 1.5 to 1.7 s after the request, past
     /// the liveness bound's 1.5 s slack, the same scenario 0.3 to 1 s on a quieter machine).
     pub fn gate_starts(&self) {
