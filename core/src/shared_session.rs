@@ -354,6 +354,19 @@ impl SharedSession {
     /// task (no task or timer of its own). `opts` as for a queued lock ([`Client::acquire`](crate::Client::acquire)
     /// with `queue()`), but its ttl is the session's, and `data` is refused (`Invalid`).
     pub async fn acquire(&self, key: &str, opts: &LeaseOptions) -> Result<SharedGrant> {
+        self.acquire_with_cancel(key, opts, &CancellationToken::new())
+            .await
+    }
+
+    /// [`SharedSession::acquire`], giving up with [`ErrorKind::Cancelled`] when `cancel`
+    /// fires: a waiting request leaves the lock's queue and its attachment is released, as a
+    /// cancelled [`Client::acquire_with_cancel`](crate::Client::acquire_with_cancel) leaves.
+    pub async fn acquire_with_cancel(
+        &self,
+        key: &str,
+        opts: &LeaseOptions,
+        cancel: &CancellationToken,
+    ) -> Result<SharedGrant> {
         let io = &self.inner.client;
         let url = io.lease_url(key);
         crate::store::validate_key(key).map_err(|e| e.with_lease(&url))?;
@@ -368,7 +381,6 @@ impl SharedSession {
             true => Some(start),
             false => opts.wait.map(|w| start + w),
         };
-        let never = CancellationToken::new();
         let req = crate::queue::Request {
             key,
             url: &url,
@@ -376,7 +388,7 @@ impl SharedSession {
             timing,
             try_once,
             wait_deadline,
-            cancel: &never,
+            cancel,
         };
         let attachment = self.attach(key).map_err(|e| e.with_lease(&url))?;
         let (attachment, grant, confirmation) =

@@ -401,3 +401,32 @@ async fn many_grants_stay_held_on_a_store_slower_than_a_ttl_per_round_of_serial_
     }
     assert!(grants.iter().all(|g| g.lost_reason().is_none()));
 }
+
+/// A waiting acquisition through a shared session stops when cancelled: `Cancelled`, its
+/// entry gone from the lock's record and its attachment from the session, so the holder's
+/// release hands the lock to nobody behind it.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_acquisition_through_a_session_leaves_the_queue_and_the_session() {
+    let w = World::new();
+    let (other, _) = w.client("b", 2);
+    let held = other.acquire("jobs/a", &queued()).await.unwrap();
+    let (s, _) = open(&w).await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let waiting = {
+        let (s, cancel) = (s.clone(), cancel.clone());
+        tokio::spawn(async move { s.acquire_with_cancel("jobs/a", &queued(), &cancel).await })
+    };
+    sleep(secs(1.0)).await;
+    assert_eq!(w.queue_record("jobs/a").await.queue.len(), 1);
+    cancel.cancel();
+    let e = tokio::time::timeout(secs(5.0), waiting)
+        .await
+        .expect("the cancelled acquisition went on waiting")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Cancelled, "{e}");
+    assert!(w.queue_record("jobs/a").await.queue.is_empty());
+    sleep(TTL / 2).await;
+    assert_eq!(s.attached(), 0);
+    held.release().await.unwrap();
+}
