@@ -315,8 +315,8 @@ class Session:
         priority: int = 0,
         **wrong: NoReturn,
     ) -> SharedGrant:
-        """:meth:`acquire` for asyncio. Cancelling the task stops waiting for the result; the
-        request itself goes on until granted (then released) or its ``wait`` runs out."""
+        """:meth:`acquire` for asyncio. Cancelling the task stops a waiting request: it leaves
+        the lock's queue and the session."""
         _check_keywords("Session.acquire_async", wrong)
         options = _options(self._s.ttl, wait, label, data, unavailable_timeout, shared, permits,
                            scope, range, poll, wake_hints, priority)

@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{invalid, to_py, IntoPyResult};
 use crate::options::{self, Options};
@@ -281,13 +282,20 @@ impl SessionCore {
     ) -> PyResult<GrantCore> {
         crate::log::refresh_level(py, false);
         let (session, key, opts) = self.acquire_args(target, options)?;
-        let grant = block(py, async move { session.acquire(&key, &opts).await }, None)?.py()?;
+        // Ctrl-C while it waits cancels it: it leaves the lock's queue.
+        let cancel = CancellationToken::new();
+        let token = cancel.clone();
+        let grant = block(
+            py,
+            async move { session.acquire_with_cancel(&key, &opts, &token).await },
+            Some(&cancel),
+        )?
+        .py()?;
         Ok(GrantCore::new(grant))
     }
 
     /// Start an acquire for asyncio; `done(ok, value)` receives the GrantCore. Cancelling it
-    /// does not stop the request (the core's session acquire takes no cancellation): a grant
-    /// that comes after is released (`_release_background`).
+    /// stops a waiting request: it leaves the lock's queue and the session.
     fn _acquire_start(
         &self,
         py: Python<'_>,
@@ -297,13 +305,15 @@ impl SessionCore {
     ) -> PyResult<Pending> {
         crate::log::refresh_level(py, false);
         let (session, key, opts) = self.acquire_args(target, options)?;
+        let cancel = CancellationToken::new();
+        let token = cancel.clone();
         runtime::spawn_settle(
             py,
-            async move { session.acquire(&key, &opts).await },
+            async move { session.acquire_with_cancel(&key, &opts, &token).await },
             done,
             |py, grant| Ok(Bound::new(py, GrantCore::new(grant))?.into_any().unbind()),
         )?;
-        Ok(Pending::detached())
+        Ok(Pending::token(cancel))
     }
 
     /// Close the session (idempotent): every grant still attached is released (its leave

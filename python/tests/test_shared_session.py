@@ -122,6 +122,30 @@ def test_grants_as_context_managers_by_key_and_async(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_a_cancelled_acquire_async_leaves_the_queue_and_the_session(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/jobs/a"
+    holder = lease.acquire(url, ttl=5, queue=True, label="holder")
+
+    async def main() -> None:
+        async with lease.open_session_async(f"file://{tmp_path}", ttl=5) as s:
+            task = asyncio.ensure_future(s.acquire_async("jobs/a", poll=0.1))
+            deadline = time.monotonic() + 15
+            while not lease.status(url).waiting:
+                assert time.monotonic() < deadline, "the session's request never waited"
+                await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # It left the queue and the session (before: it waited on, to be granted later).
+            while lease.status(url).waiting or s.attached:
+                assert time.monotonic() < deadline, "the cancelled request stayed"
+                await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    holder.release()
+    assert lease.status(url).state in ("free", "released")  # nobody was handed it
+
+
 def test_a_shared_grant_beside_a_plain_reader(tmp_path: Path) -> None:
     url = f"file://{tmp_path}/rw"
     with lease.open_session(url, ttl=5) as session:
