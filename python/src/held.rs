@@ -296,23 +296,7 @@ impl PyLease {
     /// or None for a lease.
     #[getter]
     fn grant<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        static GRANT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        let Some(g) = self.inner.grant() else {
-            return Ok(None);
-        };
-        let (scope, range) = match &g.scope {
-            lease::Scope::Whole => (None, None),
-            lease::Scope::Path(p) => (Some(p.clone()), None),
-            lease::Scope::Range { start, end } => (None, Some((*start, *end))),
-        };
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("mode", g.mode.as_str())?;
-        kwargs.set_item("token", g.token)?;
-        kwargs.set_item("scope", scope)?;
-        kwargs.set_item("range", range)?;
-        kwargs.set_item("permits", g.permits)?;
-        let cls = import_attr(py, &GRANT, "lease._types", "Grant")?;
-        cls.call((), Some(&kwargs)).map(Some)
+        self.inner.grant().map(|g| grant_obj(py, g)).transpose()
     }
 
     /// This holder, as written in the record.
@@ -831,4 +815,23 @@ impl PyLease {
 /// Seconds left, as a Python float (what `set_ttl` and `set_data` return).
 fn seconds(py: Python<'_>, left: Duration) -> PyResult<Py<PyAny>> {
     Ok(left.as_secs_f64().into_pyobject(py)?.into_any().unbind())
+}
+
+/// A queued lock's grant as `lease._types.Grant` (mode, token, scope, range, permits): what
+/// `Lease.grant` and `SharedGrant.grant` give.
+pub(crate) fn grant_obj<'py>(py: Python<'py>, g: &lease::Grant) -> PyResult<Bound<'py, PyAny>> {
+    static GRANT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let (scope, range) = match &g.scope {
+        lease::Scope::Whole => (None, None),
+        lease::Scope::Path(p) => (Some(p.clone()), None),
+        lease::Scope::Range { start, end } => (None, Some((*start, *end))),
+    };
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("mode", g.mode.as_str())?;
+    kwargs.set_item("token", g.token)?;
+    kwargs.set_item("scope", scope)?;
+    kwargs.set_item("range", range)?;
+    kwargs.set_item("permits", g.permits)?;
+    let cls = import_attr(py, &GRANT, "lease._types", "Grant")?;
+    cls.call((), Some(&kwargs))
 }

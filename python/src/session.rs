@@ -15,8 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::PyDict;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{invalid, to_py, IntoPyResult};
@@ -495,27 +493,7 @@ impl GrantCore {
     /// `{mode, token, scope, range, permits}` for `lease.Grant`.
     #[getter]
     fn grant<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        static GRANT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        let g = &self.info;
-        let (scope, range) = match &g.scope {
-            lease::Scope::Whole => (None, None),
-            lease::Scope::Path(p) => (Some(p.clone()), None),
-            lease::Scope::Range { start, end } => (None, Some((*start, *end))),
-        };
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("mode", g.mode.as_str())?;
-        kwargs.set_item("token", g.token)?;
-        kwargs.set_item("scope", scope)?;
-        kwargs.set_item("range", range)?;
-        kwargs.set_item("permits", g.permits)?;
-        let cls = GRANT
-            .get_or_try_init(py, || {
-                py.import("lease._types")?
-                    .getattr("Grant")
-                    .map(Bound::unbind)
-            })?
-            .bind(py);
-        cls.call((), Some(&kwargs))
+        crate::held::grant_obj(py, &self.info)
     }
 
     /// True while held: its session believed, and a read of the lock's record sent less than
