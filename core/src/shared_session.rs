@@ -25,16 +25,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::fence::{FencedObject, Fencer, GrantRef};
 use crate::io::Io;
 use crate::lease::{Grant, LostReason};
 use crate::lock_change;
 use crate::options::{LeaseOptions, Timing};
+use crate::protocol::fence::Known;
 use crate::protocol::hold::{after_write, begin_release, Hold, ReleaseStart, Wrote};
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
 use crate::protocol::queue::Change;
@@ -42,8 +45,9 @@ use crate::protocol::session::owner::{Due, Leave, Lost, Outcome, Owner, Refused}
 use crate::protocol::session::{confirm_round, opening_record, shared_session_key, valid_prefix};
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
-use crate::record::timestamp;
-use crate::store::Cond;
+use crate::record::{timestamp, Holder};
+use crate::store::{Cond, Version};
+use crate::token::FencingToken;
 
 /// How a shared session is opened.
 #[derive(Debug, Clone)]
@@ -101,6 +105,8 @@ struct State {
 
 struct Inner {
     client: Arc<Io>,
+    /// The session record's holder: its grants' holders are this one under their entry ids.
+    holder: Holder,
     key: String,
     url: String,
     prefix: String,
@@ -134,6 +140,11 @@ impl std::fmt::Debug for SharedSession {
 pub struct SharedGrant {
     attachment: Attachment,
     grant: Grant,
+    /// The session's holder under this grant's entry id `SID.N`: the holder its fencing
+    /// token names, so two grants of one session are two holders to a fence.
+    holder: Holder,
+    /// Each object as this grant last wrote or fenced it (its fenced operations' cache).
+    fence_versions: Mutex<HashMap<String, Known>>,
     /// Released by [`SharedGrant::release`] (else released when dropped).
     released: bool,
 }
@@ -152,16 +163,38 @@ impl SharedGrant {
             .unwrap()
             .grants
             .insert(attachment.n, hold);
+        let holder = Holder {
+            id: attachment.id().to_string(),
+            ..inner.holder.clone()
+        };
         SharedGrant {
             attachment,
             grant,
+            holder,
+            fence_versions: Mutex::default(),
             released: false,
         }
     }
 
-    /// The fencing token: strictly increasing per lock.
-    pub fn token(&self) -> u64 {
+    /// The grant's number: strictly increasing per lock, across all modes and scopes (as
+    /// [`Lease::epoch`](crate::Lease::epoch) for a queued lock's grant).
+    pub fn epoch(&self) -> u64 {
         self.grant.token
+    }
+
+    /// The fencing token to hand to resources that check it, as
+    /// [`Lease::token`](crate::Lease::token): `URL#EPOCH@SID.N`, with the grant's mode and
+    /// scope. Its holder is the grant's entry id in the lock's record.
+    pub fn token(&self) -> FencingToken {
+        FencingToken::new(self.grant.url.clone(), self.grant.token)
+            .with_holder(self.holder.id.clone())
+            .with_mode(self.grant.mode)
+            .with_scope(self.grant.scope.clone())
+    }
+
+    /// The holder this grant's token names: the session's, under the entry id `SID.N`.
+    pub fn holder(&self) -> &Holder {
+        &self.holder
     }
 
     pub fn key(&self) -> &str {
@@ -214,6 +247,76 @@ impl SharedGrant {
 
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.attachment.lost_reason()
+    }
+
+    /// What this grant's fenced operations need: the same operations as a
+    /// [`Lease`](crate::Lease)'s, under this grant's token.
+    fn fencer(&self) -> Fencer<'_> {
+        Fencer {
+            io: &self.attachment.session.inner.client,
+            key: &self.grant.key,
+            url: &self.grant.url,
+            token: self.token(),
+            holder: &self.holder,
+            grant: Some(GrantRef {
+                key: &self.grant.key,
+                url: &self.grant.url,
+                token: self.grant.token,
+                mode: self.grant.mode,
+            }),
+            cache: &self.fence_versions,
+        }
+    }
+
+    /// As [`Lease::object_key`](crate::Lease::object_key), from the lock's key.
+    pub fn object_key(&self, key: &str) -> Result<String> {
+        self.fencer().object_key(key)
+    }
+
+    /// As [`Lease::object_url`](crate::Lease::object_url).
+    pub fn object_url(&self, key: &str) -> Result<String> {
+        self.fencer().object_url(key)
+    }
+
+    /// As [`Lease::fenced_get`](crate::Lease::fenced_get).
+    pub async fn fenced_get(&self, key: &str) -> Result<Option<FencedObject>> {
+        self.fencer().fenced_get(key).await
+    }
+
+    /// As [`Lease::fenced_read`](crate::Lease::fenced_read), under this grant's token.
+    pub async fn fenced_read(&self, key: &str) -> Result<Option<FencedObject>> {
+        self.fencer().fenced_read(key).await
+    }
+
+    /// As [`Lease::fenced_put`](crate::Lease::fenced_put), under this grant's token
+    /// (exclusive grants only).
+    pub async fn fenced_put(&self, key: &str, bytes: impl Into<Bytes>) -> Result<Version> {
+        self.fencer().fenced_put(key, bytes.into()).await
+    }
+
+    /// As [`Lease::fenced_put_if`](crate::Lease::fenced_put_if), under this grant's token.
+    pub async fn fenced_put_if(
+        &self,
+        key: &str,
+        bytes: impl Into<Bytes>,
+        expected: Option<&Version>,
+    ) -> Result<Version> {
+        self.fencer()
+            .fenced_put_if(key, bytes.into(), expected)
+            .await
+    }
+
+    /// As [`Lease::fenced_update`](crate::Lease::fenced_update), under this grant's token.
+    pub async fn fenced_update<F>(&self, key: &str, f: F) -> Result<Version>
+    where
+        F: FnMut(Option<&FencedObject>) -> Bytes,
+    {
+        self.fencer().fenced_update(key, f).await
+    }
+
+    /// As [`Lease::fenced_delete`](crate::Lease::fenced_delete), under this grant's token.
+    pub async fn fenced_delete(&self, key: &str) -> Result<bool> {
+        self.fencer().fenced_delete(key).await
     }
 
     /// Release it alone: its belief ends at once, its leave grants the next waiter, and its
@@ -293,9 +396,10 @@ impl SharedSession {
         let key = shared_session_key(&opts.prefix, &sid);
         let url = io.lease_url(&key);
         let clock = io.clock().clone();
+        let holder = io.new_holder(opts.label.clone());
         let record = opening_record(
             &sid,
-            io.new_holder(opts.label.clone()),
+            holder.clone(),
             timing.ttl,
             Some(timestamp(clock.wall())),
             io.rng.nonce(),
@@ -319,6 +423,7 @@ impl SharedSession {
         let owner = Owner::new(&sid, hold, None, clock.now());
         let inner = Arc::new(Inner {
             client: io,
+            holder,
             key,
             url,
             prefix: opts.prefix.clone(),

@@ -28,6 +28,17 @@ use crate::scope::{Mode, Scope};
 /// room above that is for ids made by hand in tests and tools.
 pub const MAX_TOKEN_HOLDER: usize = 128;
 
+/// Whether `id` has the form of a holder id in a token or a fenced object's metadata:
+/// alphanumeric words joined by single dots. A lease's holder id is one word (32 hex digits);
+/// a grant held through a shared session is `SID.N`, its entry id in the lock's record (the
+/// session's id and the grant's number in it), which tells apart two grants of one session.
+/// Anything else (empty, `:` or `;` or `@` inside, a leading, trailing or doubled dot) is
+/// refused, so the id cannot break the formats that carry it.
+pub(crate) fn valid_holder_id(id: &str) -> bool {
+    id.split('.')
+        .all(|word| !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FencingToken {
     lease: String,
@@ -161,8 +172,10 @@ impl FromStr for FencingToken {
         if lease.is_empty() || epoch.is_empty() || !epoch.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad("the epoch is not a number"));
         }
-        if holder.is_some_and(|h| h.is_empty() || !h.bytes().all(|b| b.is_ascii_alphanumeric())) {
-            return Err(bad("the holder is not alphanumeric"));
+        if holder.is_some_and(|h| !valid_holder_id(h)) {
+            return Err(bad(
+                "the holder is not alphanumeric words joined by single dots",
+            ));
         }
         // Holder ids are 32 hex digits; a longer one was not made by a lease and could not be
         // recorded in an object's fence metadata as itself (fence::recorded would have to
@@ -221,6 +234,17 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_session_grants_holder_sid_dot_n_round_trips() {
+        let t = FencingToken::new("s3://b/locks/db", 12)
+            .with_holder("3f2a.7")
+            .with_mode(Mode::Shared);
+        assert_eq!(t.to_string(), "s3://b/locks/db#12@3f2a.7;shared");
+        let back: FencingToken = t.to_string().parse().unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.holder(), Some("3f2a.7"));
+    }
+
+    #[test]
     fn round_trip_and_order() {
         let t = FencingToken::new("s3://b/locks/a#b", 7);
         assert_eq!(t.to_string(), "s3://b/locks/a#b#7");
@@ -246,6 +270,10 @@ mod tests {
             "x#99999999999999999999999",
             "x#3@",
             "x#3@a b",
+            "x#3@.a",
+            "x#3@a.",
+            "x#3@a..b",
+            "x#3@a.b.",
             "x#@ab",
             "x#3@ab;",
             "x#3@ab;readers",

@@ -97,10 +97,10 @@ class SharedGrant:
         return self._g.epoch
 
     @property
-    def token(self) -> int:
-        """The fencing token, the same number as :attr:`epoch` (as ``Grant.token``). Unlike
-        :attr:`Lease.token` it is not ``URL#EPOCH@HOLDER`` text: a shared grant's holder is
-        its entry id ``SID.N``, which such a token cannot carry yet."""
+    def token(self) -> str:
+        """``URL#EPOCH@SID.N``: the token to hand to resources that check it (a
+        :class:`FencingGate`, a database's fence), as :attr:`Lease.token`. Its holder is the
+        grant's entry id ``SID.N``, so two grants of one session are two holders."""
         return self._g.token
 
     @property

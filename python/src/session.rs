@@ -365,6 +365,8 @@ pub struct GrantCore {
     /// `None` once released.
     grant: Mutex<Option<SharedGrant>>,
     epoch: u64,
+    /// `URL#EPOCH@SID.N`, with the grant's mode and scope.
+    token: String,
     key: String,
     url: String,
     id: String,
@@ -405,6 +407,7 @@ impl GrantCore {
         let info = grant.grant().clone();
         GrantCore {
             epoch: info.token,
+            token: grant.token().to_string(),
             key: grant.key().to_string(),
             url: grant.url().to_string(),
             id: grant.id().to_string(),
@@ -466,12 +469,11 @@ impl GrantCore {
         self.epoch
     }
 
-    /// The fencing token, as the core's `SharedGrant::token` and `lease.Grant.token`: the same
-    /// number as `epoch`. (No `URL#EPOCH@HOLDER` text: its holder would be the entry id
-    /// `SID.N`, which the core's `FencingToken` does not take as a holder.)
+    /// `URL#EPOCH@SID.N`: the token to hand to resources that check it, as `Lease.token`
+    /// (its holder is the grant's entry id).
     #[getter]
-    fn token(&self) -> u64 {
-        self.epoch
+    fn token(&self) -> &str {
+        &self.token
     }
 
     #[getter]

@@ -69,7 +69,8 @@ def test_many_grants_on_one_session_released_one_by_one(kind: str, tmp_path: Pat
         assert session.attached == n
         assert len({g.id for g in grants}) == n
         assert all(g.id.startswith(session.sid + ".") for g in grants)
-        assert all(g.token == g.epoch == g.grant.token for g in grants)
+        assert all(g.token == f"{g.url}#{g.epoch}@{g.id}" for g in grants)
+        assert all(g.epoch == g.grant.token for g in grants)
         assert all(g.grant.mode == "exclusive" for g in grants)
         # Others see the locks held: a plain queued request cannot be granted.
         assert lease.try_acquire(urls[-1], ttl=5, queue=True) is None
@@ -120,6 +121,23 @@ def test_grants_as_context_managers_by_key_and_async(tmp_path: Path) -> None:
         assert s.closed
 
     asyncio.run(main())
+
+
+def test_a_shared_grants_token_names_its_entry_and_a_gate_fences_it(tmp_path: Path) -> None:
+    # Two grants of one lock, one after the other, through one session: two holders to a
+    # gate, the later one fencing the earlier.
+    gate = lease.FencingGate()
+    with lease.open_session(f"file://{tmp_path}", ttl=5) as session:
+        first = session.acquire("jobs/a")
+        old = first.token
+        assert old == f"file://{tmp_path}/jobs/a#{first.epoch}@{first.id}"
+        gate.admit("orders/1", old)
+        first.release()
+        with session.acquire("jobs/a") as second:
+            assert second.epoch > first.epoch and second.id != first.id
+            gate.admit("orders/1", second.token)
+        with pytest.raises(lease.Fenced):
+            gate.admit("orders/1", old)
 
 
 def test_a_cancelled_acquire_async_leaves_the_queue_and_the_session(tmp_path: Path) -> None:

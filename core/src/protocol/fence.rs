@@ -176,9 +176,7 @@ impl FenceEntry {
         let token = fields.next()?.parse().ok()?;
         let holder = match fields.next()? {
             "-" => None,
-            h if !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric()) => {
-                Some(h.to_string())
-            }
+            h if crate::token::valid_holder_id(h) => Some(h.to_string()),
             _ => return None,
         };
         let scope = fields.next()?;

@@ -202,7 +202,7 @@ async fn queued_locks_on_a_shared_session_are_granted_with_entries_that_name_it(
     assert_eq!(r.grants[0].id, a.id());
     assert_eq!(r.grants[0].session.as_deref(), Some(""));
     assert_eq!(r.requires, vec!["session".to_string()]);
-    assert_eq!(r.grants[0].token, Some(a.token()));
+    assert_eq!(r.grants[0].token, Some(a.epoch()));
     // No session of their own: the one shared session is the only one.
     assert_eq!(w.keys_under("jobs/"), vec!["jobs/a", "jobs/b"]);
     assert_eq!(attached(&w, &s).await, "1-2");
@@ -312,7 +312,7 @@ async fn a_holder_cut_off_loses_both_grants_and_a_waiter_takes_both_after_ttl_an
         "b granted at {tb:?}, its holder lost it at {lost_b:?}"
     );
     assert!(ga.is_held() && gb.is_held());
-    assert!(ga.epoch() > a.token() && gb.epoch() > b.token());
+    assert!(ga.epoch() > a.epoch() && gb.epoch() > b.epoch());
     let taken_at = ta.max(tb);
     // Within ttl + grace of the last renewal, plus polls and the check's pacing.
     assert!(
@@ -429,4 +429,41 @@ async fn a_cancelled_acquisition_through_a_session_leaves_the_queue_and_the_sess
     sleep(TTL / 2).await;
     assert_eq!(s.attached(), 0);
     held.release().await.unwrap();
+}
+
+/// A shared grant fences as a lease does: its token names the grant's entry id `SID.N` as its
+/// holder and parses back; its fenced write lands while it holds; after its holder is cut off
+/// and the lock taken over, the new holder's fenced write refuses the old grant's next one.
+#[tokio::test(start_paused = true)]
+async fn a_shared_grants_fencing_token_names_its_entry_and_fences_it_out_after_a_takeover() {
+    let w = World::new();
+    let (s, conn) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let token = a.token();
+    assert_eq!(
+        token.to_string(),
+        format!("{}#{}@{}", a.url(), a.epoch(), a.id())
+    );
+    assert_eq!(token.holder(), Some(a.id()));
+    assert_eq!(
+        token.to_string().parse::<lease::FencingToken>().unwrap(),
+        token
+    );
+    assert_eq!(a.object_key("data").unwrap(), "jobs/data");
+    a.fenced_put("data", "one").await.unwrap();
+
+    // Cut off; another process is granted the lock after ttl + grace and writes.
+    let (other, _) = w.client("b", 2);
+    let waiter = spawn_acquire(&other, "jobs/a", queued());
+    conn.faults().set_unavailable(true);
+    let next = waiter.await.unwrap().unwrap();
+    assert!(next.epoch() > a.epoch());
+    next.fenced_put("data", "two").await.unwrap();
+
+    // The old grant's process is back: its fenced write is refused, the data stays.
+    conn.faults().set_unavailable(false);
+    let e = a.fenced_put("data", "stale").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Fenced, "{e}");
+    let now = next.fenced_get("data").await.unwrap().unwrap();
+    assert_eq!(&now.bytes[..], b"two");
 }

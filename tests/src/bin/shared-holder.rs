@@ -40,7 +40,7 @@ async fn main() {
     let mut grants = Vec::with_capacity(n);
     let mut out = std::io::stdout();
     while let Some((key, g)) = acquiring.next().await {
-        writeln!(out, "held {key} {}", g.token()).unwrap();
+        writeln!(out, "held {key} {}", g.epoch()).unwrap();
         grants.push(g);
     }
     out.flush().unwrap();

@@ -232,9 +232,26 @@ fn entries_encode_and_decode() {
         "x:1:a:p..",
         "x:1:a:*,",
         "x:1:a:*x",
+        "x:1:.a:*",
+        "x:1:a.:*",
+        "x:1:a..b:*",
+        "x:1:a.b;c:*",
     ] {
         assert_eq!(decode_fence(bad), None, "{bad:?}");
     }
+}
+
+/// A grant held through a shared session names its holder `SID.N`: the fence keeps it whole,
+/// so two grants of one session at one token are told apart as two holders.
+#[test]
+fn a_shared_session_grants_holder_id_is_kept_whole() {
+    let entries = vec![x(12, "3f2a.7", Scope::Whole), s(11, "3f2a.12", r(0, 8))];
+    let text = encode_fence(&entries);
+    assert_eq!(text, "x:12:3f2a.7:*,s:11:3f2a.12:r0-8");
+    assert_eq!(decode_fence(&text), Some(entries));
+    let one = x(12, "3f2a.7", Scope::Whole);
+    assert!(one.refuses(&x(12, "3f2a.8", Scope::Whole)));
+    assert!(!one.refuses(&x(12, "3f2a.7", Scope::Whole)));
 }
 
 #[test]
