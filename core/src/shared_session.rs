@@ -40,7 +40,7 @@ use crate::options::{LeaseOptions, Timing};
 use crate::protocol::fence::Known;
 use crate::protocol::hold::{after_write, begin_release, Hold, ReleaseStart, Wrote};
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
-use crate::protocol::queue::Change;
+use crate::protocol::queue::{Change, YieldRequested};
 use crate::protocol::session::owner::{Due, Leave, Lost, Outcome, Owner, Refused};
 use crate::protocol::session::{confirm_round, opening_record, shared_session_key, valid_prefix};
 use crate::protocol::write::Written;
@@ -101,7 +101,12 @@ struct State {
     /// The queued-lock grants held through this session, by number, as each one's holder
     /// knows its lock's record: confirmed by the session's confirmation task.
     grants: HashMap<u64, GrantHold>,
+    /// Where each grant's yield requests go, as its confirmations report them (the grant's
+    /// handle holds the other end).
+    yields: HashMap<u64, Arc<YieldSender>>,
 }
+
+type YieldSender = watch::Sender<Option<YieldRequested>>;
 
 struct Inner {
     client: Arc<Io>,
@@ -145,6 +150,8 @@ pub struct SharedGrant {
     holder: Holder,
     /// Each object as this grant last wrote or fenced it (its fenced operations' cache).
     fence_versions: Mutex<HashMap<String, Known>>,
+    /// The latest yield request that named this grant.
+    yields: Arc<YieldSender>,
     /// Released by [`SharedGrant::release`] (else released when dropped).
     released: bool,
 }
@@ -157,12 +164,12 @@ impl SharedGrant {
     ) -> SharedGrant {
         let inner = &attachment.session.inner;
         let hold = GrantHold::new(&grant.key, attachment.id(), inner.timing.ttl, confirmation);
-        inner
-            .state
-            .lock()
-            .unwrap()
-            .grants
-            .insert(attachment.n, hold);
+        let yields = Arc::new(watch::channel(None).0);
+        {
+            let mut st = inner.state.lock().unwrap();
+            st.grants.insert(attachment.n, hold);
+            st.yields.insert(attachment.n, yields.clone());
+        }
         let holder = Holder {
             id: attachment.id().to_string(),
             ..inner.holder.clone()
@@ -172,6 +179,7 @@ impl SharedGrant {
             grant,
             holder,
             fence_versions: Mutex::default(),
+            yields,
             released: false,
         }
     }
@@ -247,6 +255,34 @@ impl SharedGrant {
 
     pub fn lost_reason(&self) -> Option<LostReason> {
         self.attachment.lost_reason()
+    }
+
+    /// The latest yield request that named this grant, if any (as
+    /// [`Lease::yield_requested`](crate::Lease::yield_requested)): a waiter or an operator
+    /// asked its holder to step aside. Not a loss: the grant stays held until released. The
+    /// session's confirmation reads report it, so it is known within a renew interval of the
+    /// request (a wake hint does not shorten that for a shared grant).
+    pub fn yield_requested(&self) -> Option<YieldRequested> {
+        self.yields.borrow().clone()
+    }
+
+    /// Resolves when a yield request names this grant: at once if one already did.
+    pub async fn yield_request(&self) -> YieldRequested {
+        let mut rx = self.yields.subscribe();
+        loop {
+            if let Some(y) = rx.borrow_and_update().clone() {
+                return y;
+            }
+            if rx.changed().await.is_err() {
+                // The sender lives as long as this grant: never reached while it is borrowed.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// The yield requests that name this grant as a `watch` channel: `None` until the first.
+    pub fn yield_changes(&self) -> watch::Receiver<Option<YieldRequested>> {
+        self.yields.subscribe()
     }
 
     /// What this grant's fenced operations need: the same operations as a
@@ -354,6 +390,7 @@ impl Drop for SharedGrant {
                 let now = inner.client.clock().now();
                 let mut st = inner.state.lock().unwrap();
                 st.grants.remove(&n);
+                st.yields.remove(&n);
                 st.slots.remove(&n);
                 let _ = st.owner.release(n, false, now);
                 drop(st);
@@ -432,6 +469,7 @@ impl SharedSession {
                 owner,
                 slots: HashMap::new(),
                 grants: HashMap::new(),
+                yields: HashMap::new(),
             }),
             wake: Notify::new(),
             lost: CancellationToken::new(),
@@ -718,6 +756,7 @@ impl Inner {
             let now = self.client.clock().now();
             let mut st = self.state.lock().unwrap();
             st.grants.remove(&n);
+            st.yields.remove(&n);
             if let Some(tx) = st.slots.remove(&n) {
                 tx.send_replace(Slot::Released);
             }
@@ -791,7 +830,11 @@ impl Inner {
                     info!(lock = %key, "the lock's record was deleted; making it again as this holder last saw it");
                     ConfirmEvent::Wrote(self.client.put_raw(&key, bytes, cond, &self.timing).await)
                 }
-                ConfirmStep::Confirmed | ConfirmStep::Retry => return,
+                ConfirmStep::Confirmed => {
+                    self.tell_yield(n, &key);
+                    return;
+                }
+                ConfirmStep::Retry => return,
                 ConfirmStep::Lost(reason) => {
                     info!(lock = %key, "grant {} lost: {reason}", self.state.lock().unwrap().owner.id(n));
                     self.lose_grant(n, reason);
@@ -801,12 +844,25 @@ impl Inner {
         }
     }
 
+    /// Tell grant `n`'s holder of a yield request its confirmation reported (each once).
+    fn tell_yield(&self, n: u64, lock: &str) {
+        let mut st = self.state.lock().unwrap();
+        let Some(told) = st.grants.get_mut(&n).and_then(GrantHold::take_yield) else {
+            return;
+        };
+        info!(lock = %lock, by = %told.by, reason = told.reason.as_deref().unwrap_or(""), "asked to yield");
+        if let Some(tx) = st.yields.get(&n) {
+            tx.send_replace(Some(told));
+        }
+    }
+
     /// Grant `n` alone is lost (its lock's record no longer lists it): its number leaves the
     /// attached set (no leave: the record does not list it), the others stay.
     fn lose_grant(&self, n: u64, reason: LostReason) {
         let now = self.client.clock().now();
         let mut st = self.state.lock().unwrap();
         st.grants.remove(&n);
+        st.yields.remove(&n);
         st.owner.release(n, false, now);
         if let Some(tx) = st.slots.remove(&n) {
             tx.send_replace(Slot::Lost(reason));

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import os
     from typing import Mapping, NoReturn
 
-    from ._types import Grant
+    from ._types import Grant, YieldRequested
 
     URL = Union[str, "os.PathLike[str]"]
     Seconds = Union[int, float, datetime.timedelta, str]
@@ -142,6 +142,13 @@ class SharedGrant:
         """The kind of its loss: ``"session_deleted"``, ``"expired"``, ``"taken_over"``,
         ``"broken"``, ``"removed"``, ``"lock_replaced"``, …; ``None`` while not lost."""
         return self._g.lost_kind
+
+    @property
+    def yield_requested(self) -> Optional["YieldRequested"]:
+        """The latest yield request that named this grant (:func:`ask_yield`, or a waiter's
+        ``ask_yield=True``), or ``None``. Not a loss: the grant stays held until released. The
+        session's confirmation of the lock reports it, within a third of the session's ttl."""
+        return self._g.yield_requested
 
     def ensure_held(self) -> None:
         """Return while held; else raise :class:`LeaseLost` naming why."""

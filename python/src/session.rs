@@ -521,6 +521,21 @@ impl GrantCore {
         self.lost_reason_now().map(|r| r.to_string())
     }
 
+    /// The latest yield request that named this grant (`lease.YieldRequested`), or None: a
+    /// waiter or an operator asked it to step aside. Not a loss.
+    #[getter]
+    fn yield_requested<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if self.forked() {
+            return Ok(None);
+        }
+        let grant = self.grant.lock().unwrap_or_else(|p| p.into_inner());
+        grant
+            .as_ref()
+            .and_then(|g| g.yield_requested())
+            .map(|y| crate::held::yield_requested_obj(py, &y))
+            .transpose()
+    }
+
     /// The kind of its loss (`session_deleted`, `expired`, `taken_over`, `removed`, …), or None.
     #[getter]
     fn lost_kind(&self) -> Option<&'static str> {

@@ -140,6 +140,27 @@ def test_a_shared_grants_token_names_its_entry_and_a_gate_fences_it(tmp_path: Pa
             gate.admit("orders/1", old)
 
 
+def test_a_waiters_yield_request_reaches_the_shared_grant_it_names(tmp_path: Path) -> None:
+    with lease.open_session(f"file://{tmp_path}", ttl=3) as session:
+        a = session.acquire("jobs/a")
+        b = session.acquire("jobs/b")
+        assert a.yield_requested is None
+        got: List[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(lease.acquire(
+            f"file://{tmp_path}/jobs/a", ttl=3, wait=30, poll=POLL,
+            ask_yield=True, yield_reason="deploy")))
+        waiter.start()
+        wait_for("the yield request", lambda: a.yield_requested is not None, 15)
+        told = a.yield_requested
+        assert told is not None and told.reason == "deploy"
+        assert a.held and not got, "a request is not a loss"
+        assert b.yield_requested is None
+        a.release()
+        waiter.join(30)
+        assert got and got[0].held
+        got[0].release()
+
+
 def test_a_cancelled_acquire_async_leaves_the_queue_and_the_session(tmp_path: Path) -> None:
     url = f"file://{tmp_path}/jobs/a"
     holder = lease.acquire(url, ttl=5, queue=True, label="holder")

@@ -467,3 +467,31 @@ async fn a_shared_grants_fencing_token_names_its_entry_and_fences_it_out_after_a
     let now = next.fenced_get("data").await.unwrap().unwrap();
     assert_eq!(&now.bytes[..], b"two");
 }
+
+/// Issue 23 on a shared session: a waiter's yield request reaches the grant it names at the
+/// session's next confirmation of that lock (not a loss), and no other grant of the session;
+/// the grant's release then hands the lock to the waiter.
+#[tokio::test(start_paused = true)]
+async fn a_yield_request_reaches_the_shared_grant_it_names_and_no_other() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let b = s.acquire("jobs/b", &queued()).await.unwrap();
+    assert_eq!(a.yield_requested(), None);
+    let (other, _) = w.client("b", 2);
+    let waiter = spawn_acquire(&other, "jobs/a", queued().ask_yield(Some("deploy")));
+    let told = tokio::time::timeout(secs(20.0), a.yield_request())
+        .await
+        .expect("the grant was told");
+    assert_eq!(told.reason.as_deref(), Some("deploy"));
+    assert_eq!(a.yield_requested(), Some(told));
+    assert!(
+        a.is_held() && !waiter.is_finished(),
+        "a request is not a loss"
+    );
+    sleep(TTL).await;
+    assert_eq!(b.yield_requested(), None, "named by no request");
+    a.release().await.unwrap();
+    let next = waiter.await.unwrap().unwrap();
+    assert!(next.is_held() && b.is_held());
+}
