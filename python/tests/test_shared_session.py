@@ -161,6 +161,45 @@ def test_a_waiters_yield_request_reaches_the_shared_grant_it_names(tmp_path: Pat
         got[0].release()
 
 
+def test_a_forked_child_leaves_its_parents_session_and_grants_alone(tmp_path: Path) -> None:
+    # As a Lease across fork (test_processes.py): the child holds none of its parent's, says
+    # so, touches nothing of it on release, close or exit, and can open a session of its own.
+    from test_processes import _run_in_fork
+
+    with lease.open_session(f"file://{tmp_path}", ttl=5) as session:
+        g = session.acquire("jobs/a")
+
+        def child() -> List[str]:
+            out = [f"alive={session.alive} held={g.held} lost={g.lost_reason}"]
+            try:
+                session.acquire("jobs/b")
+            except lease.InvalidArgument as e:
+                out.append(f"acquire: InvalidArgument: {e}")
+            try:
+                g.ensure_held()
+            except lease.LeaseLost as e:
+                out.append(f"ensure_held: LeaseLost: {e}")
+            g.release()
+            session.close()
+            with lease.open_session(f"file://{tmp_path}", ttl=5) as mine:
+                with mine.acquire("jobs/c") as c:
+                    out.append(f"own session: held={c.held}")
+            return out
+
+        lines = _run_in_fork(child)
+        assert lines[0].startswith("alive=False held=False lost=acquired by process"), lines
+        assert lines[1].startswith("acquire: InvalidArgument:") and "os.fork()" in lines[1]
+        assert lines[2].startswith("ensure_held: LeaseLost:") and "os.fork()" in lines[2]
+        assert lines[3] == "own session: held=True"
+        # The child's release, close and exit touched nothing of the parent's.
+        assert session.alive and session.attached == 1
+        g.ensure_held()
+        time.sleep(0.5)
+        assert g.held
+        assert lease.try_acquire(f"file://{tmp_path}/jobs/a", ttl=5, queue=True) is None
+        g.release()
+
+
 def test_a_cancelled_acquire_async_leaves_the_queue_and_the_session(tmp_path: Path) -> None:
     url = f"file://{tmp_path}/jobs/a"
     holder = lease.acquire(url, ttl=5, queue=True, label="holder")
