@@ -680,9 +680,13 @@ func TestAskYieldRefusesABadToAndAPlainLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Close()
-		if _, err := s.AskYield(plain, YieldAsk{}); !errors.Is(err, ErrInvalid) ||
-			!strings.Contains(err.Error(), "not a queued lock") {
-			t.Fatalf("plain lease: %v", err)
+		// A plain lease is asked through KEY.yield, without To (it has no waiters).
+		if _, err := s.AskYield(plain, YieldAsk{To: "x"}); !errors.Is(err, ErrInvalid) ||
+			!strings.Contains(err.Error(), "no waiters") {
+			t.Fatalf("plain lease with To: %v", err)
+		}
+		if n, err := s.AskYield(plain, YieldAsk{Reason: "deploy"}); err != nil || n != 1 {
+			t.Fatalf("plain lease: %d, %v", n, err)
 		}
 	})
 }

@@ -104,16 +104,18 @@ enum Command {
         /// The new number of permits, or `none` for no limit on shared holders.
         permits: String,
     },
-    /// Ask the holders of a queued lock to step aside: one write of the lock's record that its
-    /// holders read at their next renewal (within ttl/3). Nothing is taken from them: each
-    /// releases when it chooses (`lease run --on-yield SIGNAL` signals its command and releases
-    /// when it exits), and its release grants the next waiter — the one named by --to first.
+    /// Ask the holders of a queued lock, or a plain lease's holder, to step aside: one write
+    /// (the lock's record; a plain lease's request object LEASE.yield) that its holders read at
+    /// their next renewal (within ttl/3; a plain lease's holder only while it listens, as
+    /// `lease run` does). Nothing is taken from them: each releases when it chooses (`lease
+    /// run --on-yield SIGNAL` signals its command and releases when it exits), and a queued
+    /// lock's release grants the next waiter — the one named by --to first.
     Yield {
         /// The lock: a URL or a bare name.
         lease: String,
         /// A waiter's id (`lease status` lists them) to hand over to: the holders in its way
         /// are asked, and it goes next when it fits [default: ask every holder; the queue's
-        /// order decides who goes next].
+        /// order decides who goes next]. A queued lock only: a plain lease has no waiters.
         #[arg(long, value_name = "ID")]
         to: Option<String>,
         /// Why, for the holders (at most 256 bytes).
@@ -182,7 +184,7 @@ pub struct RunArgs {
     /// interface other hosts reach this one at, or `off` [default: loopback].
     #[arg(long, value_name = "off|loopback|route|IP", value_parser = wake_hints)]
     pub wake_hints: Option<lease::WakeHints>,
-    /// When a queued lock's holder is asked to yield (`lease yield`), send this signal to the
+    /// When the holder is asked to yield (`lease yield`), send this signal to the
     /// command (TERM, INT, HUP, USR1, USR2, QUIT, or a number); the lock is released, and the
     /// next waiter granted, when the command exits [default: the request is only logged].
     #[arg(long, value_name = "SIGNAL", value_parser = signal_number)]

@@ -324,7 +324,7 @@ pub async fn set_permits(url: &str, permits: &str) -> Result<Exit, Exit> {
     Ok(Exit::ok())
 }
 
-/// `lease yield`: ask the holders of a queued lock to step aside.
+/// `lease yield`: ask the holders of a queued lock, or a plain lease's holder, to step aside.
 pub async fn ask_yield(
     url: &str,
     to: Option<String>,

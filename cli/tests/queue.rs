@@ -567,6 +567,59 @@ fn a_waiter_that_asks_to_yield_is_handed_the_lock_when_the_holder_steps_aside() 
     }
 }
 
+/// Issue 23, plain leases: `lease yield` on a plain lease held by `lease run --on-yield TERM`
+/// (no `--queue`) writes its request object; the holder reads it after a renewal, signals its
+/// command, and releases when the command exits, long before its 60 s. A `--to` is refused (a
+/// plain lease has no waiters); nobody holds afterwards, so nothing is asked.
+#[test]
+fn a_plain_leases_holder_asked_to_yield_signals_its_command_and_releases() {
+    let dir = tempfile::tempdir().unwrap();
+    for (store, url) in stores(dir.path(), "plainyield") {
+        let history = dir.path().join(format!("{store}.history"));
+        let script = format!(
+            "trap 'echo \"end holder\" >> {h}; exit 0' TERM; \
+             for i in $(seq 1 1200); do sleep 0.05; done",
+            h = history.display(),
+        );
+        let holder = lease_run(&[
+            "--ttl",
+            "3s",
+            "--on-yield",
+            "TERM",
+            "--label",
+            "holder",
+            &url,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        wait_until("the holder to hold", || {
+            status_json(&url)["state"] == "held"
+        });
+        let (code, _, err) = lease(&["yield", &url, "--to", "3f2a"]);
+        assert_ne!(code, 0, "{store}: a --to on a plain lease");
+        assert!(err.contains("no waiters"), "{store}: {err}");
+        let (code, _, err) = lease(&["yield", &url, "--reason", "deploy"]);
+        assert_eq!(code, 0, "{store}: {err}");
+        let (code, said) = exit_of(holder);
+        assert_eq!(code, 0, "{store}: the command finished by its trap: {said}");
+        assert!(
+            said.contains("asked to yield by") && said.contains("deploy"),
+            "{store}: {said}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&history).unwrap(),
+            "end holder\n",
+            "{store}"
+        );
+        assert_eq!(status_json(&url)["state"], "released", "{store}");
+        let (code, _, err) = lease(&["yield", &url]);
+        assert_eq!(code, 64, "{store}: {err}");
+        assert!(err.contains("nothing to ask"), "{store}: {err}");
+    }
+}
+
 /// A holder `lease run --queue --ttl 3s --on-yield TERM` whose command would run for 60 s
 /// unless signalled (its trap writes its end to `history`), and a waiter `first` queued
 /// behind it: the start of the yield tests.

@@ -29,6 +29,7 @@ use crate::io::{local_wake, Io};
 use crate::metrics;
 use crate::options::Timing;
 use crate::protocol::hold::{after_write, begin_release, Hold, Next, Phase, ReleaseStart, Wrote};
+use crate::protocol::lease_yield::{yield_key, YieldWatch};
 use crate::protocol::queue::holder::{ConfirmEvent, ConfirmStep, Confirmation, GrantHold};
 use crate::protocol::queue::{Change, Mode, Scope, YieldRequested};
 use crate::protocol::Backoff;
@@ -141,10 +142,24 @@ struct Shared {
     /// The latest yield request that named this grant (docs/protocol.md §10, "Yield on
     /// request"): `None` until one does; each new one is sent once.
     yields: tokio::sync::watch::Sender<Option<YieldRequested>>,
+    /// A plain lease's listening for yield requests in `KEY.yield`.
+    yield_reads: Mutex<YieldReads>,
     /// A grant's registration with its process's wake-hint listener, kept from its wait: a
     /// hint (from `lease yield`) makes it confirm the record at once instead of at its next
     /// renewal (docs/protocol.md §10, "Yield on request").
     hinted: OnceLock<crate::wake_hint::Registration>,
+}
+
+/// A plain lease's reads of its yield request object `KEY.yield` (docs/protocol.md §10, "Yield
+/// on request", *Plain leases*): made after each landed renewal once its holder listens
+/// ([`Lease::on_yield`], [`Lease::yield_request`], [`Lease::yield_changes`]), never before.
+#[derive(Default)]
+struct YieldReads {
+    listening: bool,
+    watch: YieldWatch,
+    /// The object's version last read (the next read is conditional on it: a 304 while
+    /// unchanged).
+    version: Option<Version>,
 }
 
 /// A grant of a queued lock (docs/protocol.md §10), held through the participant's session
@@ -255,6 +270,7 @@ impl Lease {
             fence_versions: Mutex::default(),
             grant: OnceLock::new(),
             yields: tokio::sync::watch::channel(None).0,
+            yield_reads: Mutex::default(),
             hinted: OnceLock::new(),
         });
         tokio::spawn(shared.clone().renew_loop());
@@ -351,18 +367,23 @@ impl Lease {
     }
 
     /// The latest yield request that named this grant, if any: a waiter or an operator asked
-    /// its holder to step aside (docs/protocol.md §10, "Yield on request"). Only a queued
-    /// lock's grant is asked; the holder learns it at its next confirmation of the lock's
-    /// record (every renewal, `ttl/3`). A request is not a loss: the grant is held as before
-    /// ([`Lease::ensure_held`] keeps its meaning) until the holder releases it.
+    /// its holder to step aside (docs/protocol.md §10, "Yield on request"). A queued lock's
+    /// holder learns it at its next confirmation of the lock's record (every renewal, `ttl/3`,
+    /// or at once on a wake hint); **(changed, issue 23)** a plain lease's holder, once it
+    /// listens ([`Lease::on_yield`], [`Lease::yield_request`], [`Lease::yield_changes`]),
+    /// by reading the request object `KEY.yield` after each renewal. A request is not a loss:
+    /// the grant is held as before ([`Lease::ensure_held`] keeps its meaning) until the holder
+    /// releases it.
     pub fn yield_requested(&self) -> Option<YieldRequested> {
         self.shared().yields.borrow().clone()
     }
 
     /// Resolves when a yield request names this grant: at once if one already did, else at
-    /// the first; never, for a plain lease or a grant nobody asks. Delivered beside the loss
-    /// ([`Lease::lost`]): `select!` on both to stop on either.
+    /// the first; never, for a grant nobody asks. Delivered beside the loss
+    /// ([`Lease::lost`]): `select!` on both to stop on either. On a plain lease, from the
+    /// first call on, its renewals read the request object (one conditional GET each).
     pub async fn yield_request(&self) -> YieldRequested {
+        self.shared().listen_for_yields();
         let mut rx = self.shared().yields.subscribe();
         loop {
             if let Some(y) = rx.borrow_and_update().clone() {
@@ -377,6 +398,7 @@ impl Lease {
     /// The yield requests that name this grant as a `watch` channel: `None` until the first,
     /// then each new one.
     pub fn yield_changes(&self) -> tokio::sync::watch::Receiver<Option<YieldRequested>> {
+        self.shared().listen_for_yields();
         self.shared().yields.subscribe()
     }
 
@@ -483,9 +505,11 @@ impl Lease {
     /// delivered. A request is not a loss: the grant stays held ([`Lease::ensure_held`] keeps
     /// its meaning) until the holder releases it, which is how it steps aside. Two requests
     /// that arrive before the task ran once are delivered as the later one (the channel keeps
-    /// the latest, [`Lease::yield_changes`]). Never called for a plain lease.
+    /// the latest, [`Lease::yield_changes`]). On a plain lease, its renewals read the request
+    /// object `KEY.yield` from this call on (one conditional GET each, a 304 while unchanged).
     pub fn on_yield(&self, f: impl Fn(&YieldRequested) + Send + Sync + 'static) {
         let s = self.shared();
+        s.listen_for_yields();
         // The task holds the channel only, not the lease: dropping the lease closes the
         // channel and ends the task.
         let mut rx = s.yields.subscribe();
@@ -952,6 +976,48 @@ impl Shared {
         }
     }
 
+    /// From now on, a plain lease reads its yield request object after each landed renewal.
+    fn listen_for_yields(&self) {
+        self.yield_reads.lock().unwrap().listening = true;
+    }
+
+    /// A plain lease whose holder listens: read `KEY.yield` (a 304 while unchanged) and tell a
+    /// request naming this epoch, once. Not a renewal's part: a failed read is logged and
+    /// made again after the next renewal.
+    async fn read_yield(&self) {
+        let known = {
+            let r = self.yield_reads.lock().unwrap();
+            if !r.listening {
+                return;
+            }
+            r.version.clone()
+        };
+        let key = yield_key(&self.key);
+        let read = self
+            .client
+            .read_record(&key, known.as_ref(), &self.timing)
+            .await;
+        let told = {
+            let mut r = self.yield_reads.lock().unwrap();
+            match read {
+                Ok(Get::Found(obj)) => {
+                    r.version = Some(obj.version.clone());
+                    r.watch.read(self.epoch, obj.bytes.as_deref())
+                }
+                Ok(Get::NotModified { .. }) => None,
+                Ok(Get::NotFound { .. }) => {
+                    r.version = None;
+                    None
+                }
+                Err(e) => {
+                    debug!(lease = %self.url, "reading the yield request object failed: {e}");
+                    None
+                }
+            }
+        };
+        self.tell_yield(told);
+    }
+
     /// Tell whoever listens of a yield request the confirmation reported (each once).
     fn tell_yield(&self, told: Option<YieldRequested>) {
         if let Some(y) = told {
@@ -970,6 +1036,7 @@ impl Shared {
     /// deadline while the store does not answer. False when the grant is lost.
     async fn confirm_once(&self) -> bool {
         let Some(grant) = self.grant.get() else {
+            self.read_yield().await;
             return true;
         };
         let clock = self.client.clock();

@@ -2,15 +2,25 @@
 //! ([`Change::Yield`], docs/protocol.md §10, "Yield on request"). One conditional write of the
 //! lock's record, retried as every change of it is ([`crate::lock_change`]); the holders named
 //! learn it at their next confirmation of the record, and step aside by their release.
+//!
+//! **(changed, issue 23)** A plain lease's holder is asked through the object `KEY.yield`
+//! ([`LeaseYield`]), naming the epoch its record shows held: the holder reads it after its
+//! renewals while it listens, and steps aside by its release.
 
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::io::Io;
-use crate::options::LeaseOptions;
+use crate::options::{LeaseOptions, Timing};
+use crate::protocol::lease_yield::{yield_key, LeaseYield};
 use crate::protocol::queue::change::Changed;
 use crate::protocol::queue::{Change, YieldAsk, YieldRequest};
-use crate::store::validate_key;
+use crate::record::{Parsed, Record, RecordState};
+use crate::store::{validate_key, Cond, Get, Put};
+
+/// Rounds of read-then-conditional-write of `KEY.yield` before giving up: each lost round is
+/// another asker's write landing between our read and write.
+const YIELD_OBJECT_ROUNDS: u32 = 5;
 
 /// Write `ask` into the lock's record at `key`. Returns the request that stands afterwards
 /// (the tokens it names), or `None` when nobody holds anything in the asked waiter's way.
@@ -24,7 +34,7 @@ pub(crate) async fn ask(
     ask.check().map_err(|e| e.with_lease(&url))?;
     let timing = LeaseOptions::default().timing(&client.store().capabilities())?;
     let by = ask.by.clone();
-    match crate::lock_change::run(client, key, Change::Yield(ask), None, &timing).await? {
+    match crate::lock_change::run(client, key, Change::Yield(ask.clone()), None, &timing).await? {
         // Another's request that stands while ours asked nobody is not ours.
         Changed::Applied { record, wrote, .. } => {
             let request = record.yield_request.filter(|y| y.by == by);
@@ -44,10 +54,56 @@ pub(crate) async fn ask(
             }
             Ok(request)
         }
-        Changed::NoLock => Err(Error::invalid(format!(
-            "{url} is not a queued lock (no queued lock's record there): only a queued lock's \
-             holders can be asked to yield (acquire with `--queue`, or a mode, scope or permits)"
-        ))
-        .with_lease(url)),
+        Changed::NoLock => ask_lease(client, key, &url, ask, &timing).await,
     }
+}
+
+/// No queued lock at `key`: ask the holder of the plain lease there, if its record shows one
+/// held, through `KEY.yield`. Nothing there, or released: `None`, nothing written.
+async fn ask_lease(
+    client: &Arc<Io>,
+    key: &str,
+    url: &str,
+    ask: YieldAsk,
+    timing: &Timing,
+) -> Result<Option<YieldRequest>> {
+    let held = match client.read_record(key, None, timing).await? {
+        Get::Found(obj) => match Record::parse(obj.bytes.as_deref(), obj.size) {
+            Parsed::Valid(r) if r.state == RecordState::Held => Some(r.epoch),
+            Parsed::Valid(_) => None,
+            Parsed::Corrupt { reason, .. } => {
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!("{url}: {reason}: nobody can be asked to yield it"),
+                )
+                .with_lease(url))
+            }
+        },
+        _ => None,
+    };
+    let Some(epoch) = held else {
+        return Ok(None);
+    };
+    let request = LeaseYield::new(epoch, &ask).map_err(|e| e.with_lease(url))?;
+    let bytes = bytes::Bytes::from(request.to_bytes());
+    let at = yield_key(key);
+    for _ in 0..YIELD_OBJECT_ROUNDS {
+        let cond = match client.read_record(&at, None, timing).await? {
+            Get::Found(obj) => Cond::Match(obj.version),
+            _ => Cond::Create,
+        };
+        if let Put::Written { .. } = client.put_raw(&at, bytes.clone(), cond, timing).await? {
+            return Ok(Some(YieldRequest {
+                tokens: vec![epoch],
+                by: request.by,
+                to: None,
+                reason: request.reason,
+            }));
+        }
+    }
+    Err(Error::unavailable(format!(
+        "{url}: other yield requests kept replacing {} ({YIELD_OBJECT_ROUNDS} rounds): ask again",
+        client.lease_url(&at)
+    ))
+    .with_lease(url))
 }

@@ -350,7 +350,10 @@ for (const store of ['file', 'moto']) {
       const plain = makeUrl(store, 'yield-plain');
       const p = await lease.acquire(plain, { ttl: TTL });
       try {
-        await assert.rejects(lease.askYield(plain), { code: 'LEASE_INVALID', message: /not a queued lock/ });
+        // A plain lease is asked through KEY.yield, without `to` (it has no waiters).
+        await assert.rejects(lease.askYield(plain, { to: 'x' }), { code: 'LEASE_INVALID', message: /no waiters/ });
+        const r = await lease.askYield(plain, { reason: 'deploy' });
+        assert.deepEqual([r.tokens, r.to], [[p.epoch], null]);
       } finally {
         await p.release();
       }

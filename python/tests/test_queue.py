@@ -499,10 +499,21 @@ def test_ask_yield_refuses_a_bad_to_and_a_plain_lease(qurl: str, tmp_path: Path)
         lease._lease.Options(ttl=TTL, on_yield=3)  # type: ignore[arg-type]
     holder.release()
 
+    # A plain lease's holder is asked through KEY.yield (no `to`: it has no waiters), and
+    # told after a renewal once it listens.
     plain = str(tmp_path / "plain")
-    with lease.acquire(plain, ttl=TTL):
-        with pytest.raises(lease.InvalidArgument, match="not a queued lock"):
-            lease.ask_yield(plain)
+    told: List[lease.YieldRequested] = []
+    with lease.acquire(plain, ttl=3, on_yield=told.append) as p:
+        with pytest.raises(lease.InvalidArgument, match="no waiters"):
+            lease.ask_yield(plain, to="x")
+        r = lease.ask_yield(plain, reason="deploy")
+        assert r is not None and r.tokens == [p.epoch] and r.to is None
+        deadline = time.monotonic() + 10
+        while not told and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [t.reason for t in told] == ["deploy"] and p.held
+        assert p.yield_requested is not None
+    assert lease.ask_yield(plain) is None  # released: nobody to ask
 
 
 def test_ask_yield_async(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@
 //! - [`mod@write`]: one conditional write, its read-back and resends, until its outcome is known.
 //! - [`acquire`]: acquiring a lease, from the first read to a landed write.
 //! - [`hold`]: a held lease — deadline, renewal, loss, release, tidying up after a loss.
+//! - [`lease_yield`]: a plain lease's yield request (`KEY.yield`) and what its holder is told.
 //! - [`breaking`]: an operator's break.
 //! - [`fence`]: fenced writes' verdicts and the outcome of a fenced write.
 //! - [`queue`]: queued locks — grants and waiters, FIFO order, shared, permits, scopes.
@@ -28,6 +29,7 @@ pub mod breaking;
 pub mod dead_holder;
 pub mod fence;
 pub mod hold;
+pub mod lease_yield;
 pub mod mutants;
 pub mod queue;
 pub mod session;

@@ -517,21 +517,81 @@ async fn a_yield_request_reaches_the_named_holder_and_its_release_hands_over_to_
     assert_eq!(granted.yield_requested(), None);
     granted.release().await.unwrap();
     first.await.unwrap().unwrap().release().await.unwrap();
-    // Nobody holds: nothing to ask. A lease record is no queued lock: a clear error.
+    // Nobody holds: nothing to ask.
     let nothing = lease::YieldAsk {
         by: "ops".into(),
         to: None,
         reason: None,
     };
     assert_eq!(op.ask_yield("job", nothing.clone()).await.unwrap(), None);
-    let plain = op
-        .acquire("plain", &lease::LeaseOptions::new(secs(10.0)))
+}
+
+/// Issue 23, plain leases: a holder that listens is told a request for its epoch after its
+/// next renewal (not a loss), once; one that does not listen reads nothing more than its
+/// renewals; the next tenure is not told the request of the one before; a `to` is refused,
+/// and a released or absent lease asks nobody (nothing written).
+#[tokio::test(start_paused = true)]
+async fn a_plain_leases_listening_holder_is_told_a_request_for_its_epoch_and_no_later_holder_is() {
+    let w = World::new();
+    let (a, conn_a) = w.client("a", 1);
+    let (op, _) = w.client("op", 4);
+    let ask = |reason: &str| lease::YieldAsk {
+        by: "ops".into(),
+        to: None,
+        reason: Some(reason.into()),
+    };
+    assert_eq!(op.ask_yield("gc", ask("x")).await.unwrap(), None, "absent");
+
+    // Not listening: its renewals read nothing (an asker's object is not even looked at).
+    let quiet = a.acquire("quiet", &opts()).await.unwrap();
+    op.ask_yield("quiet", ask("x")).await.unwrap().unwrap();
+    conn_a.reset_stats();
+    sleep(TTL).await;
+    let st = conn_a.stats();
+    assert_eq!((st.gets, st.not_modified), (0, 0), "{st:?}");
+    quiet.release().await.unwrap();
+
+    let held = a.acquire("gc", &opts()).await.unwrap();
+    let told = {
+        let held = held.clone();
+        tokio::spawn(async move { held.yield_request().await })
+    };
+    sleep(secs(0.1)).await;
+    let mut to = ask("deploy");
+    to.to = Some("3f2a".into());
+    let e = op.ask_yield("gc", to).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let asked = op.ask_yield("gc", ask("deploy")).await.unwrap().unwrap();
+    assert_eq!(asked.tokens, vec![held.epoch()]);
+    assert_eq!(w.keys_under("gc"), vec!["gc", "gc.yield"]);
+    let told = tokio::time::timeout(TTL, told)
         .await
+        .expect("told")
         .unwrap();
-    let err = op.ask_yield("plain", nothing).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Invalid);
-    assert!(err.to_string().contains("not a queued lock"), "{err}");
-    plain.release().await.unwrap();
+    assert_eq!(
+        (told.by.as_str(), told.to.as_deref(), told.reason.as_deref()),
+        ("ops", None, Some("deploy"))
+    );
+    held.ensure_held(Duration::ZERO).unwrap();
+    // Told once: later renewals read it again (304) and tell nothing new.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    held.on_yield(move |y| tx.send(y.clone()).unwrap());
+    sleep(TTL).await;
+    assert_eq!(rx.try_recv().unwrap().reason.as_deref(), Some("deploy"));
+    assert!(rx.try_recv().is_err(), "once");
+    held.release().await.unwrap();
+
+    // The next tenure listens and is not told the request for the one before.
+    let next = a.acquire("gc", &opts()).await.unwrap();
+    let mut changes = next.yield_changes();
+    sleep(TTL).await;
+    assert!(changes.borrow_and_update().is_none());
+    next.release().await.unwrap();
+    assert_eq!(
+        op.ask_yield("gc", ask("x")).await.unwrap(),
+        None,
+        "released"
+    );
 }
 
 /// Issue 23: `Lease::on_yield` calls its callback once per request that names the grant, over

@@ -1831,14 +1831,18 @@ static void test_a_yield_request_reaches_the_holder_and_it_hands_over(void) {
   lease_free(w.got);
   lease_free(holder);
 
-  /* A plain lease is not a queued lock: LEASE_INVALID, as the core says. */
+  /* A plain lease is asked through KEY.yield, naming its one tenure; a `to` is LEASE_INVALID
+     (it has no waiters), as the core says. */
   lease_options po = lease_options_default();
   po.ttl_ms = 10000;
   lease *p = NULL;
   CHECK_CODE(LEASE_OK, lease_acquire(store, plain, &po, &p, &err));
-  CHECK(lease_ask_yield(store, plain, NULL, NULL, NULL, NULL, &e) == LEASE_INVALID);
-  CHECK(strstr(lease_error_message(e), "not a queued lock") != NULL);
+  CHECK(lease_ask_yield(store, plain, "x", NULL, NULL, NULL, &e) == LEASE_INVALID);
+  CHECK(strstr(lease_error_message(e), "no waiters") != NULL);
   lease_error_free(e);
+  size_t plain_asked = 0;
+  CHECK_CODE(LEASE_OK, lease_ask_yield(store, plain, NULL, "deploy", NULL, &plain_asked, &err));
+  CHECK(plain_asked == 1);
   CHECK_CODE(LEASE_OK, lease_release(p, &err));
   lease_free(p);
   lease_store_free(store);
