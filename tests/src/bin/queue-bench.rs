@@ -5,10 +5,14 @@
 //! - `handoff_ms`: from the moment the holder starts its release to the moment the next
 //!   holder's acquire returns, the waiter being another process that has waited 200 ms to
 //!   2.2 s, spread evenly over the rounds (median, p90 over ROUNDS);
-//! - `in_order` and `grants_per_s`: ten other processes arrive one by one (50 ms apart) while
-//!   the lock is held, then it is released and each takes it once (holding 10 ms): the share of
-//!   grants that went to the earliest arrival still waiting, and grants per second from the
-//!   release to the last grant.
+//! - `in_order` and `grants_per_s`: ten other processes arrive one by one while the lock is
+//!   held, then it is released and each takes it once (holding 10 ms): the share of grants
+//!   that went to the earliest arrival still waiting, and grants per second from the release
+//!   to the last grant. On a queued lock each arrives once the one before is listed as
+//!   waiting, so the order of arrivals is the order their joins landed in, the order FIFO
+//!   promises (told to go 50 ms apart, processes on a loaded machine had their joins land out
+//!   of that order, which the share counted against the queue); the lease's waiters are not
+//!   in its record, so they arrive 50 ms apart.
 //!
 //! `queue-hints`: the same queued lock, its waiters listening for wake hints on 127.0.0.1
 //! (`queue` has them off: the waiter learns of its grant at its next poll).
@@ -159,15 +163,31 @@ async fn handoff(client: &Client, key: &str, url: &str, mode: &str, rounds: usiz
     ms
 }
 
+/// Wait until the queued lock at `key` lists `n` waiters (bounded: 10 s).
+async fn listed(client: &Client, key: &str, n: usize) {
+    for _ in 0..500 {
+        let status = client.status(key).await.expect("status");
+        if status.queue.is_some_and(|q| q.waiting.len() >= n) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{key}: waiter {n} was not listed within 10 s");
+}
+
 /// (share of grants in arrival order, grants per second) for ten waiters.
 async fn contenders(client: &Client, key: &str, url: &str, mode: &str) -> (f64, f64) {
     let mut ws: Vec<Waiter> = (0..10).map(|_| Waiter::start(url, mode, 10)).collect();
     // Let every waiter's process start before the clock of arrivals begins.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let held = client.acquire(key, &options(mode)).await.expect("acquire");
-    for w in ws.iter_mut() {
+    for (i, w) in ws.iter_mut().enumerate() {
         w.go();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        if mode == "lease" {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        } else {
+            listed(client, key, i + 1).await;
+        }
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let t_release = mono_ns();
