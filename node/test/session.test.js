@@ -6,7 +6,7 @@
 'use strict';
 
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
+const { execFile, spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const readline = require('node:readline');
@@ -16,6 +16,8 @@ const { lease, inCI, keyOf, storeBase, tmpDir, uid, until } = require('../test-s
 
 // A waiter polls the lock this often (moto has no kernel wake-up).
 const POLL = 100;
+
+const CHILD = path.join(__dirname, '..', 'test-support', 'session-child.js');
 
 const skipMoto = !process.env.LEASE_TEST_S3_MOTO && !inCI() ? 'LEASE_TEST_S3_MOTO is not set' : false;
 if (skipMoto) process.stderr.write(`\n!!! SKIPPING shared-session tests on moto: ${skipMoto}\n`);
@@ -113,7 +115,7 @@ for (const store of ['file', 'moto']) {
     it('kill -9 of the holder hands its locks over', async () => {
       const n = 50;
       const urls = lockUrls(store, 'killed', n);
-      const child = spawn(process.execPath, [path.join(__dirname, '..', 'test-support', 'session-child.js'), ...urls], {
+      const child = spawn(process.execPath, [CHILD, 'hold', ...urls], {
         cwd: path.join(__dirname, '..'),
         stdio: ['ignore', 'pipe', 'inherit'],
       });
@@ -246,6 +248,28 @@ describe('shared sessions [file]', () => {
     // Nobody was handed it.
     assert.ok(['free', 'released'].includes((await lease.status(url)).state));
   });
+
+  // The end of a program closes the sessions it left open: the next holder need not wait out
+  // the ttl (60 s, longer than the child may take), and the renewals do not keep it alive.
+  for (const mode of ['end', 'exit']) {
+    it(`a session left open is closed when the program ${mode === 'end' ? 'ends' : 'calls process.exit()'}`, async () => {
+      const d = tmpDir();
+      const url = `file://${d}/jobs/${mode}`;
+      const stdout = await new Promise((resolve, reject) => {
+        execFile(process.execPath, [CHILD, mode, url], { cwd: path.join(__dirname, '..'), encoding: 'utf8', timeout: 30_000 }, (err, out, errOut) =>
+          err ? reject(Object.assign(err, { message: `${err.message}\nstderr: ${errOut}` })) : resolve(out),
+        );
+      });
+      const { epoch, key } = JSON.parse(stdout.trim().split('\n').pop());
+      const s = await lease.status(url);
+      assert.ok(['free', 'released'].includes(s.state), JSON.stringify(s));
+      assert.deepEqual([s.holders, s.waiting], [[], []]);
+      assert.equal(fs.existsSync(path.join(d, key)), false, "the session's record is still there");
+      const next = await lease.acquire(url, { ttl: 5000, queue: true, wait: 0 });
+      assert.ok(next.epoch > epoch);
+      await next.release();
+    });
+  }
 
   // --- 5. Bad input.
   const badSessionOptions = [
