@@ -436,6 +436,12 @@ impl Drop for SharedGrant {
         if self.lost_reason_now().is_some() {
             self.forget();
         }
+        // Nobody else has it (lost, or its session closed before it was registered): drop the
+        // core's grant on the runtime, where it sends its leave.
+        if Arc::strong_count(&self.slot) == 1 {
+            let grant = lock(&self.slot).grant.take();
+            drop_on_runtime(grant);
+        }
     }
 }
 
