@@ -369,7 +369,10 @@ export declare class SharedGrant {
    * `'removed'`, `'lock_replaced'`, …; `null` while not lost.
    */
   get lostKind(): string | null
-  /** Return while held; else throw a `LEASE_LOST` error naming why (lost, or released). */
+  /**
+   * Return while held; else throw a `LEASE_LOST` error naming why (lost, or released, by
+   * `release()` or with its session by `close()`).
+   */
   ensureHeld(): void
   /**
    * Release this grant alone (idempotent): its leave grants the next waiter, and the

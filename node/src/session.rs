@@ -323,6 +323,7 @@ impl Session {
         let args = self.acquire_args(&lock, options);
         let session = self.inner.clone();
         let session_id = self.id;
+        let closed = self.closed.clone();
         let cancel = token(cancel);
         runtime::call(
             env,
@@ -330,7 +331,7 @@ impl Session {
                 let (key, opts) = args?;
                 session.acquire_with_cancel(&key, &opts, &cancel).await
             },
-            move |_, g| Ok(SharedGrant::register(session_id, g)),
+            move |_, g| Ok(SharedGrant::register(session_id, closed, g)),
         )
     }
 
@@ -366,6 +367,8 @@ impl Session {
 pub struct SharedGrant {
     slot: Slot,
     session_id: u64,
+    /// Its session's `closed` flag: a grant released by `close()` says so.
+    session_closed: Arc<AtomicBool>,
     id_in_registry: u64,
     epoch: u64,
     key: String,
@@ -375,7 +378,11 @@ pub struct SharedGrant {
 }
 
 impl SharedGrant {
-    fn register(session_id: u64, grant: lease::SharedGrant) -> SharedGrant {
+    fn register(
+        session_id: u64,
+        session_closed: Arc<AtomicBool>,
+        grant: lease::SharedGrant,
+    ) -> SharedGrant {
         let id_in_registry = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let info = grant.grant().clone();
         let g = SharedGrant {
@@ -389,6 +396,7 @@ impl SharedGrant {
                 lost_at_release: None,
             })),
             session_id,
+            session_closed,
             id_in_registry,
         };
         with_open(|o| {
@@ -505,7 +513,8 @@ impl SharedGrant {
         self.lost_reason_now().map(|r| r.kind())
     }
 
-    /// Return while held; else throw a `LEASE_LOST` error naming why (lost, or released).
+    /// Return while held; else throw a `LEASE_LOST` error naming why (lost, or released, by
+    /// `release()` or with its session by `close()`).
     #[napi]
     pub fn ensure_held(&self, env: &Env) -> Result<()> {
         let err = {
@@ -513,6 +522,22 @@ impl SharedGrant {
             match &slot.grant {
                 Some(g) => match g.ensure_held() {
                     Ok(()) => return Ok(()),
+                    // Not lost: `close()` released it (the core would name a lapsed deadline).
+                    Err(_)
+                        if g.lost_reason().is_none()
+                            && self.session_closed.load(Ordering::SeqCst) =>
+                    {
+                        Error::new(
+                            ErrorKind::Lost,
+                            format!(
+                                "{} (token {}) was released when its session was closed: it is \
+                                 no longer held",
+                                self.url, self.epoch
+                            ),
+                        )
+                        .with_lease(&self.url)
+                        .with_epoch(self.epoch)
+                    }
                     Err(e) => e,
                 },
                 None => match &slot.lost_at_release {

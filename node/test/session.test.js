@@ -106,6 +106,9 @@ for (const store of ['file', 'moto']) {
       // Closing released the rest.
       assert.ok(session.closed && !session.alive);
       assert.ok(!rest.some((g) => g.held));
+      // Released with the session, not lost: ensureHeld says so.
+      assert.deepEqual([rest[0].lostReason, rest[0].lostKind], [null, null]);
+      assert.throws(() => rest[0].ensureHeld(), { code: 'LEASE_LOST', message: /released when its session was closed/ });
       const free = await lease.tryAcquire(urls[n - 1], { ttl: 5000, queue: true });
       assert.notEqual(free, null);
       await free.release();
