@@ -180,6 +180,23 @@ describe('shared sessions [file]', () => {
     await session.close();
   });
 
+  it('a try or a bounded wait on a held lock leaves the session', async () => {
+    const d = tmpDir();
+    const url = `file://${d}/held`;
+    const holder = await lease.acquire(url, { ttl: 5000, queue: true, label: 'holder' });
+    const session = await lease.openSession(`file://${d}`, { ttl: 5000 });
+    try {
+      await assert.rejects(session.acquire('held', { wait: 0 }), { code: 'LEASE_HELD' });
+      await assert.rejects(session.acquire('held', { wait: 300, pollInterval: POLL }), { code: 'LEASE_TIMEOUT' });
+      await until(() => session.attached === 0, 15_000, 'the requests to leave the session', 50);
+      assert.deepEqual((await lease.status(url)).waiting, []);
+      assert.ok(session.alive);
+    } finally {
+      await session.close();
+      await holder.release();
+    }
+  });
+
   // --- 3. The session's record deleted: every grant reports its loss.
   it('deleting the session record loses every grant', async () => {
     const urls = lockUrls('file', 'deleted', 20);
