@@ -65,9 +65,9 @@ const native = loadAddon();
 
 const { Lease, Session, SharedGrant } = native;
 
-// Leases this thread still holds are released when it ends: by the addon's cleanup hook at the
-// end of the program or of a worker thread, and here on `process.exit()`, after which that hook
-// does not run.
+// Leases this thread still holds are released when it ends, and its shared sessions still open
+// closed: by the addon's cleanup hook at the end of the program or of a worker thread, and here
+// on `process.exit()`, after which that hook does not run.
 process.on('exit', () => native._releaseAll());
 
 // --- Argument checks: wrong types throw TypeError (code ERR_INVALID_ARG_TYPE, as Node's own
