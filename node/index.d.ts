@@ -87,6 +87,40 @@ export interface MetricFamily {
   >
 }
 
+/** Added to the addon's `Session` by index.js. */
+export interface Session {
+  /** `close()`: what `await using` calls. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Added to the addon's `SharedGrant` by index.js. */
+export interface SharedGrant {
+  /** `release()`: what `await using` calls. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * Options of `Session.acquire`: `acquire`'s queued-lock options that apply to a grant held
+ * through a shared session. Its ttl is the session's (a `ttl` rejects with `LEASE_INVALID`), it
+ * keeps no per-grant `data`, and it is always queued.
+ */
+export type SessionAcquireOptions = Pick<
+  LeaseOptions,
+  | 'wait'
+  | 'pollInterval'
+  | 'unavailableTimeout'
+  | 'label'
+  | 'shared'
+  | 'permits'
+  | 'scope'
+  | 'range'
+  | 'wakeHints'
+  | 'priority'
+  | 'askYield'
+  | 'yieldReason'
+  | 'signal'
+>
+
 /**
  * One participant in a leader election on one lease: `campaign()` resolves once it leads
  * (holding the lease), `resign()` releases it, `leader()` and `observe()` tell everyone who
@@ -255,6 +289,97 @@ export declare class Lease {
    * once through a wake hint. Does not keep the process alive. Used by `yieldRequest`.
    */
   onYield(callback: (request: YieldRequested) => void): void
+}
+
+/**
+ * A shared session on one store (made by `openSession`): any number of queued-lock grants
+ * (`acquire`) kept by one renewal of one record, one write per `ttl / 3` whatever the number
+ * of locks. Close it (`close()`, or `await using`): its grants still held are released and its
+ * record deleted. Lost (its record deleted, or not renewed within its ttl), every grant of it
+ * is lost.
+ */
+export declare class Session {
+  /** The session's id (32 hex digits). */
+  get sid(): string
+  /** The session record's URL. */
+  get url(): string
+  /** The session record's key in its store, `PREFIX.lease-sessions/SID`. */
+  get key(): string
+  /** The store's URL. */
+  get store(): string
+  /** The ttl of the session and of every grant held through it, in milliseconds. */
+  get ttl(): number
+  /** True while the session is believed (renewed less than a ttl ago) and not closed. */
+  get alive(): boolean
+  /** How many grants and waiters are attached to it (or attaching). */
+  get attached(): number
+  /** Why the session was lost, or `null` while it is not. */
+  get lostReason(): string | null
+  /** Whether `close()` was called. */
+  get closed(): boolean
+  /**
+   * Acquire a grant of the queued lock `lock` through this session, waiting as `acquire`
+   * does (`wait`; `signal` cancels a waiting request: it leaves the lock's queue and the
+   * session). `lock` is a lock URL in the session's store (`s3://bucket/jobs/7`,
+   * `file:///dir/gc`, a path; one of another store rejects with `LEASE_INVALID`) or a key in
+   * that store (`'jobs/7'`: no scheme, not a path). The queued-lock options are `acquire`'s;
+   * the ttl is the session's (`ttl` rejects with `LEASE_INVALID`), and `data` is refused
+   * (`LEASE_INVALID`: the session's record is the process's). A closed session rejects with
+   * `LEASE_INVALID`, a lost one with `LEASE_LOST`.
+   */
+  acquire(lock: string, options?: SessionAcquireOptions): Promise<SharedGrant>
+  /**
+   * Close the session (idempotent): its grants still held are released (each leave grants
+   * the next waiter), then its record is released and deleted.
+   */
+  close(): Promise<void>
+}
+
+/**
+ * A grant of a queued lock held through a `Session` (made by `session.acquire`): kept by the
+ * session's renewals, no heartbeat of its own. Release it (`release()`, or `await using`);
+ * closing its session releases it too.
+ */
+export declare class SharedGrant {
+  /** The fencing number: strictly increasing per lock (as `Lease.epoch`). */
+  get epoch(): number
+  /**
+   * The fencing token: the same number as `epoch` (as `Grant.token`). Unlike `Lease.token`
+   * it is not `URL#EPOCH@HOLDER` text: a shared grant's holder is its entry id `SID.N`, which
+   * such a token cannot carry yet.
+   */
+  get token(): number
+  /** The lock's key in the session's store. */
+  get key(): string
+  /** The lock's URL. */
+  get url(): string
+  /** Its entry id in the lock's record, `SID.N`. */
+  get id(): string
+  /** What was granted: its mode, token, scope, the lock's permits (as `Lease.grant`). */
+  get grant(): Grant
+  /**
+   * True while held: its session is believed and its lock's record confirmed it less than a
+   * ttl ago. False once lost or released.
+   */
+  get held(): boolean
+  /** Why it was lost (its session's loss, or its own), or `null` while it is not. */
+  get lostReason(): string | null
+  /**
+   * The kind of its loss: `'session_deleted'`, `'expired'`, `'taken_over'`, `'broken'`,
+   * `'removed'`, `'lock_replaced'`, …; `null` while not lost.
+   */
+  get lostKind(): string | null
+  /**
+   * Return while held; else throw a `LEASE_LOST` error naming why (lost, or released, by
+   * `release()` or with its session by `close()`).
+   */
+  ensureHeld(): void
+  /**
+   * Release this grant alone (idempotent): its leave grants the next waiter, and the
+   * session's other grants stay held. Rejects with `LEASE_LOST` if it was lost before (what
+   * was done under it may have overlapped with another holder).
+   */
+  release(): Promise<void>
 }
 
 /**
@@ -497,6 +622,16 @@ export declare function metrics(): MetricFamily[]
 /** This process's lease metrics in the Prometheus (OpenMetrics) text format. */
 export declare function metricsText(): string
 
+/**
+ * Open a shared session on the store of `url` — a lock URL in the store (`s3://bucket/jobs/7`,
+ * `file:///var/locks/gc`), the store's own URL (`s3://bucket?…`, `memory://ns`) or its
+ * directory (`file:///var/locks`, an existing directory) — and write its first record.
+ * Resolves to the `Session`: any number of queued-lock grants held through one renewal of one
+ * record, `PREFIX.lease-sessions/SID`. Rejects with `LEASE_INVALID` for a bad ttl, prefix,
+ * label or URL.
+ */
+export declare function openSession(url: string, options?: SessionOptions): Promise<Session>
+
 /** A fencing token taken apart. */
 export interface ParsedToken {
   /** The lease's URL. */
@@ -542,6 +677,23 @@ export interface Participant {
   priority: number
   /** How many later-joined waiters went before this one; at 8 it is due and goes next. */
   passed: number
+}
+
+/** Options of `openSession`. */
+export interface SessionOptions {
+  /**
+   * The ttl of the session and of every grant held through it (milliseconds, or a string
+   * with its unit; default 30 000, at least 100, at most one day): one renewal of the
+   * session's record every `ttl / 3` keeps them all.
+   */
+  ttl?: number | string
+  /** A label for people, shown by `status` and `lease status` (at most 256 bytes). */
+  label?: string
+  /**
+   * Where the session's record goes: `PREFIX.lease-sessions/SID` (default `''`: the store's
+   * root; else a prefix ending in `/`, such as `'team-a/'`).
+   */
+  prefix?: string
 }
 
 /** The lease at `url` as the store shows it now (needs only read permission). */

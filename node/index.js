@@ -63,11 +63,11 @@ function loadAddon() {
 
 const native = loadAddon();
 
-const { Lease } = native;
+const { Lease, Session, SharedGrant } = native;
 
-// Leases this thread still holds are released when it ends: by the addon's cleanup hook at the
-// end of the program or of a worker thread, and here on `process.exit()`, after which that hook
-// does not run.
+// Leases this thread still holds are released when it ends, and its shared sessions still open
+// closed: by the addon's cleanup hook at the end of the program or of a worker thread, and here
+// on `process.exit()`, after which that hook does not run.
 process.on('exit', () => native._releaseAll());
 
 // --- Argument checks: wrong types throw TypeError (code ERR_INVALID_ARG_TYPE, as Node's own
@@ -535,6 +535,81 @@ defineMethod(Lease.prototype, Symbol.asyncDispose, function asyncDispose() {
   return this.release();
 });
 
+// --- Shared sessions (docs/protocol.md §10, "Shared sessions: one heartbeat for many grants").
+
+const SESSION_OPTIONS = ['ttl', 'label', 'prefix'];
+// What Session.acquire takes: acquire()'s options that apply to a grant on a session. `ttl` and
+// `data` go down to be refused with LEASE_INVALID (the session's ttl applies; its record is the
+// process's); a grant on a session is always queued, so `queue` is no option.
+const SESSION_ACQUIRE_OPTIONS = [
+  'ttl',
+  'wait',
+  'pollInterval',
+  'unavailableTimeout',
+  'label',
+  'data',
+  'shared',
+  'permits',
+  'scope',
+  'range',
+  'wakeHints',
+  'priority',
+  'askYield',
+  'yieldReason',
+  'signal',
+];
+
+/**
+ * Open a shared session on the store of `url` (a lock URL in it, the store's URL, or its
+ * directory): `{ ttl, label, prefix }`. Resolves to a Session once its first record is written.
+ */
+async function openSession(url, options) {
+  url = checkUrl(url);
+  const o = checkOptionsObject(options, 'options');
+  checkKnown(o, SESSION_OPTIONS, 'openSession()');
+  const out = {};
+  if (o.ttl !== undefined && o.ttl !== null) {
+    if (typeof o.ttl !== 'number' && typeof o.ttl !== 'string') {
+      throw typeError(
+        `The "options.ttl" property must be a number of milliseconds or a string with its unit ('30s'), not ${describe(o.ttl)}`,
+      );
+    }
+    out.ttl = o.ttl;
+  }
+  for (const k of ['label', 'prefix']) {
+    if (o[k] !== undefined && o[k] !== null) out[k] = checkString(o[k], `options.${k}`);
+  }
+  return native.openSession(url, out);
+}
+
+const nativeSessionAcquire = Session.prototype.acquire;
+defineMethod(Session.prototype, 'acquire', async function acquire(lock, options) {
+  lock = checkUrl(lock, 'lock');
+  if (options && typeof options === 'object' && 'queue' in options) {
+    throw typeError('Unknown option "queue" in Session.acquire(): a grant on a session is always queued');
+  }
+  const { opts, signal } = leaseOptions(options, 'Session.acquire()', SESSION_ACQUIRE_OPTIONS);
+  return cancellable(signal, (cancel) => nativeSessionAcquire.call(this, lock, opts, cancel));
+});
+
+const nativeSessionClose = Session.prototype.close;
+defineMethod(Session.prototype, 'close', async function close() {
+  return nativeSessionClose.call(this);
+});
+
+defineMethod(Session.prototype, Symbol.asyncDispose, function asyncDispose() {
+  return this.close();
+});
+
+const nativeGrantRelease = SharedGrant.prototype.release;
+defineMethod(SharedGrant.prototype, 'release', async function release() {
+  return nativeGrantRelease.call(this);
+});
+
+defineMethod(SharedGrant.prototype, Symbol.asyncDispose, function asyncDispose() {
+  return this.release();
+});
+
 // --- Election.
 
 const ELECTION_OPTIONS = [...MS_OPTIONS, ...TEXT_OPTIONS];
@@ -654,9 +729,12 @@ module.exports = {
   watch,
   fencedGet,
   parseToken,
+  openSession,
   Election,
   FencingGate,
   Lease,
+  Session,
+  SharedGrant,
   codes,
   // Tests only.
   _native: native,

@@ -15,8 +15,11 @@ export const {
   watch,
   fencedGet,
   parseToken,
+  openSession,
   Election,
   FencingGate,
   Lease,
+  Session,
+  SharedGrant,
   codes,
 } = lease;

@@ -88,6 +88,23 @@ pub struct Grant {
     pub permits: napi::bindgen_prelude::Null,
 }
 
+/// A grant as `Grant`'s JSON: `{ mode, token, scope, range, permits }` (`Lease.grant`,
+/// `SharedGrant.grant`).
+pub fn grant_json(g: &lease::Grant) -> serde_json::Value {
+    let (scope, range) = match &g.scope {
+        lease::Scope::Whole => (None, None),
+        lease::Scope::Path(p) => (Some(p.as_str()), None),
+        lease::Scope::Range { start, end } => (None, Some([*start, *end])),
+    };
+    serde_json::json!({
+        "mode": g.mode.as_str(),
+        "token": g.token,
+        "scope": scope,
+        "range": range,
+        "permits": g.permits,
+    })
+}
+
 /// A held lease. `epoch` is its fencing token; it renews itself in the background until
 /// `release()` (or `await using` / `[Symbol.asyncDispose]`), or until it is lost, which aborts
 /// `signal` and rejects `lost` with a `LEASE_LOST` error.
@@ -152,21 +169,9 @@ impl Lease {
     /// permits.
     #[napi(getter, ts_return_type = "Grant | null")]
     pub fn grant(&self) -> serde_json::Value {
-        let Some(g) = self.inner.grant() else {
-            return serde_json::Value::Null;
-        };
-        let (scope, range) = match &g.scope {
-            lease::Scope::Whole => (None, None),
-            lease::Scope::Path(p) => (Some(p.as_str()), None),
-            lease::Scope::Range { start, end } => (None, Some([*start, *end])),
-        };
-        serde_json::json!({
-            "mode": g.mode.as_str(),
-            "token": g.token,
-            "scope": scope,
-            "range": range,
-            "permits": g.permits,
-        })
+        self.inner
+            .grant()
+            .map_or(serde_json::Value::Null, grant_json)
     }
 
     /// This holder as written in the record.

@@ -5,7 +5,7 @@
 //! async iterators). Everything else is here: each call starts a core future on the addon's own
 //! runtime (`runtime.rs`) and returns a promise; errors are mapped once (`error.rs`). The files
 //! mirror the core's modules (and the Python binding's): `acquire`, `held` (a held lease),
-//! `status`, `election`, `fence`, `options`, `error`, `runtime`.
+//! `session` (shared sessions), `status`, `election`, `fence`, `options`, `error`, `runtime`.
 
 #![deny(clippy::all)]
 // Under cfg(test) napi registers nothing, so the exported items look unused.
@@ -21,6 +21,7 @@ mod fence;
 mod held;
 mod options;
 mod runtime;
+mod session;
 mod status;
 mod yielding;
 
@@ -29,7 +30,8 @@ mod yielding;
 // they are part of the addon's interface, not dead code of a private module.
 pub use election::{CampaignOptions, Election, Leader};
 pub use held::{Grant, Lease, YieldRequested};
-pub use options::LeaseOptions;
+pub use options::{LeaseOptions, SessionOptions};
+pub use session::{Session, SharedGrant};
 pub use status::{Holder, Nullable, Participant, Status, WatchOptions};
 pub use yielding::{AskYieldOptions, YieldRequest};
 
@@ -38,12 +40,14 @@ pub use yielding::{AskYieldOptions, YieldRequest};
 pub const VERSION: &str = lease::VERSION;
 
 /// Once per JavaScript environment (the main thread, each worker thread): name this client in
-/// lease records, and release what the environment still holds when it ends.
+/// lease records, and release what the environment still holds when it ends (its leases; its
+/// shared sessions, closed).
 #[napi(module_exports)]
 pub fn init(_exports: Object, env: Env) -> Result<()> {
     lease::set_client_name("node");
     let raw = env.raw() as usize;
     env.add_env_cleanup_hook(raw, held::release_all)?;
+    env.add_env_cleanup_hook(raw, session::close_all)?;
     Ok(())
 }
 
@@ -62,10 +66,12 @@ pub fn metrics_text() -> String {
     lease::metrics::encode_text()
 }
 
-/// Release what this JavaScript environment still holds, now (index.js calls it from
+/// Release what this JavaScript environment still holds (its leases, and its shared sessions
+/// closed with their grants), now (index.js calls it from
 /// `process.on('exit')`, which `process.exit()` fires but after which the environment's cleanup
 /// hook does not run).
 #[napi(js_name = "_releaseAll", skip_typescript)]
 pub fn release_all(env: Env) {
     held::release_all(env.raw() as usize);
+    session::close_all(env.raw() as usize);
 }

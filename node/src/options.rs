@@ -91,6 +91,35 @@ pub struct LeaseOptions {
     pub preempt: Option<String>,
 }
 
+/// Options of `openSession`.
+#[napi(object)]
+#[derive(Default)]
+pub struct SessionOptions {
+    /// The ttl of the session and of every grant held through it (milliseconds, or a string
+    /// with its unit; default 30 000, at least 100, at most one day): one renewal of the
+    /// session's record every `ttl / 3` keeps them all.
+    pub ttl: Option<Either<f64, String>>,
+    /// A label for people, shown by `status` and `lease status` (at most 256 bytes).
+    pub label: Option<String>,
+    /// Where the session's record goes: `PREFIX.lease-sessions/SID` (default `''`: the store's
+    /// root; else a prefix ending in `/`, such as `'team-a/'`).
+    pub prefix: Option<String>,
+}
+
+impl SessionOptions {
+    /// The core's options.
+    pub fn to_core(&self) -> lease::Result<lease::SessionOptions> {
+        let mut o = lease::SessionOptions::new(ttl(self.ttl.as_ref())?);
+        if let Some(label) = &self.label {
+            o = o.label(label.clone());
+        }
+        if let Some(prefix) = &self.prefix {
+            o = o.prefix(prefix.clone());
+        }
+        Ok(o)
+    }
+}
+
 /// Stands in for the `signal` field: the JavaScript layer turns an `AbortSignal` into a
 /// `CancelToken` argument and never passes the signal itself down here.
 pub type Signal = napi::bindgen_prelude::Undefined;
@@ -115,25 +144,31 @@ pub fn millis(what: &str, ms: f64) -> lease::Result<Duration> {
         .map_err(|_| lease::Error::invalid(format!("{what} of {ms} ms is too large")))
 }
 
+/// A ttl (`acquire`'s, `openSession`'s): the default when absent; a number below the shortest
+/// ttl is refused with a hint that it is in milliseconds. The core checks the range.
+pub fn ttl(ttl: Option<&Time>) -> lease::Result<Duration> {
+    let Some(t) = ttl else {
+        return Ok(lease::options::DEFAULT_TTL);
+    };
+    let d = time("ttl", t)?;
+    // A number below the shortest ttl was most likely meant as seconds.
+    if let Either::A(ms) = t {
+        if *ms > 0.0 && d < lease::options::MIN_TTL {
+            return Err(lease::Error::invalid(format!(
+                "ttl of {ms} ms is below {}: ttl is in milliseconds ({} for {ms} s), or write \
+                 it with its unit ('{ms}s')",
+                lease::format_duration(lease::options::MIN_TTL),
+                ms * 1000.0
+            )));
+        }
+    }
+    Ok(d)
+}
+
 impl LeaseOptions {
     /// The core's options.
     pub fn to_core(&self) -> lease::Result<lease::LeaseOptions> {
-        let ttl = match &self.ttl {
-            Some(ttl) => time("ttl", ttl)?,
-            None => lease::options::DEFAULT_TTL,
-        };
-        // A number below the shortest ttl was most likely meant as seconds.
-        if let Some(Either::A(ms)) = &self.ttl {
-            if *ms > 0.0 && ttl < lease::options::MIN_TTL {
-                return Err(lease::Error::invalid(format!(
-                    "ttl of {ms} ms is below {}: ttl is in milliseconds ({} for {ms} s), or \
-                     write it with its unit ('{ms}s')",
-                    lease::format_duration(lease::options::MIN_TTL),
-                    ms * 1000.0
-                )));
-            }
-        }
-        let mut o = lease::LeaseOptions::new(ttl);
+        let mut o = lease::LeaseOptions::new(ttl(self.ttl.as_ref())?);
         o.wait = match &self.wait {
             None => None,
             Some(Either::A(w)) if *w == f64::INFINITY => None,

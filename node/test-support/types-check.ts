@@ -1,7 +1,7 @@
 // Compiled (not run) by scripts/test-node.sh with `tsc --noEmit --strict`: index.d.ts describes
 // what index.js exports, and the README's uses type-check, `await using` included.
 import * as lease from 'bucket-lease';
-import type { Lease, LeaseError, Status, FencedObject, Leader } from 'bucket-lease';
+import type { Lease, LeaseError, Status, FencedObject, Leader, Session, SharedGrant } from 'bucket-lease';
 
 async function main(url: string, signal: AbortSignal): Promise<void> {
   {
@@ -41,6 +41,28 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
     const permits: number | null = q.permits;
     void [mode, range, holders, firstToken, permits];
     await r.release();
+  }
+  {
+    // Shared sessions: many grants, one heartbeat.
+    await using session: Session = await lease.openSession(url, { ttl: '30s', label: 'worker-1', prefix: 'team-a/' });
+    await using g: SharedGrant = await session.acquire('jobs/7', { wait: 60_000, pollInterval: 100, signal });
+    const r: SharedGrant = await session.acquire(url, { shared: true, priority: 2, wakeHints: 'off' });
+    const epoch: number = g.epoch;
+    const token: number = g.token;
+    const mode: 'exclusive' | 'shared' = g.grant.mode;
+    const id: string = g.id;
+    const held: boolean = g.held;
+    const kind: string | null = g.lostKind;
+    const why: string | null = g.lostReason;
+    g.ensureHeld();
+    await r.release();
+    const facts: [string, string, string, string, number, boolean, number, string | null, boolean] = [
+      session.sid, session.url, session.key, session.store, session.ttl, session.alive, session.attached,
+      session.lostReason, session.closed,
+    ];
+    // @ts-expect-error: the session's ttl applies to every grant of it
+    await session.acquire('jobs/8', { ttl: 5_000 });
+    void [epoch, token, mode, id, held, kind, why, facts];
   }
   const maybe: Lease | null = await lease.tryAcquire(url, { ttl: 30_000 });
   if (maybe) await maybe.release();

@@ -86,3 +86,37 @@ export interface MetricFamily {
     | { labels: Record<string, string>; buckets: Array<[number, number]>; sum: number; count: number }
   >
 }
+
+/** Added to the addon's `Session` by index.js. */
+export interface Session {
+  /** `close()`: what `await using` calls. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Added to the addon's `SharedGrant` by index.js. */
+export interface SharedGrant {
+  /** `release()`: what `await using` calls. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * Options of `Session.acquire`: `acquire`'s queued-lock options that apply to a grant held
+ * through a shared session. Its ttl is the session's (a `ttl` rejects with `LEASE_INVALID`), it
+ * keeps no per-grant `data`, and it is always queued.
+ */
+export type SessionAcquireOptions = Pick<
+  LeaseOptions,
+  | 'wait'
+  | 'pollInterval'
+  | 'unavailableTimeout'
+  | 'label'
+  | 'shared'
+  | 'permits'
+  | 'scope'
+  | 'range'
+  | 'wakeHints'
+  | 'priority'
+  | 'askYield'
+  | 'yieldReason'
+  | 'signal'
+>

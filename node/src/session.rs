@@ -1,0 +1,581 @@
+//! Shared sessions (docs/protocol.md §10, "Shared sessions: one heartbeat for many grants",
+//! issue 24): `openSession(url)` opens one `SharedSession` of the core on a store, and
+//! `session.acquire(urlOrKey)` takes queued-lock grants through it, all kept by the session's
+//! one renewal task and one confirmation task. The API mirrors the Python binding's
+//! (python/src/session.rs, python/lease/_session.py); index.js adds the argument checks,
+//! `AbortSignal`s and `Symbol.asyncDispose`.
+//!
+//! As for a `Lease` (held.rs), the garbage collector does not decide when a session or a grant
+//! ends: a registry keeps every open session of this process and the grants held through it,
+//! until `release()`, `close()`, a loss, or the end of the JavaScript environment that opened
+//! the session (its cleanup hook closes what it still has open, so waiters need not wait out
+//! the ttl).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use napi::bindgen_prelude::Unknown;
+use napi::{Env, Result};
+use napi_derive::napi;
+
+use lease::{Client, Error, ErrorKind, LeaseUrl, LostReason, SharedSession, StoreUrl};
+
+use crate::acquire::{token, Cancel};
+use crate::error;
+use crate::options::{ms, LeaseOptions, SessionOptions};
+use crate::runtime;
+
+/// A grant's core handle, shared by its JavaScript object and the registry: `None` once
+/// released.
+#[derive(Default)]
+struct GrantSlot {
+    grant: Option<lease::SharedGrant>,
+    /// Why it was lost, when it was before it was released.
+    lost_at_release: Option<LostReason>,
+}
+
+type Slot = Arc<Mutex<GrantSlot>>;
+
+fn lock(slot: &Slot) -> std::sync::MutexGuard<'_, GrantSlot> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One open session in the registry, with the grants held through it.
+struct Open {
+    /// The `napi_env` (as an address) of the environment that opened it.
+    env: usize,
+    session: SharedSession,
+    grants: HashMap<u64, Slot>,
+}
+
+static OPEN: Mutex<Option<HashMap<u64, Open>>> = Mutex::new(None);
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn with_open<R>(f: impl FnOnce(&mut HashMap<u64, Open>) -> R) -> R {
+    let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    f(open.get_or_insert_with(HashMap::new))
+}
+
+/// Drop core handles on the addon's runtime: a `SharedGrant` dropped while held sends its leave
+/// there (the garbage collector's finalizers run on the JavaScript thread, outside it).
+fn drop_on_runtime<T>(value: T) {
+    match runtime::handle() {
+        Ok(h) => {
+            let _entered = h.enter();
+            drop(value);
+        }
+        Err(_) => drop(value),
+    }
+}
+
+/// How long the end of an environment waits for its sessions to close.
+const CLOSE_AT_EXIT: Duration = Duration::from_secs(2);
+
+/// Close every session `env` still has open (releasing their grants); called by its cleanup
+/// hook when the environment ends, and by `_releaseAll` on `process.exit()`.
+pub fn close_all(env: usize) {
+    let open: Vec<Open> = with_open(|o| {
+        let ids: Vec<u64> = o
+            .iter()
+            .filter(|(_, e)| e.env == env)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.iter().filter_map(|id| o.remove(id)).collect()
+    });
+    if open.is_empty() {
+        return;
+    }
+    let Ok(rt) = runtime::handle() else { return };
+    rt.block_on(async move {
+        let all = futures::future::join_all(open.iter().map(|o| o.session.close()));
+        // Real time, bounding how long the end of the process waits: not protocol time.
+        #[allow(clippy::disallowed_methods)]
+        let _ = tokio::time::timeout(CLOSE_AT_EXIT, all).await;
+        drop(open);
+    });
+}
+
+/// The store a session is opened on, from `text`: a store URL without a path (`s3://bucket?…`,
+/// `memory://ns`), an existing directory (`file:///var/locks`, `/var/locks`), or else the URL
+/// of a lock in the store (`s3://bucket/jobs/7`, `file:///var/locks/gc`: its store).
+fn store_of(text: &str) -> lease::Result<StoreUrl> {
+    if text.contains('\0') {
+        return Err(Error::invalid("the store URL contains a NUL character"));
+    }
+    if let Ok((store, path)) = StoreUrl::parse_with_path(text) {
+        match &store {
+            StoreUrl::File { root } if Path::new(root).is_dir() => return Ok(store),
+            StoreUrl::File { .. } | StoreUrl::DefaultFile => {}
+            _ if path.is_empty() => return Ok(store),
+            _ => {}
+        }
+    }
+    LeaseUrl::parse(text).map(|l| l.store)
+}
+
+/// `openSession`'s arguments, checked: the store's client and URL, and the session's options.
+fn session_args(
+    url: &str,
+    options: &SessionOptions,
+) -> lease::Result<(Client, StoreUrl, lease::SessionOptions)> {
+    let store = store_of(url)?;
+    let client = Client::for_store(&store).map_err(|e| e.with_lease(url))?;
+    Ok((client, store, options.to_core()?))
+}
+
+/// Open a shared session on the store of `url` — a lock URL in the store (`s3://bucket/jobs/7`,
+/// `file:///var/locks/gc`), the store's own URL (`s3://bucket?…`, `memory://ns`) or its
+/// directory (`file:///var/locks`, an existing directory) — and write its first record.
+/// Resolves to the `Session`: any number of queued-lock grants held through one renewal of one
+/// record, `PREFIX.lease-sessions/SID`. Rejects with `LEASE_INVALID` for a bad ttl, prefix,
+/// label or URL.
+#[napi(
+    ts_args_type = "url: string, options?: SessionOptions",
+    ts_return_type = "Promise<Session>"
+)]
+pub fn open_session<'e>(
+    env: &'e Env,
+    url: String,
+    options: Option<SessionOptions>,
+) -> Result<Unknown<'e>> {
+    let args = session_args(&url, &options.unwrap_or_default());
+    runtime::call(
+        env,
+        async move {
+            let (client, store, opts) = args?;
+            let session = SharedSession::open(&client, opts).await?;
+            Ok((session, client, store))
+        },
+        |env, (session, client, store)| Ok(Session::register(env, session, client, store)),
+    )
+}
+
+/// A shared session on one store (made by `openSession`): any number of queued-lock grants
+/// (`acquire`) kept by one renewal of one record, one write per `ttl / 3` whatever the number
+/// of locks. Close it (`close()`, or `await using`): its grants still held are released and its
+/// record deleted. Lost (its record deleted, or not renewed within its ttl), every grant of it
+/// is lost.
+#[napi]
+pub struct Session {
+    inner: SharedSession,
+    client: Client,
+    store: StoreUrl,
+    id: u64,
+    /// `close()` was called (or started).
+    closed: Arc<AtomicBool>,
+}
+
+impl Session {
+    fn register(env: &Env, inner: SharedSession, client: Client, store: StoreUrl) -> Session {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let entry = Open {
+            env: env.raw() as usize,
+            session: inner.clone(),
+            grants: HashMap::new(),
+        };
+        with_open(|o| o.insert(id, entry));
+        Session {
+            inner,
+            client,
+            store,
+            id,
+            closed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The key in this session's store of `target`: a lock URL (`s3://…`, `file://…`, a path)
+    /// in the same store, or a key (`jobs/7`: no scheme, not a path).
+    fn key_of(&self, target: &str) -> lease::Result<String> {
+        if target.contains('\0') {
+            return Err(Error::invalid("the lock URL contains a NUL character"));
+        }
+        let is_url = target.contains("://") || target.starts_with(['/', '.']);
+        if !is_url {
+            return Ok(target.to_string());
+        }
+        let parsed = LeaseUrl::parse(target)?;
+        if parsed.store != self.store {
+            return Err(Error::invalid(format!(
+                "{target} is not in this session's store ({}): a shared session holds locks of \
+                 one store; open a session on that store (openSession({target:?})), or name the \
+                 lock by its key in this store",
+                self.client.store().url()
+            )));
+        }
+        Ok(parsed.key)
+    }
+
+    /// What `acquire` needs, checked: the session (not closed), the lock's key and the options.
+    fn acquire_args(
+        &self,
+        target: &str,
+        options: Option<LeaseOptions>,
+    ) -> lease::Result<(String, lease::LeaseOptions)> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::invalid(format!(
+                "the shared session {} is closed: open another (openSession) to acquire more",
+                self.inner.url()
+            )));
+        }
+        let options = options.unwrap_or_default();
+        if options.ttl.is_some() {
+            return Err(Error::invalid(format!(
+                "Session.acquire() takes no ttl: the session's ttl applies to every grant held \
+                 through it (a checker judges a grant by its session's record); open the \
+                 session with the ttl wanted (openSession(url, {{ ttl }}), {} here)",
+                lease::format_duration(self.inner.ttl())
+            )));
+        }
+        let key = self.key_of(target)?;
+        Ok((key, options.to_core()?))
+    }
+}
+
+/// The garbage collector does not end a session: one not closed and not lost stays open (in
+/// the registry) until closed, or until its environment ends.
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::SeqCst) || self.inner.lost_reason().is_some() {
+            let gone = with_open(|o| o.remove(&self.id));
+            drop_on_runtime(gone);
+        }
+    }
+}
+
+#[napi]
+impl Session {
+    /// The session's id (32 hex digits).
+    #[napi(getter)]
+    pub fn sid(&self) -> String {
+        self.inner.sid()
+    }
+
+    /// The session record's URL.
+    #[napi(getter)]
+    pub fn url(&self) -> String {
+        self.inner.url().to_string()
+    }
+
+    /// The session record's key in its store, `PREFIX.lease-sessions/SID`.
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.inner.key().to_string()
+    }
+
+    /// The store's URL.
+    #[napi(getter)]
+    pub fn store(&self) -> String {
+        self.client.store().url().to_string()
+    }
+
+    /// The ttl of the session and of every grant held through it, in milliseconds.
+    #[napi(getter)]
+    pub fn ttl(&self) -> f64 {
+        ms(self.inner.ttl())
+    }
+
+    /// True while the session is believed (renewed less than a ttl ago) and not closed.
+    #[napi(getter)]
+    pub fn alive(&self) -> bool {
+        !self.closed.load(Ordering::SeqCst) && self.inner.is_alive()
+    }
+
+    /// How many grants and waiters are attached to it (or attaching).
+    #[napi(getter)]
+    pub fn attached(&self) -> u32 {
+        self.inner.attached() as u32
+    }
+
+    /// Why the session was lost, or `null` while it is not.
+    #[napi(getter)]
+    pub fn lost_reason(&self) -> Option<String> {
+        self.inner.lost_reason().map(|r| r.to_string())
+    }
+
+    /// Whether `close()` was called.
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Acquire a grant of the queued lock `lock` through this session, waiting as `acquire`
+    /// does (`wait`; `signal` cancels a waiting request: it leaves the lock's queue and the
+    /// session). `lock` is a lock URL in the session's store (`s3://bucket/jobs/7`,
+    /// `file:///dir/gc`, a path; one of another store rejects with `LEASE_INVALID`) or a key in
+    /// that store (`'jobs/7'`: no scheme, not a path). The queued-lock options are `acquire`'s;
+    /// the ttl is the session's (`ttl` rejects with `LEASE_INVALID`), and `data` is refused
+    /// (`LEASE_INVALID`: the session's record is the process's). A closed session rejects with
+    /// `LEASE_INVALID`, a lost one with `LEASE_LOST`.
+    #[napi(
+        ts_args_type = "lock: string, options?: SessionAcquireOptions",
+        ts_return_type = "Promise<SharedGrant>"
+    )]
+    pub fn acquire<'e>(
+        &self,
+        env: &'e Env,
+        lock: String,
+        options: Option<LeaseOptions>,
+        cancel: Option<Cancel>,
+    ) -> Result<Unknown<'e>> {
+        let args = self.acquire_args(&lock, options);
+        let session = self.inner.clone();
+        let session_id = self.id;
+        let closed = self.closed.clone();
+        let cancel = token(cancel);
+        runtime::call(
+            env,
+            async move {
+                let (key, opts) = args?;
+                session.acquire_with_cancel(&key, &opts, &cancel).await
+            },
+            move |_, g| Ok(SharedGrant::register(session_id, closed, g)),
+        )
+    }
+
+    /// Close the session (idempotent): its grants still held are released (each leave grants
+    /// the next waiter), then its record is released and deleted.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
+        let session = match self.closed.swap(true, Ordering::SeqCst) {
+            true => None,
+            false => Some(self.inner.clone()),
+        };
+        let id = self.id;
+        runtime::call(
+            env,
+            async move {
+                if let Some(s) = session {
+                    s.close().await;
+                    // Its grants' handles leave the registry with it (all released now).
+                    let gone = with_open(|o| o.remove(&id));
+                    drop(gone);
+                }
+                Ok::<(), Error>(())
+            },
+            |_, ()| Ok(()),
+        )
+    }
+}
+
+/// A grant of a queued lock held through a `Session` (made by `session.acquire`): kept by the
+/// session's renewals, no heartbeat of its own. Release it (`release()`, or `await using`);
+/// closing its session releases it too.
+#[napi]
+pub struct SharedGrant {
+    slot: Slot,
+    session_id: u64,
+    /// Its session's `closed` flag: a grant released by `close()` says so.
+    session_closed: Arc<AtomicBool>,
+    id_in_registry: u64,
+    epoch: u64,
+    key: String,
+    url: String,
+    entry_id: String,
+    info: lease::Grant,
+}
+
+impl SharedGrant {
+    fn register(
+        session_id: u64,
+        session_closed: Arc<AtomicBool>,
+        grant: lease::SharedGrant,
+    ) -> SharedGrant {
+        let id_in_registry = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let info = grant.grant().clone();
+        let g = SharedGrant {
+            epoch: info.token,
+            key: grant.key().to_string(),
+            url: grant.url().to_string(),
+            entry_id: grant.id().to_string(),
+            info,
+            slot: Arc::new(Mutex::new(GrantSlot {
+                grant: Some(grant),
+                lost_at_release: None,
+            })),
+            session_id,
+            session_closed,
+            id_in_registry,
+        };
+        with_open(|o| {
+            if let Some(open) = o.get_mut(&session_id) {
+                open.grants.insert(id_in_registry, g.slot.clone());
+            }
+        });
+        g
+    }
+
+    fn forget(&self) {
+        let gone = with_open(|o| {
+            o.get_mut(&self.session_id)
+                .and_then(|open| open.grants.remove(&self.id_in_registry))
+        });
+        drop_on_runtime(gone);
+    }
+
+    /// Take the grant out to release it (`None` when already released), noting its loss.
+    fn take(&self) -> Option<(lease::SharedGrant, Option<LostReason>)> {
+        let taken = {
+            let mut slot = lock(&self.slot);
+            let grant = slot.grant.take()?;
+            let lost = grant.lost_reason();
+            slot.lost_at_release = lost.clone();
+            (grant, lost)
+        };
+        self.forget();
+        Some(taken)
+    }
+
+    fn lost_reason_now(&self) -> Option<LostReason> {
+        let slot = lock(&self.slot);
+        match &slot.grant {
+            Some(g) => g.lost_reason(),
+            None => slot.lost_at_release.clone(),
+        }
+    }
+}
+
+/// The garbage collector does not end a grant that is held: it stays in the registry (held)
+/// until released, or its session closed. One that was lost leaves it.
+impl Drop for SharedGrant {
+    fn drop(&mut self) {
+        if self.lost_reason_now().is_some() {
+            self.forget();
+        }
+        // Nobody else has it (lost, or its session closed before it was registered): drop the
+        // core's grant on the runtime, where it sends its leave.
+        if Arc::strong_count(&self.slot) == 1 {
+            let grant = lock(&self.slot).grant.take();
+            drop_on_runtime(grant);
+        }
+    }
+}
+
+#[napi]
+impl SharedGrant {
+    /// The fencing number: strictly increasing per lock (as `Lease.epoch`).
+    #[napi(getter)]
+    pub fn epoch(&self) -> f64 {
+        self.epoch as f64
+    }
+
+    /// The fencing token: the same number as `epoch` (as `Grant.token`). Unlike `Lease.token`
+    /// it is not `URL#EPOCH@HOLDER` text: a shared grant's holder is its entry id `SID.N`, which
+    /// such a token cannot carry yet.
+    #[napi(getter)]
+    pub fn token(&self) -> f64 {
+        self.epoch as f64
+    }
+
+    /// The lock's key in the session's store.
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.key.clone()
+    }
+
+    /// The lock's URL.
+    #[napi(getter)]
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Its entry id in the lock's record, `SID.N`.
+    #[napi(getter)]
+    pub fn id(&self) -> String {
+        self.entry_id.clone()
+    }
+
+    /// What was granted: its mode, token, scope, the lock's permits (as `Lease.grant`).
+    #[napi(getter, ts_return_type = "Grant")]
+    pub fn grant(&self) -> serde_json::Value {
+        crate::held::grant_json(&self.info)
+    }
+
+    /// True while held: its session is believed and its lock's record confirmed it less than a
+    /// ttl ago. False once lost or released.
+    #[napi(getter)]
+    pub fn held(&self) -> bool {
+        lock(&self.slot).grant.as_ref().is_some_and(|g| g.is_held())
+    }
+
+    /// Why it was lost (its session's loss, or its own), or `null` while it is not.
+    #[napi(getter)]
+    pub fn lost_reason(&self) -> Option<String> {
+        self.lost_reason_now().map(|r| r.to_string())
+    }
+
+    /// The kind of its loss: `'session_deleted'`, `'expired'`, `'taken_over'`, `'broken'`,
+    /// `'removed'`, `'lock_replaced'`, …; `null` while not lost.
+    #[napi(getter)]
+    pub fn lost_kind(&self) -> Option<&'static str> {
+        self.lost_reason_now().map(|r| r.kind())
+    }
+
+    /// Return while held; else throw a `LEASE_LOST` error naming why (lost, or released, by
+    /// `release()` or with its session by `close()`).
+    #[napi]
+    pub fn ensure_held(&self, env: &Env) -> Result<()> {
+        let err = {
+            let slot = lock(&self.slot);
+            match &slot.grant {
+                Some(g) => match g.ensure_held() {
+                    Ok(()) => return Ok(()),
+                    // Not lost: `close()` released it (the core would name a lapsed deadline).
+                    Err(_)
+                        if g.lost_reason().is_none()
+                            && self.session_closed.load(Ordering::SeqCst) =>
+                    {
+                        Error::new(
+                            ErrorKind::Lost,
+                            format!(
+                                "{} (token {}) was released when its session was closed: it is \
+                                 no longer held",
+                                self.url, self.epoch
+                            ),
+                        )
+                        .with_lease(&self.url)
+                        .with_epoch(self.epoch)
+                    }
+                    Err(e) => e,
+                },
+                None => match &slot.lost_at_release {
+                    Some(reason) => reason.error(&self.url, self.epoch),
+                    None => Error::new(
+                        ErrorKind::Lost,
+                        format!(
+                            "{} (token {}) was released: it is no longer held",
+                            self.url, self.epoch
+                        ),
+                    )
+                    .with_lease(&self.url)
+                    .with_epoch(self.epoch),
+                },
+            }
+        };
+        Err(error::to_napi(env, &err))
+    }
+
+    /// Release this grant alone (idempotent): its leave grants the next waiter, and the
+    /// session's other grants stay held. Rejects with `LEASE_LOST` if it was lost before (what
+    /// was done under it may have overlapped with another holder).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn release<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
+        let taken = self.take();
+        let (url, epoch) = (self.url.clone(), self.epoch);
+        runtime::call(
+            env,
+            async move {
+                if let Some((grant, lost)) = taken {
+                    grant.release().await?;
+                    if let Some(reason) = lost {
+                        return Err(reason.error(&url, epoch));
+                    }
+                }
+                Ok(())
+            },
+            |_, ()| Ok(()),
+        )
+    }
+}
