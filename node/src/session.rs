@@ -371,6 +371,8 @@ pub struct SharedGrant {
     session_closed: Arc<AtomicBool>,
     id_in_registry: u64,
     epoch: u64,
+    /// `URL#EPOCH@SID.N`, with the grant's mode and scope.
+    token: String,
     key: String,
     url: String,
     entry_id: String,
@@ -387,6 +389,7 @@ impl SharedGrant {
         let info = grant.grant().clone();
         let g = SharedGrant {
             epoch: info.token,
+            token: grant.token().to_string(),
             key: grant.key().to_string(),
             url: grant.url().to_string(),
             entry_id: grant.id().to_string(),
@@ -461,12 +464,11 @@ impl SharedGrant {
         self.epoch as f64
     }
 
-    /// The fencing token: the same number as `epoch` (as `Grant.token`). Unlike `Lease.token`
-    /// it is not `URL#EPOCH@HOLDER` text: a shared grant's holder is its entry id `SID.N`, which
-    /// such a token cannot carry yet.
+    /// `URL#EPOCH@SID.N`: the token to hand to resources that check it, as `Lease.token` (its
+    /// holder is the grant's entry id, so two grants of one session are two holders).
     #[napi(getter)]
-    pub fn token(&self) -> f64 {
-        self.epoch as f64
+    pub fn token(&self) -> String {
+        self.token.clone()
     }
 
     /// The lock's key in the session's store.
@@ -498,6 +500,18 @@ impl SharedGrant {
     #[napi(getter)]
     pub fn held(&self) -> bool {
         lock(&self.slot).grant.as_ref().is_some_and(|g| g.is_held())
+    }
+
+    /// The latest yield request that named this grant, or `null`: a waiter or an operator
+    /// asked it to step aside. Not a loss. The session's confirmation of the lock reports it,
+    /// within a third of the session's ttl.
+    #[napi(getter, ts_return_type = "YieldRequested | null")]
+    pub fn yield_requested(&self) -> Option<crate::held::YieldRequested> {
+        lock(&self.slot)
+            .grant
+            .as_ref()
+            .and_then(|g| g.yield_requested())
+            .map(crate::held::YieldRequested::from)
     }
 
     /// Why it was lost (its session's loss, or its own), or `null` while it is not.

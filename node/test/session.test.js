@@ -71,7 +71,7 @@ for (const store of ['file', 'moto']) {
         assert.equal(session.attached, n);
         assert.equal(new Set(grants.map((g) => g.id)).size, n);
         assert.ok(grants.every((g) => g.id.startsWith(`${session.sid}.`)));
-        assert.ok(grants.every((g) => g.token === g.epoch && g.grant.token === g.epoch));
+        assert.ok(grants.every((g) => g.token === `${g.url}#${g.epoch}@${g.id}` && g.grant.token === g.epoch));
         assert.ok(grants.every((g) => g.lostReason === null && g.lostKind === null));
         assert.deepEqual(grants[0].grant, { mode: 'exclusive', token: grants[0].epoch, scope: null, range: null, permits: null });
         assert.deepEqual(
@@ -178,6 +178,49 @@ describe('shared sessions [file]', () => {
     await r.release();
     await g.release();
     await session.close();
+  });
+
+  it("a shared grant's token names its entry and a gate fences it", async () => {
+    const d = tmpDir();
+    const gate = new lease.FencingGate();
+    const session = await lease.openSession(`file://${d}`, { ttl: 5000 });
+    try {
+      const first = await session.acquire('jobs/a');
+      const old = first.token;
+      assert.equal(old, `file://${d}/jobs/a#${first.epoch}@${first.id}`);
+      await gate.admit('orders/1', old);
+      await first.release();
+      const second = await session.acquire('jobs/a');
+      assert.ok(second.epoch > first.epoch && second.id !== first.id);
+      await gate.admit('orders/1', second.token);
+      await assert.rejects(gate.admit('orders/1', old), { code: 'LEASE_FENCED' });
+      await second.release();
+    } finally {
+      await session.close();
+    }
+  });
+
+  it("a waiter's yield request reaches the shared grant it names", async () => {
+    const d = tmpDir();
+    const session = await lease.openSession(`file://${d}`, { ttl: 3000 });
+    try {
+      const a = await session.acquire('jobs/a');
+      const b = await session.acquire('jobs/b');
+      assert.equal(a.yieldRequested, null);
+      const waiter = lease.acquire(`file://${d}/jobs/a`, {
+        ttl: 3000, wait: 30_000, pollInterval: POLL, askYield: true, yieldReason: 'deploy',
+      });
+      await until(() => a.yieldRequested !== null, 15_000, 'the yield request', 50);
+      assert.equal(a.yieldRequested.reason, 'deploy');
+      assert.ok(a.held, 'a request is not a loss');
+      assert.equal(b.yieldRequested, null);
+      await a.release();
+      const next = await waiter;
+      assert.ok(next.held);
+      await next.release();
+    } finally {
+      await session.close();
+    }
   });
 
   it('a try or a bounded wait on a held lock leaves the session', async () => {
