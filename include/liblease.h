@@ -609,7 +609,10 @@ enum lease_code lease_session_acquire(const struct lease_session *session,
 // Close the session (idempotent): every grant still attached to it is released (its leave
 // sent, so the next waiter is granted), then the session's record is released and deleted.
 // Its grants' handles stay valid (not held; free them with `lease_shared_grant_free`); a
-// later `lease_session_acquire` returns `LEASE_INVALID`. Blocks until done.
+// later `lease_session_acquire` returns `LEASE_INVALID`. An acquire still waiting through the
+// session is not ended by the close (the core's `SharedSession::close` leaves it waiting):
+// cancel it first through its `lease_options.cancel` token, as the Go binding's `Close` does.
+// Blocks until done.
 //
 // # Safety
 // `session` is NULL or a live session; `err` is NULL or points to writable storage for a
