@@ -135,6 +135,14 @@ static int status_has(lease_store *store, const char *name, const char *needle) 
 
 /* ---------------------------------------------------------------------------------------- */
 
+/* Whether the status JSON of `name` contains `needle`, without complaint (for polls). */
+static int status_has_quiet(lease_store *store, const char *name, const char *needle) {
+  char *json = status_json(store, name);
+  int found = strstr(json, needle) != NULL;
+  lease_string_free(json);
+  return found;
+}
+
 static atomic_int never_called;
 
 static void must_not_be_called(void *user_data, const char *reason) {
@@ -2174,6 +2182,70 @@ static void test_session_many_grants(void) {
   free(names);
 }
 
+struct session_waiter {
+  lease_session *session;
+  const char *name;
+  lease_cancel_token *cancel;
+  lease_code code;
+};
+
+static void *session_waiter(void *arg) {
+  struct session_waiter *w = arg;
+  lease_options o = lease_options_default();
+  o.poll_interval_ms = 100;
+  o.cancel = w->cancel;
+  lease_shared_grant *g = NULL;
+  lease_error *err = NULL;
+  w->code = lease_session_acquire(w->session, w->name, &o, &g, &err);
+  lease_error_free(err);
+  lease_shared_grant_free(g);
+  return NULL;
+}
+
+/* An acquire through a session waiting for a held lock, cancelled through its token from
+ * another thread, returns LEASE_CANCELLED and leaves the lock's queue and the session: nobody
+ * is handed the lock once its holder releases. */
+static void test_session_cancel(void) {
+  char name[128];
+  name_of(name, sizeof name, "session-cancel");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options h = queue_opts("holder", 0);
+  lease *holder = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &h, &holder, &err));
+  lease_session_options so = lease_session_options_default();
+  so.ttl_ms = 5000;
+  lease_session *session = NULL;
+  CHECK_CODE(LEASE_OK, lease_session_open(store, &so, &session, &err));
+  struct session_waiter w = {session, name, lease_cancel_token_new(), LEASE_OK};
+  CHECK(w.cancel != NULL);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, session_waiter, &w) == 0);
+  int waiting = 0;
+  for (int i = 0; i < 1500 && !waiting; i++) {
+    waiting = status_has_quiet(store, name, "\"waiting\":[{");
+    if (!waiting) sleep_ms(20);
+  }
+  CHECK(waiting);
+  lease_cancel_token_cancel(w.cancel);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(w.code == LEASE_CANCELLED);
+  int left = 0;
+  for (int i = 0; i < 1500 && !left; i++) {
+    left = lease_session_attached(session) == 0 && status_has_quiet(store, name, "\"waiting\":[]");
+    if (!left) sleep_ms(20);
+  }
+  CHECK(left);
+  CHECK_CODE(LEASE_OK, lease_release(holder, &err));
+  lease_free(holder);
+  CHECK(!status_has_quiet(store, name, "\"state\":\"held\""));
+  lease_cancel_token_free(w.cancel);
+  CHECK_CODE(LEASE_OK, lease_session_close(session, &err));
+  lease_session_free(session);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 /* Bad input to sessions and their grants: typed LEASE_INVALID errors that say what to do. */
 static void test_session_bad_input(void) {
   lease_runtime *rt = new_runtime();
@@ -2346,6 +2418,7 @@ static const struct test tests[] = {
      test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted},
     {"bad_yield_and_preempt_options", test_bad_yield_and_preempt_options},
     {"session_many_grants", test_session_many_grants},
+    {"session_cancel", test_session_cancel},
     {"session_bad_input", test_session_bad_input},
 };
 
