@@ -610,9 +610,10 @@ enum lease_code lease_session_acquire(const struct lease_session *session,
 // sent, so the next waiter is granted), then the session's record is released and deleted.
 // Its grants' handles stay valid (not held; free them with `lease_shared_grant_free`); a
 // later `lease_session_acquire` returns `LEASE_INVALID`. An acquire still waiting through the
-// session is not ended by the close (the core's `SharedSession::close` leaves it waiting):
-// cancel it first through its `lease_options.cancel` token, as the Go binding's `Close` does.
-// Blocks until done.
+// session is not ended by the close (the core's `SharedSession::close` leaves it waiting: it
+// stays in the lock's queue until a participant takes the closed session for lapsed, ttl +
+// grace later, and then returns `LEASE_LOST`): cancel it first through its
+// `lease_options.cancel` token, as the Go binding's `Close` does. Blocks until done.
 //
 // # Safety
 // `session` is NULL or a live session; `err` is NULL or points to writable storage for a
