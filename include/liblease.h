@@ -104,6 +104,15 @@ typedef struct lease_object lease_object;
 // usual; every store and lease made from it keeps it alive.
 typedef struct lease_runtime lease_runtime;
 
+// A shared session of this process on one store: one record, one renewal task and one
+// confirmation task for any number of grants. Thread-safe: any thread may acquire through it,
+// read it or close it.
+typedef struct lease_session lease_session;
+
+// A grant of a queued lock held through a shared session: kept by the session's renewals and
+// confirmations (no task of its own). Thread-safe.
+typedef struct lease_shared_grant lease_shared_grant;
+
 // An open store (`s3://bucket?…`, `file:///dir`, `memory://namespace`): leases are acquired by
 // name in it. Thread-safe.
 typedef struct lease_store lease_store;
@@ -214,6 +223,24 @@ typedef void (*lease_yield_callback)(void *user_data,
                                      const char *by,
                                      const char *to,
                                      const char *reason);
+
+// How a shared session is opened. Start from `lease_session_options_default()`; strings are
+// borrowed for the duration of the call. The struct grows at its end as options are added
+// (docs/ffi.md, "Options").
+typedef struct lease_session_options {
+  // `sizeof(lease_session_options)` as the program was compiled: set by
+  // `lease_session_options_default()`; leave it. 0 is `LEASE_INVALID`.
+  size_t struct_size;
+  // The session's ttl in ms (100 ms to 24 h; default 30 000), which every grant held
+  // through it has: the session renews every ttl/3; once its process is gone, others remove
+  // its grants ttl + grace after its last renewal.
+  uint64_t ttl_ms;
+  // A label for people (shown by `status`), at most 256 bytes, or NULL.
+  const char *label;
+  // Where its record goes: `PREFIX.lease-sessions/SID`. NULL or `""`: the store's root;
+  // else a prefix ending in `/` (`"team-a/"`).
+  const char *prefix;
+} lease_session_options;
 
 // Called with the current health, then at each change: `user_data` as given to
 // `lease_on_health`, the health, the milliseconds left, and why it was lost (`expired`,
@@ -525,6 +552,227 @@ enum lease_code lease_release(const struct lease *l, struct lease_error **err);
 // `l` is NULL or a lease from `lease_acquire`, not freed before and not in use by another
 // thread during or after this call.
 void lease_free(struct lease *l);
+
+// The default session options: ttl 30 s, no label, the store's root.
+struct lease_session_options lease_session_options_default(void);
+
+// Open a shared session on `store` (docs/protocol.md §10, "Shared sessions: one heartbeat for
+// many grants"): its first record is written before this returns, and its one renewal task
+// starts on the store's runtime. `opts` may be NULL for the defaults. Blocks.
+//
+// Nothing attaches to it unless asked (`lease_session_acquire`); it lives until
+// `lease_session_close` or `lease_session_free`, or until it is lost. On success writes the
+// session to `*out`; on failure (`LEASE_INVALID`: a ttl out of range, a label too long, a
+// prefix not ending in `/`; `LEASE_STORE`, `LEASE_UNAVAILABLE`, …) writes an error to `*err`
+// when `err` is not NULL.
+//
+// # Safety
+// `store` is NULL or a live store; `opts` is NULL or a valid `lease_session_options` (its
+// strings NULL or NUL-terminated); `out` points to writable storage for a pointer; `err` is
+// NULL or points to writable storage for a pointer. Must not be called from a runtime thread
+// (a lost callback): that returns `LEASE_INVALID`.
+enum lease_code lease_session_open(const struct lease_store *store,
+                                   const struct lease_session_options *opts,
+                                   struct lease_session **out,
+                                   struct lease_error **err);
+
+// Acquire a grant of the queued lock `lock` through `session`: `lock` is its key in the
+// session's store (`"jobs/7"`), or its URL in that store (`"s3://bucket/jobs/7?…"`,
+// `"file:///var/locks/jobs/7"`). The grant is attached to the session before its request is
+// sent, and held by the session's renewals. `opts` (NULL for the defaults) as for
+// `lease_acquire` with `queue` (always queued): `wait_ms`, `shared`, `permits`, `scope`,
+// `range_*`, `priority`, `poll_interval_ms`, `wake_hints`, `owner`, `label`, and `cancel`
+// (cancelling it makes a waiting request leave the lock's queue and the session, and return
+// `LEASE_CANCELLED`). Blocks.
+//
+// `LEASE_INVALID` for: `ttl_ms` other than the default (the session's ttl applies to every
+// grant held through it: open the session with the ttl wanted), `data` (not kept on a shared
+// session), a lock of another store, a session closed by `lease_session_close`, and the
+// option errors of `lease_acquire`. `LEASE_LOST` when the session was lost. Otherwise the
+// codes of `lease_acquire` (`LEASE_HELD`, `LEASE_TIMEOUT`, `LEASE_CANCELLED`, …).
+//
+// On success writes the grant to `*out` (release it with `lease_shared_grant_release`, free
+// it with `lease_shared_grant_free`).
+//
+// # Safety
+// `session` is NULL or a live session; `lock` is NULL or a NUL-terminated string; `opts` is
+// NULL or a valid `lease_options` (its strings NULL or NUL-terminated, its `cancel` NULL or a
+// live token); `out` points to writable storage for a pointer; `err` is NULL or points to
+// writable storage for a pointer. Must not be called from a runtime thread (a lost callback):
+// that returns `LEASE_INVALID`.
+enum lease_code lease_session_acquire(const struct lease_session *session,
+                                      const char *lock,
+                                      const struct lease_options *opts,
+                                      struct lease_shared_grant **out,
+                                      struct lease_error **err);
+
+// Close the session (idempotent): every grant still attached to it is released (its leave
+// sent, so the next waiter is granted), then the session's record is released and deleted.
+// Its grants' handles stay valid (not held; free them with `lease_shared_grant_free`); a
+// later `lease_session_acquire` returns `LEASE_INVALID`. An acquire still waiting through the
+// session is not ended by the close (the core's `SharedSession::close` leaves it waiting: it
+// stays in the lock's queue until a participant takes the closed session for lapsed, ttl +
+// grace later, and then returns `LEASE_LOST`): cancel it first through its
+// `lease_options.cancel` token, as the Go binding's `Close` does. Blocks until done.
+//
+// # Safety
+// `session` is NULL or a live session; `err` is NULL or points to writable storage for a
+// pointer. Must not be called from a runtime thread (a lost callback): that returns
+// `LEASE_INVALID`.
+enum lease_code lease_session_close(const struct lease_session *session, struct lease_error **err);
+
+// Free a session handle. A session not closed is closed first (blocking, as
+// `lease_session_close`; from a runtime thread, in the background instead): its grants are no
+// longer held, though their handles stay valid until `lease_shared_grant_free`. NULL is a
+// no-op.
+//
+// # Safety
+// `session` is NULL or a session from `lease_session_open`, not freed before and not in use by
+// another thread during or after this call.
+void lease_session_free(struct lease_session *session);
+
+// The session's id (`SID`), which its grants' ids begin with. Borrowed: valid until
+// `lease_session_free(session)`. An empty string when `session` is NULL.
+//
+// # Safety
+// `session` is NULL or a live session.
+const char *lease_session_sid(const struct lease_session *session);
+
+// The session record's key in its store (`PREFIX.lease-sessions/SID`). Borrowed: valid until
+// `lease_session_free(session)`. An empty string when `session` is NULL.
+//
+// # Safety
+// `session` is NULL or a live session.
+const char *lease_session_key(const struct lease_session *session);
+
+// The session record's URL. Borrowed: valid until `lease_session_free(session)`. An empty
+// string when `session` is NULL.
+//
+// # Safety
+// `session` is NULL or a live session.
+const char *lease_session_url(const struct lease_session *session);
+
+// The session's ttl in ms (0 when `session` is NULL).
+//
+// # Safety
+// `session` is NULL or a live session.
+uint64_t lease_session_ttl_ms(const struct lease_session *session);
+
+// 1 while the session is believed (its last landed renewal less than a ttl ago) and not
+// closed; else 0 (and when `session` is NULL).
+//
+// # Safety
+// `session` is NULL or a live session.
+int lease_session_alive(const struct lease_session *session);
+
+// How many grants and waiting requests are attached to the session (0 when `session` is
+// NULL).
+//
+// # Safety
+// `session` is NULL or a live session.
+size_t lease_session_attached(const struct lease_session *session);
+
+// Why the session was lost (one line for people), or NULL while it is not (and when
+// `session` is NULL). A new string: free it with `lease_string_free`.
+//
+// # Safety
+// `session` is NULL or a live session.
+char *lease_session_lost_reason(const struct lease_session *session);
+
+// The grant's fencing epoch: strictly increasing per lock, unchanged by renewals and release
+// (0 when `g` is NULL). Hand it to resources that check it.
+//
+// # Safety
+// `g` is NULL or a live grant.
+uint64_t lease_shared_grant_epoch(const struct lease_shared_grant *g);
+
+// The grant's fencing token: the same number as `lease_shared_grant_epoch` (as the Python
+// binding's `SharedGrant.token`). Not `URL#EPOCH@HOLDER` text as `lease_token` gives: a shared
+// grant's holder is its entry id `SID.N`, which such a token cannot carry yet.
+//
+// # Safety
+// `g` is NULL or a live grant.
+uint64_t lease_shared_grant_token(const struct lease_shared_grant *g);
+
+// What the grant is: `LEASE_MODE_EXCLUSIVE` or `LEASE_MODE_SHARED` (`LEASE_MODE_NONE` when
+// `g` is NULL).
+//
+// # Safety
+// `g` is NULL or a live grant.
+enum lease_mode lease_shared_grant_mode(const struct lease_shared_grant *g);
+
+// The lock's key in the session's store. Borrowed: valid until `lease_shared_grant_free(g)`.
+// An empty string when `g` is NULL.
+//
+// # Safety
+// `g` is NULL or a live grant.
+const char *lease_shared_grant_key(const struct lease_shared_grant *g);
+
+// The lock's URL. Borrowed: valid until `lease_shared_grant_free(g)`. An empty string when
+// `g` is NULL.
+//
+// # Safety
+// `g` is NULL or a live grant.
+const char *lease_shared_grant_url(const struct lease_shared_grant *g);
+
+// The grant's entry id in the lock's record, `SID.N` (its session's id, a dot, its number).
+// Borrowed: valid until `lease_shared_grant_free(g)`. An empty string when `g` is NULL.
+//
+// # Safety
+// `g` is NULL or a live grant.
+const char *lease_shared_grant_id(const struct lease_shared_grant *g);
+
+// 1 while the grant is held: its session believed, and a read of the lock's record sent less
+// than a ttl ago showed it. 0 once lost or released (and when `g` is NULL).
+//
+// # Safety
+// `g` is NULL or a live grant.
+int lease_shared_grant_held(const struct lease_shared_grant *g);
+
+// Why the grant was lost (its own loss, or its session's; one line for people), or NULL while
+// it is not (and when `g` is NULL). A new string: free it with `lease_string_free`.
+//
+// # Safety
+// `g` is NULL or a live grant.
+char *lease_shared_grant_lost_reason(const struct lease_shared_grant *g);
+
+// The kind of the grant's loss, a stable name: `session_deleted` (its session's record was
+// deleted), `expired`, `removed`, `lock_replaced`, `taken_over`, …; or NULL while it is not
+// lost (and when `g` is NULL). A new string: free it with `lease_string_free`.
+//
+// # Safety
+// `g` is NULL or a live grant.
+char *lease_shared_grant_lost_kind(const struct lease_shared_grant *g);
+
+// `LEASE_OK` while the grant is held; otherwise `LEASE_LOST` naming why (lost, with its
+// session or alone, or released), with an error in `*err` when `err` is not NULL. Call it
+// before each step that needs the lock. Does not block.
+//
+// # Safety
+// `g` is NULL or a live grant; `err` is NULL or points to writable storage for a pointer.
+enum lease_code lease_shared_grant_ensure_held(const struct lease_shared_grant *g,
+                                               struct lease_error **err);
+
+// Release the grant alone (idempotent: releasing a released grant returns `LEASE_OK`): it is
+// no longer held from now on, its leave grants the next waiter, and the session's other grants
+// stay held. Returns `LEASE_LOST` if the grant was lost before it was released (whatever was
+// done under it may have overlapped with another holder). Blocks. The handle stays valid:
+// free it with `lease_shared_grant_free`.
+//
+// # Safety
+// `g` is NULL or a live grant; `err` is NULL or points to writable storage for a pointer.
+// Must not be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+enum lease_code lease_shared_grant_release(const struct lease_shared_grant *g,
+                                           struct lease_error **err);
+
+// Free a grant handle. A grant still held is released first (blocking, as
+// `lease_shared_grant_release`, ignoring the outcome; from a runtime thread, in the background
+// instead). NULL is a no-op.
+//
+// # Safety
+// `g` is NULL or a grant from `lease_session_acquire`, not freed before and not in use by
+// another thread during or after this call.
+void lease_shared_grant_free(struct lease_shared_grant *g);
 
 // The lease's health now; `LEASE_HEALTH_LOST` for NULL.
 //

@@ -269,125 +269,22 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(err)
 	}
-	copts := C.lease_options_default()
-	var frees []unsafe.Pointer
-	defer func() {
-		for _, p := range frees {
-			C.free(p)
-		}
-	}()
-	// text sets *dst to a C copy of s (freed on return); "" leaves it NULL.
-	text := func(s, what string, dst **C.char) error {
-		if s == "" {
-			return nil
-		}
-		p, err := cString(s, what)
-		if err != nil {
-			return err
-		}
-		frees = append(frees, unsafe.Pointer(p))
-		*dst = p
-		return nil
-	}
 	cname, err := cString(name, "name")
 	if err != nil {
 		return nil, err
 	}
-	frees = append(frees, unsafe.Pointer(cname))
-	if opts != nil {
-		if opts.TTL < 0 || opts.PollInterval < 0 {
-			return nil, newError(CodeInvalid, "TTL and PollInterval must not be negative")
-		}
-		if opts.TTL > 0 {
-			copts.ttl_ms = C.uint64_t(opts.TTL.Milliseconds())
-		}
-		if opts.PollInterval > 0 {
-			copts.poll_interval_ms = C.uint64_t(opts.PollInterval.Milliseconds())
-		}
-		if err := text(opts.Label, "label", &copts.label); err != nil {
-			return nil, err
-		}
-		if err := text(opts.Data, "data", &copts.data); err != nil {
-			return nil, err
-		}
-		if opts.Shared {
-			copts.shared = 1
-		}
-		copts.permits = C.uint32_t(opts.Permits)
-		if err := text(opts.Scope, "scope", &copts.scope); err != nil {
-			return nil, err
-		}
-		if r := opts.Range; r != nil {
-			if r.End <= r.Start {
-				return nil, newError(CodeInvalid, fmt.Sprintf(
-					"byte range %d..%d is empty: End must be above Start (End is excluded)", r.Start, r.End))
-			}
-			copts.range_start = C.uint64_t(r.Start)
-			copts.range_end = C.uint64_t(r.End)
-		}
-		if opts.Queue {
-			copts.queue = 1
-		}
-		copts.priority = C.int32_t(opts.Priority)
-		if err := text(opts.Owner, "owner", &copts.owner); err != nil {
-			return nil, err
-		}
-		if err := text(opts.WakeHints, "wake hints", &copts.wake_hints); err != nil {
-			return nil, err
-		}
-		if opts.AskYield {
-			copts.ask_yield = 1
-		}
-		if err := text(opts.YieldReason, "yield reason", &copts.yield_reason); err != nil {
-			return nil, err
-		}
-		if err := text(string(opts.Preempt), "preempt", &copts.preempt); err != nil {
-			return nil, err
-		}
+	defer C.free(unsafe.Pointer(cname))
+	copts, freeOpts, err := cOptions(opts)
+	defer freeOpts()
+	if err != nil {
+		return nil, err
 	}
-	if copts.owner == nil {
-		// Not the calling thread (liblease's default): goroutines move between threads.
-		copts.owner = noOwner
+	byDeadline := setWait(ctx, &copts, try)
+	stopCancel, err := cancelWhenDone(ctx, &copts, nil)
+	if err != nil {
+		return nil, err
 	}
-	byDeadline := false
-	switch deadline, ok := ctx.Deadline(); {
-	case try:
-		copts.wait_ms = 0
-	case ok:
-		ms := time.Until(deadline).Milliseconds()
-		if ms < 0 {
-			ms = 0
-		}
-		copts.wait_ms = C.int64_t(ms)
-		byDeadline = true
-	default:
-		copts.wait_ms = -1
-	}
-
-	// Cancellation: a goroutine cancels the token when ctx is done; it has finished before
-	// the token is freed.
-	if done := ctx.Done(); done != nil {
-		token := C.lease_cancel_token_new()
-		if token == nil {
-			return nil, newError(CodeForked, "cannot create a cancel token (after fork?)")
-		}
-		defer C.lease_cancel_token_free(token)
-		copts.cancel = token
-		stop := make(chan struct{})
-		finished := make(chan struct{})
-		go func() {
-			defer close(finished)
-			select {
-			case <-done:
-				C.lease_cancel_token_cancel(token)
-			case <-stop:
-			}
-		}()
-		defer func() {
-			close(stop)
-			<-finished
-		}()
-	}
+	defer stopCancel()
 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -398,17 +295,7 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 	var cerr *C.lease_error
 	code := C.lease_acquire(s.ptr, cname, &copts, &ptr, &cerr)
 	if err := takeError(code, cerr); err != nil {
-		e := err.(*Error)
-		switch {
-		case e.Code == CodeCancelled && ctx.Err() != nil:
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				e.Code = CodeTimeout
-			}
-			e.cause = ctx.Err()
-		case e.Code == CodeTimeout && byDeadline:
-			e.cause = context.DeadlineExceeded
-		}
-		return nil, e
+		return nil, waitError(ctx, err, byDeadline)
 	}
 	l, err := newLease(ptr, s.url)
 	if err == nil && opts != nil {
@@ -421,6 +308,154 @@ func (s *Store) acquire(ctx context.Context, name string, opts *Options, try boo
 		}
 	}
 	return l, err
+}
+
+// cOptions is opts as liblease's lease_options, and a function that frees the C strings it
+// points to (call it, also after an error).
+func cOptions(opts *Options) (C.lease_options, func(), error) {
+	copts := C.lease_options_default()
+	var frees []unsafe.Pointer
+	free := func() {
+		for _, p := range frees {
+			C.free(p)
+		}
+	}
+	// text sets *dst to a C copy of s (freed by free); "" leaves it NULL.
+	text := func(s, what string, dst **C.char) error {
+		if s == "" {
+			return nil
+		}
+		p, err := cString(s, what)
+		if err != nil {
+			return err
+		}
+		frees = append(frees, unsafe.Pointer(p))
+		*dst = p
+		return nil
+	}
+	if opts != nil {
+		if opts.TTL < 0 || opts.PollInterval < 0 {
+			return copts, free, newError(CodeInvalid, "TTL and PollInterval must not be negative")
+		}
+		if opts.TTL > 0 {
+			copts.ttl_ms = C.uint64_t(opts.TTL.Milliseconds())
+		}
+		if opts.PollInterval > 0 {
+			copts.poll_interval_ms = C.uint64_t(opts.PollInterval.Milliseconds())
+		}
+		if err := text(opts.Label, "label", &copts.label); err != nil {
+			return copts, free, err
+		}
+		if err := text(opts.Data, "data", &copts.data); err != nil {
+			return copts, free, err
+		}
+		if opts.Shared {
+			copts.shared = 1
+		}
+		copts.permits = C.uint32_t(opts.Permits)
+		if err := text(opts.Scope, "scope", &copts.scope); err != nil {
+			return copts, free, err
+		}
+		if r := opts.Range; r != nil {
+			if r.End <= r.Start {
+				return copts, free, newError(CodeInvalid, fmt.Sprintf(
+					"byte range %d..%d is empty: End must be above Start (End is excluded)", r.Start, r.End))
+			}
+			copts.range_start = C.uint64_t(r.Start)
+			copts.range_end = C.uint64_t(r.End)
+		}
+		if opts.Queue {
+			copts.queue = 1
+		}
+		copts.priority = C.int32_t(opts.Priority)
+		if err := text(opts.Owner, "owner", &copts.owner); err != nil {
+			return copts, free, err
+		}
+		if err := text(opts.WakeHints, "wake hints", &copts.wake_hints); err != nil {
+			return copts, free, err
+		}
+		if opts.AskYield {
+			copts.ask_yield = 1
+		}
+		if err := text(opts.YieldReason, "yield reason", &copts.yield_reason); err != nil {
+			return copts, free, err
+		}
+		if err := text(string(opts.Preempt), "preempt", &copts.preempt); err != nil {
+			return copts, free, err
+		}
+	}
+	if copts.owner == nil {
+		// Not the calling thread (liblease's default): goroutines move between threads.
+		copts.owner = noOwner
+	}
+	return copts, free, nil
+}
+
+// setWait sets copts.wait_ms from ctx's deadline (or 0 to try once); it reports whether the
+// deadline set it.
+func setWait(ctx context.Context, copts *C.lease_options, try bool) bool {
+	switch deadline, ok := ctx.Deadline(); {
+	case try:
+		copts.wait_ms = 0
+	case ok:
+		ms := time.Until(deadline).Milliseconds()
+		if ms < 0 {
+			ms = 0
+		}
+		copts.wait_ms = C.int64_t(ms)
+		return true
+	default:
+		copts.wait_ms = -1
+	}
+	return false
+}
+
+// cancelWhenDone gives copts a cancel token that a goroutine cancels when ctx is done (or
+// when also is closed, if not nil); the function it returns stops that goroutine, waits for it
+// and frees the token (call it once the blocking call has returned).
+func cancelWhenDone(ctx context.Context, copts *C.lease_options, also <-chan struct{}) (func(), error) {
+	done := ctx.Done()
+	if done == nil && also == nil {
+		return func() {}, nil
+	}
+	token := C.lease_cancel_token_new()
+	if token == nil {
+		return nil, newError(CodeForked, "cannot create a cancel token (after fork?)")
+	}
+	copts.cancel = token
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-done:
+			C.lease_cancel_token_cancel(token)
+		case <-also:
+			C.lease_cancel_token_cancel(token)
+		case <-stop:
+		}
+	}()
+	return func() {
+		close(stop)
+		<-finished
+		C.lease_cancel_token_free(token)
+	}, nil
+}
+
+// waitError is err (from a blocking acquire) with ctx's part in it: a cancellation caused by
+// ctx's deadline is a timeout, and both unwrap to ctx's error.
+func waitError(ctx context.Context, err error, byDeadline bool) error {
+	e := err.(*Error)
+	switch {
+	case e.Code == CodeCancelled && ctx.Err() != nil:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			e.Code = CodeTimeout
+		}
+		e.cause = ctx.Err()
+	case e.Code == CodeTimeout && byDeadline:
+		e.cause = context.DeadlineExceeded
+	}
+	return e
 }
 
 // Lease is a held lease, renewed in the background until released, lost or closed. Safe for

@@ -207,6 +207,23 @@ pub(crate) unsafe fn convert_options(
     Ok((lo, cancel))
 }
 
+/// The `ttl_ms` of `opts` (the default's when NULL), read as `convert_options` reads it.
+///
+/// # Safety
+/// As [`convert_options`].
+pub(crate) unsafe fn options_ttl_ms(opts: *const lease_options) -> Result<u64, Failure> {
+    // SAFETY: the caller's contract.
+    let o = unsafe {
+        sized_options(
+            opts,
+            "lease_options",
+            lease_options_default(),
+            LEASE_OPTIONS_MIN_SIZE,
+        )
+    }?;
+    Ok(o.ttl_ms)
+}
+
 /// The queued-lock fields of `o`, checked as the core checks them.
 fn queue_options(
     mut lo: LeaseOptions,

@@ -5,8 +5,8 @@
 //! written down in `docs/ffi.md`; `include/liblease.h` is generated from these modules by
 //! cbindgen (`ffi/header`), so their doc comments are the header's documentation. One module
 //! per object family (`runtime`, `store`, `cancel`, `held` for acquiring and held leases,
-//! `fence`), with `error` (codes and error objects) and `boundary` (what every call goes
-//! through) apart.
+//! `session` for shared sessions and their grants, `fence`), with `error` (codes and error
+//! objects) and `boundary` (what every call goes through) apart.
 //!
 //! Every `extern "C"` function runs its body inside [`call`](boundary::call) or
 //! [`quiet`](boundary::quiet), which catch panics (a panic never unwinds into C: it becomes
@@ -23,6 +23,7 @@ mod fence;
 mod held;
 mod observe;
 mod runtime;
+mod session;
 mod store;
 
 #[cfg(test)]

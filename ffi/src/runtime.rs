@@ -16,6 +16,19 @@ pub(crate) fn on_runtime_thread() -> bool {
     tokio::runtime::Handle::try_current().is_ok()
 }
 
+/// `LEASE_INVALID` on a runtime thread, where a blocking call would stall renewals (and tokio
+/// would panic): what [`Rt::block_on`] checks, for calls that must refuse before they change
+/// anything.
+pub(crate) fn not_on_runtime_thread() -> Result<(), Failure> {
+    if on_runtime_thread() {
+        return Err(Failure::invalid(
+            "a blocking liblease call was made from a runtime thread (inside a lost \
+             callback?): call it from another thread",
+        ));
+    }
+    Ok(())
+}
+
 impl Rt {
     pub(crate) fn runtime(&self) -> &tokio::runtime::Runtime {
         self.runtime
@@ -26,12 +39,7 @@ impl Rt {
     /// Block the calling thread on `f`, refusing to do so on a runtime thread (where tokio
     /// would panic, and where blocking would stall renewals).
     pub(crate) fn block_on<F: Future>(&self, f: F) -> Result<F::Output, Failure> {
-        if on_runtime_thread() {
-            return Err(Failure::invalid(
-                "a blocking liblease call was made from a runtime thread (inside a lost \
-                 callback?): call it from another thread",
-            ));
-        }
+        not_on_runtime_thread()?;
         Ok(self.runtime().block_on(f))
     }
 }

@@ -12,6 +12,8 @@ use crate::{boundary::*, error::*, runtime::*};
 pub struct lease_store {
     pub(crate) rt: Arc<Rt>,
     pub(crate) client: Client,
+    /// The store as parsed: a shared session on it refuses locks of other stores.
+    pub(crate) url: StoreUrl,
 }
 
 /// The process's client of the store (the core's registry), so what a client learns about
@@ -51,6 +53,7 @@ pub unsafe extern "C" fn lease_store_open(
         let store = Box::new(lease_store {
             rt: rt.rt.clone(),
             client,
+            url: parsed,
         });
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { *out = Box::into_raw(store) };

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 /// The modules of ffi/src in the order the header presents them: codes and errors first, then
 /// each object family as a C user meets it. Every module lib.rs declares must be listed.
-const HEADER_ORDER: [&str; 8] = [
-    "error", "runtime", "store", "cancel", "held", "observe", "fence", "boundary",
+const HEADER_ORDER: [&str; 9] = [
+    "error", "runtime", "store", "cancel", "held", "session", "observe", "fence", "boundary",
 ];
 
 fn main() -> ExitCode {

@@ -135,6 +135,14 @@ static int status_has(lease_store *store, const char *name, const char *needle) 
 
 /* ---------------------------------------------------------------------------------------- */
 
+/* Whether the status JSON of `name` contains `needle`, without complaint (for polls). */
+static int status_has_quiet(lease_store *store, const char *name, const char *needle) {
+  char *json = status_json(store, name);
+  int found = strstr(json, needle) != NULL;
+  lease_string_free(json);
+  return found;
+}
+
 static atomic_int never_called;
 
 static void must_not_be_called(void *user_data, const char *reason) {
@@ -2030,6 +2038,363 @@ static void test_bad_yield_and_preempt_options(void) {
   lease_runtime_free(rt);
 }
 
+/* --- Shared sessions: many grants, one heartbeat (docs/protocol.md §10, "Shared sessions";
+ * the Python binding's test_shared_session.py is the reference). */
+
+#define SESSION_THREADS 8
+
+struct session_acquirers {
+  lease_session *session;
+  char (*names)[128];
+  lease_shared_grant **grants;
+  int n;
+  int first; /* this thread takes first, first + SESSION_THREADS, ... */
+  int failed;
+};
+
+static void *session_acquirer(void *arg) {
+  struct session_acquirers *a = arg;
+  lease_options o = lease_options_default();
+  o.wait_ms = 60000;
+  o.poll_interval_ms = 100;
+  for (int i = a->first; i < a->n; i += SESSION_THREADS) {
+    lease_error *err = NULL;
+    lease_code c = lease_session_acquire(a->session, a->names[i], &o, &a->grants[i], &err);
+    if (c != LEASE_OK) {
+      fprintf(stderr, "session acquire %s: %s: %s\n", a->names[i], lease_code_name(c),
+              lease_error_message(err));
+      lease_error_free(err);
+      a->grants[i] = NULL;
+      a->failed = 1;
+    }
+  }
+  return NULL;
+}
+
+/* A plain queued request that tries once: LEASE_OK (then released) or LEASE_HELD. */
+static lease_code try_queued(lease_store *store, const char *name) {
+  lease_options o = lease_options_default();
+  o.ttl_ms = 5000;
+  o.queue = 1;
+  o.wait_ms = 0;
+  lease *l = NULL;
+  lease_error *err = NULL;
+  lease_code c = lease_acquire(store, name, &o, &l, &err);
+  lease_error_free(err);
+  if (c == LEASE_OK) {
+    CHECK_CODE(LEASE_OK, lease_release(l, &err));
+    lease_free(l);
+  }
+  return c;
+}
+
+/* Many grants on one session (200 on a file store, 50 on the others), taken by eight threads at
+ * once, released one by one: all held, the rest stay held after half are released, others see
+ * them held, closing the session releases the rest. */
+static void test_session_many_grants(void) {
+  int n = strncmp(store_url, "file://", 7) == 0 ? 200 : 50;
+  char(*names)[128] = calloc((size_t)n, sizeof *names);
+  lease_shared_grant **grants = calloc((size_t)n, sizeof *grants);
+  CHECK(names != NULL && grants != NULL);
+  for (int i = 0; i < n; i++) {
+    char test[64];
+    snprintf(test, sizeof test, "session-many-%d", i);
+    name_of(names[i], sizeof names[i], test);
+  }
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_session_options so = lease_session_options_default();
+  so.ttl_ms = 10000;
+  so.label = "c-many";
+  lease_session *session = NULL;
+  CHECK_CODE(LEASE_OK, lease_session_open(store, &so, &session, &err));
+  CHECK(lease_session_alive(session) == 1);
+  CHECK(lease_session_attached(session) == 0);
+  CHECK(lease_session_ttl_ms(session) == 10000);
+  const char *sid = lease_session_sid(session);
+  CHECK(strlen(sid) > 0);
+  CHECK(strstr(lease_session_key(session), ".lease-sessions/") != NULL);
+  CHECK(strstr(lease_session_key(session), sid) != NULL);
+  CHECK(lease_session_lost_reason(session) == NULL);
+
+  pthread_t threads[SESSION_THREADS];
+  struct session_acquirers a[SESSION_THREADS];
+  for (int t = 0; t < SESSION_THREADS; t++) {
+    a[t] = (struct session_acquirers){session, names, grants, n, t, 0};
+    CHECK(pthread_create(&threads[t], NULL, session_acquirer, &a[t]) == 0);
+  }
+  for (int t = 0; t < SESSION_THREADS; t++) {
+    CHECK(pthread_join(threads[t], NULL) == 0);
+    CHECK(!a[t].failed);
+  }
+  CHECK(lease_session_attached(session) == (size_t)n);
+  size_t sid_len = strlen(sid);
+  for (int i = 0; i < n; i++) {
+    lease_shared_grant *g = grants[i];
+    CHECK(lease_shared_grant_held(g) == 1);
+    CHECK(lease_shared_grant_epoch(g) > 0);
+    CHECK(lease_shared_grant_token(g) == lease_shared_grant_epoch(g));
+    CHECK(lease_shared_grant_mode(g) == LEASE_MODE_EXCLUSIVE);
+    CHECK(strcmp(lease_shared_grant_key(g), names[i]) == 0);
+    CHECK(strstr(lease_shared_grant_url(g), names[i]) != NULL);
+    const char *id = lease_shared_grant_id(g);
+    CHECK(strncmp(id, sid, sid_len) == 0 && id[sid_len] == '.');
+    CHECK(lease_shared_grant_lost_reason(g) == NULL);
+    CHECK(lease_shared_grant_lost_kind(g) == NULL);
+    for (int j = 0; j < i; j++) CHECK(strcmp(id, lease_shared_grant_id(grants[j])) != 0);
+  }
+  /* Others see the locks held: a plain queued request cannot be granted. */
+  CHECK(try_queued(store, names[n - 1]) == LEASE_HELD);
+
+  int half = n / 2;
+  for (int i = 0; i < half; i++) {
+    CHECK_CODE(LEASE_OK, lease_shared_grant_release(grants[i], &err));
+    CHECK(lease_shared_grant_held(grants[i]) == 0);
+    CHECK_CODE(LEASE_OK, lease_shared_grant_release(grants[i], &err)); /* idempotent */
+  }
+  for (int i = half; i < n; i++) {
+    if (lease_shared_grant_held(grants[i]) != 1) {
+      char *why = lease_shared_grant_lost_reason(grants[i]);
+      fprintf(stderr, "grant %d not held after the others' release: %s\n", i, why ? why : "?");
+      exit(1);
+    }
+    CHECK_CODE(LEASE_OK, lease_shared_grant_ensure_held(grants[i], &err));
+  }
+  {
+    lease_error *e = NULL;
+    char msg[512];
+    CHECK(code_and_message(lease_shared_grant_ensure_held(grants[0], &e), &e, msg, sizeof msg) ==
+          LEASE_LOST);
+    CHECK(strstr(msg, "released") != NULL);
+  }
+  /* A released lock is free for others; a held one is not. */
+  CHECK(try_queued(store, names[0]) == LEASE_OK);
+  CHECK(try_queued(store, names[n - 1]) == LEASE_HELD);
+  CHECK(lease_session_alive(session) == 1);
+
+  /* Closing releases the rest. */
+  CHECK_CODE(LEASE_OK, lease_session_close(session, &err));
+  CHECK_CODE(LEASE_OK, lease_session_close(session, &err)); /* idempotent */
+  CHECK(lease_session_alive(session) == 0);
+  for (int i = half; i < n; i++) CHECK(lease_shared_grant_held(grants[i]) == 0);
+  CHECK(try_queued(store, names[n - 1]) == LEASE_OK);
+  for (int i = 0; i < n; i++) lease_shared_grant_free(grants[i]);
+  lease_session_free(session);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+  free(grants);
+  free(names);
+}
+
+struct session_waiter {
+  lease_session *session;
+  const char *name;
+  lease_cancel_token *cancel;
+  lease_code code;
+};
+
+static void *session_waiter(void *arg) {
+  struct session_waiter *w = arg;
+  lease_options o = lease_options_default();
+  o.poll_interval_ms = 100;
+  o.cancel = w->cancel;
+  lease_shared_grant *g = NULL;
+  lease_error *err = NULL;
+  w->code = lease_session_acquire(w->session, w->name, &o, &g, &err);
+  lease_error_free(err);
+  lease_shared_grant_free(g);
+  return NULL;
+}
+
+/* An acquire through a session waiting for a held lock, cancelled through its token from
+ * another thread, returns LEASE_CANCELLED and leaves the lock's queue and the session: nobody
+ * is handed the lock once its holder releases. */
+static void test_session_cancel(void) {
+  char name[128];
+  name_of(name, sizeof name, "session-cancel");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_options h = queue_opts("holder", 0);
+  lease *holder = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &h, &holder, &err));
+  lease_session_options so = lease_session_options_default();
+  so.ttl_ms = 5000;
+  lease_session *session = NULL;
+  CHECK_CODE(LEASE_OK, lease_session_open(store, &so, &session, &err));
+  struct session_waiter w = {session, name, lease_cancel_token_new(), LEASE_OK};
+  CHECK(w.cancel != NULL);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, session_waiter, &w) == 0);
+  int waiting = 0;
+  for (int i = 0; i < 1500 && !waiting; i++) {
+    waiting = status_has_quiet(store, name, "\"waiting\":[{");
+    if (!waiting) sleep_ms(20);
+  }
+  CHECK(waiting);
+  lease_cancel_token_cancel(w.cancel);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(w.code == LEASE_CANCELLED);
+  int left = 0;
+  for (int i = 0; i < 1500 && !left; i++) {
+    left = lease_session_attached(session) == 0 && status_has_quiet(store, name, "\"waiting\":[]");
+    if (!left) sleep_ms(20);
+  }
+  CHECK(left);
+  CHECK_CODE(LEASE_OK, lease_release(holder, &err));
+  lease_free(holder);
+  CHECK(!status_has_quiet(store, name, "\"state\":\"held\""));
+  lease_cancel_token_free(w.cancel);
+  CHECK_CODE(LEASE_OK, lease_session_close(session, &err));
+  lease_session_free(session);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
+/* Bad input to sessions and their grants: typed LEASE_INVALID errors that say what to do. */
+static void test_session_bad_input(void) {
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_session *const SENTINEL = (lease_session *)0x1;
+  lease_session *session = SENTINEL;
+  CHECK_CODE(LEASE_INVALID, lease_session_open(NULL, NULL, &session, &err));
+  CHECK_CODE(LEASE_INVALID, lease_session_open(store, NULL, NULL, &err));
+  lease_session_options zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  CHECK_CODE(LEASE_INVALID, lease_session_open(store, &zeroed, &session, &err));
+  struct {
+    uint64_t ttl_ms;
+    const char *prefix;
+    const char *label;
+    const char *says;
+  } bad[] = {
+      {0, NULL, NULL, "ttl"},
+      {25ULL * 3600 * 1000, NULL, NULL, "ttl"},
+      {5000, "team-a", NULL, "prefix"},
+      {5000, NULL, "\xff\xfe", "UTF-8"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lease_session_options o = lease_session_options_default();
+    o.ttl_ms = bad[i].ttl_ms;
+    o.prefix = bad[i].prefix;
+    o.label = bad[i].label;
+    lease_error *e = NULL;
+    char msg[1024];
+    CHECK(code_and_message(lease_session_open(store, &o, &session, &e), &e, msg, sizeof msg) ==
+          LEASE_INVALID);
+    if (strstr(msg, bad[i].says) == NULL) {
+      fprintf(stderr, "case %zu: \"%s\" does not say \"%s\"\n", i, msg, bad[i].says);
+      exit(1);
+    }
+  }
+  CHECK(session == SENTINEL);
+
+  lease_session_options so = lease_session_options_default();
+  so.ttl_ms = 5000;
+  session = NULL;
+  CHECK_CODE(LEASE_OK, lease_session_open(store, &so, &session, &err));
+  char name[128];
+  name_of(name, sizeof name, "session-bad");
+  lease_shared_grant *const GSENTINEL = (lease_shared_grant *)0x1;
+  lease_shared_grant *g = GSENTINEL;
+  CHECK_CODE(LEASE_INVALID, lease_session_acquire(NULL, name, NULL, &g, &err));
+  CHECK_CODE(LEASE_INVALID, lease_session_acquire(session, NULL, NULL, &g, &err));
+  CHECK_CODE(LEASE_INVALID, lease_session_acquire(session, name, NULL, NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_session_acquire(session, "\xff\xfe", NULL, &g, &err));
+  /* Locks of another store: another bucket, another directory, another kind of store. */
+  const char *others[] = {
+      "s3://another-bucket/locks/x?endpoint=http://127.0.0.1:1&region=us-east-1",
+      "file:///nonexistent-lease-dir/sub/x",
+      "memory://elsewhere/x",
+  };
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    lease_error *e = NULL;
+    char msg[1024];
+    CHECK(code_and_message(lease_session_acquire(session, others[i], NULL, &g, &e), &e, msg,
+                           sizeof msg) == LEASE_INVALID);
+    if (strstr(msg, "not in this session's store") == NULL) {
+      fprintf(stderr, "%s: \"%s\"\n", others[i], msg);
+      exit(1);
+    }
+  }
+  struct {
+    lease_options o;
+    const char *says;
+  } bad_acq[] = {
+      {lease_options_default(), "the session's ttl applies"},
+      {lease_options_default(), "per-grant data"},
+      {lease_options_default(), "struct_size"},
+      {lease_options_default(), ""},
+  };
+  bad_acq[0].o.ttl_ms = 5000;
+  bad_acq[1].o.data = "10.0.0.2";
+  bad_acq[2].o.struct_size = 0;
+  bad_acq[3].o.permits = 2;
+  bad_acq[3].o.scope = "a";
+  bad_acq[3].o.range_start = 0;
+  bad_acq[3].o.range_end = 1;
+  for (size_t i = 0; i < sizeof bad_acq / sizeof bad_acq[0]; i++) {
+    lease_error *e = NULL;
+    char msg[1024];
+    CHECK(code_and_message(lease_session_acquire(session, name, &bad_acq[i].o, &g, &e), &e, msg,
+                           sizeof msg) == LEASE_INVALID);
+    if (strstr(msg, bad_acq[i].says) == NULL) {
+      fprintf(stderr, "case %zu: \"%s\" does not say \"%s\"\n", i, msg, bad_acq[i].says);
+      exit(1);
+    }
+  }
+  CHECK(g == GSENTINEL);
+  CHECK(lease_session_attached(session) == 0);
+  CHECK(lease_session_alive(session) == 1);
+
+  /* The lock's URL in this store names it as its key does (a key at the store's root: a file
+   * lock URL's directory is its store). */
+  char top[128], url[512];
+  snprintf(top, sizeof top, "%s-session-url", prefix);
+  lease_url_of(url, sizeof url, top);
+  lease_options once = lease_options_default();
+  once.wait_ms = 0;
+  g = NULL;
+  CHECK_CODE(LEASE_OK, lease_session_acquire(session, url, &once, &g, &err));
+  CHECK(strcmp(lease_shared_grant_key(g), top) == 0);
+  CHECK(lease_shared_grant_held(g) == 1);
+  /* Held through the session: a second request that tries once is refused. */
+  lease_shared_grant *g2 = GSENTINEL;
+  lease_error *e2 = NULL;
+  lease_code c2 = lease_session_acquire(session, top, &once, &g2, &e2);
+  CHECK(c2 == LEASE_HELD);
+  lease_error_free(e2);
+  CHECK(g2 == GSENTINEL);
+  CHECK_CODE(LEASE_OK, lease_shared_grant_release(g, &err));
+
+  /* NULL handles: neutral values. */
+  CHECK(lease_session_alive(NULL) == 0 && lease_session_attached(NULL) == 0);
+  CHECK(lease_session_ttl_ms(NULL) == 0 && lease_session_lost_reason(NULL) == NULL);
+  CHECK(strcmp(lease_session_sid(NULL), "") == 0 && strcmp(lease_session_url(NULL), "") == 0);
+  CHECK(lease_shared_grant_epoch(NULL) == 0 && lease_shared_grant_held(NULL) == 0);
+  CHECK(lease_shared_grant_mode(NULL) == LEASE_MODE_NONE);
+  CHECK(strcmp(lease_shared_grant_id(NULL), "") == 0);
+  CHECK(lease_shared_grant_lost_kind(NULL) == NULL);
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_release(NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_ensure_held(NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_session_close(NULL, &err));
+  lease_shared_grant_free(NULL);
+  lease_session_free(NULL);
+
+  /* After close: acquiring is refused, saying so. */
+  CHECK_CODE(LEASE_OK, lease_session_close(session, &err));
+  {
+    lease_error *e = NULL;
+    char msg[1024];
+    CHECK(code_and_message(lease_session_acquire(session, name, NULL, &g2, &e), &e, msg,
+                           sizeof msg) == LEASE_INVALID);
+    CHECK(strstr(msg, "closed") != NULL);
+  }
+  lease_shared_grant_free(g);
+  lease_session_free(session);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 static const struct test tests[] = {
     {"life_cycle", test_life_cycle},
     {"owner_and_changes", test_owner_and_changes},
@@ -2056,6 +2421,9 @@ static const struct test tests[] = {
     {"preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted",
      test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted},
     {"bad_yield_and_preempt_options", test_bad_yield_and_preempt_options},
+    {"session_many_grants", test_session_many_grants},
+    {"session_cancel", test_session_cancel},
+    {"session_bad_input", test_session_bad_input},
 };
 
 int main(int argc, char **argv) {

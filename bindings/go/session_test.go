@@ -1,0 +1,500 @@
+package lease
+
+// Shared sessions (docs/protocol.md §10, "Shared sessions: one heartbeat for many grants";
+// issue 24) through the Go binding, mirroring python/tests/test_shared_session.py: many grants
+// on one session, on the file store and on moto; a holder process killed with SIGKILL hands its
+// locks over; a cancelled Session.Acquire leaves the queue and the session; the session's
+// record deleted loses every grant; bad input gives typed errors.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sessionNames is n fresh lock names of one test.
+func sessionNames(t *testing.T, what string, n int) []string {
+	base := uniqueName(t, what)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s/%d", base, i)
+	}
+	return names
+}
+
+func openSession(t *testing.T, base string, opts SessionOptions) *Session {
+	t.Helper()
+	s, err := OpenSession(context.Background(), base, opts)
+	if err != nil {
+		t.Fatalf("OpenSession(%q): %v", base, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// tryQueued tries a plain queued request once: nil (then released) or the error.
+func tryQueued(t *testing.T, store *Store, name string) error {
+	t.Helper()
+	l, err := store.TryAcquire(context.Background(), name, &Options{TTL: 5 * time.Second, Queue: true})
+	if err == nil {
+		if err := l.Close(); err != nil {
+			t.Fatalf("release %s: %v", name, err)
+		}
+	}
+	return err
+}
+
+// Many grants on one session (200 on file, 50 on moto), taken by eight goroutines at once and
+// released one by one: all held, the rest stay held after half are released, others see them
+// held, and closing the session releases the rest.
+func TestSessionManyGrantsReleasedOneByOne(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		n := 50
+		if strings.HasPrefix(base, "file://") {
+			n = 200
+		}
+		names := sessionNames(t, "session-many", n)
+		store := open(t, base)
+		session := openSession(t, base, SessionOptions{TTL: 10 * time.Second, Label: "go-many"})
+		if !session.Alive() || session.Attached() != 0 || session.TTL() != 10*time.Second {
+			t.Fatalf("a new session: alive %v, attached %d, ttl %v", session.Alive(), session.Attached(), session.TTL())
+		}
+		if !strings.Contains(session.Key(), ".lease-sessions/"+session.SID()) {
+			t.Fatalf("session key %q, sid %q", session.Key(), session.SID())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		grants := make([]*SharedGrant, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := w; i < n; i += 8 {
+					grants[i], errs[i] = session.Acquire(ctx, names[i], &Options{PollInterval: queuePoll})
+				}
+			}(w)
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("Acquire %s: %v", names[i], err)
+			}
+		}
+		if got := session.Attached(); got != n {
+			t.Fatalf("attached %d, want %d", got, n)
+		}
+		ids := map[string]bool{}
+		for i, g := range grants {
+			if !g.Held() || g.Token() != g.Epoch() || g.Epoch() == 0 || g.Mode() != ModeExclusive {
+				t.Fatalf("grant %d: held %v, token %d, epoch %d, mode %v", i, g.Held(), g.Token(), g.Epoch(), g.Mode())
+			}
+			if g.Key() != names[i] || !strings.Contains(g.URL(), names[i]) || g.LostReason() != "" {
+				t.Fatalf("grant %d: key %q, url %q, lost %q", i, g.Key(), g.URL(), g.LostReason())
+			}
+			if !strings.HasPrefix(g.ID(), session.SID()+".") || ids[g.ID()] {
+				t.Fatalf("grant %d: id %q (session %s), seen before: %v", i, g.ID(), session.SID(), ids[g.ID()])
+			}
+			ids[g.ID()] = true
+		}
+		// Others see the locks held: a plain queued request cannot be granted.
+		expectErr(t, tryQueued(t, store, names[n-1]), ErrHeld)
+
+		half := n / 2
+		for _, g := range grants[:half] {
+			if err := g.Release(); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if g.Held() {
+				t.Fatal("held after Release")
+			}
+			if err := g.Release(); err != nil { // idempotent
+				t.Fatalf("second Release: %v", err)
+			}
+		}
+		for i, g := range grants[half:] {
+			if !g.Held() {
+				t.Fatalf("grant %d not held after the others' release: %s", half+i, g.LostReason())
+			}
+			if err := g.EnsureHeld(); err != nil {
+				t.Fatalf("EnsureHeld: %v", err)
+			}
+		}
+		e := expectErr(t, grants[0].EnsureHeld(), ErrLost)
+		if !strings.Contains(e.Message, "released") {
+			t.Fatalf("EnsureHeld of a released grant: %q", e.Message)
+		}
+		// A released lock is free for others; a held one is not.
+		if err := tryQueued(t, store, names[0]); err != nil {
+			t.Fatalf("a released lock: %v", err)
+		}
+		expectErr(t, tryQueued(t, store, names[n-1]), ErrHeld)
+		if !session.Alive() {
+			t.Fatalf("session not alive: %s", session.LostReason())
+		}
+
+		// Closing releases the rest.
+		if err := session.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if err := session.Close(); err != nil { // idempotent
+			t.Fatalf("second Close: %v", err)
+		}
+		if session.Alive() {
+			t.Fatal("alive after Close")
+		}
+		for _, g := range grants[half:] {
+			if g.Held() {
+				t.Fatal("a grant held after its session's Close")
+			}
+		}
+		if err := tryQueued(t, store, names[n-1]); err != nil {
+			t.Fatalf("a lock of a closed session: %v", err)
+		}
+		for _, g := range grants {
+			_ = g.Close()
+		}
+	})
+}
+
+// The child of TestSessionKill9OfTheHolderHandsItsLocksOver: it holds the locks named in
+// $LEASE_SESSION_CHILD_LOCKS (in the store $LEASE_SESSION_CHILD_STORE) through one session,
+// prints their epochs, and sleeps until killed. Skipped when run as a test.
+func TestSessionChildHolder(t *testing.T) {
+	storeURL := os.Getenv("LEASE_SESSION_CHILD_STORE")
+	if storeURL == "" {
+		t.Skip("the child process of TestSessionKill9OfTheHolderHandsItsLocksOver")
+	}
+	names := strings.Split(os.Getenv("LEASE_SESSION_CHILD_LOCKS"), ",")
+	session, err := OpenSession(context.Background(), storeURL, SessionOptions{TTL: 3 * time.Second, Label: "go-killed"})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i, name := range names {
+		g, err := session.Acquire(ctx, name, &Options{PollInterval: queuePoll})
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println("held", i, g.Epoch())
+	}
+	fmt.Println("all held")
+	time.Sleep(10 * time.Minute)
+}
+
+// A process holding 50 locks through a session is killed with SIGKILL: five waiters get their
+// locks, each at a higher epoch, once the dead session's ttl + grace has passed (bounded waits,
+// no timed assertion).
+func TestSessionKill9OfTheHolderHandsItsLocksOver(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		const n = 50
+		names := sessionNames(t, "session-killed", n)
+		child := exec.Command(os.Args[0], "-test.run=^TestSessionChildHolder$", "-test.count=1")
+		child.Env = append(os.Environ(), "LEASE_SESSION_CHILD_STORE="+base,
+			"LEASE_SESSION_CHILD_LOCKS="+strings.Join(names, ","))
+		child.Stderr = os.Stderr
+		out, err := child.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		epochs := map[int]uint64{}
+		func() {
+			defer func() {
+				_ = child.Process.Signal(syscall.SIGKILL)
+				_ = child.Wait()
+			}()
+			lines := bufio.NewScanner(out)
+			for lines.Scan() {
+				f := strings.Fields(lines.Text())
+				if len(f) >= 2 && f[0] == "all" {
+					break
+				}
+				if len(f) == 3 && f[0] == "held" {
+					i, _ := strconv.Atoi(f[1])
+					epoch, _ := strconv.ParseUint(f[2], 10, 64)
+					epochs[i] = epoch
+				} else if len(f) > 0 && f[0] == "error" {
+					t.Fatalf("the child: %s", lines.Text())
+				}
+			}
+		}()
+		if len(epochs) != n {
+			t.Fatalf("the child held %d of %d", len(epochs), n)
+		}
+		// A sample of five, waited for at once (each waiter judges the dead session itself:
+		// absent renewals for its ttl plus grace).
+		store := open(t, base)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		sample := []int{0, 10, 20, 30, 40}
+		got := make([]*Lease, len(sample))
+		errs := make([]error, len(sample))
+		var wg sync.WaitGroup
+		for k, i := range sample {
+			wg.Add(1)
+			go func(k, i int) {
+				defer wg.Done()
+				got[k], errs[k] = store.Acquire(ctx, names[i], &Options{TTL: 3 * time.Second, Queue: true, PollInterval: queuePoll})
+			}(k, i)
+		}
+		wg.Wait()
+		for k, i := range sample {
+			if errs[k] != nil {
+				t.Fatalf("waiter of %s: %v", names[i], errs[k])
+			}
+			if got[k].Epoch() <= epochs[i] {
+				t.Fatalf("%s: epoch %d after the killed holder's %d", names[i], got[k].Epoch(), epochs[i])
+			}
+			if err := got[k].Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// A Session.Acquire waiting for a held lock, cancelled through its ctx, returns ErrCancelled
+// and leaves the lock's queue and the session (nobody is handed the lock once its holder
+// releases).
+func TestSessionCancelledAcquireLeavesTheQueueAndTheSession(t *testing.T) {
+	base := "file://" + t.TempDir()
+	store := open(t, base)
+	name := uniqueName(t, "session-cancel")
+	holder, err := store.Acquire(context.Background(), name, &Options{TTL: 5 * time.Second, Queue: true, Label: "holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := openSession(t, base, SessionOptions{TTL: 5 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	result := make(chan error, 1)
+	go func() {
+		g, err := session.Acquire(ctx, name, &Options{PollInterval: queuePoll})
+		if err == nil {
+			_ = g.Close()
+		}
+		result <- err
+	}()
+	waitUntil(t, "the session's request waiting", func() bool {
+		st, err := store.Status(name)
+		return err == nil && len(st.Waiting) == 1
+	})
+	cancel()
+	select {
+	case err := <-result:
+		expectErr(t, err, ErrCancelled)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%v does not match context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cancelled Session.Acquire did not return (the cancellation did not reach it)")
+	}
+	waitUntil(t, "the cancelled request leaving the queue and the session", func() bool {
+		st, err := store.Status(name)
+		return err == nil && len(st.Waiting) == 0 && session.Attached() == 0
+	})
+	if err := holder.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Status(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != "free" && st.State != "released" {
+		t.Fatalf("after the holder's release the lock is %s (handed to the cancelled request?)", st.State)
+	}
+}
+
+// The session's record deleted (by hand, or a lifecycle rule): every grant reports its loss,
+// session_deleted, within a bounded poll.
+func TestSessionDeletingTheRecordLosesEveryGrant(t *testing.T) {
+	dir := t.TempDir()
+	base := "file://" + dir
+	names := sessionNames(t, "session-deleted", 20)
+	session := openSession(t, base, SessionOptions{TTL: 3 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	grants := make([]*SharedGrant, len(names))
+	for i, name := range names {
+		g, err := session.Acquire(ctx, name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grants[i] = g
+		defer g.Close()
+	}
+	record := filepath.Join(dir, filepath.FromSlash(session.Key()))
+	if err := os.Remove(record); err != nil {
+		t.Fatalf("removing the session's record: %v", err)
+	}
+	waitUntil(t, "every grant lost", func() bool {
+		for _, g := range grants {
+			if g.LostReason() == "" {
+				return false
+			}
+		}
+		return true
+	})
+	for _, g := range grants {
+		if g.Held() || g.LostKind() != "session_deleted" {
+			t.Fatalf("held %v, lost %s: %s", g.Held(), g.LostKind(), g.LostReason())
+		}
+		e := expectErr(t, g.EnsureHeld(), ErrLost)
+		if !strings.Contains(e.Message, "session's record was deleted") {
+			t.Fatalf("EnsureHeld: %q", e.Message)
+		}
+	}
+	if session.Alive() || session.LostReason() == "" {
+		t.Fatalf("session alive %v, lost %q", session.Alive(), session.LostReason())
+	}
+	// A lost session takes no more grants.
+	short, cancelShort := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelShort()
+	_, err := session.Acquire(short, names[0], nil)
+	expectErr(t, err, ErrLost)
+	// Releasing a lost grant reports the loss (work under it may have overlapped).
+	expectErr(t, grants[0].Release(), ErrLost)
+	expectErr(t, grants[1].Close(), ErrLost)
+	if grants[1].LostKind() != "session_deleted" {
+		t.Fatalf("after Close: %q", grants[1].LostKind())
+	}
+	if err := session.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bad input: errors matching ErrInvalid that say what to do.
+func TestSessionBadInput(t *testing.T) {
+	dir := t.TempDir()
+	base := "file://" + dir
+	ctx := context.Background()
+	for _, c := range []struct {
+		opts SessionOptions
+		says string
+	}{
+		{SessionOptions{TTL: -time.Second}, "negative"},
+		{SessionOptions{TTL: 25 * time.Hour}, "ttl"},
+		{SessionOptions{TTL: time.Second, Prefix: "team-a"}, "prefix"},
+		{SessionOptions{Label: "a\x00b"}, "NUL"},
+	} {
+		_, err := OpenSession(ctx, base, c.opts)
+		e := expectErr(t, err, ErrInvalid)
+		if !strings.Contains(e.Message, c.says) {
+			t.Fatalf("%+v: %q does not say %q", c.opts, e.Message, c.says)
+		}
+	}
+	_, err := OpenSession(ctx, "ftp://nowhere", SessionOptions{})
+	expectErr(t, err, ErrInvalid)
+
+	session := openSession(t, base, SessionOptions{TTL: 5 * time.Second})
+	for _, other := range []string{
+		"s3://another-bucket/locks/x?endpoint=http://127.0.0.1:1&region=us-east-1",
+		"file://" + dir + "/sub/x",
+		"memory://elsewhere/x",
+	} {
+		_, err := session.Acquire(ctx, other, nil)
+		e := expectErr(t, err, ErrInvalid)
+		if !strings.Contains(e.Message, "not in this session's store") {
+			t.Fatalf("%s: %q", other, e.Message)
+		}
+	}
+	for _, c := range []struct {
+		opts *Options
+		says string
+	}{
+		{&Options{TTL: 5 * time.Second}, "TTL"},
+		{&Options{Data: "10.0.0.2"}, "per-grant data"},
+		{&Options{Permits: 2, Scope: "a", Range: &ByteRange{0, 1}}, "scope"},
+	} {
+		_, err := session.Acquire(ctx, "x", c.opts)
+		e := expectErr(t, err, ErrInvalid)
+		if !strings.Contains(e.Message, c.says) {
+			t.Fatalf("%+v: %q does not say %q", c.opts, e.Message, c.says)
+		}
+	}
+	if session.Attached() != 0 || !session.Alive() {
+		t.Fatalf("attached %d, alive %v", session.Attached(), session.Alive())
+	}
+	// The lock's URL in this store names it as its key does.
+	g, err := session.Acquire(ctx, leaseURL(base, "by-url"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Key() != "by-url" || !g.Held() {
+		t.Fatalf("key %q, held %v", g.Key(), g.Held())
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := session.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := session.Close(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	_, err = session.Acquire(ctx, "x", nil)
+	e := expectErr(t, err, ErrInvalid)
+	if !strings.Contains(e.Message, "closed") {
+		t.Fatalf("after Close: %q", e.Message)
+	}
+}
+
+// Close of a session ends an Acquire still waiting through it (ErrInvalid: the session was
+// closed), whose request leaves the lock's queue; Close does not wait for the lock.
+func TestSessionCloseEndsAWaitingAcquire(t *testing.T) {
+	base := "file://" + t.TempDir()
+	store := open(t, base)
+	name := uniqueName(t, "session-close-waiting")
+	holder, err := store.Acquire(context.Background(), name, &Options{TTL: 5 * time.Second, Queue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	session := openSession(t, base, SessionOptions{TTL: 5 * time.Second})
+	result := make(chan error, 1)
+	go func() {
+		g, err := session.Acquire(context.Background(), name, &Options{PollInterval: queuePoll})
+		if err == nil {
+			_ = g.Close()
+		}
+		result <- err
+	}()
+	waitUntil(t, "the session's request waiting", func() bool {
+		st, err := store.Status(name)
+		return err == nil && len(st.Waiting) == 1
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- session.Close() }()
+	select {
+	case err := <-result:
+		e := expectErr(t, err, ErrInvalid)
+		if !strings.Contains(e.Message, "closed while this Acquire waited") {
+			t.Fatalf("%q", e.Message)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not end the waiting Acquire")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the request leaving the queue", func() bool {
+		st, err := store.Status(name)
+		return err == nil && len(st.Waiting) == 0
+	})
+}
