@@ -124,6 +124,8 @@ struct Inner {
     lost_reason: Mutex<Option<LostReason>>,
     /// The renewal task ended (the session released, lost or closed).
     ended: CancellationToken,
+    /// [`SharedSession::close`] began: the acquisitions waiting through the session end.
+    closing: CancellationToken,
 }
 
 /// One shared session of this process on one store: many grants, one heartbeat.
@@ -475,6 +477,7 @@ impl SharedSession {
             lost: CancellationToken::new(),
             lost_reason: Mutex::new(None),
             ended: CancellationToken::new(),
+            closing: CancellationToken::new(),
         });
         info!(session = %inner.url, "shared session opened");
         tokio::spawn(inner.clone().run());
@@ -524,6 +527,8 @@ impl SharedSession {
             true => Some(start),
             false => opts.wait.map(|w| start + w),
         };
+        // Ends on the caller's cancel or on the session's close, whichever comes first.
+        let ends = self.inner.closing.child_token();
         let req = crate::queue::Request {
             key,
             url: &url,
@@ -531,11 +536,31 @@ impl SharedSession {
             timing,
             try_once,
             wait_deadline,
-            cancel,
+            cancel: &ends,
         };
         let attachment = self.attach(key).map_err(|e| e.with_lease(&url))?;
-        let (attachment, grant, confirmation) =
-            crate::queue::acquire_shared(io, req, attachment).await?;
+        let acquiring = crate::queue::acquire_shared(io, req, attachment);
+        tokio::pin!(acquiring);
+        let outcome = tokio::select! {
+            biased;
+            outcome = &mut acquiring => outcome,
+            _ = cancel.cancelled() => {
+                // Tell the acquisition, and let it leave the queue and the session.
+                ends.cancel();
+                acquiring.await
+            }
+        };
+        let (attachment, grant, confirmation) = match outcome {
+            Err(e) if e.kind() == ErrorKind::Cancelled && !cancel.is_cancelled() => {
+                return Err(Error::invalid(format!(
+                    "the shared session {} was closed while this acquisition waited: open \
+                     another to acquire more",
+                    self.inner.url
+                ))
+                .with_lease(&url))
+            }
+            other => other?,
+        };
         Ok(SharedGrant::new(attachment, grant, confirmation))
     }
 
@@ -621,10 +646,13 @@ impl SharedSession {
         })
     }
 
-    /// Close the session: every attachment still held is released (its leave sent when
-    /// `joined` says its join was), then the session is released and deleted. Waits until
-    /// the renewal task ended.
+    /// Close the session: an acquisition still waiting through it leaves the lock's queue and
+    /// ends with `Invalid` ("closed"); every attachment still held is released (its leave sent
+    /// when `joined` says its join was), then the session is released and deleted. Waits
+    /// until the renewal task ended.
     pub async fn close(&self) {
+        // The acquisitions still waiting through the session leave the locks' queues and end.
+        self.inner.closing.cancel();
         let leaves = {
             let now = self.inner.client.clock().now();
             let mut st = self.inner.state.lock().unwrap();

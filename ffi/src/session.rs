@@ -90,6 +90,8 @@ pub struct lease_shared_grant {
     key: CString,
     url: CString,
     id: CString,
+    /// `URL#EPOCH@SID.N`, with the grant's mode and scope.
+    token: CString,
     /// Why it was lost, when it was before it was released.
     lost_at_release: Mutex<Option<LostReason>>,
 }
@@ -253,6 +255,7 @@ pub unsafe extern "C" fn lease_session_acquire(
             key: c_string(grant.key()),
             url: c_string(grant.url()),
             id: c_string(grant.id()),
+            token: c_string(&grant.token().to_string()),
             grant: Mutex::new(Some(grant)),
             lost_at_release: Mutex::new(None),
         });
@@ -266,10 +269,8 @@ pub unsafe extern "C" fn lease_session_acquire(
 /// sent, so the next waiter is granted), then the session's record is released and deleted.
 /// Its grants' handles stay valid (not held; free them with `lease_shared_grant_free`); a
 /// later `lease_session_acquire` returns `LEASE_INVALID`. An acquire still waiting through the
-/// session is not ended by the close (the core's `SharedSession::close` leaves it waiting: it
-/// stays in the lock's queue until a participant takes the closed session for lapsed, ttl +
-/// grace later, and then returns `LEASE_LOST`): cancel it first through its
-/// `lease_options.cancel` token, as the Go binding's `Close` does. Blocks until done.
+/// session leaves the lock's queue and returns `LEASE_INVALID` ("closed while this
+/// acquisition waited"). Blocks until done.
 ///
 /// # Safety
 /// `session` is NULL or a live session; `err` is NULL or points to writable storage for a
@@ -437,16 +438,18 @@ pub unsafe extern "C" fn lease_shared_grant_epoch(g: *const lease_shared_grant) 
     unsafe { g.as_ref() }.map_or(0, |g| g.epoch)
 }
 
-/// The grant's fencing token: the same number as `lease_shared_grant_epoch` (as the Python
-/// binding's `SharedGrant.token`). Not `URL#EPOCH@HOLDER` text as `lease_token` gives: a shared
-/// grant's holder is its entry id `SID.N`, which such a token cannot carry yet.
+/// The grant's fencing token, `URL#EPOCH@SID.N` (with `;shared`, `;path=…` or `;range=…` as
+/// `lease_token` writes them): the value to hand to resources that check it (a `lease_gate`,
+/// a database). Its holder is the grant's entry id `SID.N`, so two grants of one session are
+/// two holders. Parse it with `lease_token_parse_holder`. Borrowed: valid until
+/// `lease_shared_grant_free(g)`. An empty string when `g` is NULL.
 ///
 /// # Safety
 /// `g` is NULL or a live grant.
 #[no_mangle]
-pub unsafe extern "C" fn lease_shared_grant_token(g: *const lease_shared_grant) -> u64 {
+pub unsafe extern "C" fn lease_shared_grant_token(g: *const lease_shared_grant) -> *const c_char {
     // SAFETY: the caller's contract.
-    unsafe { lease_shared_grant_epoch(g) }
+    unsafe { g.as_ref() }.map_or(c"".as_ptr(), |g| g.token.as_ptr())
 }
 
 /// What the grant is: `LEASE_MODE_EXCLUSIVE` or `LEASE_MODE_SHARED` (`LEASE_MODE_NONE` when

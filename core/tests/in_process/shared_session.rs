@@ -495,3 +495,33 @@ async fn a_yield_request_reaches_the_shared_grant_it_names_and_no_other() {
     let next = waiter.await.unwrap().unwrap();
     assert!(next.is_held() && b.is_held());
 }
+
+/// Closing a session ends an acquisition still waiting through it (reported by the liblease
+/// helper: it stayed in the lock's queue until the closed session was taken for lapsed, ttl +
+/// grace later, then said "lapsed"): it leaves the queue at once, with `Invalid` saying the
+/// session was closed, and close returns.
+#[tokio::test(start_paused = true)]
+async fn closing_a_session_ends_an_acquisition_waiting_through_it() {
+    let w = World::new();
+    let (other, _) = w.client("b", 2);
+    let held = other.acquire("jobs/a", &queued()).await.unwrap();
+    let (s, _) = open(&w).await;
+    let waiting = {
+        let s = s.clone();
+        tokio::spawn(async move { s.acquire("jobs/a", &queued()).await })
+    };
+    sleep(secs(1.0)).await;
+    assert_eq!(w.queue_record("jobs/a").await.queue.len(), 1);
+    tokio::time::timeout(secs(5.0), s.close())
+        .await
+        .expect("close returned");
+    let e = tokio::time::timeout(secs(5.0), waiting)
+        .await
+        .expect("the acquisition went on waiting after close")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    assert!(e.message().contains("closed"), "{e}");
+    assert!(w.queue_record("jobs/a").await.queue.is_empty());
+    held.release().await.unwrap();
+}
