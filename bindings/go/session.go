@@ -221,9 +221,15 @@ func (s *Session) Acquire(ctx context.Context, lock string, opts *Options) (*Sha
 		}
 		return nil, e
 	}
+	token, err := ParseToken(C.GoString(C.lease_shared_grant_token(ptr)))
+	if err != nil {
+		C.lease_shared_grant_free(ptr)
+		return nil, err
+	}
 	g := &SharedGrant{
 		ptr:     ptr,
 		session: s,
+		token:   token,
 		epoch:   uint64(C.lease_shared_grant_epoch(ptr)),
 		key:     C.GoString(C.lease_shared_grant_key(ptr)),
 		url:     C.GoString(C.lease_shared_grant_url(ptr)),
@@ -270,6 +276,7 @@ type SharedGrant struct {
 	ptr *C.lease_shared_grant
 	// The session lives while one of its grants does.
 	session *Session
+	token   Token
 	epoch   uint64
 	key     string
 	url     string
@@ -282,9 +289,9 @@ type SharedGrant struct {
 // Epoch is the grant's fencing epoch: strictly increasing per lock.
 func (g *SharedGrant) Epoch() uint64 { return g.epoch }
 
-// Token is the grant's fencing token: the same number as Epoch (a shared grant's holder is
-// its entry id SID.N, which a URL#EPOCH@HOLDER token cannot carry yet).
-func (g *SharedGrant) Token() uint64 { return g.epoch }
+// Token is the grant's fencing token, as Lease.Token: its String() is URL#EPOCH@SID.N, its
+// Holder the grant's entry id SID.N (two grants of one session are two holders).
+func (g *SharedGrant) Token() Token { return g.token }
 
 // Mode is what was granted: ModeExclusive or ModeShared.
 func (g *SharedGrant) Mode() Mode { return g.mode }

@@ -97,8 +97,10 @@ func TestSessionManyGrantsReleasedOneByOne(t *testing.T) {
 		}
 		ids := map[string]bool{}
 		for i, g := range grants {
-			if !g.Held() || g.Token() != g.Epoch() || g.Epoch() == 0 || g.Mode() != ModeExclusive {
-				t.Fatalf("grant %d: held %v, token %d, epoch %d, mode %v", i, g.Held(), g.Token(), g.Epoch(), g.Mode())
+			if !g.Held() || g.Token().Epoch != g.Epoch() || g.Token().Holder != g.ID() ||
+				g.Token().String() != fmt.Sprintf("%s#%d@%s", g.URL(), g.Epoch(), g.ID()) ||
+				g.Epoch() == 0 || g.Mode() != ModeExclusive {
+				t.Fatalf("grant %d: held %v, token %v, epoch %d, mode %v", i, g.Held(), g.Token(), g.Epoch(), g.Mode())
 			}
 			if g.Key() != names[i] || !strings.Contains(g.URL(), names[i]) || g.LostReason() != "" {
 				t.Fatalf("grant %d: key %q, url %q, lost %q", i, g.Key(), g.URL(), g.LostReason())

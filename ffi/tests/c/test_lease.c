@@ -2133,7 +2133,18 @@ static void test_session_many_grants(void) {
     lease_shared_grant *g = grants[i];
     CHECK(lease_shared_grant_held(g) == 1);
     CHECK(lease_shared_grant_epoch(g) > 0);
-    CHECK(lease_shared_grant_token(g) == lease_shared_grant_epoch(g));
+    {
+      /* URL#EPOCH@SID.N: the grant's entry id is its token's holder. */
+      char *url_out = NULL, *holder_out = NULL;
+      uint64_t epoch_out = 0;
+      CHECK_CODE(LEASE_OK, lease_token_parse_holder(lease_shared_grant_token(g), &url_out,
+                                                    &epoch_out, &holder_out, &err));
+      CHECK(epoch_out == lease_shared_grant_epoch(g));
+      CHECK(strcmp(url_out, lease_shared_grant_url(g)) == 0);
+      CHECK(strcmp(holder_out, lease_shared_grant_id(g)) == 0);
+      lease_string_free(url_out);
+      lease_string_free(holder_out);
+    }
     CHECK(lease_shared_grant_mode(g) == LEASE_MODE_EXCLUSIVE);
     CHECK(strcmp(lease_shared_grant_key(g), names[i]) == 0);
     CHECK(strstr(lease_shared_grant_url(g), names[i]) != NULL);
