@@ -610,10 +610,8 @@ enum lease_code lease_session_acquire(const struct lease_session *session,
 // sent, so the next waiter is granted), then the session's record is released and deleted.
 // Its grants' handles stay valid (not held; free them with `lease_shared_grant_free`); a
 // later `lease_session_acquire` returns `LEASE_INVALID`. An acquire still waiting through the
-// session is not ended by the close (the core's `SharedSession::close` leaves it waiting: it
-// stays in the lock's queue until a participant takes the closed session for lapsed, ttl +
-// grace later, and then returns `LEASE_LOST`): cancel it first through its
-// `lease_options.cancel` token, as the Go binding's `Close` does. Blocks until done.
+// session leaves the lock's queue and returns `LEASE_INVALID` ("closed while this
+// acquisition waited"). Blocks until done.
 //
 // # Safety
 // `session` is NULL or a live session; `err` is NULL or points to writable storage for a
@@ -686,13 +684,15 @@ char *lease_session_lost_reason(const struct lease_session *session);
 // `g` is NULL or a live grant.
 uint64_t lease_shared_grant_epoch(const struct lease_shared_grant *g);
 
-// The grant's fencing token: the same number as `lease_shared_grant_epoch` (as the Python
-// binding's `SharedGrant.token`). Not `URL#EPOCH@HOLDER` text as `lease_token` gives: a shared
-// grant's holder is its entry id `SID.N`, which such a token cannot carry yet.
+// The grant's fencing token, `URL#EPOCH@SID.N` (with `;shared`, `;path=…` or `;range=…` as
+// `lease_token` writes them): the value to hand to resources that check it (a `lease_gate`,
+// a database). Its holder is the grant's entry id `SID.N`, so two grants of one session are
+// two holders. Parse it with `lease_token_parse_holder`. Borrowed: valid until
+// `lease_shared_grant_free(g)`. An empty string when `g` is NULL.
 //
 // # Safety
 // `g` is NULL or a live grant.
-uint64_t lease_shared_grant_token(const struct lease_shared_grant *g);
+const char *lease_shared_grant_token(const struct lease_shared_grant *g);
 
 // What the grant is: `LEASE_MODE_EXCLUSIVE` or `LEASE_MODE_SHARED` (`LEASE_MODE_NONE` when
 // `g` is NULL).

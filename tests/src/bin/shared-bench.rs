@@ -114,7 +114,7 @@ async fn run() {
             let key = format!("{prefix}/locks/{i}");
             async move {
                 match session {
-                    Some(s) => Held::Shared(s.acquire(&key, opts).await.unwrap()),
+                    Some(s) => Held::Shared(Box::new(s.acquire(&key, opts).await.unwrap())),
                     None => Held::Own(client.acquire(&key, opts).await.unwrap()),
                 }
             }
@@ -147,7 +147,7 @@ async fn run() {
 }
 
 enum Held {
-    Shared(lease::SharedGrant),
+    Shared(Box<lease::SharedGrant>),
     Own(lease::Lease),
 }
 
