@@ -344,11 +344,10 @@ export declare class SharedGrant {
   /** The fencing number: strictly increasing per lock (as `Lease.epoch`). */
   get epoch(): number
   /**
-   * The fencing token: the same number as `epoch` (as `Grant.token`). Unlike `Lease.token`
-   * it is not `URL#EPOCH@HOLDER` text: a shared grant's holder is its entry id `SID.N`, which
-   * such a token cannot carry yet.
+   * `URL#EPOCH@SID.N`: the token to hand to resources that check it, as `Lease.token` (its
+   * holder is the grant's entry id, so two grants of one session are two holders).
    */
-  get token(): number
+  get token(): string
   /** The lock's key in the session's store. */
   get key(): string
   /** The lock's URL. */
@@ -362,6 +361,12 @@ export declare class SharedGrant {
    * ttl ago. False once lost or released.
    */
   get held(): boolean
+  /**
+   * The latest yield request that named this grant, or `null`: a waiter or an operator
+   * asked it to step aside. Not a loss. The session's confirmation of the lock reports it,
+   * within a third of the session's ttl.
+   */
+  get yieldRequested(): YieldRequested | null
   /** Why it was lost (its session's loss, or its own), or `null` while it is not. */
   get lostReason(): string | null
   /**
