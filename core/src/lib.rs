@@ -62,7 +62,9 @@ pub use protocol::breaking::BreakMode;
 pub use protocol::queue::{YieldAsk, YieldRequest, YieldRequested};
 pub use record::Holder;
 pub use scope::{Mode, Scope};
-pub use shared_session::{Attachment, SessionOptions, SharedGrant, SharedSession};
+pub use shared_session::{
+    session_lock_key, session_store, Attachment, SessionOptions, SharedGrant, SharedSession,
+};
 pub use status::{
     unix_ms, HolderJson, LeaseState, Participant, QueueStatus, SessionState, Status, Watcher,
 };

@@ -46,8 +46,50 @@ use crate::protocol::session::{confirm_round, opening_record, shared_session_key
 use crate::protocol::write::Written;
 use crate::protocol::Backoff;
 use crate::record::{timestamp, Holder};
+use crate::store::url::{LeaseUrl, StoreUrl};
 use crate::store::{Cond, Version};
 use crate::token::FencingToken;
+
+/// The store a shared session is opened on, from what a user gave `open_session` in a
+/// binding: a store URL without a path (`s3://bucket?…`, `memory://ns`), an existing directory
+/// (`file:///var/locks`, `/var/locks`), or else the URL of a lock in the store
+/// (`s3://bucket/jobs/7`, `file:///var/locks/gc`: its store).
+pub fn session_store(text: &str) -> Result<StoreUrl> {
+    if text.contains('\0') {
+        return Err(Error::invalid("the store URL contains a NUL character"));
+    }
+    if let Ok((store, path)) = StoreUrl::parse_with_path(text) {
+        match &store {
+            StoreUrl::File { root } if std::path::Path::new(root).is_dir() => return Ok(store),
+            StoreUrl::File { .. } | StoreUrl::DefaultFile => {}
+            _ if path.is_empty() => return Ok(store),
+            _ => {}
+        }
+    }
+    LeaseUrl::parse(text).map(|l| l.store)
+}
+
+/// The key in a session's `store` of `lock`, as a binding's `Session.acquire(lock)` takes it:
+/// a lock URL (`s3://…`, `file://…`, or a path starting with `/` or `.`; anything when
+/// `is_path`, a path object of the caller's language) in that store, or else a key
+/// (`jobs/7`). A lock of another store is `Invalid`: a shared session holds the locks of one.
+pub fn session_lock_key(store: &StoreUrl, lock: &str, is_path: bool) -> Result<String> {
+    if lock.contains('\0') {
+        return Err(Error::invalid("the lock URL contains a NUL character"));
+    }
+    if !is_path && !lock.contains("://") && !lock.starts_with(['/', '.']) {
+        return Ok(lock.to_string());
+    }
+    let parsed = LeaseUrl::parse(lock)?;
+    if &parsed.store != store {
+        return Err(Error::invalid(format!(
+            "{lock} is not in this session's store ({}): a shared session holds locks of one \
+             store; open a session on that store, or name the lock by its key in this store",
+            store
+        )));
+    }
+    Ok(parsed.key)
+}
 
 /// How a shared session is opened.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@
 //! (`python/src/session.rs`).
 
 use lease_core::{
-    Error, ErrorKind, LeaseUrl, LostReason, SessionOptions, SharedGrant, SharedSession, StoreUrl,
+    Error, ErrorKind, LostReason, SessionOptions, SharedGrant, SharedSession, StoreUrl,
 };
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -69,8 +69,6 @@ pub struct lease_session {
     session: SharedSession,
     /// Its store, to refuse the locks of other stores.
     store: StoreUrl,
-    /// The store's URL, for messages.
-    store_url: String,
     /// `lease_session_close` was called (or started).
     closed: AtomicBool,
     sid: CString,
@@ -151,7 +149,6 @@ pub unsafe extern "C" fn lease_session_open(
             url: c_string(session.url()),
             session,
             store: store.url.clone(),
-            store_url: client.store().url().to_string(),
             closed: AtomicBool::new(false),
         });
         // SAFETY: checked non-NULL; the caller's contract.
@@ -164,20 +161,7 @@ impl lease_session {
     /// The key in this session's store of `lock`: a lock URL (`s3://…`, `file://…`, a path
     /// starting with `/` or `.`) in the same store, or a key (`jobs/7`: no scheme, not a path).
     fn key_of(&self, lock: &str) -> Result<String, Failure> {
-        let is_url = lock.contains("://") || lock.starts_with(['/', '.']);
-        if !is_url {
-            return Ok(lock.to_string());
-        }
-        let parsed = LeaseUrl::parse(lock)?;
-        if parsed.store != self.store {
-            return Err(Failure::invalid(format!(
-                "{lock} is not in this session's store ({}): a shared session holds locks of \
-                 one store; open a session on that store (lease_session_open), or name the \
-                 lock by its key in this store",
-                self.store_url
-            )));
-        }
-        Ok(parsed.key)
+        Ok(lease_core::session_lock_key(&self.store, lock, false)?)
     }
 }
 

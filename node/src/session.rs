@@ -12,7 +12,6 @@
 //! the ttl).
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,7 +20,7 @@ use napi::bindgen_prelude::Unknown;
 use napi::{Env, Result};
 use napi_derive::napi;
 
-use lease::{Client, Error, ErrorKind, LeaseUrl, LostReason, SharedSession, StoreUrl};
+use lease::{Client, Error, ErrorKind, LostReason, SharedSession, StoreUrl};
 
 use crate::acquire::{token, Cancel};
 use crate::error;
@@ -98,30 +97,12 @@ pub fn close_all(env: usize) {
     });
 }
 
-/// The store a session is opened on, from `text`: a store URL without a path (`s3://bucket?…`,
-/// `memory://ns`), an existing directory (`file:///var/locks`, `/var/locks`), or else the URL
-/// of a lock in the store (`s3://bucket/jobs/7`, `file:///var/locks/gc`: its store).
-fn store_of(text: &str) -> lease::Result<StoreUrl> {
-    if text.contains('\0') {
-        return Err(Error::invalid("the store URL contains a NUL character"));
-    }
-    if let Ok((store, path)) = StoreUrl::parse_with_path(text) {
-        match &store {
-            StoreUrl::File { root } if Path::new(root).is_dir() => return Ok(store),
-            StoreUrl::File { .. } | StoreUrl::DefaultFile => {}
-            _ if path.is_empty() => return Ok(store),
-            _ => {}
-        }
-    }
-    LeaseUrl::parse(text).map(|l| l.store)
-}
-
 /// `openSession`'s arguments, checked: the store's client and URL, and the session's options.
 fn session_args(
     url: &str,
     options: &SessionOptions,
 ) -> lease::Result<(Client, StoreUrl, lease::SessionOptions)> {
-    let store = store_of(url)?;
+    let store = lease::session_store(url)?;
     let client = Client::for_store(&store).map_err(|e| e.with_lease(url))?;
     Ok((client, store, options.to_core()?))
 }
@@ -189,23 +170,7 @@ impl Session {
     /// The key in this session's store of `target`: a lock URL (`s3://…`, `file://…`, a path)
     /// in the same store, or a key (`jobs/7`: no scheme, not a path).
     fn key_of(&self, target: &str) -> lease::Result<String> {
-        if target.contains('\0') {
-            return Err(Error::invalid("the lock URL contains a NUL character"));
-        }
-        let is_url = target.contains("://") || target.starts_with(['/', '.']);
-        if !is_url {
-            return Ok(target.to_string());
-        }
-        let parsed = LeaseUrl::parse(target)?;
-        if parsed.store != self.store {
-            return Err(Error::invalid(format!(
-                "{target} is not in this session's store ({}): a shared session holds locks of \
-                 one store; open a session on that store (openSession({target:?})), or name the \
-                 lock by its key in this store",
-                self.client.store().url()
-            )));
-        }
-        Ok(parsed.key)
+        lease::session_lock_key(&self.store, target, false)
     }
 
     /// What `acquire` needs, checked: the session (not closed), the lock's key and the options.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Tuple, Typ
 from . import _lease
 from ._aio import Done, await_core
 from ._errors import InvalidArgument, LeaseError, LeaseLost
+from ._types import YieldRequested
 
 if TYPE_CHECKING:
     import datetime
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     import os
     from typing import Mapping, NoReturn
 
-    from ._types import Grant, YieldRequested
+    from ._types import Grant
 
     URL = Union[str, "os.PathLike[str]"]
     Seconds = Union[int, float, datetime.timedelta, str]
@@ -144,7 +145,7 @@ class SharedGrant:
         return self._g.lost_kind
 
     @property
-    def yield_requested(self) -> Optional["YieldRequested"]:
+    def yield_requested(self) -> Optional[YieldRequested]:
         """The latest yield request that named this grant (:func:`ask_yield`, or a waiter's
         ``ask_yield=True``), or ``None``. Not a loss: the grant stays held until released. The
         session's confirmation of the lock reports it, within a third of the session's ttl."""

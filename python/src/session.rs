@@ -10,7 +10,6 @@
 //! forked child never touches its parent's session or grants (they are leaked there).
 
 use std::mem::ManuallyDrop;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -21,27 +20,9 @@ use crate::error::{invalid, to_py, IntoPyResult};
 use crate::options::{self, Options};
 use crate::runtime::{self, block, Pending};
 use lease::{
-    Client, Error, ErrorKind, LeaseOptions, LeaseUrl, LostReason, SessionOptions, SharedGrant,
-    SharedSession, StoreUrl,
+    Client, Error, ErrorKind, LeaseOptions, LostReason, SessionOptions, SharedGrant, SharedSession,
+    StoreUrl,
 };
-
-/// The store a session is opened on, from `text`: a store URL without a path (`s3://bucket?…`,
-/// `memory://ns`), an existing directory (`file:///var/locks`, `/var/locks`), or else the URL
-/// of a lock in the store (`s3://bucket/jobs/7`, `file:///var/locks/gc`: its store).
-fn store_of(text: &str) -> PyResult<StoreUrl> {
-    if text.contains('\0') {
-        return Err(invalid("the store URL contains a NUL character"));
-    }
-    if let Ok((store, path)) = StoreUrl::parse_with_path(text) {
-        match &store {
-            StoreUrl::File { root } if Path::new(root).is_dir() => return Ok(store),
-            StoreUrl::File { .. } | StoreUrl::DefaultFile => {}
-            _ if path.is_empty() => return Ok(store),
-            _ => {}
-        }
-    }
-    LeaseUrl::parse(text).map(|l| l.store).py()
-}
 
 /// `lease.open_session`'s arguments, checked: the store's client and the session's options.
 fn session_args(
@@ -51,7 +32,7 @@ fn session_args(
     prefix: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Client, StoreUrl, SessionOptions)> {
     let text = options::url_text(url)?;
-    let store = store_of(&text)?;
+    let store = lease::session_store(&text).py()?;
     let client = options::client_of(&store, &text)?;
     let mut opts = SessionOptions::new(options::ttl_seconds(ttl)?);
     if let Some(label) = options::opt_text("label", label)? {
@@ -178,24 +159,9 @@ impl SessionCore {
     /// an `os.PathLike`) in the same store, or a key (`jobs/7`: no scheme, not a path).
     fn key_of(&self, obj: &Bound<'_, PyAny>) -> PyResult<String> {
         let text = options::url_text(obj)?;
-        if text.contains('\0') {
-            return Err(invalid("the lock URL contains a NUL character"));
-        }
-        let is_str = obj.is_instance_of::<pyo3::types::PyString>();
-        let is_url = !is_str || text.contains("://") || text.starts_with(['/', '.']);
-        if !is_url {
-            return Ok(text);
-        }
-        let parsed = LeaseUrl::parse(&text).py()?;
-        if parsed.store != self.store {
-            return Err(invalid(format!(
-                "{text} is not in this session's store ({}): a shared session holds locks of \
-                 one store; open a session on that store (lease.open_session({text:?})), or \
-                 name the lock by its key in this store",
-                self.client.store().url()
-            )));
-        }
-        Ok(parsed.key)
+        // A path object (`pathlib.Path`) always names a location, never a key.
+        let is_path = !obj.is_instance_of::<pyo3::types::PyString>();
+        lease::session_lock_key(&self.store, &text, is_path).py()
     }
 
     fn acquire_args(

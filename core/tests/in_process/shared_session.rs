@@ -525,3 +525,38 @@ async fn closing_a_session_ends_an_acquisition_waiting_through_it() {
     assert!(w.queue_record("jobs/a").await.queue.is_empty());
     held.release().await.unwrap();
 }
+
+/// What every binding's `open_session(url)` and `Session.acquire(lock)` take, decided once:
+/// the session's store from a store URL, a directory or a lock URL; a lock by key, or by a URL
+/// in the session's store; another store's lock, or a NUL, is `Invalid`.
+#[test]
+fn a_sessions_store_and_its_locks_are_named_by_url_or_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let mem = lease::session_store("memory://ns").unwrap();
+    assert_eq!(mem, lease::session_store("memory://ns/jobs/7").unwrap());
+    let file = lease::session_store(&format!("file://{d}")).unwrap();
+    assert_eq!(file.to_string(), format!("file://{d}"));
+    assert_eq!(
+        lease::session_lock_key(&mem, "jobs/7", false).unwrap(),
+        "jobs/7"
+    );
+    assert_eq!(
+        lease::session_lock_key(&mem, "memory://ns/jobs/7", false).unwrap(),
+        "jobs/7"
+    );
+    // A file URL's last name is the key, its directory the store.
+    assert_eq!(
+        lease::session_lock_key(&file, &format!("{d}/seven"), true).unwrap(),
+        "seven"
+    );
+    assert!(lease::session_lock_key(&file, &format!("{d}/jobs/7"), true).is_err());
+    let e = lease::session_lock_key(&mem, "memory://other/jobs/7", false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Invalid);
+    assert!(e.message().contains("not in this session's store"), "{e}");
+    for bad in ["jobs/\0", "memory://ns/\0"] {
+        let e = lease::session_lock_key(&mem, bad, false).unwrap_err();
+        assert!(e.message().contains("NUL"), "{e}");
+    }
+    assert!(lease::session_store("memory://ns\0").is_err());
+}
