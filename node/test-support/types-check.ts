@@ -1,7 +1,7 @@
 // Compiled (not run) by scripts/test-node.sh with `tsc --noEmit --strict`: index.d.ts describes
 // what index.js exports, and the README's uses type-check, `await using` included.
 import * as lease from 'bucket-lease';
-import type { Lease, LeaseError, Status, FencedObject, Leader, Session, SharedGrant } from 'bucket-lease';
+import type { Lease, LeaseError, Status, FencedObject, Leader, Session, SharedGrant, YieldRequested } from 'bucket-lease';
 
 async function main(url: string, signal: AbortSignal): Promise<void> {
   {
@@ -48,7 +48,8 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
     await using g: SharedGrant = await session.acquire('jobs/7', { wait: 60_000, pollInterval: 100, signal });
     const r: SharedGrant = await session.acquire(url, { shared: true, priority: 2, wakeHints: 'off' });
     const epoch: number = g.epoch;
-    const token: number = g.token;
+    const token: string = g.token;
+    const asked: YieldRequested | null = g.yieldRequested;
     const mode: 'exclusive' | 'shared' = g.grant.mode;
     const id: string = g.id;
     const held: boolean = g.held;
@@ -62,7 +63,7 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
     ];
     // @ts-expect-error: the session's ttl applies to every grant of it
     await session.acquire('jobs/8', { ttl: 5_000 });
-    void [epoch, token, mode, id, held, kind, why, facts];
+    void [epoch, token, asked, mode, id, held, kind, why, facts];
   }
   const maybe: Lease | null = await lease.tryAcquire(url, { ttl: 30_000 });
   if (maybe) await maybe.release();
