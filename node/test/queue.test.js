@@ -336,7 +336,7 @@ for (const store of ['file', 'moto']) {
       assert.equal(told.length, 1);
     });
 
-    it('askYield refuses a bad to and a plain lease', async () => {
+    it("askYield refuses a bad to, and asks a plain lease's holder without one", async () => {
       const u = makeUrl(store, 'yield-bad');
       const holder = await lease.acquire(u, { ttl: TTL, queue: true, wait: 0 });
       try {
@@ -353,7 +353,7 @@ for (const store of ['file', 'moto']) {
         // A plain lease is asked through KEY.yield, without `to` (it has no waiters).
         await assert.rejects(lease.askYield(plain, { to: 'x' }), { code: 'LEASE_INVALID', message: /no waiters/ });
         const r = await lease.askYield(plain, { reason: 'deploy' });
-        assert.deepEqual([r.tokens, r.to], [[p.epoch], null]);
+        assert.deepEqual([r.tokens, r.to], [[p.epoch], undefined]);
       } finally {
         await p.release();
       }
