@@ -909,6 +909,12 @@ impl Shared {
                     return;
                 }
             }
+            // A plain lease whose holder listens reads its yield request object, after the
+            // renewal landed and outside the race with the old deadline: a slow read must not
+            // make a renewed lease look lost.
+            if self.grant.get().is_none() {
+                self.read_yield().await;
+            }
         }
     }
 
@@ -1036,7 +1042,6 @@ impl Shared {
     /// deadline while the store does not answer. False when the grant is lost.
     async fn confirm_once(&self) -> bool {
         let Some(grant) = self.grant.get() else {
-            self.read_yield().await;
             return true;
         };
         let clock = self.client.clock();
