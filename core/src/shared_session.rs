@@ -189,9 +189,6 @@ impl std::fmt::Debug for SharedSession {
 pub struct SharedGrant {
     attachment: Attachment,
     grant: Grant,
-    /// The session's holder under this grant's entry id `SID.N`: the holder its fencing
-    /// token names, so two grants of one session are two holders to a fence.
-    holder: Holder,
     /// Each object as this grant last wrote or fenced it (its fenced operations' cache).
     fence_versions: Mutex<HashMap<String, Known>>,
     /// The latest yield request that named this grant.
@@ -214,14 +211,9 @@ impl SharedGrant {
             st.grants.insert(attachment.n, hold);
             st.yields.insert(attachment.n, yields.clone());
         }
-        let holder = Holder {
-            id: attachment.id().to_string(),
-            ..inner.holder.clone()
-        };
         SharedGrant {
             attachment,
             grant,
-            holder,
             fence_versions: Mutex::default(),
             yields,
             released: false,
@@ -239,14 +231,18 @@ impl SharedGrant {
     /// scope. Its holder is the grant's entry id in the lock's record.
     pub fn token(&self) -> FencingToken {
         FencingToken::new(self.grant.url.clone(), self.grant.token)
-            .with_holder(self.holder.id.clone())
+            .with_holder(self.attachment.id())
             .with_mode(self.grant.mode)
             .with_scope(self.grant.scope.clone())
     }
 
-    /// The holder this grant's token names: the session's, under the entry id `SID.N`.
-    pub fn holder(&self) -> &Holder {
-        &self.holder
+    /// The holder this grant's token names: the session's, under the entry id `SID.N` (made
+    /// when asked, not kept per grant: a process may hold 10,000).
+    pub fn holder(&self) -> Holder {
+        Holder {
+            id: self.attachment.id().to_string(),
+            ..self.attachment.session.inner.holder.clone()
+        }
     }
 
     pub fn key(&self) -> &str {
@@ -331,13 +327,13 @@ impl SharedGrant {
 
     /// What this grant's fenced operations need: the same operations as a
     /// [`Lease`](crate::Lease)'s, under this grant's token.
-    fn fencer(&self) -> Fencer<'_> {
+    fn fencer<'a>(&'a self, holder: &'a Holder) -> Fencer<'a> {
         Fencer {
             io: &self.attachment.session.inner.client,
             key: &self.grant.key,
             url: &self.grant.url,
             token: self.token(),
-            holder: &self.holder,
+            holder,
             grant: Some(GrantRef {
                 key: &self.grant.key,
                 url: &self.grant.url,
@@ -350,28 +346,30 @@ impl SharedGrant {
 
     /// As [`Lease::object_key`](crate::Lease::object_key), from the lock's key.
     pub fn object_key(&self, key: &str) -> Result<String> {
-        self.fencer().object_key(key)
+        self.fencer(&self.holder()).object_key(key)
     }
 
     /// As [`Lease::object_url`](crate::Lease::object_url).
     pub fn object_url(&self, key: &str) -> Result<String> {
-        self.fencer().object_url(key)
+        self.fencer(&self.holder()).object_url(key)
     }
 
     /// As [`Lease::fenced_get`](crate::Lease::fenced_get).
     pub async fn fenced_get(&self, key: &str) -> Result<Option<FencedObject>> {
-        self.fencer().fenced_get(key).await
+        self.fencer(&self.holder()).fenced_get(key).await
     }
 
     /// As [`Lease::fenced_read`](crate::Lease::fenced_read), under this grant's token.
     pub async fn fenced_read(&self, key: &str) -> Result<Option<FencedObject>> {
-        self.fencer().fenced_read(key).await
+        self.fencer(&self.holder()).fenced_read(key).await
     }
 
     /// As [`Lease::fenced_put`](crate::Lease::fenced_put), under this grant's token
     /// (exclusive grants only).
     pub async fn fenced_put(&self, key: &str, bytes: impl Into<Bytes>) -> Result<Version> {
-        self.fencer().fenced_put(key, bytes.into()).await
+        self.fencer(&self.holder())
+            .fenced_put(key, bytes.into())
+            .await
     }
 
     /// As [`Lease::fenced_put_if`](crate::Lease::fenced_put_if), under this grant's token.
@@ -381,7 +379,7 @@ impl SharedGrant {
         bytes: impl Into<Bytes>,
         expected: Option<&Version>,
     ) -> Result<Version> {
-        self.fencer()
+        self.fencer(&self.holder())
             .fenced_put_if(key, bytes.into(), expected)
             .await
     }
@@ -391,12 +389,12 @@ impl SharedGrant {
     where
         F: FnMut(Option<&FencedObject>) -> Bytes,
     {
-        self.fencer().fenced_update(key, f).await
+        self.fencer(&self.holder()).fenced_update(key, f).await
     }
 
     /// As [`Lease::fenced_delete`](crate::Lease::fenced_delete), under this grant's token.
     pub async fn fenced_delete(&self, key: &str) -> Result<bool> {
-        self.fencer().fenced_delete(key).await
+        self.fencer(&self.holder()).fenced_delete(key).await
     }
 
     /// Release it alone: its belief ends at once, its leave grants the next waiter, and its
