@@ -1198,6 +1198,31 @@ fn a_preemption_whose_condition_failed_is_not_tried_again_in_the_same_call() {
     assert_eq!(rec.history[0].end, "expired");
 }
 
+/// A preemption that lost the race with its holder's renewal is sent again, over the renewed
+/// version: the tenure it set out to displace is still live (a renewal comes every ttl/3, so
+/// this is common under network delay), and waiting it out would wait for a live holder that
+/// may never let go (the failure of CI's stop 38: a preempting worker waited 300 s).
+#[test]
+fn a_preemption_that_lost_to_the_holders_renewal_is_sent_again_over_the_renewed_version() {
+    let mut r = Run::new(preempting_plan(), 0.0);
+    r.step(Event::Start, 0.0);
+    let (first, _) = expect_put(r.read(held_by_other(), 0.0));
+    assert_eq!(
+        expect_read(r.step(Event::Put(Ok(Put::ConditionFailed)), 0.1)),
+        None
+    );
+    let renewed = Record {
+        rev: 3,
+        write: Some("w-other-renewed".into()),
+        ..record("other", 7, RecordState::Held)
+    };
+    let (again, cond) = expect_put(r.read(found(&renewed, 2), 0.2));
+    assert_eq!(cond, Cond::Match(version(2)));
+    assert_eq!((again.epoch, again.rev), (8, 4));
+    assert_eq!(again.preempted, first.preempted);
+    assert!(matches!(r.written(3, 0.3), Step::Acquired { .. }));
+}
+
 /// A preemption whose outcome stays unknown counts too: the next decision waits.
 #[test]
 fn a_preemption_whose_outcome_is_unknown_is_not_sent_again_as_another_preemption() {
