@@ -136,6 +136,9 @@ pub struct ClientState {
     /// The record this client released and its version (the driver's memo): its next
     /// acquisition starts from it, with one write.
     released: Option<(Version, Record)>,
+    /// The epoch of the tenure this client's acquisition set out to preempt (its first
+    /// preemption's `preempted`), kept for the property that it never waits for that tenure.
+    preempt_target: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -170,6 +173,8 @@ pub struct State {
     preempted: Vec<u64>,
     /// A holder lost its lease as `LostReason::Preempted`.
     learned_preempted: bool,
+    /// A preempting acquisition waited for the live tenure it set out to preempt.
+    waited_for_preempted: bool,
     /// The holder's paths taken so far ([`Witness`] bits), recorded only with
     /// `LeaseModel::witnesses` (they would split states the other checks need not tell apart).
     seen: u8,
@@ -490,6 +495,9 @@ impl LeaseModel {
         let nonces = Cell::new(s.clients[c].nonces);
         let step = m.step(event, now, store_time(s.t), &Counter(&nonces, c));
         s.clients[c].nonces = nonces.get();
+        if self.preempting == Some(c) {
+            self.watch_preemption(s, c, &m, &step);
+        }
         s.clients[c].phase = match step {
             Step::Read { if_none_match } => {
                 Phase::Acquiring(m, Io::Request(Flight::Sent(Req::Get { if_none_match })))
@@ -527,6 +535,28 @@ impl LeaseModel {
             }
             Step::Failed(_) => Phase::Idle,
         };
+    }
+
+    /// What a preempting client's step shows: the tenure its first preemption names is its
+    /// target for the rest of the acquisition, and a wait for that tenure (still live: it
+    /// waits only for a live holder) is a preemption lost to a renewal race (CI stop 38).
+    fn watch_preemption(&self, s: &mut State, c: usize, m: &Acquirer, step: &Step) {
+        match step {
+            Step::Put { bytes, .. } if s.clients[c].preempt_target.is_none() => {
+                if let lease::record::Parsed::Valid(r) =
+                    Record::parse(Some(bytes), bytes.len() as u64)
+                {
+                    s.clients[c].preempt_target = r.preempted.map(|p| p.epoch);
+                }
+            }
+            Step::Sleep { .. } => {
+                let waits_for = m.waiting_for().and_then(|(_, e)| e);
+                if waits_for.is_some() && waits_for == s.clients[c].preempt_target {
+                    s.waited_for_preempted = true;
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Feed a holder's write (a renewal, a release, or the tidy write after a loss) an event;
@@ -751,6 +781,7 @@ impl Model for LeaseModel {
                         ttl_changed: false,
                         retry_at: None,
                         released: None,
+                        preempt_target: None,
                     };
                     self.clients
                 ],
@@ -767,6 +798,7 @@ impl Model for LeaseModel {
                 replaced_early: false,
                 preempted: vec![],
                 learned_preempted: false,
+                waited_for_preempted: false,
                 seen: 0,
             })
             .collect()
@@ -883,6 +915,7 @@ impl Model for LeaseModel {
                 }
                 let known = released.as_ref().map_or(0, |(_, r)| r.epoch);
                 let m = Acquirer::new(self.plan(c), known, released, now);
+                s.clients[c].preempt_target = None;
                 self.acquirer_step(&mut s, c, m, Event::Start);
             }
             Action::Deliver(c) => {
@@ -1069,6 +1102,10 @@ impl Model for LeaseModel {
             properties.push(Property::sometimes(
                 "a holder loses its lease by preemption",
                 |_, s: &State| s.learned_preempted,
+            ));
+            properties.push(Property::always(
+                "a preempting acquisition never waits for the tenure it set out to preempt",
+                |_, s: &State| !s.waited_for_preempted,
             ));
         }
         if self.crashes && one_namespace {

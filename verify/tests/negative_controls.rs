@@ -49,6 +49,7 @@
 //! | wall clocks agree within the gap a deletion leaves (an assumption, no mutant) | `a_wall_clock_behind_by_the_whole_gap_…` |
 //! | a hint only starts a read (`HintTakenAsGrant`, issue 23) | `a_hint_taken_as_a_grant_makes_two_holders` |
 //! | a yield request belongs to the tenures it names (`YieldOutlivesTenure`, issue 23) | `a_yield_request_that_outlives_its_tenure_reaches_a_later_holder` |
+//! | a preemption lost to a renewal is sent again (`PreemptOncePerCall`, CI stop 38) | `a_preemption_spent_on_a_renewal_race_waits_…` |
 //!
 //! And for what a new user trips over (issue 28):
 //!
@@ -166,6 +167,29 @@ fn a_preemption_at_the_same_epoch_hands_an_epoch_out_twice() {
     assert_eq!(
         violated(m, properties, Some(Mutant::PreemptSameEpoch), "preemption"),
         Some("epochs strictly increase")
+    );
+}
+
+/// CI stop 38: one preemption per acquire call, whatever became of it — a preemption that
+/// lost the race with its holder's renewal is spent, and the acquirer waits for the live
+/// tenure it set out to displace (a holder that never lets go: a wait without end). The fixed
+/// model is the check `a_preemption_keeps_epochs_increasing_and_the_preempted_holder_learns_of_it`.
+#[test]
+fn a_preemption_spent_on_a_renewal_race_waits_for_the_holder_it_set_out_to_displace() {
+    let m = LeaseModel {
+        preempting: Some(1),
+        max_time: 4,
+        ..base()
+    };
+    let properties = &["a preempting acquisition never waits for the tenure it set out to preempt"];
+    assert_eq!(
+        violated(
+            m,
+            properties,
+            Some(Mutant::PreemptOncePerCall),
+            "preemption spent"
+        ),
+        Some(properties[0])
     );
 }
 

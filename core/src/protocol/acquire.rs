@@ -167,10 +167,12 @@ pub struct Acquirer {
     /// corrupt record, and its epoch), for the driver to tell a waiting user; `None` when not
     /// waiting for a holder.
     waiting_for: Option<(Option<Holder>, Option<u64>)>,
-    /// Whether this acquisition has sent its one preemption (whatever became of it): from
-    /// then on it goes by the usual rules, so two preempting acquirers cannot take the lease
-    /// from each other in a loop inside one call.
-    preempted: bool,
+    /// The tenure this acquisition set out to preempt (its first preemption's, whatever
+    /// became of the write): it preempts that tenure again when a renewal beat its write, and
+    /// no other — a later tenure (another preemptor's, a waiter's) is waited for by the usual
+    /// rules, so two preempting acquirers cannot take the lease from each other in a loop
+    /// inside one call.
+    preempting: Option<Displaced>,
 }
 
 impl Acquirer {
@@ -195,7 +197,7 @@ impl Acquirer {
             last_answer: now,
             last_seen: None,
             waiting_for: None,
-            preempted: false,
+            preempting: None,
         }
     }
 
@@ -406,7 +408,7 @@ impl Acquirer {
                 epoch,
             } => match self.preemption(wall) {
                 Some((version, epoch, rev, whom)) => {
-                    self.preempted = true;
+                    self.preempting = Some(whom.clone());
                     preempted = Some(whom);
                     (Cond::Match(version), epoch, rev)
                 }
@@ -488,27 +490,35 @@ impl Acquirer {
         r.history_after(end, at, None)
     }
 
-    /// The preemption of the live record in the view, when the plan asks for one and this
-    /// acquisition has not sent it yet: the version to write over, the epoch (as for a
-    /// takeover: one above the record's and every epoch known, and above the clock read after
-    /// the read when the record is a create's), the rev, and whom it preempts. Only a valid
-    /// record held by another holder: a corrupt record's holder cannot be told of it.
+    /// The preemption of the live record in the view, when the plan asks for one and the
+    /// record is the tenure this acquisition set out to preempt (or it has sent none yet): the
+    /// version to write over, the epoch (as for a takeover: one above the record's and every
+    /// epoch known, and above the clock read after the read when the record is a create's),
+    /// the rev, and whom it preempts. Only a valid record held by another holder: a corrupt
+    /// record's holder cannot be told of it.
     fn preemption(&self, wall: SystemTime) -> Option<(Version, u64, u64, Displaced)> {
-        if self.plan.preempt != Preempt::EveryEffectFenced || self.preempted {
+        if self.plan.preempt != Preempt::EveryEffectFenced {
             return None;
         }
         let r = self.view.record()?;
         if r.state != RecordState::Held || r.holder.id == self.plan.holder.id {
             return None;
         }
+        let whom = Displaced {
+            id: r.holder.id.clone(),
+            epoch: r.epoch,
+        };
+        // The same tenure, renewed since the write was sent (its condition failed, or its
+        // outcome stayed unknown and the read shows it did not land): sent again.
+        let spent = super::mutants::on(super::mutants::Mutant::PreemptOncePerCall);
+        match &self.preempting {
+            Some(first) if spent || *first != whom => return None,
+            _ => {}
+        }
         let epoch = if super::mutants::on(super::mutants::Mutant::PreemptSameEpoch) {
             r.epoch.max(self.known)
         } else {
             next_epoch(r, self.known, &self.view, wall)
-        };
-        let whom = Displaced {
-            id: r.holder.id.clone(),
-            epoch: r.epoch,
         };
         Some((self.view.version()?.clone(), epoch, r.rev + 1, whom))
     }

@@ -112,6 +112,10 @@ pub enum Mutant {
     /// Preemption (issue 23): the write that takes a live holder's lease keeps its epoch
     /// instead of the next one, so the preempted holder's fenced writes are not refused.
     PreemptSameEpoch = 50,
+    /// Preemption (issue 23): one preemption per acquire call, whatever became of it — a
+    /// preemption that lost the race with the holder's renewal is spent, and the acquirer
+    /// waits for the live holder it set out to displace (CI stop 38).
+    PreemptOncePerCall = 51,
 }
 
 #[cfg(feature = "negative-controls")]

@@ -1158,11 +1158,11 @@ fn without_preempt_a_live_record_is_waited_for() {
     assert_eq!(r.m.waiting_for().map(|(_, e)| e), Some(Some(7)));
 }
 
-/// One preemption per acquire call: when its condition fails, the acquirer goes by the usual
-/// rules (the read-back is fresh: it waits without reading again), and a later live record is
-/// waited for, not preempted.
+/// One tenure preempted per acquire call: when the condition failed because another acquirer
+/// took the lease first, the acquirer goes by the usual rules (the read-back is fresh: it
+/// waits without reading again), and that later live tenure is waited for, not preempted.
 #[test]
-fn a_preemption_whose_condition_failed_is_not_tried_again_in_the_same_call() {
+fn a_preemption_that_lost_to_another_tenure_is_not_tried_again_in_the_same_call() {
     let mut r = Run::new(preempting_plan(), 0.0);
     r.step(Event::Start, 0.0);
     expect_put(r.read(held_by_other(), 0.0));
@@ -1223,30 +1223,44 @@ fn a_preemption_that_lost_to_the_holders_renewal_is_sent_again_over_the_renewed_
     assert!(matches!(r.written(3, 0.3), Step::Acquired { .. }));
 }
 
-/// A preemption whose outcome stays unknown counts too: the next decision waits.
+/// A preemption whose outcome stays unknown counts as sent: when the read then shows the same
+/// tenure renewed (the write did not land), it is sent again over the renewed version; when it
+/// shows a later tenure (another acquirer's), that one is waited for, not preempted.
 #[test]
-fn a_preemption_whose_outcome_is_unknown_is_not_sent_again_as_another_preemption() {
-    let mut r = Run::new(preempting_plan(), 0.0);
-    r.step(Event::Start, 0.0);
-    let (sent, _) = expect_put(r.read(held_by_other(), 0.0));
-    r.put_unanswered(1.0);
-    // The write's read-backs fail until it gives up (the ttl); then the acquirer backs off.
-    assert!(matches!(
-        r.read_err(unavailable(), 10.0),
-        Step::Sleep { .. }
-    ));
-    assert_eq!(expect_read(r.step(Event::Slept, 10.1)), None);
-    // The holder renewed meanwhile: our write did not land, and its record is waited for.
-    let renewed = Record {
-        rev: 3,
-        write: Some("w-other-renewed".into()),
-        ..record("other", 7, RecordState::Held)
-    };
-    assert_eq!(
-        expect_sleep(r.read(found(&renewed, 2), 10.2)),
-        (at(11.2), true)
-    );
-    assert_eq!(sent.preempted.map(|p| p.id), Some("other".into()));
+fn a_preemption_whose_outcome_is_unknown_is_sent_again_only_at_the_same_tenure() {
+    for later in [false, true] {
+        let mut r = Run::new(preempting_plan(), 0.0);
+        r.step(Event::Start, 0.0);
+        let (sent, _) = expect_put(r.read(held_by_other(), 0.0));
+        r.put_unanswered(1.0);
+        // The write's read-backs fail until it gives up (the ttl); then the acquirer backs off.
+        assert!(matches!(
+            r.read_err(unavailable(), 10.0),
+            Step::Sleep { .. }
+        ));
+        assert_eq!(expect_read(r.step(Event::Slept, 10.1)), None);
+        let seen = if later {
+            Record {
+                rev: 4,
+                ..preempting("third", 8, "other", 7)
+            }
+        } else {
+            Record {
+                rev: 3,
+                write: Some("w-other-renewed".into()),
+                ..record("other", 7, RecordState::Held)
+            }
+        };
+        let s = r.read(found(&seen, 2), 10.2);
+        if later {
+            assert_eq!(expect_sleep(s), (at(11.2), true));
+        } else {
+            let (again, cond) = expect_put(s);
+            assert_eq!(cond, Cond::Match(version(2)));
+            assert_eq!(again.preempted, sent.preempted);
+        }
+        assert_eq!(sent.preempted.map(|p| p.id), Some("other".into()));
+    }
 }
 
 /// A released record, or one whose holder's deadline has passed, is taken the ordinary way:
