@@ -552,3 +552,44 @@ async fn doctor_refuses_a_server_that_ignores_conditions() {
         assert_eq!(json["cleaned_up"], true, "{json}");
     }
 }
+
+/// CI stop 38: a preemption that loses the race with the live holder's renewal is sent again
+/// and takes the lease; it does not wait for a holder that never lets go. The preemptor's read
+/// is answered 800 ms late (within its 1 s request timeout), so the holder (ttl 900 ms:
+/// renewing every 300 ms, straight to the server) has renewed before the preemption, written
+/// over the version read, arrives: its condition fails (412). Before the fix the acquirer
+/// then waited by the usual rules, for ever (here: until its 20 s wait ran out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemption_that_loses_to_a_renewal_is_sent_again_and_takes_the_lease() {
+    for (server, url) in servers() {
+        let key = unique("preempt-race");
+        let holder = Client::new(open(&url));
+        let held = holder
+            .acquire(&key, &LeaseOptions::new(Duration::from_millis(900)))
+            .await
+            .unwrap();
+        let (proxy, store) = proxy_for(&url).await;
+        proxy.push(On::Get, Fault::DelayReply(Duration::from_millis(800)));
+        let preemptor = Client::new(store);
+        let opts = LeaseOptions::new(Duration::from_secs(6))
+            .wait(Duration::from_secs(20))
+            .preempt(lease::Preempt::EveryEffectFenced);
+        let taken = preemptor.acquire(&key, &opts).await;
+        // The race was run: the first preemption's condition failed.
+        assert!(
+            proxy.counts().status(412) >= 1,
+            "{server}: no preemption lost to a renewal ({:?})",
+            proxy.counts()
+        );
+        let taken = taken.unwrap_or_else(|e| panic!("{server}: the preemption waited: {e}"));
+        assert!(taken.epoch() > held.epoch(), "{server}");
+        let lost = tokio::time::timeout(Duration::from_secs(10), held.lost())
+            .await
+            .unwrap_or_else(|_| panic!("{server}: the preempted holder did not learn it"));
+        assert!(
+            matches!(lost, lease::LostReason::Preempted { .. }),
+            "{server}: {lost}"
+        );
+        taken.release().await.unwrap();
+    }
+}
