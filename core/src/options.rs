@@ -126,7 +126,8 @@ pub enum Preempt {
     /// `FencingGate`: take a live holder's lease at once, with the next epoch, so its fenced
     /// writes are refused from then on. It still believes it holds until its next renewal (it
     /// then loses with `LostReason::Preempted`): any unfenced effect may overlap the new
-    /// holder's. One preemption per acquire call.
+    /// holder's. One tenure preempted per acquire call: the holder it found, again if a
+    /// renewal beat the preemption; a later holder (another preemptor) is waited for.
     EveryEffectFenced,
 }
 
