@@ -32,6 +32,7 @@ use lease::protocol::dead_holder::{Probe, Proc};
 use lease::protocol::hold::{
     self, after_write, begin_release, Hold, LostReason, Next, ReleaseStart, Wrote,
 };
+use lease::protocol::lease_yield::{LeaseYield, YieldWatch};
 use lease::protocol::view::View;
 use lease::protocol::write::{WriteEvent, WriteOp, WriteStep};
 use lease::protocol::{Backoff, Entropy};
@@ -139,6 +140,8 @@ pub struct ClientState {
     /// The epoch of the tenure this client's acquisition set out to preempt (its first
     /// preemption's `preempted`), kept for the property that it never waits for that tenure.
     preempt_target: Option<u64>,
+    /// The holder's side of yield requests (a new one per acquisition, as per `Lease`).
+    yield_watch: YieldWatch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -175,6 +178,17 @@ pub struct State {
     learned_preempted: bool,
     /// A preempting acquisition waited for the live tenure it set out to preempt.
     waited_for_preempted: bool,
+    /// The yield request object `KEY.yield` as the store keeps it.
+    yield_object: Option<LeaseYield>,
+    /// The epoch the asker's read of the record showed held, its write not yet made.
+    asking: Option<u64>,
+    /// Requests written so far.
+    asks: u8,
+    /// Every epoch the asker saw held when it read (the tenures it asked), sorted.
+    asked: Vec<u64>,
+    /// A holder was told of a yield request; one was told of a request not made of its tenure.
+    yield_told: bool,
+    yield_told_other: bool,
     /// The holder's paths taken so far ([`Witness`] bits), recorded only with
     /// `LeaseModel::witnesses` (they would split states the other checks need not tell apart).
     seen: u8,
@@ -238,6 +252,11 @@ pub enum Action {
     Break,
     /// The record is deleted by hand (or a lifecycle rule) while nobody believes they hold it.
     Delete,
+    /// The yield asker reads the record (`yield_asks`): a held record's epoch is the tenure
+    /// it asks.
+    AskYieldRead,
+    /// The yield asker writes `KEY.yield` naming the epoch it read.
+    AskYieldWrite,
 }
 
 /// The model's bounds and switches.
@@ -287,6 +306,13 @@ pub struct LeaseModel {
     /// holders preempted by a later epoch" (until their next renewal), and a preempted holder
     /// must sometimes learn of it.
     pub preempting: Option<usize>,
+    /// An operator asks the plain lease's holder to yield this many times (`lease yield`,
+    /// docs/protocol.md §10, *Plain leases*): it reads the record, then writes `KEY.yield`
+    /// naming the epoch it showed held — two actions, so the write may land after that tenure
+    /// ended. Every holder listens: it reads the object after each landed renewal
+    /// ([`YieldWatch`], as the driver does). Checked: a holder is told only of a request made
+    /// of its own tenure, and sometimes one is told.
+    pub yield_asks: u8,
 }
 
 impl LeaseModel {
@@ -627,7 +653,12 @@ impl LeaseModel {
         now: Instant,
     ) {
         s.clients[c].phase = match next {
-            Next::Renewed => Phase::Holding(h, None),
+            Next::Renewed => {
+                if self.yield_asks > 0 {
+                    self.read_yield(s, c, h.epoch());
+                }
+                Phase::Holding(h, None)
+            }
             // Renewed again after a backoff (the first of the driver's), with a fresh write.
             // Reached in the driver by an error other than `Unavailable` (a 403, say): the
             // model's network fails only with `Unavailable`, whose renewal keeps reading back
@@ -673,6 +704,22 @@ impl LeaseModel {
                 Phase::Idle
             }
         };
+    }
+
+    /// Holder `c` of `epoch` reads `KEY.yield` after a landed renewal (the driver's read, here
+    /// at once) and is told what its [`YieldWatch`] says.
+    fn read_yield(&self, s: &mut State, c: usize, epoch: u64) {
+        let bytes = s.yield_object.as_ref().map(LeaseYield::to_bytes);
+        if s.clients[c]
+            .yield_watch
+            .read(epoch, bytes.as_deref())
+            .is_some()
+        {
+            s.yield_told = true;
+            if !s.asked.contains(&epoch) {
+                s.yield_told_other = true;
+            }
+        }
     }
 
     /// Deliver an answer to client `c`.
@@ -782,6 +829,7 @@ impl Model for LeaseModel {
                         retry_at: None,
                         released: None,
                         preempt_target: None,
+                        yield_watch: YieldWatch::default(),
                     };
                     self.clients
                 ],
@@ -799,6 +847,12 @@ impl Model for LeaseModel {
                 preempted: vec![],
                 learned_preempted: false,
                 waited_for_preempted: false,
+                yield_object: None,
+                asking: None,
+                asks: 0,
+                asked: vec![],
+                yield_told: false,
+                yield_told_other: false,
                 seen: 0,
             })
             .collect()
@@ -895,6 +949,13 @@ impl Model for LeaseModel {
         if s.breaks < self.breaks && s.store.is_some() {
             actions.push(Action::Break);
         }
+        if s.asks < self.yield_asks {
+            actions.push(if s.asking.is_none() {
+                Action::AskYieldRead
+            } else {
+                Action::AskYieldWrite
+            });
+        }
         if s.t < self.max_time && !due {
             actions.push(Action::Tick);
         }
@@ -916,6 +977,7 @@ impl Model for LeaseModel {
                 let known = released.as_ref().map_or(0, |(_, r)| r.epoch);
                 let m = Acquirer::new(self.plan(c), known, released, now);
                 s.clients[c].preempt_target = None;
+                s.clients[c].yield_watch = YieldWatch::default();
                 self.acquirer_step(&mut s, c, m, Event::Start);
             }
             Action::Deliver(c) => {
@@ -999,6 +1061,33 @@ impl Model for LeaseModel {
             Action::Delete => {
                 s.deletes += 1;
                 s.store = None;
+            }
+            // `yielding::ask_lease`: a held record names the tenure asked; anything else asks
+            // nobody (nothing is written, the ask is not spent).
+            Action::AskYieldRead => {
+                let held = s.store.as_ref().and_then(|o| {
+                    match Record::parse(Some(&o.bytes), o.bytes.len() as u64) {
+                        lease::record::Parsed::Valid(r) if r.state == RecordState::Held => {
+                            Some(r.epoch)
+                        }
+                        _ => None,
+                    }
+                });
+                let epoch = held?;
+                s.asking = Some(epoch);
+                if !s.asked.contains(&epoch) {
+                    s.asked.push(epoch);
+                    s.asked.sort_unstable();
+                }
+            }
+            Action::AskYieldWrite => {
+                let epoch = s.asking.take()?;
+                s.asks += 1;
+                s.yield_object = Some(LeaseYield {
+                    epoch,
+                    by: "ops".into(),
+                    reason: None,
+                });
             }
             Action::DeliverOrphan(i) => {
                 let req = s.orphans.remove(i);
@@ -1108,6 +1197,16 @@ impl Model for LeaseModel {
                 |_, s: &State| !s.waited_for_preempted,
             ));
         }
+        if self.yield_asks > 0 {
+            properties.push(Property::always(
+                "a holder is told only of a yield request made of its own tenure",
+                |_, s: &State| !s.yield_told_other,
+            ));
+            properties.push(Property::sometimes(
+                "a holder is told to yield",
+                |_, s: &State| s.yield_told,
+            ));
+        }
         if self.crashes && one_namespace {
             properties.push(Property::sometimes(
                 "a crashed holder is replaced within its ttl",
@@ -1206,6 +1305,7 @@ pub fn base() -> LeaseModel {
         date_ahead: 0,
         witnesses: false,
         preempting: None,
+        yield_asks: 0,
     }
 }
 

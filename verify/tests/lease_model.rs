@@ -45,6 +45,27 @@ fn a_preemption_keeps_epochs_increasing_and_the_preempted_holder_learns_of_it() 
 }
 
 #[test]
+fn a_plain_leases_yield_request_reaches_only_the_tenure_it_asked() {
+    // An operator asks (`lease yield`: read the record, write `KEY.yield` naming the epoch it
+    // showed held; the write may land after that tenure ended); both clients listen, reading
+    // the object after each landed renewal. Under one fault of the first holder's requests
+    // (its release or renewal held up, landing late, its answer lost): a holder is told only of a
+    // request made of its own tenure, and one sometimes is (5 s: the asker's read before a
+    // release, the next holder's renewal after its write, fit twice). `LEASE_MODEL=deep` asks
+    // twice, adds crashes and goes to 6 s (11.5 million states, 292 s). Its negative control is
+    // `a_yield_request_for_any_tenure_reaches_a_later_holder`.
+    let m = LeaseModel {
+        yield_asks: if deep() { 2 } else { 1 },
+        max_faults: 1,
+        faulty: if deep() { None } else { Some(0) },
+        crashes: deep(),
+        max_time: if deep() { 6 } else { 5 },
+        ..base()
+    };
+    check(m, "plain lease yield");
+}
+
+#[test]
 fn mutual_exclusion_with_a_clock_running_slow_within_the_grace() {
     let m = LeaseModel {
         drift: true,

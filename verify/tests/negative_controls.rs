@@ -50,6 +50,7 @@
 //! | a hint only starts a read (`HintTakenAsGrant`, issue 23) | `a_hint_taken_as_a_grant_makes_two_holders` |
 //! | a yield request belongs to the tenures it names (`YieldOutlivesTenure`, issue 23) | `a_yield_request_that_outlives_its_tenure_reaches_a_later_holder` |
 //! | a preemption lost to a renewal is sent again (`PreemptOncePerCall`, CI stop 38) | `a_preemption_spent_on_a_renewal_race_waits_…` |
+//! | a plain lease's yield request names its tenure (`LeaseYieldAnyTenure`, issue 23) | `a_yield_request_for_any_tenure_reaches_a_later_holder` |
 //!
 //! And for what a new user trips over (issue 28):
 //!
@@ -188,6 +189,29 @@ fn a_preemption_spent_on_a_renewal_race_waits_for_the_holder_it_set_out_to_displ
             properties,
             Some(Mutant::PreemptOncePerCall),
             "preemption spent"
+        ),
+        Some(properties[0])
+    );
+}
+
+/// Issue 23: a plain lease's holder that takes any yield request for its own, whatever epoch
+/// it names, is told of a request made of an earlier tenure (the asker read the record, the
+/// holder released, the next holder renewed, then read the request); the fixed model is the
+/// check `a_plain_leases_yield_request_reaches_only_the_tenure_it_asked`.
+#[test]
+fn a_yield_request_for_any_tenure_reaches_a_later_holder() {
+    let m = LeaseModel {
+        yield_asks: 1,
+        max_time: 5,
+        ..base()
+    };
+    let properties = &["a holder is told only of a yield request made of its own tenure"];
+    assert_eq!(
+        violated(
+            m,
+            properties,
+            Some(Mutant::LeaseYieldAnyTenure),
+            "plain lease yield"
         ),
         Some(properties[0])
     );

@@ -116,6 +116,10 @@ pub enum Mutant {
     /// preemption that lost the race with the holder's renewal is spent, and the acquirer
     /// waits for the live holder it set out to displace (CI stop 38).
     PreemptOncePerCall = 51,
+    /// Yield for a plain lease (issue 23): the holder takes any request in `KEY.yield` for its
+    /// own, whatever epoch it names, so a request written for a tenure that has ended (the
+    /// asker read the record, then the holder released) reaches the next holder.
+    LeaseYieldAnyTenure = 52,
 }
 
 #[cfg(feature = "negative-controls")]
