@@ -555,23 +555,24 @@ async fn doctor_refuses_a_server_that_ignores_conditions() {
 
 /// CI stop 38: a preemption that loses the race with the live holder's renewal is sent again
 /// and takes the lease; it does not wait for a holder that never lets go. The preemptor's read
-/// is answered 800 ms late (within its 1 s request timeout), so the holder (ttl 900 ms:
-/// renewing every 300 ms, straight to the server) has renewed before the preemption, written
-/// over the version read, arrives: its condition fails (412). Before the fix the acquirer
-/// then waited by the usual rules, for ever (here: until its 20 s wait ran out).
+/// is answered 2 s late (within its 3 s request timeout), so the holder (ttl 3 s: renewing
+/// every second, straight to the server) has renewed before the preemption, written over the
+/// version read, arrives: its condition fails (412). Before the fix the acquirer then waited
+/// by the usual rules, for ever (here: until its 20 s wait ran out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_preemption_that_loses_to_a_renewal_is_sent_again_and_takes_the_lease() {
     for (server, url) in servers() {
         let key = unique("preempt-race");
         let holder = Client::new(open(&url));
         let held = holder
-            .acquire(&key, &LeaseOptions::new(Duration::from_millis(900)))
+            .acquire(&key, &LeaseOptions::new(Duration::from_secs(3)))
             .await
             .unwrap();
         let (proxy, store) = proxy_for(&url).await;
-        proxy.push(On::Get, Fault::DelayReply(Duration::from_millis(800)));
+        proxy.push(On::Get, Fault::DelayReply(Duration::from_secs(2)));
         let preemptor = Client::new(store);
         let opts = LeaseOptions::new(Duration::from_secs(6))
+            .request_timeout(Duration::from_secs(3))
             .wait(Duration::from_secs(20))
             .preempt(lease::Preempt::EveryEffectFenced);
         let taken = preemptor.acquire(&key, &opts).await;
