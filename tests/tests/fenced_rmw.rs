@@ -22,6 +22,11 @@ use lease_systests::proxy::{endpoint_addr, error_reply, Fault, FaultProxy, Rando
 /// holders renew every second at least (ttl 3 s).
 const TTL_MS: u64 = 1000;
 const GCS_TTL_MS: u64 = 3000;
+/// The session ttl of queued-lock workers whose lapse the scenario does not wait for (they only
+/// wait, or hold while another is stopped): at 1 s (a 166 ms request timeout), moto on a loaded
+/// machine answered a waiter's renewals late often enough for its session to lapse ("gave up
+/// waiting …: its session lapsed", 1 run in 6 beside two busy cores).
+const SLACK_TTL_MS: u64 = 3000;
 
 /// A `lease-contender step` worker, driven one command at a time.
 struct Worker {
@@ -507,7 +512,7 @@ fn holders_of_disjoint_ranges_do_not_fence_each_other() {
     let dir = tempfile::tempdir().unwrap();
     for (name, url, key, ttl) in queue_stores(dir.path(), "ranges") {
         let mut a = Worker::start_with(&url, ttl, &["range=0..100"]);
-        let mut b = Worker::start_with(&url, ttl, &["range=100..200"]);
+        let mut b = Worker::start_with(&url, ttl.max(SLACK_TTL_MS), &["range=100..200"]);
         let ea: u64 = a.ask("acquire")["acquired ".len()..].parse().unwrap();
         let eb: u64 = b.ask("acquire")["acquired ".len()..].parse().unwrap();
         assert!(eb > ea, "{name}");
@@ -526,7 +531,7 @@ fn holders_of_disjoint_ranges_do_not_fence_each_other() {
         // a, continued, is fenced.
         assert_eq!(b.ask("release"), "released");
         a.signal(libc::SIGSTOP);
-        let mut c = Worker::start_with(&url, ttl, &["range=50..150"]);
+        let mut c = Worker::start_with(&url, ttl.max(SLACK_TTL_MS), &["range=50..150"]);
         assert!(c.ask("acquire").starts_with("acquired"), "{name}");
         assert_eq!(c.ask(&format!("append {key} c1")), "ok", "{name}");
         a.signal(libc::SIGCONT);
@@ -555,7 +560,7 @@ fn stale_writer_under_readers(url: &str, key: &str, ttl_ms: u64, fence: bool) ->
     writer.signal(libc::SIGSTOP);
     let read = if fence { "read" } else { "get" };
     let mut readers: Vec<Worker> = (0..2)
-        .map(|_| Worker::start_with(url, ttl_ms, &["shared"]))
+        .map(|_| Worker::start_with(url, ttl_ms.max(SLACK_TTL_MS), &["shared"]))
         .collect();
     for r in &mut readers {
         // Granted once the stopped writer's session lapsed and it was removed.
