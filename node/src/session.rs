@@ -355,6 +355,11 @@ impl SharedGrant {
         g
     }
 
+    /// What fences this grant's fenced operations.
+    fn fences(&self) -> crate::fence::Fences {
+        crate::fence::Fences::Grant(Arc::clone(&self.slot))
+    }
+
     /// Leave the registry (released, or lost: nothing left to keep held).
     fn forget(&self) {
         let gone = with_open(|o| {
@@ -457,6 +462,48 @@ impl SharedGrant {
     #[napi]
     pub fn ensure_held(&self, env: &Env) -> Result<()> {
         self.slot.ensure_held().map_err(|e| error::to_napi(env, &e))
+    }
+
+    /// Write `data` at `key` under this grant's token, as `Lease.fencedPut` (exclusive grants
+    /// only): `key` is read like a relative path from the lock's directory (`x` beside the
+    /// lock, `../x` one level up, `/x` from the store's root); a holder with a later grant of
+    /// this lock that wrote it makes this reject with `LEASE_FENCED`. Resolves to the new
+    /// version. With `options.ifVersion` / `options.ifAbsent: true`, only if the object is
+    /// still at that version / does not exist; otherwise reject with `LEASE_CONFLICT`.
+    #[napi(
+        ts_args_type = "key: string, data: string | Uint8Array | ArrayBuffer, options?: FencedPutOptions",
+        ts_return_type = "Promise<string>"
+    )]
+    pub fn fenced_put<'e>(
+        &self,
+        env: &'e Env,
+        key: String,
+        data: napi::bindgen_prelude::Buffer,
+        options: Option<crate::fence::FencedPutOptions>,
+    ) -> Result<Unknown<'e>> {
+        crate::fence::put(env, self.fences(), key, data, options)
+    }
+
+    /// Read the object `key` names for this grant, beside its lock (what `fencedUpdate` reads).
+    #[napi(js_name = "_fencedGet", skip_typescript)]
+    pub fn fenced_get<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
+        crate::fence::get(env, self.fences(), key, crate::fence::Read::Plain)
+    }
+
+    /// Read `key` and fence it with this grant's token, as `Lease.fencedRead`: from then on no
+    /// holder whose grant ended before this one began can change it. Rejects with
+    /// `LEASE_FENCED` when a later conflicting grant wrote or fenced it (this grant has ended).
+    #[napi(ts_return_type = "Promise<FencedObject | null>")]
+    pub fn fenced_read<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
+        crate::fence::get(env, self.fences(), key, crate::fence::Read::Fenced)
+    }
+
+    /// Delete `key` unless a holder with a later grant of this lock has written it (then
+    /// `LEASE_FENCED`), as `Lease.fencedDelete`. Resolves to false if there was nothing to
+    /// delete. Needs a store with conditional deletes, else rejects with `LEASE_STORE`.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn fenced_delete<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
+        crate::fence::delete(env, self.fences(), key)
     }
 
     /// Release this grant alone (idempotent): its leave grants the next waiter, and the
