@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{invalid, to_py, IntoPyResult};
+use crate::fence::{self, Expected, Fences, Read};
 use crate::options::{self, Options};
 use crate::runtime::{self, block, Pending};
 use lease::{
@@ -386,6 +387,30 @@ impl GrantCore {
     fn owned(&self) -> Option<Arc<SharedGrant>> {
         (!self.forked()).then(|| Arc::clone(&self.grant))
     }
+
+    /// `LeaseLost` in a forked child: it does not hold its parent's grants.
+    fn inherited_error(&self) -> PyErr {
+        to_py(
+            Error::new(
+                ErrorKind::Lost,
+                format!(
+                    "{} (token {}) was acquired by process {} before os.fork(): a forked \
+                     child does not hold its parent's grants",
+                    self.url, self.epoch, self.pid
+                ),
+            )
+            .with_lease(&self.url)
+            .with_epoch(self.epoch),
+        )
+    }
+
+    /// What fences this grant's fenced operations (not in a forked child).
+    fn fences(&self) -> PyResult<Fences> {
+        match self.owned() {
+            Some(g) => Ok(Fences::Grant(g)),
+            None => Err(self.inherited_error()),
+        }
+    }
 }
 
 #[pymethods]
@@ -466,20 +491,87 @@ impl GrantCore {
     /// `None` while held; else raise `LeaseLost` naming why (lost, or released).
     fn ensure_held(&self) -> PyResult<()> {
         if self.forked() {
-            return Err(to_py(
-                Error::new(
-                    ErrorKind::Lost,
-                    format!(
-                        "{} (token {}) was acquired by process {} before os.fork(): a forked \
-                         child does not hold its parent's grants",
-                        self.url, self.epoch, self.pid
-                    ),
-                )
-                .with_lease(&self.url)
-                .with_epoch(self.epoch),
-            ));
+            return Err(self.inherited_error());
         }
         self.grant.ensure_held().py()
+    }
+
+    /// Write `data` at `key` under this grant's token, as `Lease.fenced_put` (exclusive
+    /// grants only; `key` placed beside the lock); `Fenced` once a later grant of the lock
+    /// wrote it. Returns the object's new version.
+    #[pyo3(signature = (key, data, *, if_version = None, if_absent = None))]
+    fn fenced_put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        if_version: Option<&Bound<'_, PyAny>>,
+        if_absent: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<String> {
+        let expected = Expected::from_args(if_version, if_absent)?;
+        fence::put(py, self.fences()?, key, data, expected)
+    }
+
+    #[pyo3(signature = (key, data, done, if_version = None, if_absent = None))]
+    fn _fenced_put_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+        if_version: Option<&Bound<'_, PyAny>>,
+        if_absent: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Pending> {
+        let expected = Expected::from_args(if_version, if_absent)?;
+        fence::put_start(py, self.fences()?, key, data, expected, done)
+    }
+
+    /// Read `key` beside the lock (a dict for `lease.FencedObject`, or None): what
+    /// `fenced_update` reads.
+    fn _fenced_get(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        fence::get_in(py, self.fences()?, key, Read::Plain)
+    }
+
+    fn _fenced_get_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        fence::get_in_start(py, self.fences()?, key, Read::Plain, done)
+    }
+
+    /// Read `key` and fence it with this grant's token, as `Lease.fenced_read`.
+    fn fenced_read<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        fence::read_object(py, self.fences()?, key)
+    }
+
+    fn _fenced_read_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        fence::get_in_start(py, self.fences()?, key, Read::Fenced, done)
+    }
+
+    /// Delete `key` unless a later grant of the lock wrote it (`Fenced`); false if it did not
+    /// exist.
+    fn fenced_delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        fence::delete(py, self.fences()?, key)
+    }
+
+    fn _fenced_delete_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        fence::delete_start(py, self.fences()?, key, done)
     }
 
     /// Release it alone (idempotent): its belief ends at once, its leave grants the next
