@@ -753,10 +753,11 @@ char *lease_shared_grant_lost_kind(const struct lease_shared_grant *g);
 enum lease_code lease_shared_grant_ensure_held(const struct lease_shared_grant *g,
                                                struct lease_error **err);
 
-// Release the grant alone (idempotent: releasing a released grant returns `LEASE_OK`): it is
-// no longer held from now on, its leave grants the next waiter, and the session's other grants
-// stay held. Returns `LEASE_LOST` if the grant was lost before it was released (whatever was
-// done under it may have overlapped with another holder). Blocks. The handle stays valid:
+// Release the grant alone (idempotent, as `lease_release`: a second call sends nothing and
+// returns what the first did, `LEASE_OK`, or `LEASE_LOST` again for a grant lost before): it
+// is no longer held from now on, its leave grants the next waiter, and the session's other
+// grants stay held. Returns `LEASE_LOST` if the grant was lost before it was released
+// (whatever was done under it may have overlapped with another holder). Blocks. The handle stays valid:
 // free it with `lease_shared_grant_free`.
 //
 // # Safety

@@ -97,6 +97,18 @@ export interface Session {
 export interface SharedGrant {
   /** `release()`: what `await using` calls. */
   [Symbol.asyncDispose](): Promise<void>
+  /**
+   * Read-modify-write `key` under this grant's token without losing updates, as
+   * `Lease.fencedUpdate`: `fn` gets the object now (or `null`) and returns the new contents (or
+   * a promise of them), written only if nobody wrote in between; on `LEASE_CONFLICT` it reads
+   * and calls `fn` again, up to 32 times with a short random pause, then rejects with
+   * `LEASE_UNAVAILABLE`. Rejects with `LEASE_FENCED` when a later holder of the lock wrote the
+   * object. Resolves to the new version.
+   */
+  fencedUpdate(
+    key: string,
+    fn: (old: FencedObject | null) => string | Uint8Array | ArrayBuffer | PromiseLike<string | Uint8Array | ArrayBuffer>,
+  ): Promise<string>
 }
 
 /**
@@ -380,6 +392,27 @@ export declare class SharedGrant {
    */
   ensureHeld(): void
   /**
+   * Write `data` at `key` under this grant's token, as `Lease.fencedPut` (exclusive grants
+   * only): `key` is read like a relative path from the lock's directory (`x` beside the
+   * lock, `../x` one level up, `/x` from the store's root); a holder with a later grant of
+   * this lock that wrote it makes this reject with `LEASE_FENCED`. Resolves to the new
+   * version. With `options.ifVersion` / `options.ifAbsent: true`, only if the object is
+   * still at that version / does not exist; otherwise reject with `LEASE_CONFLICT`.
+   */
+  fencedPut(key: string, data: string | Uint8Array | ArrayBuffer, options?: FencedPutOptions): Promise<string>
+  /**
+   * Read `key` and fence it with this grant's token, as `Lease.fencedRead`: from then on no
+   * holder whose grant ended before this one began can change it. Rejects with
+   * `LEASE_FENCED` when a later conflicting grant wrote or fenced it (this grant has ended).
+   */
+  fencedRead(key: string): Promise<FencedObject | null>
+  /**
+   * Delete `key` unless a holder with a later grant of this lock has written it (then
+   * `LEASE_FENCED`), as `Lease.fencedDelete`. Resolves to false if there was nothing to
+   * delete. Needs a store with conditional deletes, else rejects with `LEASE_STORE`.
+   */
+  fencedDelete(key: string): Promise<boolean>
+  /**
    * Release this grant alone (idempotent): its leave grants the next waiter, and the
    * session's other grants stay held. Rejects with `LEASE_LOST` if it was lost before (what
    * was done under it may have overlapped with another holder).
@@ -453,7 +486,7 @@ export interface FencedObject {
   holder: string | null
 }
 
-/** Options of `Lease.fencedPut`: write only if the object is as the caller read it. */
+/** Options of `fencedPut` (a `Lease`'s or a `SharedGrant`'s): write only if the object is as the caller read it. */
 export interface FencedPutOptions {
   /**
    * Write only if the object is still at this version (the `version` of a `fencedGet`

@@ -473,13 +473,6 @@ function putOptions(options) {
   return out;
 }
 
-const nativeFencedPut = Lease.prototype.fencedPut;
-defineMethod(Lease.prototype, 'fencedPut', async function fencedPut(key, data, options) {
-  checkString(key, 'key');
-  const bytes = dataBytes(data);
-  return nativeFencedPut.call(this, key, bytes, putOptions(options));
-});
-
 // fencedUpdate: a read-modify-write that loses no update. It writes conditionally on the
 // version it read (or on absence), and on LEASE_CONFLICT reads again and calls `fn` again, a
 // bounded number of times with a short random pause, as the core's fenced_update does. In
@@ -502,34 +495,45 @@ function gaveUp(key, conflict) {
   return e;
 }
 
-defineMethod(Lease.prototype, 'fencedUpdate', async function fencedUpdate(key, fn) {
-  checkString(key, 'key');
-  if (typeof fn !== 'function') throw typeError(`The "fn" argument must be a function, not ${describe(fn)}`);
-  let pause = updatePolicy.firstPauseMs;
-  for (let attempt = 1; ; attempt++) {
-    const old = await this._fencedGet(key);
-    const bytes = dataBytes(await fn(old));
-    const expect = old === null ? { ifAbsent: true } : { ifVersion: old.version };
-    try {
-      return await nativeFencedPut.call(this, key, bytes, expect);
-    } catch (e) {
-      if (!e || e.code !== 'LEASE_CONFLICT') throw e;
-      if (attempt >= updatePolicy.attempts) throw gaveUp(key, e);
-      await sleep(pause * (0.5 + Math.random() / 2));
-      pause = Math.min(pause * 2, updatePolicy.longestPauseMs);
+// The fenced operations of a Lease and of a SharedGrant: the same checks and the same
+// fencedUpdate over each one's native methods.
+for (const Holder of [Lease, SharedGrant]) {
+  const nativeFencedPut = Holder.prototype.fencedPut;
+  defineMethod(Holder.prototype, 'fencedPut', async function fencedPut(key, data, options) {
+    checkString(key, 'key');
+    const bytes = dataBytes(data);
+    return nativeFencedPut.call(this, key, bytes, putOptions(options));
+  });
+
+  defineMethod(Holder.prototype, 'fencedUpdate', async function fencedUpdate(key, fn) {
+    checkString(key, 'key');
+    if (typeof fn !== 'function') throw typeError(`The "fn" argument must be a function, not ${describe(fn)}`);
+    let pause = updatePolicy.firstPauseMs;
+    for (let attempt = 1; ; attempt++) {
+      const old = await this._fencedGet(key);
+      const bytes = dataBytes(await fn(old));
+      const expect = old === null ? { ifAbsent: true } : { ifVersion: old.version };
+      try {
+        return await nativeFencedPut.call(this, key, bytes, expect);
+      } catch (e) {
+        if (!e || e.code !== 'LEASE_CONFLICT') throw e;
+        if (attempt >= updatePolicy.attempts) throw gaveUp(key, e);
+        await sleep(pause * (0.5 + Math.random() / 2));
+        pause = Math.min(pause * 2, updatePolicy.longestPauseMs);
+      }
     }
-  }
-});
+  });
 
-const nativeFencedRead = Lease.prototype.fencedRead;
-defineMethod(Lease.prototype, 'fencedRead', async function fencedRead(key) {
-  return nativeFencedRead.call(this, checkString(key, 'key'));
-});
+  const nativeFencedRead = Holder.prototype.fencedRead;
+  defineMethod(Holder.prototype, 'fencedRead', async function fencedRead(key) {
+    return nativeFencedRead.call(this, checkString(key, 'key'));
+  });
 
-const nativeFencedDelete = Lease.prototype.fencedDelete;
-defineMethod(Lease.prototype, 'fencedDelete', async function fencedDelete(key) {
-  return nativeFencedDelete.call(this, checkString(key, 'key'));
-});
+  const nativeFencedDelete = Holder.prototype.fencedDelete;
+  defineMethod(Holder.prototype, 'fencedDelete', async function fencedDelete(key) {
+    return nativeFencedDelete.call(this, checkString(key, 'key'));
+  });
+}
 
 defineMethod(Lease.prototype, Symbol.asyncDispose, function asyncDispose() {
   return this.release();

@@ -38,14 +38,10 @@ type SessionOptions struct {
 type Session struct {
 	mu  sync.RWMutex
 	ptr *C.lease_session
-	// closing is closed by Close: it cancels the Acquires still waiting (liblease's
-	// lease_session_close does not end them).
-	closing   chan struct{}
-	closeOnce sync.Once
-	sid       string
-	key       string
-	url       string
-	ttl       time.Duration
+	sid string
+	key string
+	url string
+	ttl time.Duration
 }
 
 // OpenSession opens a shared session on the store at url (s3://BUCKET?options, file:///DIR,
@@ -104,12 +100,11 @@ func (s *Store) OpenSession(ctx context.Context, opts SessionOptions) (*Session,
 		return nil, err
 	}
 	session := &Session{
-		ptr:     ptr,
-		closing: make(chan struct{}),
-		sid:     C.GoString(C.lease_session_sid(ptr)),
-		key:     C.GoString(C.lease_session_key(ptr)),
-		url:     C.GoString(C.lease_session_url(ptr)),
-		ttl:     time.Duration(C.lease_session_ttl_ms(ptr)) * time.Millisecond,
+		ptr: ptr,
+		sid: C.GoString(C.lease_session_sid(ptr)),
+		key: C.GoString(C.lease_session_key(ptr)),
+		url: C.GoString(C.lease_session_url(ptr)),
+		ttl: time.Duration(C.lease_session_ttl_ms(ptr)) * time.Millisecond,
 	}
 	// Closing blocks: a finalizer must not hold up the others.
 	runtime.SetFinalizer(session, func(s *Session) { go func() { _ = s.Close() }() })
@@ -193,7 +188,7 @@ func (s *Session) Acquire(ctx context.Context, lock string, opts *Options) (*Sha
 		return nil, err
 	}
 	byDeadline := setWait(ctx, &copts, false)
-	stopCancel, err := cancelWhenDone(ctx, &copts, s.closing)
+	stopCancel, err := cancelWhenDone(ctx, &copts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -209,17 +204,9 @@ func (s *Session) Acquire(ctx context.Context, lock string, opts *Options) (*Sha
 	var cerr *C.lease_error
 	code := C.lease_session_acquire(s.ptr, clock, &copts, &ptr, &cerr)
 	if err := takeError(code, cerr); err != nil {
-		e := waitError(ctx, err, byDeadline).(*Error)
-		select {
-		case <-s.closing:
-			if e.Code == CodeCancelled && ctx.Err() == nil {
-				e.Code = CodeInvalid
-				e.Message = "the shared session was closed while this Acquire waited: open " +
-					"another (OpenSession) to acquire more"
-			}
-		default:
-		}
-		return nil, e
+		// A Close meanwhile ends it in liblease (the core's close ends the acquisitions
+		// waiting through the session): ErrInvalid, "closed while this acquisition waited".
+		return nil, waitError(ctx, err, byDeadline)
 	}
 	token, err := ParseToken(C.GoString(C.lease_shared_grant_token(ptr)))
 	if err != nil {
@@ -249,9 +236,8 @@ func (s *Session) Acquire(ctx context.Context, lock string, opts *Options) (*Sha
 // the session's record is released and deleted. Its grants are no longer held
 // (their Close is still harmless). Closing twice is harmless.
 func (s *Session) Close() error {
-	// The Acquires still waiting (each holds the read lock) are cancelled; the session is
-	// closed under the read lock too, then freed once they have returned.
-	s.closeOnce.Do(func() { close(s.closing) })
+	// The Acquires still waiting (each holds the read lock) are ended by the close, made
+	// under the read lock too; the session is freed once they have returned.
 	var err error
 	s.mu.RLock()
 	if s.ptr != nil {

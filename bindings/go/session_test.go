@@ -486,7 +486,7 @@ func TestSessionCloseEndsAWaitingAcquire(t *testing.T) {
 	select {
 	case err := <-result:
 		e := expectErr(t, err, ErrInvalid)
-		if !strings.Contains(e.Message, "closed while this Acquire waited") {
+		if !strings.Contains(e.Message, "closed while this acquisition waited") {
 			t.Fatalf("%q", e.Message)
 		}
 	case <-time.After(30 * time.Second):

@@ -193,8 +193,10 @@ pub struct SharedGrant {
     fence_versions: Mutex<HashMap<String, Known>>,
     /// The latest yield request that named this grant.
     yields: Arc<YieldSender>,
-    /// Released by [`SharedGrant::release`] (else released when dropped).
-    released: bool,
+    /// Set when the first [`SharedGrant::release`] is done: the loss it found (`None`: it
+    /// was released while not lost). Unset: released when dropped. Concurrent releases wait
+    /// for the first: one leave.
+    released: tokio::sync::OnceCell<Option<LostReason>>,
 }
 
 impl SharedGrant {
@@ -216,7 +218,7 @@ impl SharedGrant {
             grant,
             fence_versions: Mutex::default(),
             yields,
-            released: false,
+            released: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -279,13 +281,28 @@ impl SharedGrant {
                 .is_some_and(|g| now < g.deadline())
     }
 
-    /// `Ok` while held; else the `Lost` error naming why.
+    /// `Ok` while held; else the `Lost` error naming why: its loss, its release (by
+    /// [`SharedGrant::release`], or with its session by [`SharedSession::close`]), or a belief
+    /// that lapsed.
     pub fn ensure_held(&self) -> Result<()> {
         if self.is_held() {
             return Ok(());
         }
-        let reason = self.lost_reason().unwrap_or(LostReason::Expired);
-        Err(reason.error(&self.grant.url, self.grant.token))
+        let (url, epoch) = (&self.grant.url, self.grant.token);
+        let released = |how: &str| {
+            Error::new(
+                ErrorKind::Lost,
+                format!("{url} (token {epoch}) was released{how}: it is no longer held"),
+            )
+            .with_lease(url)
+            .with_epoch(epoch)
+        };
+        Err(match self.lost_reason() {
+            Some(reason) => reason.error(url, epoch),
+            None if self.released.initialized() => released(""),
+            None if self.attachment.released() => released(" when its session was closed"),
+            None => LostReason::Expired.error(url, epoch),
+        })
     }
 
     /// Its loss, once (with its session's, or its own: the lock's record no longer lists it).
@@ -293,8 +310,18 @@ impl SharedGrant {
         self.attachment.lost().await
     }
 
+    /// Why it was lost, or `None` while it is not; after its release, the loss that release
+    /// found (`None`: released while not lost).
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.attachment.lost_reason()
+        match self.released.get() {
+            Some(at_release) => at_release.clone(),
+            None => self.attachment.lost_reason(),
+        }
+    }
+
+    /// Whether [`SharedGrant::release`] was called and is done.
+    pub fn is_released(&self) -> bool {
+        self.released.initialized()
     }
 
     /// The latest yield request that named this grant, if any (as
@@ -400,13 +427,35 @@ impl SharedGrant {
     /// Release it alone: its belief ends at once, its leave grants the next waiter, and its
     /// number leaves the session's attached set with the next renewal. The session's other
     /// grants stay held.
-    pub async fn release(mut self) -> Result<()> {
-        self.released = true;
-        let inner = self.attachment.session.inner.clone();
-        inner
-            .release_number(self.attachment.n, true)
-            .await
-            .map_err(|e| e.with_lease(&self.grant.url))
+    ///
+    /// As [`Lease::release`](crate::Lease::release): idempotent (calls at once share one
+    /// release, one leave; a later call sends nothing), and fails with
+    /// [`ErrorKind::Lost`] if the grant was lost before it was released (its loss's error,
+    /// every call): whatever was done under it may have overlapped with another holder. Its
+    /// leave and detach are done all the same. A leave that fails is returned by the call
+    /// that sent it and retried with the session's renewals (later calls do not send it
+    /// again).
+    pub async fn release(&self) -> Result<()> {
+        let mut sent = None;
+        let lost = {
+            let sent = &mut sent;
+            self.released
+                .get_or_init(|| async move {
+                    let lost = self.attachment.lost_reason();
+                    let inner = &self.attachment.session.inner;
+                    *sent = Some(inner.release_number(self.attachment.n, true).await);
+                    lost
+                })
+                .await
+        };
+        let (url, epoch) = (&self.grant.url, self.grant.token);
+        if let Some(Err(e)) = sent {
+            return Err(e.with_lease(url));
+        }
+        match lost {
+            Some(reason) => Err(reason.error(url, epoch)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -415,7 +464,7 @@ impl SharedGrant {
 /// runtime in use, and its number detached with the next renewal.
 impl Drop for SharedGrant {
     fn drop(&mut self) {
-        if self.released {
+        if self.released.initialized() {
             return;
         }
         let inner = self.attachment.session.inner.clone();
@@ -806,6 +855,12 @@ impl Attachment {
             Slot::Lost(reason) => Some(reason.clone()),
             _ => None,
         }
+    }
+
+    /// Whether it was released (by its holder, or with its session by
+    /// [`SharedSession::close`]).
+    pub fn released(&self) -> bool {
+        *self.slot.borrow() == Slot::Released
     }
 
     /// Release it: its belief ends at once; its leave is sent (when `joined`: a join naming

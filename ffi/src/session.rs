@@ -9,13 +9,11 @@
 //! leaked there). The API and its behaviour are those of the Python binding's
 //! (`python/src/session.rs`).
 
-use lease_core::{
-    Error, ErrorKind, LostReason, SessionOptions, SharedGrant, SharedSession, StoreUrl,
-};
+use lease_core::{SessionOptions, SharedGrant, SharedSession, StoreUrl};
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -80,18 +78,15 @@ pub struct lease_session {
 /// confirmations (no task of its own). Thread-safe.
 pub struct lease_shared_grant {
     rt: Arc<Rt>,
-    /// `None` once released.
-    grant: Mutex<Option<SharedGrant>>,
+    /// Its release, loss and idempotence are the core's (`SharedGrant::release(&self)`).
+    grant: SharedGrant,
     epoch: u64,
     mode: lease_mode,
-    url_text: String,
     key: CString,
     url: CString,
     id: CString,
     /// `URL#EPOCH@SID.N`, with the grant's mode and scope.
     token: CString,
-    /// Why it was lost, when it was before it was released.
-    lost_at_release: Mutex<Option<LostReason>>,
 }
 
 /// Open a shared session on `store` (docs/protocol.md §10, "Shared sessions: one heartbeat for
@@ -235,13 +230,11 @@ pub unsafe extern "C" fn lease_session_acquire(
                 lease_core::Mode::Exclusive => lease_mode::LEASE_MODE_EXCLUSIVE,
                 lease_core::Mode::Shared => lease_mode::LEASE_MODE_SHARED,
             },
-            url_text: grant.url().to_string(),
             key: c_string(grant.key()),
             url: c_string(grant.url()),
             id: c_string(grant.id()),
             token: c_string(&grant.token().to_string()),
-            grant: Mutex::new(Some(grant)),
-            lost_at_release: Mutex::new(None),
+            grant,
         });
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { *out = Box::into_raw(g) };
@@ -399,18 +392,6 @@ pub unsafe extern "C" fn lease_session_lost_reason(session: *const lease_session
 // ---------------------------------------------------------------------------------------------
 // A grant held through a session
 
-impl lease_shared_grant {
-    fn lost_reason_now(&self) -> Option<LostReason> {
-        if let Some(g) = &*self.grant.lock().unwrap_or_else(|p| p.into_inner()) {
-            return g.lost_reason();
-        }
-        self.lost_at_release
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-}
-
 /// The grant's fencing epoch: strictly increasing per lock, unchanged by renewals and release
 /// (0 when `g` is NULL). Hand it to resources that check it.
 ///
@@ -490,8 +471,7 @@ pub unsafe extern "C" fn lease_shared_grant_held(g: *const lease_shared_grant) -
     quiet(0, || {
         // SAFETY: the caller's contract.
         let g = unsafe { g.as_ref() }?;
-        let guard = g.grant.lock().unwrap_or_else(|p| p.into_inner());
-        Some(c_int::from(guard.as_ref().is_some_and(|g| g.is_held())))
+        Some(c_int::from(g.grant.is_held()))
     })
 }
 
@@ -506,7 +486,7 @@ pub unsafe extern "C" fn lease_shared_grant_lost_reason(
 ) -> *mut c_char {
     quiet(std::ptr::null_mut(), || {
         // SAFETY: the caller's contract.
-        let reason = unsafe { g.as_ref() }?.lost_reason_now()?;
+        let reason = unsafe { g.as_ref() }?.grant.lost_reason()?;
         Some(c_string(&reason.to_string()).into_raw())
     })
 }
@@ -521,7 +501,7 @@ pub unsafe extern "C" fn lease_shared_grant_lost_reason(
 pub unsafe extern "C" fn lease_shared_grant_lost_kind(g: *const lease_shared_grant) -> *mut c_char {
     quiet(std::ptr::null_mut(), || {
         // SAFETY: the caller's contract.
-        let reason = unsafe { g.as_ref() }?.lost_reason_now()?;
+        let reason = unsafe { g.as_ref() }?.grant.lost_reason()?;
         Some(c_string(reason.kind()).into_raw())
     })
 }
@@ -540,31 +520,15 @@ pub unsafe extern "C" fn lease_shared_grant_ensure_held(
     call(err, || {
         // SAFETY: the caller's contract.
         let g = unsafe { handle(g, "grant") }?;
-        let guard = g.grant.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(held) = &*guard {
-            return held.ensure_held().map_err(Failure::from);
-        }
-        drop(guard);
-        let e = match g.lost_reason_now() {
-            Some(reason) => reason.error(&g.url_text, g.epoch),
-            None => Error::new(
-                ErrorKind::Lost,
-                format!(
-                    "{} (token {}) was released: it is no longer held",
-                    g.url_text, g.epoch
-                ),
-            )
-            .with_lease(&g.url_text)
-            .with_epoch(g.epoch),
-        };
-        Err(e.into())
+        g.grant.ensure_held().map_err(Failure::from)
     })
 }
 
-/// Release the grant alone (idempotent: releasing a released grant returns `LEASE_OK`): it is
-/// no longer held from now on, its leave grants the next waiter, and the session's other grants
-/// stay held. Returns `LEASE_LOST` if the grant was lost before it was released (whatever was
-/// done under it may have overlapped with another holder). Blocks. The handle stays valid:
+/// Release the grant alone (idempotent, as `lease_release`: a second call sends nothing and
+/// returns what the first did, `LEASE_OK`, or `LEASE_LOST` again for a grant lost before): it
+/// is no longer held from now on, its leave grants the next waiter, and the session's other
+/// grants stay held. Returns `LEASE_LOST` if the grant was lost before it was released
+/// (whatever was done under it may have overlapped with another holder). Blocks. The handle stays valid:
 /// free it with `lease_shared_grant_free`.
 ///
 /// # Safety
@@ -578,18 +542,9 @@ pub unsafe extern "C" fn lease_shared_grant_release(
     call(err, || {
         // SAFETY: the caller's contract.
         let g = unsafe { handle(g, "grant") }?;
-        // Refused before the grant is taken out.
         not_on_runtime_thread()?;
-        let Some(grant) = g.grant.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-            return Ok(());
-        };
-        let lost = grant.lost_reason();
-        *g.lost_at_release.lock().unwrap_or_else(|p| p.into_inner()) = lost.clone();
-        g.rt.block_on(grant.release())??;
-        match lost {
-            Some(reason) => Err(reason.error(&g.url_text, g.epoch).into()),
-            None => Ok(()),
-        }
+        g.rt.block_on(g.grant.release())??;
+        Ok(())
     })
 }
 
@@ -612,17 +567,16 @@ pub unsafe extern "C" fn lease_shared_grant_free(g: *mut lease_shared_grant) {
         return;
     }
     let _ = catch_unwind(AssertUnwindSafe(move || {
-        let grant = b.grant.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(grant) = grant {
-            if on_runtime_thread() {
-                // Dropped on the runtime: the core sends its leave in the background.
-                let _entered = b.rt.runtime().enter();
-                drop(grant);
-            } else {
-                let _ = b.rt.block_on(grant.release());
-            }
+        if on_runtime_thread() {
+            // Dropped on the runtime: the core sends its leave in the background (nothing,
+            // when released).
+            let _entered = b.rt.runtime().enter();
+            drop(b);
+        } else {
+            // Released (nothing sent again when it was), then dropped.
+            let _ = b.rt.block_on(b.grant.release());
+            drop(b);
         }
-        drop(b);
     }));
 }
 

@@ -1,7 +1,8 @@
-//! Store-enforced fencing: `Lease.fencedPut` / `fencedDelete` (in `held.rs`), `fencedGet`,
-//! `parseToken`, and the `FencingGate` core. `Lease.fencedUpdate` is JavaScript (index.js),
-//! over `Lease._fencedGet` and the conditional `fencedPut`, so the caller's function runs on
-//! the JavaScript thread.
+//! Store-enforced fencing: the fenced operations of a `Lease` and of a `SharedGrant` (their
+//! methods in `held.rs` and `session.rs` call the one body here, given what fences: `Fences`),
+//! `fencedGet`, `parseToken`, and the `FencingGate` core. `fencedUpdate` is JavaScript
+//! (index.js), over `_fencedGet` and the conditional `fencedPut`, so the caller's function runs
+//! on the JavaScript thread.
 //!
 //! A refused write rejects with a `LEASE_FENCED` error whose `epoch` is the newer writer's; a
 //! conditional write whose expected version is gone rejects with `LEASE_CONFLICT`.
@@ -14,7 +15,133 @@ use napi_derive::napi;
 
 use crate::error;
 use crate::runtime;
+use lease::store::Version;
 use lease::{Client, FencingGate as CoreGate, FencingToken};
+
+/// What fences a write or a read: a plain lease (or a queued lock's grant held as one), or a
+/// grant held through a shared session. Their fenced operations are the core's, the same.
+#[derive(Clone)]
+pub enum Fences {
+    Lease(lease::Lease),
+    Grant(Arc<lease::SharedGrant>),
+}
+
+/// How `Fences::read` reads: plainly (what `fencedUpdate` reads), or fencing the object.
+#[derive(Clone, Copy)]
+pub enum Read {
+    Plain,
+    Fenced,
+}
+
+impl Fences {
+    fn object_url(&self, key: &str) -> lease::Result<String> {
+        match self {
+            Fences::Lease(l) => l.object_url(key),
+            Fences::Grant(g) => g.object_url(key),
+        }
+    }
+
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> lease::Result<Version> {
+        match self {
+            Fences::Lease(l) => l.fenced_put(key, bytes).await,
+            Fences::Grant(g) => g.fenced_put(key, bytes).await,
+        }
+    }
+
+    async fn put_if(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        expected: Option<&Version>,
+    ) -> lease::Result<Version> {
+        match self {
+            Fences::Lease(l) => l.fenced_put_if(key, bytes, expected).await,
+            Fences::Grant(g) => g.fenced_put_if(key, bytes, expected).await,
+        }
+    }
+
+    async fn read(&self, key: &str, how: Read) -> lease::Result<Option<lease::FencedObject>> {
+        match (self, how) {
+            (Fences::Lease(l), Read::Plain) => l.fenced_get(key).await,
+            (Fences::Lease(l), Read::Fenced) => l.fenced_read(key).await,
+            (Fences::Grant(g), Read::Plain) => g.fenced_get(key).await,
+            (Fences::Grant(g), Read::Fenced) => g.fenced_read(key).await,
+        }
+    }
+
+    async fn delete(&self, key: &str) -> lease::Result<bool> {
+        match self {
+            Fences::Lease(l) => l.fenced_delete(key).await,
+            Fences::Grant(g) => g.fenced_delete(key).await,
+        }
+    }
+}
+
+/// Options of `fencedPut` (a `Lease`'s or a `SharedGrant`'s): write only if the object is as the caller read it.
+#[napi(object)]
+#[derive(Default)]
+pub struct FencedPutOptions {
+    /// Write only if the object is still at this version (the `version` of a `fencedGet`
+    /// result, or what `fencedPut` resolved to); else reject with `LEASE_CONFLICT`.
+    pub if_version: Option<String>,
+    /// Write only if the object does not exist yet; else reject with `LEASE_CONFLICT`.
+    pub if_absent: Option<bool>,
+}
+
+/// `fencedPut(key, data, options)` of a `Lease` or a `SharedGrant`: the new version.
+pub fn put<'e>(
+    env: &'e Env,
+    fences: Fences,
+    key: String,
+    data: Buffer,
+    options: Option<FencedPutOptions>,
+) -> Result<Unknown<'e>> {
+    let bytes = data.to_vec();
+    let options = options.unwrap_or_default();
+    runtime::call(
+        env,
+        async move {
+            match (options.if_version, options.if_absent.unwrap_or(false)) {
+                (Some(_), true) => Err(lease::Error::invalid(
+                    "fencedPut takes ifVersion or ifAbsent, not both",
+                )),
+                (Some(etag), false) if etag.is_empty() => Err(lease::Error::invalid(
+                    "ifVersion is empty: pass the version of a fencedGet result, or \
+                     ifAbsent: true for an object that must not exist yet",
+                )),
+                (Some(etag), false) => {
+                    let expected = Version::etag(etag);
+                    fences.put_if(&key, bytes, Some(&expected)).await
+                }
+                (None, true) => fences.put_if(&key, bytes, None).await,
+                (None, false) => fences.put(&key, bytes).await,
+            }
+        },
+        |_, v| Ok(v.etag),
+    )
+}
+
+/// `_fencedGet(key)` (plain) and `fencedRead(key)` (fenced) of a `Lease` or a `SharedGrant`:
+/// the object `key` names, placed as `fencedPut` places it, or `null`.
+pub fn get<'e>(env: &'e Env, fences: Fences, key: String, how: Read) -> Result<Unknown<'e>> {
+    runtime::call(
+        env,
+        async move {
+            let url = fences.object_url(&key)?;
+            Ok((url, fences.read(&key, how).await?))
+        },
+        |_, (url, obj)| Ok(obj.map(|o| object_of(url, o))),
+    )
+}
+
+/// `fencedDelete(key)` of a `Lease` or a `SharedGrant`: false if there was nothing to delete.
+pub fn delete<'e>(env: &'e Env, fences: Fences, key: String) -> Result<Unknown<'e>> {
+    runtime::call(
+        env,
+        async move { fences.delete(&key).await },
+        |_, deleted| Ok(deleted),
+    )
+}
 
 /// An object read by `fencedGet`, with the epoch, lease and holder of the fenced write that
 /// wrote it (`null` for those when something other than a fenced write wrote it).

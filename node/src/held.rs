@@ -115,6 +115,11 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// What fences this lease's fenced operations.
+    fn fences(&self) -> crate::fence::Fences {
+        crate::fence::Fences::Lease(self.inner.clone())
+    }
+
     /// Wrap a freshly acquired lease and register it under the environment `env`.
     pub fn register(env: &Env, inner: lease::Lease) -> Lease {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -292,46 +297,15 @@ impl Lease {
         env: &'e Env,
         key: String,
         data: Buffer,
-        options: Option<FencedPutOptions>,
+        options: Option<crate::fence::FencedPutOptions>,
     ) -> Result<Unknown<'e>> {
-        let inner = self.inner.clone();
-        let bytes = data.to_vec();
-        let options = options.unwrap_or_default();
-        runtime::call(
-            env,
-            async move {
-                match (options.if_version, options.if_absent.unwrap_or(false)) {
-                    (Some(_), true) => Err(lease::Error::invalid(
-                        "fencedPut takes ifVersion or ifAbsent, not both",
-                    )),
-                    (Some(etag), false) if etag.is_empty() => Err(lease::Error::invalid(
-                        "ifVersion is empty: pass the version of a fencedGet result, or \
-                         ifAbsent: true for an object that must not exist yet",
-                    )),
-                    (Some(etag), false) => {
-                        let expected = lease::store::Version::etag(etag);
-                        inner.fenced_put_if(&key, bytes, Some(&expected)).await
-                    }
-                    (None, true) => inner.fenced_put_if(&key, bytes, None).await,
-                    (None, false) => inner.fenced_put(&key, bytes).await,
-                }
-            },
-            |_, v| Ok(v.etag),
-        )
+        crate::fence::put(env, self.fences(), key, data, options)
     }
 
     /// Read the object `key` names for this lease, beside it (what `fencedUpdate` reads).
     #[napi(js_name = "_fencedGet", skip_typescript)]
     pub fn fenced_get<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
-        let inner = self.inner.clone();
-        runtime::call(
-            env,
-            async move {
-                let url = inner.object_url(&key)?;
-                Ok((url, inner.fenced_get(&key).await?))
-            },
-            |_, (url, obj)| Ok(obj.map(|o| crate::fence::object_of(url, o))),
-        )
+        crate::fence::get(env, self.fences(), key, crate::fence::Read::Plain)
     }
 
     /// Read `key` (placed as `fencedPut` places it) and fence it with this lease's token: from
@@ -343,15 +317,7 @@ impl Lease {
     /// conflicting grant wrote or fenced it (this grant has ended).
     #[napi(ts_return_type = "Promise<FencedObject | null>")]
     pub fn fenced_read<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
-        let inner = self.inner.clone();
-        runtime::call(
-            env,
-            async move {
-                let url = inner.object_url(&key)?;
-                Ok((url, inner.fenced_read(&key).await?))
-            },
-            |_, (url, obj)| Ok(obj.map(|o| crate::fence::object_of(url, o))),
-        )
+        crate::fence::get(env, self.fences(), key, crate::fence::Read::Fenced)
     }
 
     /// Delete `key` unless a holder with a higher epoch has written it (then `LEASE_FENCED`).
@@ -359,12 +325,7 @@ impl Lease {
     /// deletes (the file store; S3 with `conditional_delete`), else rejects with `LEASE_STORE`.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn fenced_delete<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
-        let inner = self.inner.clone();
-        runtime::call(
-            env,
-            async move { inner.fenced_delete(&key).await },
-            |_, deleted| Ok(deleted),
-        )
+        crate::fence::delete(env, self.fences(), key)
     }
 
     /// The lease's health now: `healthy` (renewals landing), `late` (a renewal failed or is
@@ -475,15 +436,4 @@ pub struct HealthEvent {
     /// Why it was lost: `expired`, `taken_over`, `broken`, `preempted`, `vanished`,
     /// `overwritten`; a queued lock's grant: `session_deleted`, `removed`, `lock_replaced`.
     pub reason: Option<String>,
-}
-
-/// Options of `Lease.fencedPut`: write only if the object is as the caller read it.
-#[napi(object)]
-#[derive(Default)]
-pub struct FencedPutOptions {
-    /// Write only if the object is still at this version (the `version` of a `fencedGet`
-    /// result, or what `fencedPut` resolved to); else reject with `LEASE_CONFLICT`.
-    pub if_version: Option<String>,
-    /// Write only if the object does not exist yet; else reject with `LEASE_CONFLICT`.
-    pub if_absent: Option<bool>,
 }

@@ -12,6 +12,7 @@
 //! the ttl).
 
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,27 +21,16 @@ use napi::bindgen_prelude::Unknown;
 use napi::{Env, Result};
 use napi_derive::napi;
 
-use lease::{Client, Error, ErrorKind, LostReason, SharedSession, StoreUrl};
+use lease::{Client, Error, SharedSession, StoreUrl};
 
 use crate::acquire::{token, Cancel};
 use crate::error;
 use crate::options::{ms, LeaseOptions, SessionOptions};
 use crate::runtime;
 
-/// A grant's core handle, shared by its JavaScript object and the registry: `None` once
-/// released.
-#[derive(Default)]
-struct GrantSlot {
-    grant: Option<lease::SharedGrant>,
-    /// Why it was lost, when it was before it was released.
-    lost_at_release: Option<LostReason>,
-}
-
-type Slot = Arc<Mutex<GrantSlot>>;
-
-fn lock(slot: &Slot) -> std::sync::MutexGuard<'_, GrantSlot> {
-    slot.lock().unwrap_or_else(|p| p.into_inner())
-}
+/// A grant's core handle, shared by its JavaScript object, the registry (until released) and
+/// a release running on the runtime. Its release, loss and idempotence are the core's.
+type Slot = Arc<lease::SharedGrant>;
 
 /// One open session in the registry, with the grants held through it.
 struct Open {
@@ -288,7 +278,6 @@ impl Session {
         let args = self.acquire_args(&lock, options);
         let session = self.inner.clone();
         let session_id = self.id;
-        let closed = self.closed.clone();
         let cancel = token(cancel);
         runtime::call(
             env,
@@ -296,7 +285,7 @@ impl Session {
                 let (key, opts) = args?;
                 session.acquire_with_cancel(&key, &opts, &cancel).await
             },
-            move |_, g| Ok(SharedGrant::register(session_id, closed, g)),
+            move |_, g| Ok(SharedGrant::register(session_id, g)),
         )
     }
 
@@ -330,10 +319,9 @@ impl Session {
 /// closing its session releases it too.
 #[napi]
 pub struct SharedGrant {
-    slot: Slot,
+    /// Taken only by `drop`.
+    slot: ManuallyDrop<Slot>,
     session_id: u64,
-    /// Its session's `closed` flag: a grant released by `close()` says so.
-    session_closed: Arc<AtomicBool>,
     id_in_registry: u64,
     epoch: u64,
     /// `URL#EPOCH@SID.N`, with the grant's mode and scope.
@@ -345,11 +333,7 @@ pub struct SharedGrant {
 }
 
 impl SharedGrant {
-    fn register(
-        session_id: u64,
-        session_closed: Arc<AtomicBool>,
-        grant: lease::SharedGrant,
-    ) -> SharedGrant {
+    fn register(session_id: u64, grant: lease::SharedGrant) -> SharedGrant {
         let id_in_registry = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let info = grant.grant().clone();
         let g = SharedGrant {
@@ -359,22 +343,24 @@ impl SharedGrant {
             url: grant.url().to_string(),
             entry_id: grant.id().to_string(),
             info,
-            slot: Arc::new(Mutex::new(GrantSlot {
-                grant: Some(grant),
-                lost_at_release: None,
-            })),
+            slot: ManuallyDrop::new(Arc::new(grant)),
             session_id,
-            session_closed,
             id_in_registry,
         };
         with_open(|o| {
             if let Some(open) = o.get_mut(&session_id) {
-                open.grants.insert(id_in_registry, g.slot.clone());
+                open.grants.insert(id_in_registry, Arc::clone(&g.slot));
             }
         });
         g
     }
 
+    /// What fences this grant's fenced operations.
+    fn fences(&self) -> crate::fence::Fences {
+        crate::fence::Fences::Grant(Arc::clone(&self.slot))
+    }
+
+    /// Leave the registry (released, or lost: nothing left to keep held).
     fn forget(&self) {
         let gone = with_open(|o| {
             o.get_mut(&self.session_id)
@@ -382,42 +368,20 @@ impl SharedGrant {
         });
         drop_on_runtime(gone);
     }
-
-    /// Take the grant out to release it (`None` when already released), noting its loss.
-    fn take(&self) -> Option<(lease::SharedGrant, Option<LostReason>)> {
-        let taken = {
-            let mut slot = lock(&self.slot);
-            let grant = slot.grant.take()?;
-            let lost = grant.lost_reason();
-            slot.lost_at_release = lost.clone();
-            (grant, lost)
-        };
-        self.forget();
-        Some(taken)
-    }
-
-    fn lost_reason_now(&self) -> Option<LostReason> {
-        let slot = lock(&self.slot);
-        match &slot.grant {
-            Some(g) => g.lost_reason(),
-            None => slot.lost_at_release.clone(),
-        }
-    }
 }
 
 /// The garbage collector does not end a grant that is held: it stays in the registry (held)
 /// until released, or its session closed. One that was lost leaves it.
 impl Drop for SharedGrant {
     fn drop(&mut self) {
-        if self.lost_reason_now().is_some() {
+        if self.slot.lost_reason().is_some() {
             self.forget();
         }
-        // Nobody else has it (lost, or its session closed before it was registered): drop the
-        // core's grant on the runtime, where it sends its leave.
-        if Arc::strong_count(&self.slot) == 1 {
-            let grant = lock(&self.slot).grant.take();
-            drop_on_runtime(grant);
-        }
+        // SAFETY: taken exactly once, here.
+        let slot = unsafe { ManuallyDrop::take(&mut self.slot) };
+        // When nobody else has it (released, lost, or its session closed), the core's grant is
+        // dropped here: on the runtime, where one not released sends its leave.
+        drop_on_runtime(slot);
     }
 }
 
@@ -464,7 +428,7 @@ impl SharedGrant {
     /// ttl ago. False once lost or released.
     #[napi(getter)]
     pub fn held(&self) -> bool {
-        lock(&self.slot).grant.as_ref().is_some_and(|g| g.is_held())
+        self.slot.is_held()
     }
 
     /// The latest yield request that named this grant, or `null`: a waiter or an operator
@@ -472,68 +436,74 @@ impl SharedGrant {
     /// within a third of the session's ttl.
     #[napi(getter, ts_return_type = "YieldRequested | null")]
     pub fn yield_requested(&self) -> Option<crate::held::YieldRequested> {
-        lock(&self.slot)
-            .grant
-            .as_ref()
-            .and_then(|g| g.yield_requested())
+        if self.slot.is_released() {
+            return None;
+        }
+        self.slot
+            .yield_requested()
             .map(crate::held::YieldRequested::from)
     }
 
     /// Why it was lost (its session's loss, or its own), or `null` while it is not.
     #[napi(getter)]
     pub fn lost_reason(&self) -> Option<String> {
-        self.lost_reason_now().map(|r| r.to_string())
+        self.slot.lost_reason().map(|r| r.to_string())
     }
 
     /// The kind of its loss: `'session_deleted'`, `'expired'`, `'taken_over'`, `'broken'`,
     /// `'removed'`, `'lock_replaced'`, …; `null` while not lost.
     #[napi(getter)]
     pub fn lost_kind(&self) -> Option<&'static str> {
-        self.lost_reason_now().map(|r| r.kind())
+        self.slot.lost_reason().map(|r| r.kind())
     }
 
     /// Return while held; else throw a `LEASE_LOST` error naming why (lost, or released, by
     /// `release()` or with its session by `close()`).
     #[napi]
     pub fn ensure_held(&self, env: &Env) -> Result<()> {
-        let err = {
-            let slot = lock(&self.slot);
-            match &slot.grant {
-                Some(g) => match g.ensure_held() {
-                    Ok(()) => return Ok(()),
-                    // Not lost: `close()` released it (the core would name a lapsed deadline).
-                    Err(_)
-                        if g.lost_reason().is_none()
-                            && self.session_closed.load(Ordering::SeqCst) =>
-                    {
-                        Error::new(
-                            ErrorKind::Lost,
-                            format!(
-                                "{} (token {}) was released when its session was closed: it is \
-                                 no longer held",
-                                self.url, self.epoch
-                            ),
-                        )
-                        .with_lease(&self.url)
-                        .with_epoch(self.epoch)
-                    }
-                    Err(e) => e,
-                },
-                None => match &slot.lost_at_release {
-                    Some(reason) => reason.error(&self.url, self.epoch),
-                    None => Error::new(
-                        ErrorKind::Lost,
-                        format!(
-                            "{} (token {}) was released: it is no longer held",
-                            self.url, self.epoch
-                        ),
-                    )
-                    .with_lease(&self.url)
-                    .with_epoch(self.epoch),
-                },
-            }
-        };
-        Err(error::to_napi(env, &err))
+        self.slot.ensure_held().map_err(|e| error::to_napi(env, &e))
+    }
+
+    /// Write `data` at `key` under this grant's token, as `Lease.fencedPut` (exclusive grants
+    /// only): `key` is read like a relative path from the lock's directory (`x` beside the
+    /// lock, `../x` one level up, `/x` from the store's root); a holder with a later grant of
+    /// this lock that wrote it makes this reject with `LEASE_FENCED`. Resolves to the new
+    /// version. With `options.ifVersion` / `options.ifAbsent: true`, only if the object is
+    /// still at that version / does not exist; otherwise reject with `LEASE_CONFLICT`.
+    #[napi(
+        ts_args_type = "key: string, data: string | Uint8Array | ArrayBuffer, options?: FencedPutOptions",
+        ts_return_type = "Promise<string>"
+    )]
+    pub fn fenced_put<'e>(
+        &self,
+        env: &'e Env,
+        key: String,
+        data: napi::bindgen_prelude::Buffer,
+        options: Option<crate::fence::FencedPutOptions>,
+    ) -> Result<Unknown<'e>> {
+        crate::fence::put(env, self.fences(), key, data, options)
+    }
+
+    /// Read the object `key` names for this grant, beside its lock (what `fencedUpdate` reads).
+    #[napi(js_name = "_fencedGet", skip_typescript)]
+    pub fn fenced_get<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
+        crate::fence::get(env, self.fences(), key, crate::fence::Read::Plain)
+    }
+
+    /// Read `key` and fence it with this grant's token, as `Lease.fencedRead`: from then on no
+    /// holder whose grant ended before this one began can change it. Rejects with
+    /// `LEASE_FENCED` when a later conflicting grant wrote or fenced it (this grant has ended).
+    #[napi(ts_return_type = "Promise<FencedObject | null>")]
+    pub fn fenced_read<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
+        crate::fence::get(env, self.fences(), key, crate::fence::Read::Fenced)
+    }
+
+    /// Delete `key` unless a holder with a later grant of this lock has written it (then
+    /// `LEASE_FENCED`), as `Lease.fencedDelete`. Resolves to false if there was nothing to
+    /// delete. Needs a store with conditional deletes, else rejects with `LEASE_STORE`.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn fenced_delete<'e>(&self, env: &'e Env, key: String) -> Result<Unknown<'e>> {
+        crate::fence::delete(env, self.fences(), key)
     }
 
     /// Release this grant alone (idempotent): its leave grants the next waiter, and the
@@ -541,20 +511,8 @@ impl SharedGrant {
     /// was done under it may have overlapped with another holder).
     #[napi(ts_return_type = "Promise<void>")]
     pub fn release<'e>(&self, env: &'e Env) -> Result<Unknown<'e>> {
-        let taken = self.take();
-        let (url, epoch) = (self.url.clone(), self.epoch);
-        runtime::call(
-            env,
-            async move {
-                if let Some((grant, lost)) = taken {
-                    grant.release().await?;
-                    if let Some(reason) = lost {
-                        return Err(reason.error(&url, epoch));
-                    }
-                }
-                Ok(())
-            },
-            |_, ()| Ok(()),
-        )
+        self.forget();
+        let grant = Arc::clone(&self.slot);
+        runtime::call(env, async move { grant.release().await }, |_, ()| Ok(()))
     }
 }

@@ -56,6 +56,12 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
     const kind: string | null = g.lostKind;
     const why: string | null = g.lostReason;
     g.ensureHeld();
+    // Its fenced operations, as a Lease's.
+    const written: string = await g.fencedPut('data/x', 'text', { ifAbsent: true });
+    const updated: string = await g.fencedUpdate('data/n', (old: FencedObject | null) => (old ? '2' : '1'));
+    const fenced: FencedObject | null = await g.fencedRead('data/x');
+    const deleted: boolean = await g.fencedDelete('data/x');
+    void [written, updated, fenced, deleted];
     await r.release();
     const facts: [string, string, string, string, number, boolean, number, string | null, boolean] = [
       session.sid, session.url, session.key, session.store, session.ttl, session.alive, session.attached,

@@ -7,6 +7,7 @@
 
 const assert = require('node:assert/strict');
 const { execFile, spawn } = require('node:child_process');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const readline = require('node:readline');
@@ -146,7 +147,86 @@ for (const store of ['file', 'moto']) {
         await got[k].release();
       }
     });
+
+    // --- Fenced operations of a shared grant, as a Lease's: its writes carry its token, and
+    // once its holder is cut off (the session's record deleted) and another takes the lock,
+    // its write is refused.
+    it("a shared grant's fenced writes, and its stale write after a takeover is fenced", async () => {
+      const [url] = lockUrls(store, 'fence', 1);
+      const session = await lease.openSession(url, { ttl: 3000 });
+      let next = null;
+      try {
+        const g = await session.acquire(url, { wait: 30_000, pollInterval: POLL });
+        const v1 = await g.fencedPut('data', 'one');
+        const read = await lease.fencedGet(url, { key: 'data' });
+        assert.equal(read.data.toString(), 'one');
+        assert.equal(read.epoch, g.epoch);
+        assert.equal(read.holder, g.id);
+        assert.equal(read.version, v1);
+        const mine = await g._fencedGet('data');
+        assert.equal(mine.version, v1);
+        await g.fencedUpdate('data', (old) => `${old.data.toString()}+1`);
+        assert.equal((await g.fencedRead('data')).data.toString(), 'one+1');
+        await assert.rejects(g.fencedPut('data', 'x', { ifAbsent: true }), { code: 'LEASE_CONFLICT' });
+
+        // Cut off: the session's record deleted; the grant is lost, another takes the lock.
+        await deleteSessionRecord(store, url, session.key);
+        await until(() => g.lostReason !== null, 15_000, 'the grant lost', 50);
+        next = await lease.acquire(url, { ttl: 5000, queue: true, wait: 30_000, pollInterval: POLL });
+        assert.ok(next.epoch > g.epoch);
+        await next.fencedPut('data', 'two');
+        await assert.rejects(g.fencedPut('data', 'stale'), (e) => {
+          assert.equal(e.code, 'LEASE_FENCED', e.message);
+          assert.equal(e.epoch, next.epoch);
+          return true;
+        });
+        await assert.rejects(g.fencedUpdate('data', () => 'stale'), { code: 'LEASE_FENCED' });
+        assert.equal((await lease.fencedGet(url, { key: 'data' })).data.toString(), 'two');
+        await assert.rejects(g.release(), { code: 'LEASE_LOST' });
+      } finally {
+        if (next) await next.release();
+        await session.close();
+      }
+    });
   });
+}
+
+/** Delete a session's record (a holder cut off from the store looks the same to others). */
+async function deleteSessionRecord(store, lockUrl, sessionKey) {
+  if (store === 'file') {
+    fs.unlinkSync(path.join(path.dirname(new URL(lockUrl).pathname), sessionKey));
+    return;
+  }
+  // moto, path-style: s3://BUCKET?endpoint=E&region=R&... -> DELETE E/BUCKET/KEY, signed
+  // (AWS Signature Version 4) with the test credentials the library uses.
+  const base = storeBase(store);
+  const bucket = /^s3:\/\/([^/?]+)/.exec(base)[1];
+  const query = new URLSearchParams(base.slice(base.indexOf('?') + 1));
+  const endpoint = query.get('endpoint').replace(/\/+$/, '');
+  const region = query.get('region') || 'us-east-1';
+  const host = new URL(endpoint).host;
+  const sha256 = (text) => crypto.createHash('sha256').update(text).digest('hex');
+  const hmac = (k, text) => crypto.createHmac('sha256', k).update(text).digest();
+  const amz = new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '');
+  const day = amz.slice(0, 8);
+  const empty = sha256('');
+  const keyPath = `/${bucket}/${sessionKey}`;
+  const signed = 'host;x-amz-content-sha256;x-amz-date';
+  const canonical = `DELETE\n${keyPath}\n\nhost:${host}\nx-amz-content-sha256:${empty}\nx-amz-date:${amz}\n\n${signed}\n${empty}`;
+  const scope = `${day}/${region}/s3/aws4_request`;
+  const toSign = `AWS4-HMAC-SHA256\n${amz}\n${scope}\n${sha256(canonical)}`;
+  let k = Buffer.from(`AWS4${process.env.AWS_SECRET_ACCESS_KEY}`);
+  for (const part of [day, region, 's3', 'aws4_request']) k = hmac(k, part);
+  const signature = crypto.createHmac('sha256', k).update(toSign).digest('hex');
+  const res = await fetch(`${endpoint}${keyPath}`, {
+    method: 'DELETE',
+    headers: {
+      'x-amz-date': amz,
+      'x-amz-content-sha256': empty,
+      authorization: `AWS4-HMAC-SHA256 Credential=${process.env.AWS_ACCESS_KEY_ID}/${scope}, SignedHeaders=${signed}, Signature=${signature}`,
+    },
+  });
+  assert.ok(res.ok, `DELETE ${sessionKey}: ${res.status}`);
 }
 
 describe('shared sessions [file]', () => {

@@ -97,6 +97,18 @@ export interface Session {
 export interface SharedGrant {
   /** `release()`: what `await using` calls. */
   [Symbol.asyncDispose](): Promise<void>
+  /**
+   * Read-modify-write `key` under this grant's token without losing updates, as
+   * `Lease.fencedUpdate`: `fn` gets the object now (or `null`) and returns the new contents (or
+   * a promise of them), written only if nobody wrote in between; on `LEASE_CONFLICT` it reads
+   * and calls `fn` again, up to 32 times with a short random pause, then rejects with
+   * `LEASE_UNAVAILABLE`. Rejects with `LEASE_FENCED` when a later holder of the lock wrote the
+   * object. Resolves to the new version.
+   */
+  fencedUpdate(
+    key: string,
+    fn: (old: FencedObject | null) => string | Uint8Array | ArrayBuffer | PromiseLike<string | Uint8Array | ArrayBuffer>,
+  ): Promise<string>
 }
 
 /**

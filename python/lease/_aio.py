@@ -13,7 +13,10 @@ from ._errors import LeaseError
 from ._types import FencedObject
 
 if TYPE_CHECKING:
-    from ._lease import Lease, Pending
+    from ._lease import GrantCore, Lease, Pending
+
+    #: What fences: a lease, or a grant held through a shared session.
+    Fences = Union[Lease, GrantCore]
 
 Done = Callable[[bool, Any], None]
 
@@ -87,7 +90,7 @@ async def set_data_async(lease: "Lease", data: Optional[str]) -> float:
 
 
 async def fenced_put_async(
-    lease: "Lease",
+    lease: "Fences",
     key: str,
     data: Union[bytes, bytearray, str],
     if_version: Optional[str] = None,
@@ -99,12 +102,12 @@ async def fenced_put_async(
     return version
 
 
-async def fenced_read_async(lease: "Lease", key: str) -> Optional[FencedObject]:
+async def fenced_read_async(lease: "Fences", key: str) -> Optional[FencedObject]:
     d = await await_core(lambda done: lease._fenced_read_start(key, done))
     return FencedObject._from_dict(d)
 
 
-async def fenced_delete_async(lease: "Lease", key: str) -> bool:
+async def fenced_delete_async(lease: "Fences", key: str) -> bool:
     deleted: bool = await await_core(lambda done: lease._fenced_delete_start(key, done))
     return deleted
 

@@ -14,12 +14,22 @@ from __future__ import annotations
 import atexit as _atexit
 import weakref as _weakref
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Generator, Optional, Tuple, Type, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Generator,
+    Optional,
+    Tuple,
+    Type,
+    Union,
+)
 
-from . import _lease
+from . import _aio, _lease, _update
 from ._aio import Done, await_core
 from ._errors import InvalidArgument, LeaseError, LeaseLost
-from ._types import YieldRequested
+from ._types import FencedObject, YieldRequested
 
 if TYPE_CHECKING:
     import datetime
@@ -30,6 +40,7 @@ if TYPE_CHECKING:
     from ._types import Grant
 
     URL = Union[str, "os.PathLike[str]"]
+    Data = Union[bytes, bytearray, str]
     Seconds = Union[int, float, datetime.timedelta, str]
     WakeHints = Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]
 
@@ -154,6 +165,72 @@ class SharedGrant:
     def ensure_held(self) -> None:
         """Return while held; else raise :class:`LeaseLost` naming why."""
         self._g.ensure_held()
+
+    # Fenced operations, as a Lease's (the same code: lease/_aio.py, lease/_update.py and
+    # python/src/fence.rs take either), under this grant's token.
+
+    def fenced_put(
+        self,
+        key: str,
+        data: "Data",
+        *,
+        if_version: Optional[str] = None,
+        if_absent: Optional[bool] = None,
+    ) -> str:
+        """Write ``data`` at ``key`` under this grant's token, as :meth:`Lease.fenced_put`
+        (exclusive grants only): ``key`` is read like a relative path from the lock's
+        directory (``x`` beside the lock, ``../x`` one level up, ``/x`` from the store's
+        root). Raises :class:`Fenced` (whose ``epoch`` is the newer one) once a later grant of
+        the lock wrote it. ``if_version=obj.version`` / ``if_absent=True``: only if the object
+        is still at that version / does not exist, else :class:`Conflict`. Returns the
+        object's new version."""
+        return self._g.fenced_put(key, data, if_version=if_version, if_absent=if_absent)
+
+    async def fenced_put_async(
+        self,
+        key: str,
+        data: "Data",
+        *,
+        if_version: Optional[str] = None,
+        if_absent: Optional[bool] = None,
+    ) -> str:
+        """:meth:`fenced_put` for asyncio."""
+        return await _aio.fenced_put_async(self._g, key, data, if_version, if_absent)
+
+    def fenced_update(self, key: str, f: Callable[[Optional[FencedObject]], "Data"]) -> str:
+        """Read-modify-write ``key`` under this grant's token without losing updates, as
+        :meth:`Lease.fenced_update`: ``f`` gets the object now (or ``None``) and returns the
+        new contents, written only if nobody wrote in between (else read and called again, up
+        to 32 times). Raises :class:`Fenced` once a later grant of the lock wrote the object.
+        Returns the new version."""
+        return _update.fenced_update(self._g, key, f)
+
+    async def fenced_update_async(
+        self,
+        key: str,
+        f: Callable[[Optional[FencedObject]], Union["Data", Awaitable["Data"]]],
+    ) -> str:
+        """:meth:`fenced_update` for asyncio; ``f`` may be a plain or an async function."""
+        return await _update.fenced_update_async(self._g, key, f)
+
+    def fenced_read(self, key: str) -> Optional[FencedObject]:
+        """Read ``key`` and fence it with this grant's token, as :meth:`Lease.fenced_read`:
+        from then on no holder whose grant ended before this one began can change it. Raises
+        :class:`Fenced` when a later conflicting grant wrote or fenced it."""
+        return self._g.fenced_read(key)
+
+    async def fenced_read_async(self, key: str) -> Optional[FencedObject]:
+        """:meth:`fenced_read` for asyncio."""
+        return await _aio.fenced_read_async(self._g, key)
+
+    def fenced_delete(self, key: str) -> bool:
+        """Delete ``key`` unless a later grant of the lock wrote it (:class:`Fenced`), as
+        :meth:`Lease.fenced_delete`; ``False`` when there was nothing to delete."""
+        return self._g.fenced_delete(key)
+
+    async def fenced_delete_async(self, key: str) -> bool:
+        """:meth:`fenced_delete` for asyncio."""
+        return await _aio.fenced_delete_async(self._g, key)
 
     def release(self) -> None:
         """Release this grant alone (idempotent): its leave grants the next waiter, and the

@@ -19,12 +19,15 @@ import random
 import time
 from typing import TYPE_CHECKING, Awaitable, Callable, Optional, Union, cast
 
-from ._aio import await_core
+from ._aio import await_core, fenced_put_async
 from ._errors import Conflict, StoreUnavailable
 from ._types import FencedObject
 
 if TYPE_CHECKING:
-    from ._lease import Lease
+    from ._lease import GrantCore, Lease
+
+    #: What fences: a lease, or a grant held through a shared session.
+    Fences = Union[Lease, GrantCore]
 
 Data = Union[bytes, bytearray, str]
 
@@ -40,7 +43,7 @@ class _Attempts:
 
     __slots__ = ("_lease", "_key", "_made", "_pause")
 
-    def __init__(self, lease: "Lease", key: str) -> None:
+    def __init__(self, lease: "Fences", key: str) -> None:
         self._lease = lease
         self._key = key
         self._made = 0
@@ -64,14 +67,14 @@ class _Attempts:
         return pause
 
 
-def _write(lease: "Lease", key: str, data: Data, old: Optional[FencedObject]) -> str:
+def _write(lease: "Fences", key: str, data: Data, old: Optional[FencedObject]) -> str:
     if old is None:
         return lease.fenced_put(key, data, if_absent=True)
     return lease.fenced_put(key, data, if_version=old.version)
 
 
 def fenced_update(
-    lease: "Lease", key: str, fn: Callable[[Optional[FencedObject]], Data]
+    lease: "Fences", key: str, fn: Callable[[Optional[FencedObject]], Data]
 ) -> str:
     if not callable(fn):
         raise TypeError(f"fn must be callable, not {type(fn).__name__}")
@@ -86,7 +89,7 @@ def fenced_update(
 
 
 async def fenced_update_async(
-    lease: "Lease",
+    lease: "Fences",
     key: str,
     fn: Callable[[Optional[FencedObject]], Union[Data, Awaitable[Data]]],
 ) -> str:
@@ -101,7 +104,7 @@ async def fenced_update_async(
         data = await made if inspect.isawaitable(made) else cast(Data, made)
         try:
             if old is None:
-                return await lease.fenced_put_async(key, data, if_absent=True)
-            return await lease.fenced_put_async(key, data, if_version=old.version)
+                return await fenced_put_async(lease, key, data, if_absent=True)
+            return await fenced_put_async(lease, key, data, if_version=old.version)
         except Conflict as conflict:
             await asyncio.sleep(attempts.after_conflict(conflict))

@@ -1,5 +1,6 @@
-//! Store-enforced fencing: `Lease.fenced_put` / `fenced_delete` / `fenced_read` (their bodies,
-//! called from the `Lease` methods in `held`), `lease.fenced_get`, `lease.parse_token`, and
+//! Store-enforced fencing: `fenced_put` / `fenced_delete` / `fenced_read` of a `Lease` and of a
+//! shared grant (their bodies, called from the `Lease` methods in `held` and the `GrantCore`
+//! methods in `session`, given what fences: `Fences`), `lease.fenced_get`, `lease.parse_token`, and
 //! `lease.FencingGate` (over `GateCore`). `Lease.fenced_update` is Python (`lease/_update.py`),
 //! over `Lease._fenced_get` and the conditional `fenced_put` here, so the caller's function runs
 //! on the caller's thread, never on a runtime thread.
@@ -19,7 +20,64 @@ use crate::options::{self, data_bytes, key_text};
 use crate::runtime::Pending;
 use crate::runtime::{self, block};
 use lease::store::Version;
-use lease::{Client, Error, FencedObject, FencingGate, FencingToken, Lease};
+use lease::{Client, Error, FencedObject, FencingGate, FencingToken, Lease, SharedGrant};
+
+/// What fences a write or a read: a plain lease (or a queued lock's grant held as one), or a
+/// grant held through a shared session. Their fenced operations are the core's, the same.
+#[derive(Clone)]
+pub enum Fences {
+    Lease(Lease),
+    Grant(Arc<SharedGrant>),
+}
+
+impl Fences {
+    fn object_url(&self, key: &str) -> lease::Result<String> {
+        match self {
+            Fences::Lease(l) => l.object_url(key),
+            Fences::Grant(g) => g.object_url(key),
+        }
+    }
+
+    async fn put(&self, key: &str, data: Vec<u8>) -> lease::Result<Version> {
+        match self {
+            Fences::Lease(l) => l.fenced_put(key, data).await,
+            Fences::Grant(g) => g.fenced_put(key, data).await,
+        }
+    }
+
+    async fn put_if(
+        &self,
+        key: &str,
+        data: Vec<u8>,
+        expected: Option<&Version>,
+    ) -> lease::Result<Version> {
+        match self {
+            Fences::Lease(l) => l.fenced_put_if(key, data, expected).await,
+            Fences::Grant(g) => g.fenced_put_if(key, data, expected).await,
+        }
+    }
+
+    async fn get(&self, key: &str) -> lease::Result<Option<FencedObject>> {
+        match self {
+            Fences::Lease(l) => l.fenced_get(key).await,
+            Fences::Grant(g) => g.fenced_get(key).await,
+        }
+    }
+
+    async fn read(&self, key: &str) -> lease::Result<Option<FencedObject>> {
+        match self {
+            Fences::Lease(l) => l.fenced_read(key).await,
+            Fences::Grant(g) => g.fenced_read(key).await,
+        }
+    }
+
+    async fn delete(&self, key: &str) -> lease::Result<bool> {
+        match self {
+            Fences::Lease(l) => l.fenced_delete(key).await,
+            Fences::Grant(g) => g.fenced_delete(key).await,
+        }
+    }
+}
 
 /// What a fenced write expects the object to be: `if_version=` / `if_absent=` of `fenced_put`.
 pub enum Expected {
@@ -85,22 +143,23 @@ impl Expected {
 
 /// The core's fenced write for `expected`: plain, or conditional on a version or absence.
 async fn write(
-    lease: Lease,
+    lease: Fences,
     key: String,
     data: Vec<u8>,
     expected: Expected,
 ) -> lease::Result<Version> {
     match expected {
-        Expected::Any => lease.fenced_put(&key, data).await,
-        Expected::Absent => lease.fenced_put_if(&key, data, None).await,
-        Expected::Version(v) => lease.fenced_put_if(&key, data, Some(&v)).await,
+        Expected::Any => lease.put(&key, data).await,
+        Expected::Absent => lease.put_if(&key, data, None).await,
+        Expected::Version(v) => lease.put_if(&key, data, Some(&v)).await,
     }
 }
 
-/// `lease.Lease.fenced_put`: write `data` at `key` in the lease's store; the new version.
+/// `fenced_put` of a `Lease` or a `SharedGrant`: write `data` at `key` in its store; the new
+/// version.
 pub fn put(
     py: Python<'_>,
-    lease: Lease,
+    lease: Fences,
     key: &Bound<'_, PyAny>,
     data: &Bound<'_, PyAny>,
     expected: Expected,
@@ -114,7 +173,7 @@ pub fn put(
 
 pub fn put_start(
     py: Python<'_>,
-    lease: Lease,
+    lease: Fences,
     key: &Bound<'_, PyAny>,
     data: &Bound<'_, PyAny>,
     expected: Expected,
@@ -136,10 +195,10 @@ pub enum Read {
     Fenced,
 }
 
-async fn read(lease: Lease, key: String, how: Read) -> lease::Result<Option<FencedObject>> {
+async fn read(lease: Fences, key: String, how: Read) -> lease::Result<Option<FencedObject>> {
     match how {
-        Read::Plain => lease.fenced_get(&key).await,
-        Read::Fenced => lease.fenced_read(&key).await,
+        Read::Plain => lease.get(&key).await,
+        Read::Fenced => lease.read(&key).await,
     }
 }
 
@@ -147,26 +206,43 @@ async fn read(lease: Lease, key: String, how: Read) -> lease::Result<Option<Fenc
 /// for `lease.FencedObject`, or None.
 pub fn get_in(
     py: Python<'_>,
-    lease: &Lease,
+    lease: Fences,
     key: &Bound<'_, PyAny>,
     how: Read,
 ) -> PyResult<Py<PyAny>> {
     let key = key_text("key", key)?;
     let object_url = lease.object_url(&key).py()?;
-    let obj = block(py, read(lease.clone(), key, how), None)?.py()?;
+    let obj = block(py, read(lease, key, how), None)?.py()?;
     object_dict(py, &object_url, obj)
+}
+
+/// `fenced_read` of a `Lease` or a `SharedGrant`: a `lease.FencedObject`, or None.
+pub fn read_object<'py>(
+    py: Python<'py>,
+    lease: Fences,
+    key: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    static OBJECT: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let d = get_in(py, lease, key, Read::Fenced)?;
+    OBJECT
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(py.import("lease._types")?.getattr("FencedObject")?.unbind())
+        })?
+        .bind(py)
+        .getattr("_from_dict")?
+        .call1((d,))
 }
 
 pub fn get_in_start(
     py: Python<'_>,
-    lease: &Lease,
+    lease: Fences,
     key: &Bound<'_, PyAny>,
     how: Read,
     done: Py<PyAny>,
 ) -> PyResult<Pending> {
     let key = key_text("key", key)?;
     let object_url = lease.object_url(&key).py()?;
-    let abort = runtime::spawn_settle(py, read(lease.clone(), key, how), done, move |py, obj| {
+    let abort = runtime::spawn_settle(py, read(lease, key, how), done, move |py, obj| {
         object_dict(py, &object_url, obj)
     })?;
     Ok(Pending::abort(abort))
@@ -203,22 +279,23 @@ pub fn _parse_token(token: &Bound<'_, PyAny>) -> PyResult<TokenParts> {
     ))
 }
 
-/// `lease.Lease.fenced_delete`: true if deleted, false if there was nothing to delete.
-pub fn delete(py: Python<'_>, lease: Lease, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+/// `fenced_delete` of a `Lease` or a `SharedGrant`: true if deleted, false if there was
+/// nothing to delete.
+pub fn delete(py: Python<'_>, lease: Fences, key: &Bound<'_, PyAny>) -> PyResult<bool> {
     let key = key_text("key", key)?;
-    block(py, async move { lease.fenced_delete(&key).await }, None)?.py()
+    block(py, async move { lease.delete(&key).await }, None)?.py()
 }
 
 pub fn delete_start(
     py: Python<'_>,
-    lease: Lease,
+    lease: Fences,
     key: &Bound<'_, PyAny>,
     done: Py<PyAny>,
 ) -> PyResult<Pending> {
     let key = key_text("key", key)?;
     let abort = runtime::spawn_settle(
         py,
-        async move { lease.fenced_delete(&key).await },
+        async move { lease.delete(&key).await },
         done,
         |py, deleted| {
             Ok(pyo3::types::PyBool::new(py, deleted)

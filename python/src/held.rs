@@ -202,6 +202,11 @@ impl PyLease {
         Ok(&self.inner)
     }
 
+    /// What fences this lease's fenced operations (not in a forked child).
+    fn fences(&self) -> PyResult<crate::fence::Fences> {
+        Ok(crate::fence::Fences::Lease(self.owned()?.clone()))
+    }
+
     /// What leaving a `with` block does once the release has run: see `Lease.__exit__`.
     fn exit_outcome(
         &self,
@@ -555,8 +560,7 @@ impl PyLease {
         if_absent: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<String> {
         let expected = crate::fence::Expected::from_args(if_version, if_absent)?;
-        let lease = self.owned()?.clone();
-        crate::fence::put(py, lease, key, data, expected)
+        crate::fence::put(py, self.fences()?, key, data, expected)
     }
 
     /// Read-modify-write `key` without losing updates: `fn(old)` gets the object now (a
@@ -586,7 +590,7 @@ impl PyLease {
 
     /// Read `key` in this lease's store (a dict for `lease.FencedObject`, or None).
     fn _fenced_get(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        crate::fence::get_in(py, self.owned()?, key, crate::fence::Read::Plain)
+        crate::fence::get_in(py, self.fences()?, key, crate::fence::Read::Plain)
     }
 
     fn _fenced_get_start(
@@ -595,7 +599,7 @@ impl PyLease {
         key: &Bound<'_, PyAny>,
         done: Py<PyAny>,
     ) -> PyResult<Pending> {
-        crate::fence::get_in_start(py, self.owned()?, key, crate::fence::Read::Plain, done)
+        crate::fence::get_in_start(py, self.fences()?, key, crate::fence::Read::Plain, done)
     }
 
     /// Read `key` and fence it with this lease's token (a `lease.FencedObject`, or None): from
@@ -607,11 +611,7 @@ impl PyLease {
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        static OBJECT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        let d = crate::fence::get_in(py, self.owned()?, key, crate::fence::Read::Fenced)?;
-        import_attr(py, &OBJECT, "lease._types", "FencedObject")?
-            .getattr("_from_dict")?
-            .call1((d,))
+        crate::fence::read_object(py, self.fences()?, key)
     }
 
     /// `fenced_read()` for asyncio.
@@ -630,13 +630,12 @@ impl PyLease {
         key: &Bound<'_, PyAny>,
         done: Py<PyAny>,
     ) -> PyResult<Pending> {
-        crate::fence::get_in_start(py, self.owned()?, key, crate::fence::Read::Fenced, done)
+        crate::fence::get_in_start(py, self.fences()?, key, crate::fence::Read::Fenced, done)
     }
 
     /// Delete `key` unless a newer holder wrote it (`Fenced`); false if it did not exist.
     fn fenced_delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let lease = self.owned()?.clone();
-        crate::fence::delete(py, lease, key)
+        crate::fence::delete(py, self.fences()?, key)
     }
 
     /// `fenced_put()` for asyncio.
@@ -677,8 +676,7 @@ impl PyLease {
         if_absent: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Pending> {
         let expected = crate::fence::Expected::from_args(if_version, if_absent)?;
-        let lease = self.owned()?.clone();
-        crate::fence::put_start(py, lease, key, data, expected, done)
+        crate::fence::put_start(py, self.fences()?, key, data, expected, done)
     }
 
     fn _fenced_delete_start(
@@ -687,8 +685,7 @@ impl PyLease {
         key: &Bound<'_, PyAny>,
         done: Py<PyAny>,
     ) -> PyResult<Pending> {
-        let lease = self.owned()?.clone();
-        crate::fence::delete_start(py, lease, key, done)
+        crate::fence::delete_start(py, self.fences()?, key, done)
     }
 
     /// Release the lease (idempotent). Raises `LeaseLost` if it was lost before: whatever was

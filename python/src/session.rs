@@ -11,17 +11,17 @@
 
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{invalid, to_py, IntoPyResult};
+use crate::fence::{self, Expected, Fences, Read};
 use crate::options::{self, Options};
 use crate::runtime::{self, block, Pending};
 use lease::{
-    Client, Error, ErrorKind, LeaseOptions, LostReason, SessionOptions, SharedGrant, SharedSession,
-    StoreUrl,
+    Client, Error, ErrorKind, LeaseOptions, SessionOptions, SharedGrant, SharedSession, StoreUrl,
 };
 
 /// `lease.open_session`'s arguments, checked: the store's client and the session's options.
@@ -325,11 +325,13 @@ impl SessionCore {
     }
 }
 
-/// A grant of a queued lock held through a shared session (`lease.SharedGrant` wraps it).
+/// A grant of a queued lock held through a shared session (`lease.SharedGrant` wraps it). Its
+/// release, loss and idempotence are the core's (`SharedGrant::release(&self)`); this keeps
+/// the grant, the text Python reads often, and the process that acquired it.
 #[pyclass(module = "lease._lease", name = "GrantCore", frozen)]
 pub struct GrantCore {
-    /// `None` once released.
-    grant: Mutex<Option<SharedGrant>>,
+    /// Shared with a release running on the runtime (`_release_start`).
+    grant: ManuallyDrop<Arc<SharedGrant>>,
     epoch: u64,
     /// `URL#EPOCH@SID.N`, with the grant's mode and scope.
     token: String,
@@ -337,27 +339,20 @@ pub struct GrantCore {
     url: String,
     id: String,
     info: lease::Grant,
-    /// Why it was lost, when it was before it was released.
-    lost_at_release: Mutex<Option<LostReason>>,
     pid: u32,
 }
 
 impl Drop for GrantCore {
     fn drop(&mut self) {
-        let grant = self
-            .grant
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let Some(grant) = grant else {
-            return;
-        };
+        // SAFETY: taken exactly once, here.
+        let grant = unsafe { ManuallyDrop::take(&mut self.grant) };
         if self.pid != runtime::pid() {
             // A forked child: the grant is the parent's; leak it.
             std::mem::forget(grant);
             return;
         }
-        // Released in the background (the core's release on drop), on the runtime.
+        // Not released: released in the background (the core's release on drop), on the
+        // runtime.
         match runtime::handle() {
             Ok(h) => {
                 let _entered = h.enter();
@@ -378,8 +373,7 @@ impl GrantCore {
             url: grant.url().to_string(),
             id: grant.id().to_string(),
             info,
-            grant: Mutex::new(Some(grant)),
-            lost_at_release: Mutex::new(None),
+            grant: ManuallyDrop::new(Arc::new(grant)),
             pid: runtime::pid(),
         }
     }
@@ -388,42 +382,34 @@ impl GrantCore {
         self.pid != runtime::pid()
     }
 
-    /// Take the grant out to release it: `None` when already released (or in a forked
-    /// child), with the loss to report after the release, if it was lost.
-    fn take(&self) -> Option<SharedGrant> {
-        if self.forked() {
-            return None;
-        }
-        let grant = self
-            .grant
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()?;
-        *self
-            .lost_at_release
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = grant.lost_reason();
-        Some(grant)
+    /// The grant to release or fence with: `None` in a forked child (it touches nothing of
+    /// its parent's).
+    fn owned(&self) -> Option<Arc<SharedGrant>> {
+        (!self.forked()).then(|| Arc::clone(&self.grant))
     }
 
-    /// What a release reports: the release's own error, else `LeaseLost` if the grant had
-    /// been lost before (what was done under it may have overlapped with another holder).
-    fn released(&self, lost: Option<LostReason>, r: lease::Result<()>) -> lease::Result<()> {
-        r?;
-        match lost {
-            Some(reason) => Err(reason.error(&self.url, self.epoch)),
-            None => Ok(()),
-        }
+    /// `LeaseLost` in a forked child: it does not hold its parent's grants.
+    fn inherited_error(&self) -> PyErr {
+        to_py(
+            Error::new(
+                ErrorKind::Lost,
+                format!(
+                    "{} (token {}) was acquired by process {} before os.fork(): a forked \
+                     child does not hold its parent's grants",
+                    self.url, self.epoch, self.pid
+                ),
+            )
+            .with_lease(&self.url)
+            .with_epoch(self.epoch),
+        )
     }
 
-    fn lost_reason_now(&self) -> Option<LostReason> {
-        if let Some(g) = &*self.grant.lock().unwrap_or_else(|p| p.into_inner()) {
-            return g.lost_reason();
+    /// What fences this grant's fenced operations (not in a forked child).
+    fn fences(&self) -> PyResult<Fences> {
+        match self.owned() {
+            Some(g) => Ok(Fences::Grant(g)),
+            None => Err(self.inherited_error()),
         }
-        self.lost_at_release
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
     }
 }
 
@@ -468,14 +454,7 @@ impl GrantCore {
     /// a ttl ago showed it. False once lost or released.
     #[getter]
     fn held(&self) -> bool {
-        if self.forked() {
-            return false;
-        }
-        self.grant
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(|g| g.is_held())
+        !self.forked() && self.grant.is_held()
     }
 
     /// Why it was lost (its own loss, or its session's), or None while it is not.
@@ -484,20 +463,18 @@ impl GrantCore {
         if self.forked() {
             return Some(format!("acquired by process {} before os.fork()", self.pid));
         }
-        self.lost_reason_now().map(|r| r.to_string())
+        self.grant.lost_reason().map(|r| r.to_string())
     }
 
     /// The latest yield request that named this grant (`lease.YieldRequested`), or None: a
-    /// waiter or an operator asked it to step aside. Not a loss.
+    /// waiter or an operator asked it to step aside. Not a loss. None once released.
     #[getter]
     fn yield_requested<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if self.forked() {
+        if self.forked() || self.grant.is_released() {
             return Ok(None);
         }
-        let grant = self.grant.lock().unwrap_or_else(|p| p.into_inner());
-        grant
-            .as_ref()
-            .and_then(|g| g.yield_requested())
+        self.grant
+            .yield_requested()
             .map(|y| crate::held::yield_requested_obj(py, &y))
             .transpose()
     }
@@ -505,82 +482,118 @@ impl GrantCore {
     /// The kind of its loss (`session_deleted`, `expired`, `taken_over`, `removed`, …), or None.
     #[getter]
     fn lost_kind(&self) -> Option<&'static str> {
-        self.lost_reason_now().map(|r| r.kind())
+        if self.forked() {
+            return None;
+        }
+        self.grant.lost_reason().map(|r| r.kind())
     }
 
-    /// `None` while held; else raise `LeaseLost` naming why.
+    /// `None` while held; else raise `LeaseLost` naming why (lost, or released).
     fn ensure_held(&self) -> PyResult<()> {
         if self.forked() {
-            return Err(to_py(
-                Error::new(
-                    ErrorKind::Lost,
-                    format!(
-                        "{} (token {}) was acquired by process {} before os.fork(): a forked \
-                         child does not hold its parent's grants",
-                        self.url, self.epoch, self.pid
-                    ),
-                )
-                .with_lease(&self.url)
-                .with_epoch(self.epoch),
-            ));
+            return Err(self.inherited_error());
         }
-        let guard = self.grant.lock().unwrap_or_else(|p| p.into_inner());
-        match &*guard {
-            Some(g) => g.ensure_held().py(),
-            None => {
-                drop(guard);
-                let err = match self.lost_reason_now() {
-                    Some(reason) => reason.error(&self.url, self.epoch),
-                    None => Error::new(
-                        ErrorKind::Lost,
-                        format!(
-                            "{} (token {}) was released: it is no longer held",
-                            self.url, self.epoch
-                        ),
-                    )
-                    .with_lease(&self.url)
-                    .with_epoch(self.epoch),
-                };
-                Err(to_py(err))
-            }
-        }
+        self.grant.ensure_held().py()
+    }
+
+    /// Write `data` at `key` under this grant's token, as `Lease.fenced_put` (exclusive
+    /// grants only; `key` placed beside the lock); `Fenced` once a later grant of the lock
+    /// wrote it. Returns the object's new version.
+    #[pyo3(signature = (key, data, *, if_version = None, if_absent = None))]
+    fn fenced_put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        if_version: Option<&Bound<'_, PyAny>>,
+        if_absent: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<String> {
+        let expected = Expected::from_args(if_version, if_absent)?;
+        fence::put(py, self.fences()?, key, data, expected)
+    }
+
+    #[pyo3(signature = (key, data, done, if_version = None, if_absent = None))]
+    fn _fenced_put_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+        if_version: Option<&Bound<'_, PyAny>>,
+        if_absent: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Pending> {
+        let expected = Expected::from_args(if_version, if_absent)?;
+        fence::put_start(py, self.fences()?, key, data, expected, done)
+    }
+
+    /// Read `key` beside the lock (a dict for `lease.FencedObject`, or None): what
+    /// `fenced_update` reads.
+    fn _fenced_get(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        fence::get_in(py, self.fences()?, key, Read::Plain)
+    }
+
+    fn _fenced_get_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        fence::get_in_start(py, self.fences()?, key, Read::Plain, done)
+    }
+
+    /// Read `key` and fence it with this grant's token, as `Lease.fenced_read`.
+    fn fenced_read<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        fence::read_object(py, self.fences()?, key)
+    }
+
+    fn _fenced_read_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        fence::get_in_start(py, self.fences()?, key, Read::Fenced, done)
+    }
+
+    /// Delete `key` unless a later grant of the lock wrote it (`Fenced`); false if it did not
+    /// exist.
+    fn fenced_delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        fence::delete(py, self.fences()?, key)
+    }
+
+    fn _fenced_delete_start(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<Pending> {
+        fence::delete_start(py, self.fences()?, key, done)
     }
 
     /// Release it alone (idempotent): its belief ends at once, its leave grants the next
     /// waiter, and the session's other grants stay held. Raises `LeaseLost` if it was lost
     /// before.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
-        let Some(grant) = self.take() else {
+        let Some(grant) = self.owned() else {
             return Ok(());
         };
-        let lost = self
-            .lost_at_release
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let r = block(py, async move { grant.release().await }, None)?;
-        self.released(lost, r).py()
+        block(py, async move { grant.release().await }, None)?.py()
     }
 
     /// Start releasing; `done(ok, None)` when finished.
     fn _release_start(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<Pending> {
-        let grant = self.take();
-        let lost = self
-            .lost_at_release
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let (url, epoch) = (self.url.clone(), self.epoch);
+        let grant = self.owned();
         runtime::spawn_settle(
             py,
             async move {
-                if let Some(g) = grant {
-                    g.release().await?;
-                    if let Some(reason) = lost {
-                        return Err(reason.error(&url, epoch));
-                    }
+                match grant {
+                    Some(g) => g.release().await,
+                    None => Ok(()),
                 }
-                Ok(())
             },
             done,
             |py, ()| Ok(py.None()),
@@ -590,7 +603,7 @@ impl GrantCore {
 
     /// Release in the background, without waiting (used when nobody is left to wait).
     fn _release_background(&self) -> PyResult<()> {
-        if let Some(g) = self.take() {
+        if let Some(g) = self.owned() {
             runtime::handle()?.spawn(async move {
                 let _ = g.release().await;
             });
@@ -601,16 +614,11 @@ impl GrantCore {
     fn __repr__(&self) -> String {
         let state = if self.forked() {
             "inherited across fork".to_string()
-        } else if let Some(r) = self.lost_reason_now() {
+        } else if let Some(r) = self.grant.lost_reason() {
             format!("lost: {r}")
-        } else if self.held() {
+        } else if self.grant.is_held() {
             "held".to_string()
-        } else if self
-            .grant
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_none()
-        {
+        } else if self.grant.is_released() {
             "released".to_string()
         } else {
             "not confirmed".to_string()

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime
+import hashlib
+import hmac
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -159,6 +164,96 @@ def test_a_waiters_yield_request_reaches_the_shared_grant_it_names(tmp_path: Pat
         waiter.join(30)
         assert got and got[0].held
         got[0].release()
+
+
+def delete_session_record(kind: str, lock_url: str, session_key: str) -> None:
+    """Delete a session's record (a holder cut off from the store looks the same to others)."""
+    if kind == "file":
+        os.unlink(Path(lock_url[len("file://"):]).parent / session_key)
+        return
+    # moto, path-style: s3://BUCKET?endpoint=E&region=R&... -> DELETE E/BUCKET/KEY, signed
+    # (AWS Signature Version 4) with the test credentials the library uses.
+    base = os.environ["LEASE_TEST_S3_MOTO"]
+    bucket = base[len("s3://"):].split("?", 1)[0].strip("/")
+    query = urllib.parse.parse_qs(base.split("?", 1)[1])
+    endpoint = query["endpoint"][0].rstrip("/")
+    region = query.get("region", ["us-east-1"])[0]
+    host = urllib.parse.urlsplit(endpoint).netloc
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amz, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    empty = hashlib.sha256(b"").hexdigest()
+    path = f"/{bucket}/{session_key}"
+    signed = "host;x-amz-content-sha256;x-amz-date"
+    canonical = (
+        f"DELETE\n{path}\n\nhost:{host}\nx-amz-content-sha256:{empty}\nx-amz-date:{amz}\n\n"
+        f"{signed}\n{empty}"
+    )
+    scope = f"{day}/{region}/s3/aws4_request"
+    to_sign = f"AWS4-HMAC-SHA256\n{amz}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+    k = ("AWS4" + os.environ["AWS_SECRET_ACCESS_KEY"]).encode()
+    for part in (day, region, "s3", "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+    auth = (
+        f"AWS4-HMAC-SHA256 Credential={os.environ['AWS_ACCESS_KEY_ID']}/{scope}, "
+        f"SignedHeaders={signed}, Signature={signature}"
+    )
+    req = urllib.request.Request(
+        endpoint + path,
+        method="DELETE",
+        headers={"x-amz-date": amz, "x-amz-content-sha256": empty, "Authorization": auth},
+    )
+    with urllib.request.urlopen(req, timeout=30) as res:
+        assert res.status in (200, 204), res.status
+
+
+def test_a_shared_grants_fenced_writes_and_its_stale_write_after_a_takeover_is_fenced(
+    kind: str, tmp_path: Path
+) -> None:
+    # As a Lease's: its writes carry its token; once its holder is cut off (the session's
+    # record deleted) and another takes the lock, its write is refused.
+    (url,) = lock_urls(kind, tmp_path, "fence", 1)
+    session = lease.open_session(url, ttl=3)
+    try:
+        g = session.acquire(url, wait=30, poll=POLL)
+        v1 = g.fenced_put("data", b"one")
+        got = lease.fenced_get(url, key="data")
+        assert got is not None and got.data == b"one" and got.version == v1
+        assert got.epoch == g.epoch and got.holder == g.id
+        g.fenced_update("data", lambda old: (old.data if old else b"") + b"+1")
+        read = g.fenced_read("data")
+        assert read is not None and read.data == b"one+1"
+        with pytest.raises(lease.Conflict):
+            g.fenced_put("data", b"x", if_absent=True)
+
+        async def in_asyncio() -> None:
+            await g.fenced_put_async("async", "a")
+            await g.fenced_update_async("async", lambda old: (old.data if old else b"") + b"b")
+            obj = await g.fenced_read_async("async")
+            assert obj is not None and obj.data == b"ab"
+            # Conditional deletes: the file store, and moto (its URL says so).
+            assert await g.fenced_delete_async("async")
+            assert not g.fenced_delete("async")
+
+        asyncio.run(in_asyncio())
+
+        # Cut off: the session's record deleted; the grant is lost, another takes the lock.
+        delete_session_record(kind, url, session.key)
+        wait_for("the grant lost", lambda: g.lost_reason is not None, 15)
+        with lease.acquire(url, ttl=5, queue=True, wait=30, poll=POLL) as nxt:
+            assert nxt.epoch > g.epoch
+            nxt.fenced_put("data", b"two")
+            with pytest.raises(lease.Fenced) as info:
+                g.fenced_put("data", b"stale")
+            assert info.value.epoch == nxt.epoch
+            with pytest.raises(lease.Fenced):
+                g.fenced_update("data", lambda old: b"stale")
+            got = lease.fenced_get(url, key="data")
+            assert got is not None and got.data == b"two"
+        with pytest.raises(lease.LeaseLost):
+            g.release()
+    finally:
+        session.close()
 
 
 def test_a_forked_child_leaves_its_parents_session_and_grants_alone(tmp_path: Path) -> None:

@@ -243,6 +243,99 @@ async fn a_grant_released_alone_hands_over_and_leaves_the_other_held() {
     assert_eq!(b.lost_reason(), None);
 }
 
+/// The writes to the lock at `key` since `w.store.record_writes()` (a leave is one).
+fn writes_to(w: &World, key: &str) -> usize {
+    w.store.write_log().iter().filter(|l| l.key == key).count()
+}
+
+/// `SharedGrant::release(&self)` as `Lease::release`: idempotent. A second call sends no
+/// second leave and reports what the first did (released while held: `Ok`); the grant then
+/// says it was released, not lost.
+#[tokio::test(start_paused = true)]
+async fn a_shared_grant_released_twice_sends_one_leave_and_reports_ok_both_times() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    w.store.record_writes();
+    a.release().await.unwrap();
+    assert_eq!(writes_to(&w, "jobs/a"), 1, "the leave");
+    a.release().await.unwrap();
+    assert_eq!(writes_to(&w, "jobs/a"), 1, "no second leave");
+    assert!(!a.is_held());
+    assert_eq!(a.lost_reason(), None, "released, not lost");
+    let e = a.ensure_held().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    assert!(e.message().contains("was released"), "{e}");
+    assert_eq!(s.attached(), 0);
+}
+
+/// A grant lost with its session before its release: the release still detaches it (as
+/// today), and reports the loss as `Lost` with the loss's reason, the same error every time
+/// (as `Lease::release` after a loss: whatever was done under it may have overlapped with
+/// another holder); `lost_reason()` keeps answering after the release.
+#[tokio::test(start_paused = true)]
+async fn releasing_a_shared_grant_lost_with_its_session_reports_the_loss_every_time() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    w.store.remove_raw(s.key());
+    assert_eq!(a.lost().await, LostReason::SessionDeleted);
+    let expected = LostReason::SessionDeleted.error(a.url(), a.epoch());
+    for call in ["first", "second"] {
+        let e = a.release().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Lost, "{call}: {e}");
+        assert_eq!(e.message(), expected.message(), "{call}");
+        assert_eq!(e.lease(), Some(a.url()), "{call}");
+        assert_eq!(e.epoch(), Some(a.epoch()), "{call}");
+    }
+    assert_eq!(a.lost_reason(), Some(LostReason::SessionDeleted));
+    let e = a.ensure_held().unwrap_err();
+    assert_eq!(e.message(), expected.message());
+    assert_eq!(s.attached(), 0);
+}
+
+/// A grant lost alone (its lock's record dropped it) reports that loss at its release.
+#[tokio::test(start_paused = true)]
+async fn releasing_a_shared_grant_its_lock_dropped_reports_that_loss() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let mut r = w.queue_record("jobs/a").await;
+    r.grants.clear();
+    r.requires.clear();
+    r.rev += 1;
+    w.store.overwrite_raw("jobs/a", r.to_bytes());
+    let reason = a.lost().await;
+    let e = a.release().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Lost, "{e}");
+    assert_eq!(e.message(), reason.error(a.url(), a.epoch()).message());
+    assert_eq!(a.lost_reason(), Some(reason));
+}
+
+/// Two releases of one grant at once (two threads of a binding): one leave is sent, and both
+/// report the release.
+#[tokio::test(start_paused = true)]
+async fn two_releases_of_a_shared_grant_racing_send_one_leave() {
+    let w = World::new();
+    let (s, _) = open(&w).await;
+    let a = s.acquire("jobs/a", &queued()).await.unwrap();
+    let (other, _) = w.client("b", 2);
+    let waiter = spawn_acquire(&other, "jobs/a", queued());
+    sleep(secs(0.5)).await;
+    w.store.record_writes();
+    let (one, two) = tokio::join!(a.release(), a.release());
+    one.unwrap();
+    two.unwrap();
+    let next = waiter.await.unwrap().unwrap();
+    assert!(next.is_held());
+    assert_eq!(
+        writes_to(&w, "jobs/a"),
+        1,
+        "one leave, which granted the waiter"
+    );
+    assert_eq!(s.attached(), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lock_record_that_drops_one_grant_loses_that_grant_alone() {
     let w = World::new();
