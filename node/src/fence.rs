@@ -18,62 +18,20 @@ use crate::runtime;
 use lease::store::Version;
 use lease::{Client, FencingGate as CoreGate, FencingToken};
 
-/// What fences a write or a read: a plain lease (or a queued lock's grant held as one), or a
-/// grant held through a shared session. Their fenced operations are the core's, the same.
-#[derive(Clone)]
-pub enum Fences {
-    Lease(lease::Lease),
-    Grant(Arc<lease::SharedGrant>),
-}
+pub use lease::FencedHolder as Fences;
 
-/// How `Fences::read` reads: plainly (what `fencedUpdate` reads), or fencing the object.
+/// How `read` reads: plainly (what `fencedUpdate` reads), or fencing the object.
 #[derive(Clone, Copy)]
 pub enum Read {
     Plain,
     Fenced,
 }
 
-impl Fences {
-    fn object_url(&self, key: &str) -> lease::Result<String> {
-        match self {
-            Fences::Lease(l) => l.object_url(key),
-            Fences::Grant(g) => g.object_url(key),
-        }
-    }
-
-    async fn put(&self, key: &str, bytes: Vec<u8>) -> lease::Result<Version> {
-        match self {
-            Fences::Lease(l) => l.fenced_put(key, bytes).await,
-            Fences::Grant(g) => g.fenced_put(key, bytes).await,
-        }
-    }
-
-    async fn put_if(
-        &self,
-        key: &str,
-        bytes: Vec<u8>,
-        expected: Option<&Version>,
-    ) -> lease::Result<Version> {
-        match self {
-            Fences::Lease(l) => l.fenced_put_if(key, bytes, expected).await,
-            Fences::Grant(g) => g.fenced_put_if(key, bytes, expected).await,
-        }
-    }
-
-    async fn read(&self, key: &str, how: Read) -> lease::Result<Option<lease::FencedObject>> {
-        match (self, how) {
-            (Fences::Lease(l), Read::Plain) => l.fenced_get(key).await,
-            (Fences::Lease(l), Read::Fenced) => l.fenced_read(key).await,
-            (Fences::Grant(g), Read::Plain) => g.fenced_get(key).await,
-            (Fences::Grant(g), Read::Fenced) => g.fenced_read(key).await,
-        }
-    }
-
-    async fn delete(&self, key: &str) -> lease::Result<bool> {
-        match self {
-            Fences::Lease(l) => l.fenced_delete(key).await,
-            Fences::Grant(g) => g.fenced_delete(key).await,
-        }
+/// Read `key` as `how` says.
+async fn read(fences: &Fences, key: &str, how: Read) -> lease::Result<Option<lease::FencedObject>> {
+    match how {
+        Read::Plain => fences.fenced_get(key).await,
+        Read::Fenced => fences.fenced_read(key).await,
     }
 }
 
@@ -111,10 +69,10 @@ pub fn put<'e>(
                 )),
                 (Some(etag), false) => {
                     let expected = Version::etag(etag);
-                    fences.put_if(&key, bytes, Some(&expected)).await
+                    fences.fenced_put_if(&key, bytes, Some(&expected)).await
                 }
-                (None, true) => fences.put_if(&key, bytes, None).await,
-                (None, false) => fences.put(&key, bytes).await,
+                (None, true) => fences.fenced_put_if(&key, bytes, None).await,
+                (None, false) => fences.fenced_put(&key, bytes).await,
             }
         },
         |_, v| Ok(v.etag),
@@ -128,7 +86,7 @@ pub fn get<'e>(env: &'e Env, fences: Fences, key: String, how: Read) -> Result<U
         env,
         async move {
             let url = fences.object_url(&key)?;
-            Ok((url, fences.read(&key, how).await?))
+            Ok((url, read(&fences, &key, how).await?))
         },
         |_, (url, obj)| Ok(obj.map(|o| object_of(url, o))),
     )
@@ -138,7 +96,7 @@ pub fn get<'e>(env: &'e Env, fences: Fences, key: String, how: Read) -> Result<U
 pub fn delete<'e>(env: &'e Env, fences: Fences, key: String) -> Result<Unknown<'e>> {
     runtime::call(
         env,
-        async move { fences.delete(&key).await },
+        async move { fences.fenced_delete(&key).await },
         |_, deleted| Ok(deleted),
     )
 }

@@ -20,64 +20,8 @@ use crate::options::{self, data_bytes, key_text};
 use crate::runtime::Pending;
 use crate::runtime::{self, block};
 use lease::store::Version;
-use lease::{Client, Error, FencedObject, FencingGate, FencingToken, Lease, SharedGrant};
-
-/// What fences a write or a read: a plain lease (or a queued lock's grant held as one), or a
-/// grant held through a shared session. Their fenced operations are the core's, the same.
-#[derive(Clone)]
-pub enum Fences {
-    Lease(Lease),
-    Grant(Arc<SharedGrant>),
-}
-
-impl Fences {
-    fn object_url(&self, key: &str) -> lease::Result<String> {
-        match self {
-            Fences::Lease(l) => l.object_url(key),
-            Fences::Grant(g) => g.object_url(key),
-        }
-    }
-
-    async fn put(&self, key: &str, data: Vec<u8>) -> lease::Result<Version> {
-        match self {
-            Fences::Lease(l) => l.fenced_put(key, data).await,
-            Fences::Grant(g) => g.fenced_put(key, data).await,
-        }
-    }
-
-    async fn put_if(
-        &self,
-        key: &str,
-        data: Vec<u8>,
-        expected: Option<&Version>,
-    ) -> lease::Result<Version> {
-        match self {
-            Fences::Lease(l) => l.fenced_put_if(key, data, expected).await,
-            Fences::Grant(g) => g.fenced_put_if(key, data, expected).await,
-        }
-    }
-
-    async fn get(&self, key: &str) -> lease::Result<Option<FencedObject>> {
-        match self {
-            Fences::Lease(l) => l.fenced_get(key).await,
-            Fences::Grant(g) => g.fenced_get(key).await,
-        }
-    }
-
-    async fn read(&self, key: &str) -> lease::Result<Option<FencedObject>> {
-        match self {
-            Fences::Lease(l) => l.fenced_read(key).await,
-            Fences::Grant(g) => g.fenced_read(key).await,
-        }
-    }
-
-    async fn delete(&self, key: &str) -> lease::Result<bool> {
-        match self {
-            Fences::Lease(l) => l.fenced_delete(key).await,
-            Fences::Grant(g) => g.fenced_delete(key).await,
-        }
-    }
-}
+pub use lease::FencedHolder as Fences;
+use lease::{Client, Error, FencedObject, FencingGate, FencingToken};
 
 /// What a fenced write expects the object to be: `if_version=` / `if_absent=` of `fenced_put`.
 pub enum Expected {
@@ -149,9 +93,9 @@ async fn write(
     expected: Expected,
 ) -> lease::Result<Version> {
     match expected {
-        Expected::Any => lease.put(&key, data).await,
-        Expected::Absent => lease.put_if(&key, data, None).await,
-        Expected::Version(v) => lease.put_if(&key, data, Some(&v)).await,
+        Expected::Any => lease.fenced_put(&key, data).await,
+        Expected::Absent => lease.fenced_put_if(&key, data, None).await,
+        Expected::Version(v) => lease.fenced_put_if(&key, data, Some(&v)).await,
     }
 }
 
@@ -197,8 +141,8 @@ pub enum Read {
 
 async fn read(lease: Fences, key: String, how: Read) -> lease::Result<Option<FencedObject>> {
     match how {
-        Read::Plain => lease.get(&key).await,
-        Read::Fenced => lease.read(&key).await,
+        Read::Plain => lease.fenced_get(&key).await,
+        Read::Fenced => lease.fenced_read(&key).await,
     }
 }
 
@@ -283,7 +227,7 @@ pub fn _parse_token(token: &Bound<'_, PyAny>) -> PyResult<TokenParts> {
 /// nothing to delete.
 pub fn delete(py: Python<'_>, lease: Fences, key: &Bound<'_, PyAny>) -> PyResult<bool> {
     let key = key_text("key", key)?;
-    block(py, async move { lease.delete(&key).await }, None)?.py()
+    block(py, async move { lease.fenced_delete(&key).await }, None)?.py()
 }
 
 pub fn delete_start(
@@ -295,7 +239,7 @@ pub fn delete_start(
     let key = key_text("key", key)?;
     let abort = runtime::spawn_settle(
         py,
-        async move { lease.delete(&key).await },
+        async move { lease.fenced_delete(&key).await },
         done,
         |py, deleted| {
             Ok(pyo3::types::PyBool::new(py, deleted)
