@@ -1332,3 +1332,26 @@ fn try_once_with_preempt_preempts_instead_of_failing_held() {
     let e = expect_failed(r.read(found(&other, 2), 0.2));
     assert_eq!(e.kind(), ErrorKind::Held);
 }
+
+/// `-n` with the mode, its preemption beaten by the holder's renewal: sent again over the
+/// renewed version, not `Held` (the same tenure is still the one it set out to preempt).
+#[test]
+fn try_once_with_preempt_sends_a_preemption_beaten_by_a_renewal_again() {
+    let p = Plan {
+        try_once: true,
+        ..preempting_plan()
+    };
+    let mut r = Run::new(p, 0.0);
+    r.step(Event::Start, 0.0);
+    expect_put(r.read(held_by_other(), 0.0));
+    r.step(Event::Put(Ok(Put::ConditionFailed)), 0.1);
+    let renewed = Record {
+        rev: 3,
+        write: Some("w-other-renewed".into()),
+        ..record("other", 7, RecordState::Held)
+    };
+    let (again, cond) = expect_put(r.read(found(&renewed, 2), 0.2));
+    assert_eq!(cond, Cond::Match(version(2)));
+    assert!(again.preempted.is_some());
+    assert!(matches!(r.written(3, 0.3), Step::Acquired { .. }));
+}
