@@ -311,9 +311,18 @@ async fn seeded_random_fault_mixes_keep_the_invariants() {
                             end,
                         });
                         if let Err(e) = held.release().await {
-                            // Reported lost: true only if our release did not land.
+                            // Reported lost: true only if our release did not land, or if it
+                            // was read back after more tenures than a record's `prev`
+                            // remembers (docs/protocol.md §5: "beyond that the release is
+                            // reported lost — wrongly, but safely").
                             let ours = landed(&proxy, &held.holder().id, "released");
-                            release_losses.push((ours, e.to_string()));
+                            let beyond = match held.lost_reason() {
+                                Some(lease::LostReason::TakenOver { epoch, .. }) => {
+                                    epoch >= held.epoch() + lease::record::MAX_PREV as u64
+                                }
+                                _ => false,
+                            };
+                            release_losses.push((ours, beyond, e.to_string()));
                         }
                     }
                     (proxy.counts().faults, release_losses)
@@ -324,12 +333,20 @@ async fn seeded_random_fault_mixes_keep_the_invariants() {
                     .await
                     .unwrap_or_else(|e| panic!("{server} seed {seed}: {e}"));
                 faults += f;
-                for (landed, e) in losses {
+                for (landed, beyond, e) in losses {
                     assert!(
                         landed,
                         "{server} seed {seed}: a release failed and did not land: {e}"
                     );
-                    false_release_losses.push(e);
+                    if beyond {
+                        eprintln!(
+                            "{server} seed {seed}: a landed release read back more than \
+                             {} tenures later, reported lost (the stated bound): {e}",
+                            lease::record::MAX_PREV
+                        );
+                    } else {
+                        false_release_losses.push(e);
+                    }
                 }
             }
             let holds = history.lock().unwrap().clone();
@@ -340,7 +357,8 @@ async fn seeded_random_fault_mixes_keep_the_invariants() {
         }
         // No lease may be reported lost when its write landed (protocol invariant): a release
         // whose reply was lost and whose lease was taken at once is recognised by the new
-        // record's `prev`.
+        // record's `prev`, within the last MAX_PREV tenures (CI's cold run of 2026-11-27 read
+        // one back 8 tenures later, at epoch 446 → 454: excused above, and said).
         assert!(
             false_release_losses.is_empty(),
             "{server}: releases that landed were reported lost: {false_release_losses:?}"
