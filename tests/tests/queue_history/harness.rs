@@ -408,7 +408,15 @@ impl Run {
         let mut spec = spec;
         let name = spec["name"].as_str().unwrap().to_string();
         let lock = spec["lock"].as_str().unwrap().to_string();
-        spec["url"] = json!(self.store.url(&lock));
+        // The negative controls' workers reach the store directly: a random fault (a join
+        // held up past the record's deletion, landing late) can keep their scenario from
+        // making the overlap the checks must catch, and then "not caught" says nothing about
+        // the checks (a cold run of 2026-11-27: control-deleted-record, seed 113104 on moto).
+        spec["url"] = if crate::CONTROLS.contains(&lock.as_str()) {
+            json!(lease_url(&self.store.direct, &lock))
+        } else {
+            json!(self.store.url(&lock))
+        };
         spec["lease_bin"] = json!(self.tools.lease_bin);
         spec["poll_ms"] = json!(self.store.poll_ms);
         if let Some(gate) = &*self.start_gate.lock().unwrap() {
