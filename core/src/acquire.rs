@@ -98,8 +98,8 @@ async fn acquire_any(
     // The options' own consistency, whichever path they take (a yield reason without
     // `ask_yield` is refused on a plain lease too, not ignored).
     opts.check_queue().map_err(|e| e.with_lease(&url))?;
-    if opts.preempt != crate::Preempt::Never && opts.wants_queue() {
-        return Err(not_for_queued_locks(&url));
+    if opts.preempt != crate::Preempt::Never && opts.mode != crate::Mode::Exclusive {
+        return Err(preempt_needs_exclusive(&url));
     }
     let start = client.clock().now();
     let try_once = try_once || opts.wait == Some(Duration::ZERO);
@@ -148,9 +148,6 @@ async fn acquire_any(
     let (result, handover) = match acquirer::run(client, key, plan, cancel).await {
         Ok(Acquired::Lease { lease, handover }) => (Ok(lease), handover),
         // A queued lock: every request on it queues (docs/protocol.md §10).
-        Ok(Acquired::QueuedLock(_)) if opts.preempt != crate::Preempt::Never => {
-            (Err(not_for_queued_locks(&url)), None)
-        }
         Ok(Acquired::QueuedLock(first)) => {
             (queue::acquire(client, queued, Some(first)).await, None)
         }
@@ -160,13 +157,14 @@ async fn acquire_any(
     result
 }
 
-/// Preemption is built for plain leases only (docs/protocol.md §5): a queued lock's grants are
-/// not taken at once.
-fn not_for_queued_locks(url: &str) -> Error {
+/// Only an exclusive request may preempt (docs/protocol.md §10, "Preemption"): shared holders
+/// and permits hold at once over overlapping scopes and make no fenced writes, so no order of
+/// tokens makes their preemption safe.
+fn preempt_needs_exclusive(url: &str) -> Error {
     Error::invalid(format!(
-        "preempt: {url} is a queued lock (or the request is: shared, permits, a scope, a \
-         priority or queue); preemption is built for plain exclusive leases only. Drop the \
-         preempt option, or use a plain lease key"
+        "preempt: a shared request on {url} cannot preempt: only an exclusive request (whole \
+         lock, a path or a byte range) takes the lock at once, and fencing refuses only the \
+         writes of the grants it removed. Drop the preempt option, or ask for an exclusive grant"
     ))
     .with_lease(url)
 }

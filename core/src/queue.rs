@@ -204,6 +204,7 @@ async fn run<N: SharedNumber>(
         wait_deadline: req.wait_deadline,
         unavailable_timeout: Some(timing.unavailable_timeout),
         max_len: MAX_QUEUE_RECORD_LEN,
+        preempt: req.opts.preempt != crate::Preempt::Never,
     };
     let mut waiter = Waiter::new(plan, client.memo(key).epoch, clock.now());
     let mut event = match first {

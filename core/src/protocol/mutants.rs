@@ -120,6 +120,13 @@ pub enum Mutant {
     /// own, whatever epoch it names, so a request written for a tenure that has ended (the
     /// asker read the record, then the holder released) reaches the next holder.
     LeaseYieldAnyTenure = 52,
+    /// Preemption of a queued lock (issue 23): the preempting write grants the preemptor but
+    /// keeps the grants in its way, so their holders go on confirming and believing beside it.
+    QueuePreemptKeepsGrants = 53,
+    /// Preemption of a queued lock (issue 23): a preempting acquisition preempts whatever is in
+    /// its way at each write, not only the grants it first set out to preempt, so a grant made
+    /// after its acquisition began (to a waiter, or to another preemptor) is taken too.
+    QueuePreemptAnyTenure = 54,
 }
 
 #[cfg(feature = "negative-controls")]

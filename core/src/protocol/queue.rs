@@ -45,8 +45,11 @@ use crate::store::Get;
 
 pub mod change;
 pub mod holder;
+pub mod preemption;
 pub mod waiter;
 pub mod yield_request;
+
+pub use preemption::PreemptedGrant;
 
 pub use yield_request::{OwnAsk, YieldAsk, YieldRequest, YieldRequested, YIELD_FEATURE};
 
@@ -199,6 +202,10 @@ pub struct QueueRecord {
     /// "Yield on request"); absent in every record without one.
     #[serde(default, rename = "yield", skip_serializing_if = "Option::is_none")]
     pub yield_request: Option<YieldRequest>,
+    /// The grants a listed preempting grant removed (docs/protocol.md §10, "Preemption"):
+    /// their holders learn from it who took their grant; absent in every other record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preempted: Vec<PreemptedGrant>,
 }
 
 /// Where a participant stands in a record.
@@ -232,12 +239,19 @@ pub enum Change {
     /// Ask the grants in the way to step aside (nothing if the same request stands, or
     /// nothing is in the way; docs/protocol.md §10, "Yield on request").
     Yield(YieldAsk),
+    /// Take the lock at once: remove the grants in the way of this exclusive request and grant
+    /// it ahead of the waiters (nothing if it is granted already; docs/protocol.md §10,
+    /// "Preemption").
+    Preempt(Entry),
 }
 
 impl Change {
     /// Whether this change can make the record larger (a join, a yield request).
     pub fn grows(&self) -> bool {
-        matches!(self, Change::Join(_) | Change::Yield(_))
+        matches!(
+            self,
+            Change::Join(_) | Change::Yield(_) | Change::Preempt(_)
+        )
     }
 }
 
@@ -361,6 +375,7 @@ impl QueueRecord {
             grants: Vec::new(),
             queue: Vec::new(),
             yield_request: None,
+            preempted: Vec::new(),
         }
     }
 
@@ -447,6 +462,9 @@ impl QueueRecord {
         floor: u64,
     ) -> Result<Option<QueueRecord>> {
         Ok(self.changed(change, max_len)?.map(|mut next| {
+            if let Change::Preempt(entry) = change {
+                next.grant_preemptor(entry.id(), floor);
+            }
             next.settle(floor);
             next
         }))
@@ -487,6 +505,16 @@ impl QueueRecord {
                 next.queue.retain(|e| e.id() != id);
                 if next.grants.len() + next.queue.len() == before {
                     return Ok(None);
+                }
+            }
+            Change::Preempt(entry) => {
+                if !next.preempt_for(entry) {
+                    return Ok(None);
+                }
+                // The same room rule as a join's.
+                let needed = next.reserved_len();
+                if needed > max_len {
+                    return Err(full_error(self, needed, max_len));
                 }
             }
             Change::SetPermits(permits) => {
@@ -560,6 +588,7 @@ impl QueueRecord {
         }
         // After the passes, which went by its `to`: the write that ends its last grant ends it.
         self.prune_yield();
+        self.prune_preempted();
         self.note_features();
     }
 

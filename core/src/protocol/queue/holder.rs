@@ -28,7 +28,7 @@ use crate::clock::Instant;
 use crate::error::Result;
 use crate::protocol::hold::LostReason;
 use crate::protocol::view::View;
-use crate::record::{Parsed, Record};
+use crate::record::{Holder, Parsed, Record};
 use crate::store::{Cond, Get, Put, Version};
 
 /// A read (or write) of the lock's record that showed a participant's grant.
@@ -223,9 +223,13 @@ impl GrantHold {
                 Position::Waiting { .. } => replaced(
                     "made again with this participant waiting, not granted (it was deleted)",
                 ),
-                Position::Absent => replaced(
-                    "made again without this grant (it was deleted), or this grant was removed",
-                ),
+                Position::Absent => match self.preemption(&r) {
+                    Some(reason) => ConfirmStep::Lost(reason),
+                    None => replaced(
+                        "made again without this grant (it was deleted), or this grant was \
+                         removed",
+                    ),
+                },
             },
             Some(Classified::Newer(what)) => replaced(&format!(
                 "replaced by a record of a newer version of lease ({what})"
@@ -235,6 +239,22 @@ impl GrantHold {
                 Parsed::Corrupt { .. } => replaced("overwritten with something unreadable"),
             },
         }
+    }
+
+    /// The preemption that removed our grant, if `r` names it (docs/protocol.md §10,
+    /// "Preemption"): who took it, and at which token.
+    fn preemption(&self, r: &QueueRecord) -> Option<LostReason> {
+        let Position::Granted { token } = self.record.position(&self.id) else {
+            return None;
+        };
+        let (by, epoch) = r.preempted_by(&self.id, token)?;
+        Some(LostReason::Preempted {
+            by: Holder {
+                id: by.to_string(),
+                ..Holder::default()
+            },
+            epoch,
+        })
     }
 
     /// The key of this participant's session.

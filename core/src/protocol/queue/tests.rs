@@ -847,6 +847,7 @@ fn an_over_long_wake_address_is_ignored() {
     assert!(matches!(classify(&r.to_bytes()), Classified::Queue(q) if q == r));
 }
 
+mod preemption;
 mod priority;
 
 /// No two grants of `r` conflict (overlapping scopes, one of them exclusive).

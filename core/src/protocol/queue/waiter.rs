@@ -61,6 +61,9 @@ pub struct WaitPlan {
     pub unavailable_timeout: Option<Duration>,
     /// The record's size limit ([`super::MAX_QUEUE_RECORD_LEN`]; small in the model).
     pub max_len: usize,
+    /// Take the lock at once, removing the grants in the way (`Preempt::EveryEffectFenced`,
+    /// an exclusive request only; docs/protocol.md §10, "Preemption").
+    pub preempt: bool,
 }
 
 /// What happened since the last step.
@@ -277,6 +280,9 @@ pub struct Waiter {
     /// A `Date` was found ahead of the store's own stamps (or no stamp could be had): the
     /// driver says so once.
     date_refused: bool,
+    /// The tokens of the grants this acquisition set out to preempt (those in its way when it
+    /// first decided to): it preempts again only while nothing else is in its way.
+    targets: Option<Vec<u64>>,
 }
 
 impl Waiter {
@@ -300,6 +306,7 @@ impl Waiter {
             cancelled: false,
             hint_read: None,
             date_refused: false,
+            targets: None,
         }
     }
 
@@ -682,7 +689,11 @@ impl Waiter {
                 if self.timed_out(now) {
                     return self.timeout_error(now);
                 }
-                let join = Change::Join(self.plan.entry.clone());
+                let join = if self.preempts(&r) {
+                    Change::Preempt(self.plan.entry.clone())
+                } else {
+                    Change::Join(self.plan.entry.clone())
+                };
                 let next = match r.apply(&join, self.plan.max_len, self.floor(ctx)) {
                     Ok(Some(next)) => next,
                     Ok(None) => unreachable!("an absent participant joins"),
@@ -695,6 +706,25 @@ impl Waiter {
                 self.write(next, Cond::Match(version), Why::Join, ctx)
             }
         }
+    }
+
+    /// Whether to take the lock from the grants in our way rather than join behind them: one
+    /// set of tenures per acquisition, as a lease's preemption (docs/protocol.md §5). The grants
+    /// in our way when we first decide are the ones we set out to preempt; a write that failed
+    /// its condition or whose outcome is unknown preempts again while only those are in the
+    /// way. A grant made since (a waiter's, or another preemptor's) is waited for by the usual
+    /// rules, so two preempting acquisitions cannot take the lock from each other in a loop.
+    fn preempts(&mut self, r: &QueueRecord) -> bool {
+        if !self.plan.preempt {
+            return false;
+        }
+        let in_the_way: Vec<u64> = r
+            .in_the_way(&self.plan.entry)
+            .iter()
+            .filter_map(|g| g.token)
+            .collect();
+        let targets = self.targets.get_or_insert_with(|| in_the_way.clone());
+        on(Mutant::QueuePreemptAnyTenure) || in_the_way.iter().all(|t| targets.contains(t))
     }
 
     /// Someone holds what we need: `Held` (try once) or `Timeout`.

@@ -351,3 +351,34 @@ fn a_grant_confirmed_by_a_record_naming_it_is_told_at_once() {
     );
     assert_eq!(w.take_yield(), None);
 }
+
+/// Issue 23, "Preemption": a grant removed by a preemption learns at its next confirmation who
+/// took it and at which token; once the preemptor's grant is gone from the record, only that
+/// the grant was removed.
+#[test]
+fn a_grant_removed_by_a_preemption_is_lost_as_preempted_naming_the_preemptor() {
+    let p = entry("p", Mode::Exclusive, Scope::Whole);
+    let preempted = lock()
+        .apply(&Change::Preempt(p), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    let mut h = held();
+    match confirm_with(&mut h, &preempted, 5) {
+        ConfirmStep::Lost(LostReason::Preempted { by, epoch }) => {
+            assert_eq!((by.id.as_str(), epoch), ("p", 12));
+        }
+        other => panic!("not preempted: {other:?}"),
+    }
+    // The preemptor left: the record no longer says who removed `a`.
+    let left = preempted
+        .apply(&Change::Leave("p".into()), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    let reason = lost_reason(confirm_with(&mut held(), &left, 6));
+    assert!(reason.contains("this grant was removed"), "{reason}");
+    // A record naming another tenure of `a` as preempted does not say `a`'s grant was.
+    let mut other = preempted.clone();
+    other.preempted[0].token = 3;
+    let reason = lost_reason(confirm_with(&mut held(), &other, 7));
+    assert!(reason.contains("this grant was removed"), "{reason}");
+}

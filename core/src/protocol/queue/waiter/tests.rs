@@ -38,6 +38,7 @@ fn plan(mode: Mode) -> WaitPlan {
         wait_deadline: None,
         unavailable_timeout: Some(secs(10.0)),
         max_len: MAX_QUEUE_RECORD_LEN,
+        preempt: false,
     }
 }
 
@@ -1396,4 +1397,84 @@ fn ms(n: u64) -> Duration {
 
 fn ids(entries: &[Entry]) -> Vec<&str> {
     entries.iter().map(Entry::id).collect()
+}
+
+fn preempting() -> WaitPlan {
+    WaitPlan {
+        preempt: true,
+        ..plan(Mode::Exclusive)
+    }
+}
+
+/// Issue 23, "Preemption": a preempting waiter takes a held lock in its first write, removing
+/// the grant in its way; a write beaten by another change (here a join) is sent again while
+/// only the grants it set out to preempt are in its way; a grant made since (a later tenure)
+/// is waited for by the usual rules.
+#[test]
+fn a_preempting_waiter_takes_the_lock_at_once_and_waits_for_a_later_tenure() {
+    let mut r = Rig::new(preempting());
+    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
+    let (next, cond) = r.join_write(step);
+    assert_eq!(cond, Cond::Match(version(4)));
+    assert_eq!(ids(&next.grants), vec!["me"]);
+    assert_eq!(
+        next.preempted_by("a", WALL_MS + 1),
+        Some(("me", WALL_MS + 2))
+    );
+    // Someone else's join landed first: `a` still holds, so preempt again over it.
+    assert!(matches!(
+        r.step(Event::Wrote(Ok(Put::ConditionFailed))),
+        Step::ReadRecord { .. }
+    ));
+    let b_joined = join(&held_by_a(), entry("b", Mode::Exclusive, Scope::Whole));
+    let step = r.step(Event::Record(Ok(found(&b_joined.to_bytes(), 5))));
+    let (next, _) = r.join_write(step);
+    assert_eq!(ids(&next.grants), vec!["me"]);
+    assert_eq!(ids(&next.queue), vec!["b"]);
+    // Beaten again, by `a`'s release that granted `b`: a later tenure, so join behind it.
+    assert!(matches!(
+        r.step(Event::Wrote(Ok(Put::ConditionFailed))),
+        Step::ReadRecord { .. }
+    ));
+    let b_holds = b_joined
+        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(ids(&b_holds.grants), vec!["b"]);
+    let step = r.step(Event::Record(Ok(found(&b_holds.to_bytes(), 6))));
+    let (next, _) = r.join_write(step);
+    assert_eq!(ids(&next.grants), vec!["b"], "not preempted");
+    assert_eq!(ids(&next.queue), vec!["me"]);
+    assert!(next.preempted.is_empty());
+}
+
+/// The preemption's write landed: the waiter is granted, with its token.
+#[test]
+fn a_preemption_that_landed_is_a_grant() {
+    let mut r = Rig::new(preempting());
+    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
+    r.join_write(step);
+    match r.written(5) {
+        Step::Granted { token, .. } => assert_eq!(token, WALL_MS + 2),
+        other => panic!("not granted: {other:?}"),
+    }
+}
+
+/// Try once (`-n`): a preemption is sent (it would be granted), not refused as `Held`.
+#[test]
+fn trying_once_a_preempting_waiter_still_preempts() {
+    let mut r = Rig::new(WaitPlan {
+        try_once: true,
+        ..preempting()
+    });
+    let step = r.start_on(found(&held_by_a().to_bytes(), 4));
+    let (next, _) = r.join_write(step);
+    assert_eq!(ids(&next.grants), vec!["me"]);
+    // Without preemption the same request is `Held`.
+    let mut plain = Rig::new(WaitPlan {
+        try_once: true,
+        ..plan(Mode::Exclusive)
+    });
+    let step = plain.start_on(found(&held_by_a().to_bytes(), 4));
+    assert!(matches!(step, Step::Held { .. }), "{step:?}");
 }
