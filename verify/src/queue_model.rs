@@ -183,6 +183,16 @@ pub struct Participant {
     hints: u8,
     /// Its wall clock runs [`QueueModel::wall_lag_ms`] behind the others' (after a `Drift`).
     wall_behind: bool,
+    /// The store generation of the record its grant was last confirmed by (the grant, or a
+    /// read or write that showed it): a holder preempted at a later generation believes until
+    /// its next confirmation.
+    confirmed_gen: u64,
+    /// The highest token granted when its last request was applied.
+    read_token: u64,
+    /// The highest token granted when the first read that showed the lock's record without
+    /// it (in its current acquisition) was applied: a preemption it makes may remove only
+    /// grants up to it (one set of tenures per acquisition, decided at that read).
+    start_token: Option<u64>,
 }
 
 /// A rule broken by a transition (not a property of a single state).
@@ -207,6 +217,11 @@ pub enum Violation {
     /// A write granted a waiter that competes with the one a standing yield request hands
     /// over to, while that one still waits.
     YieldToPassed,
+    /// A holder's confirmation confirmed its grant from a record that named it preempted (or
+    /// a later one).
+    PreemptedConfirmed,
+    /// A preemption removed a grant made after the preempting acquisition began.
+    PreemptedLater,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -250,6 +265,15 @@ pub struct State {
     /// A holder was told of a request; a holder's release granted the request's `to`.
     yield_told: bool,
     yield_to_granted: bool,
+    /// The tokens a landed write named preempted, with the store generation that write made
+    /// and how many times the record had been deleted or replaced then: their holders may
+    /// believe until a confirmation at that generation or later.
+    preempted: std::collections::BTreeMap<u64, (u64, u8)>,
+    /// The participants (by id) whose grant a preemption removed: one that had not yet learned
+    /// of its grant joins again, as a participant left out of a record made again does.
+    preempted_ids: BTreeSet<String>,
+    /// A holder lost its grant as `LostReason::Preempted`.
+    learned_preempted: bool,
     violation: Option<Violation>,
 }
 
@@ -345,6 +369,11 @@ pub struct QueueModel {
     /// to hand over to (`to`), else nobody.
     pub yields: u8,
     pub yield_to: bool,
+    /// This participant's requests preempt (`Preempt::EveryEffectFenced`, docs/protocol.md
+    /// §10, "Preemption"): "no two believers conflict" then exempts a holder whose grant a
+    /// landed preemption removed, until a confirmation that saw that preemption — and such a
+    /// holder must conflict only with higher tokens (so fenced objects refuse it).
+    pub preempting: Option<usize>,
 }
 
 /// The request scenarios of docs/model.md.
@@ -377,6 +406,7 @@ pub fn conserve() -> QueueModel {
         wall_lag_ms: 0,
         yields: 0,
         yield_to: false,
+        preempting: None,
     }
 }
 
@@ -465,6 +495,31 @@ pub fn yielding() -> QueueModel {
     }
 }
 
+/// Preemption (issue 23): a reader and a writer of the whole lock, and a writer that preempts
+/// (docs/protocol.md §10, "Preemption"): it takes the lock from whichever holds it, at once,
+/// and they believe until their next confirmation.
+pub fn preempting() -> QueueModel {
+    QueueModel {
+        requests: vec![
+            (Mode::Shared, Scope::Whole),
+            (Mode::Exclusive, Scope::Whole),
+            (Mode::Exclusive, Scope::Whole),
+        ],
+        preempting: Some(2),
+        idle_wakes: 0,
+        ..conserve()
+    }
+}
+
+/// Preemption on two participants: a writer that holds and one that preempts it (for faults).
+pub fn pair_preempting() -> QueueModel {
+    QueueModel {
+        requests: vec![(Mode::Exclusive, Scope::Whole); 2],
+        preempting: Some(1),
+        ..preempting()
+    }
+}
+
 /// Capacity: a writer and three readers, with a record limit that holds all four joined but
 /// not all four with tokens: the writer's leave grants the three readers in one write, which
 /// fits only if the joins reserved the room for it.
@@ -517,6 +572,7 @@ fn apply(m: &QueueModel, s: &mut State, by: Option<usize>, req: &Req) -> Answer 
         let p = &mut s.participants[c];
         p.applied_at = s.replacements;
         p.seen_gen = s.store.as_ref().map_or(0, |o| o.generation);
+        p.read_token = s.max_token;
     }
     match req {
         Req::Stamp => unreachable!("queued locks' participants ask for no stamp"),
@@ -588,7 +644,10 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
     if untouched {
         for e in new.grants.iter().chain(&new.queue) {
             if !listed(e.id()) {
-                if s.landed.iter().any(|l| l == e.id()) {
+                if s.preempted_ids.contains(e.id()) {
+                    // Preempted before it learned of its grant: it joins again, arriving now.
+                    s.landed.retain(|l| l != e.id());
+                } else if s.landed.iter().any(|l| l == e.id()) {
                     s.violation.get_or_insert(Violation::JoinedTwice);
                 }
                 s.landed.push(e.id().to_string());
@@ -599,7 +658,11 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
             .into_iter()
             .flat_map(|o| o.grants.iter().chain(&o.queue))
         {
-            if new.find(e.id()).is_none() {
+            let preempted = new
+                .preempted
+                .iter()
+                .any(|p| p.id == e.id() && Some(p.token) == e.token);
+            if new.find(e.id()).is_none() && !preempted {
                 if let Some(c) = m.owner(s, e.id()) {
                     let p = &s.participants[c];
                     if p.session == Session::Alive && !matches!(p.phase, Phase::Leaving { .. }) {
@@ -630,6 +693,11 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
     for (k, g) in newly.iter().enumerate() {
         if !untouched {
             break;
+        }
+        // A preemptor is granted ahead of the waiters by design (docs/protocol.md §10,
+        // "Preemption"): neither FIFO nor the bypass count judges its grant.
+        if m.preempting.is_some() && m.owner(s, g.id()) == m.preempting {
+            continue;
         }
         let waiting: Vec<&str> = new
             .queue
@@ -672,6 +740,21 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
         }
         s.passes.remove(g.id());
     }
+    // Preemptions: whom each removed, and when (the generation this write makes).
+    // (A record made again may name a grant again that a preemption removed before: a holder
+    // restored it from what it last saw, and the preemptor removes it again.)
+    for p in &new.preempted {
+        if old.is_some_and(|o| o.preempted.contains(p)) {
+            continue;
+        }
+        s.preempted
+            .insert(p.token, (s.generations + 1, s.replacements));
+        s.preempted_ids.insert(p.id.clone());
+        let began = m.owner(s, &p.by).and_then(|c| s.participants[c].start_token);
+        if began.is_none_or(|began| p.token > began) {
+            s.violation.get_or_insert(Violation::PreemptedLater);
+        }
+    }
     for g in &new.grants {
         let token = g.token.expect("a grant has a token");
         if s.granted.contains(&(g.id().to_string(), token)) {
@@ -710,6 +793,9 @@ impl State {
                     idle_wakes: 0,
                     hints: 0,
                     wall_behind: false,
+                    confirmed_gen: 0,
+                    read_token: 0,
+                    start_token: None,
                 };
                 m.requests.len()
             ],
@@ -734,6 +820,9 @@ impl State {
             asked: Default::default(),
             yield_told: false,
             yield_to_granted: false,
+            preempted: Default::default(),
+            preempted_ids: BTreeSet::new(),
+            learned_preempted: false,
             violation: None,
         }
     }
@@ -889,6 +978,7 @@ impl QueueModel {
             wait_deadline: None,
             unavailable_timeout: None,
             max_len: self.max_len,
+            preempt: self.preempting == Some(c),
         }
     }
 
@@ -1056,6 +1146,7 @@ impl QueueModel {
                         p.served = true;
                     }
                     p.confirmed_at = p.applied_at;
+                    p.confirmed_gen = confirmation.version.generation.unwrap_or(0);
                     let hold = GrantHold::new(KEY, &self.id(s, c), self.timing().ttl, confirmation);
                     s.participants[c].phase = Phase::Holding {
                         token,
@@ -1197,6 +1288,19 @@ impl QueueModel {
             ConfirmEvent::Start => s.replacements,
             _ => s.participants[c].applied_at,
         };
+        // The generation of the record it shows, and whether it was read (not made again).
+        let shown = match &event {
+            ConfirmEvent::Start => Some((s.store.as_ref().map_or(0, |o| o.generation), true)),
+            ConfirmEvent::Read(Ok(Get::Found(o))) => Some((o.version.generation.unwrap_or(0), true)),
+            ConfirmEvent::Read(Ok(Get::NotModified { .. })) => {
+                Some((s.participants[c].seen_gen, true))
+            }
+            ConfirmEvent::Wrote(Ok(Put::Written { version, .. })) => {
+                Some((version.generation.unwrap_or(0), false))
+            }
+            _ => None,
+        };
+        let token = self.token(s, c);
         let Phase::Holding {
             hold, confirming, ..
         } = &mut s.participants[c].phase
@@ -1214,6 +1318,21 @@ impl QueueModel {
                 *confirming = None;
                 let told = hold.take_yield();
                 s.participants[c].confirmed_at = rests_on;
+                if let Some((generation, read)) = shown {
+                    // A read of the record the preemption wrote, or of a later one, while it
+                    // was not deleted or replaced since (a record made again from a stale view
+                    // may list the grant again: §10, "Belief").
+                    let preempted_at = token.and_then(|t| s.preempted.get(&t));
+                    let applied_at = s.participants[c].applied_at;
+                    if read
+                        && preempted_at.is_some_and(|&(at, reps)| {
+                            generation >= at && applied_at == reps
+                        })
+                    {
+                        s.violation.get_or_insert(Violation::PreemptedConfirmed);
+                    }
+                    s.participants[c].confirmed_gen = generation;
+                }
                 if let Some(told) = told {
                     // Told of a request: it must be one that named this grant.
                     let token = self.token(s, c);
@@ -1231,7 +1350,12 @@ impl QueueModel {
             }
             ConfirmStep::Retry => *confirming = None,
             // The grant is lost: its holder releases it (it leaves, not believing).
-            ConfirmStep::Lost(_) => self.leave(s, c, None),
+            ConfirmStep::Lost(reason) => {
+                if matches!(reason, LostReason::Preempted { .. }) {
+                    s.learned_preempted = true;
+                }
+                self.leave(s, c, None)
+            }
         }
     }
 
@@ -1241,6 +1365,18 @@ impl QueueModel {
         let err = || lease::Error::unavailable("the model's network failed");
         match &s.participants[c].phase {
             Phase::Waiting { .. } => {
+                // The first record it reads without itself in it is where a preempting waiter
+                // decides which grants it sets out to preempt.
+                if let Answer::Get(Get::Found(o)) = &answer {
+                    let absent = match o.bytes.as_deref().map(classify) {
+                        Some(Classified::Queue(r)) => r.find(&self.id(s, c)).is_none(),
+                        _ => false,
+                    };
+                    let p = &mut s.participants[c];
+                    if absent {
+                        p.start_token = p.start_token.or(Some(p.read_token));
+                    }
+                }
                 let event = match answer {
                     Answer::Get(g) => Event::Record(Ok(g)),
                     Answer::Put(p) => Event::Wrote(Ok(p)),
@@ -1376,8 +1512,34 @@ impl QueueModel {
     /// or replacement): the others stop at their next renewal, the stated window.
     fn confirmed_believers(&self, s: &State) -> Vec<usize> {
         (0..self.requests.len())
-            .filter(|&c| self.believes(s, c) && self.confirmed(s, c))
+            .filter(|&c| self.believes(s, c) && self.confirmed(s, c) && !self.preempted(s, c))
             .collect()
+    }
+
+    /// Whether `c` believes a grant a landed preemption removed, not confirmed since: it
+    /// believes until its next confirmation, the stated window (docs/protocol.md §10).
+    fn preempted(&self, s: &State, c: usize) -> bool {
+        let p = &s.participants[c];
+        self.token(s, c)
+            .and_then(|t| s.preempted.get(&t))
+            .is_some_and(|&(at, _)| p.confirmed_gen < at)
+    }
+
+    /// A preempted holder that still believes conflicts only with grants of higher tokens: every
+    /// object such a grant writes or fences refuses it (docs/protocol.md §7).
+    fn preempted_fenced(&self, s: &State) -> bool {
+        let confirmed = self.confirmed_believers(s);
+        (0..self.requests.len())
+            .filter(|&b| self.believes(s, b) && self.preempted(s, b))
+            .all(|b| {
+                confirmed.iter().all(|&a| {
+                    let (ma, sa) = &self.requests[a];
+                    let (mb, sb) = &self.requests[b];
+                    let conflict =
+                        sa.overlaps(sb) && (*ma == Mode::Exclusive || *mb == Mode::Exclusive);
+                    !conflict || self.token(s, a) > self.token(s, b)
+                })
+            })
     }
 
     /// No two believers hold grants that conflict (overlapping scopes, either exclusive).
@@ -1543,6 +1705,7 @@ impl Model for QueueModel {
                 p.obj = SessionObj::None;
                 p.idle_wakes = self.idle_wakes;
                 p.hints = self.hints;
+                p.start_token = None;
                 let now = at(p.clock);
                 let waiter = Waiter::new(self.plan(&s, c), 0, now);
                 s.participants[c].phase = Phase::Waiting {
@@ -1699,8 +1862,23 @@ impl Model for QueueModel {
             Property::always(YIELD_TO, |_, s: &State| {
                 s.violation != Some(Violation::YieldToPassed)
             }),
+            Property::always(PREEMPTED_FENCED, |m: &QueueModel, s: &State| {
+                m.preempted_fenced(s)
+            }),
+            Property::always(PREEMPTED_STOPS, |_, s: &State| {
+                s.violation != Some(Violation::PreemptedConfirmed)
+            }),
+            Property::always(PREEMPTS_OWN, |_, s: &State| {
+                s.violation != Some(Violation::PreemptedLater)
+            }),
             Property::sometimes("someone is granted", |_, s: &State| s.max_token > 0),
         ];
+        if self.preempting.is_some() {
+            properties.push(Property::sometimes(
+                "a preempted holder learns it",
+                |_, s: &State| s.learned_preempted,
+            ));
+        }
         if self.newer_writes == 0 && self.max_len >= lease::protocol::queue::MAX_QUEUE_RECORD_LEN {
             properties.push(Property::sometimes(
                 "every participant is served",
@@ -1785,6 +1963,12 @@ pub const SERVED: &str = "every live participant is served";
 pub const YIELD_TOLD: &str = "a yield request is reported only to a tenure it names";
 pub const YIELD_TO: &str =
     "no waiter competing with a yield request's `to` is granted while it waits";
+pub const PREEMPTED_FENCED: &str =
+    "a preempted holder that still believes conflicts only with higher tokens";
+pub const PREEMPTED_STOPS: &str =
+    "a preempted grant is never confirmed from a record that shows its preemption";
+pub const PREEMPTS_OWN: &str =
+    "a preemption removes only grants in its way when its acquisition first read the lock";
 
 /// Every safety property, mutual exclusion first.
 pub const SAFETY: &[&str] = &[
@@ -1800,6 +1984,9 @@ pub const SAFETY: &[&str] = &[
     BYPASS,
     YIELD_TOLD,
     YIELD_TO,
+    PREEMPTED_FENCED,
+    PREEMPTED_STOPS,
+    PREEMPTS_OWN,
 ];
 
 /// A fault-free network where every holder eventually releases, crashes or lapses: at every

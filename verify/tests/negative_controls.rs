@@ -51,6 +51,8 @@
 //! | a yield request belongs to the tenures it names (`YieldOutlivesTenure`, issue 23) | `a_yield_request_that_outlives_its_tenure_reaches_a_later_holder` |
 //! | a preemption lost to a renewal is sent again (`PreemptOncePerCall`, CI stop 38) | `a_preemption_spent_on_a_renewal_race_waits_…` |
 //! | a plain lease's yield request names its tenure (`LeaseYieldAnyTenure`, issue 23) | `a_yield_request_for_any_tenure_reaches_a_later_holder` |
+//! | a queued preemption removes the grants in its way (`QueuePreemptKeepsGrants`, issue 23) | `a_preemption_that_keeps_the_grants_in_its_way_leaves_two_writers` |
+//! | a queued preemption takes one set of tenures per acquisition (`QueuePreemptAnyTenure`, issue 23) | `a_preemption_of_whatever_is_in_the_way_takes_a_later_tenure` |
 //!
 //! And for what a new user trips over (issue 28):
 //!
@@ -948,5 +950,36 @@ fn a_belief_that_outlives_its_session_is_found() {
             Some("a grant a checker removed is not believed" | "a lost session ends every belief")
         ),
         "{found:?}"
+    );
+}
+
+#[test]
+fn a_preemption_that_keeps_the_grants_in_its_way_leaves_two_writers() {
+    // Issue 23, queued preemption: the preemptor is granted, but the writer it should have
+    // removed stays listed, goes on confirming, and believes beside it.
+    assert_eq!(
+        violated(
+            queue_model::preempting(),
+            QUEUE,
+            Some(Mutant::QueuePreemptKeepsGrants),
+            "preemption"
+        ),
+        Some(queue_model::MUTUAL_EXCLUSION)
+    );
+}
+
+#[test]
+fn a_preemption_of_whatever_is_in_the_way_takes_a_later_tenure() {
+    // Issue 23, queued preemption: the preemptor's write fails its condition because the
+    // holder's release granted the writer; preempting whatever is in its way at each write, it
+    // takes that later grant too (two preemptors would take the lock from each other in a loop).
+    assert_eq!(
+        violated(
+            queue_model::preempting(),
+            QUEUE,
+            Some(Mutant::QueuePreemptAnyTenure),
+            "preemption"
+        ),
+        Some(queue_model::PREEMPTS_OWN)
     );
 }

@@ -422,3 +422,24 @@ fn two_yield_requests_each_reach_only_the_tenures_they_name() {
         );
     }
 }
+
+/// Issue 23, "Preemption": a writer that preempts, beside a reader and a writer. A holder it
+/// removes believes until its next confirmation and conflicts only with the higher token; a
+/// confirmation that saw the preemption never confirms; a preemption removes only the grants
+/// in its way when its acquisition first decided; everyone else as always. The deep run adds a
+/// network fault, then a death.
+#[test]
+fn a_preemption_removes_only_the_grants_in_its_way_and_their_holders_stop_at_their_next_confirmation(
+) {
+    check_scenario(preempting(), "preemption");
+    check(faulty(pair_preempting(), 1, 1), "preemption of a pair, a fault and a death");
+    if deep() {
+        check(
+            QueueModel {
+                record_deletions: 1,
+                ..faulty(pair_preempting(), 1, 0)
+            },
+            "preemption of a pair, a fault and a deletion of the record",
+        );
+    }
+}
