@@ -634,8 +634,7 @@ func TestBadYieldAndPreemptOptions(t *testing.T) {
 		{Options{Preempt: "yes"}, "every-effect-fenced"},
 		{Options{Preempt: "Never "}, "every-effect-fenced"},
 		{Options{Preempt: "true"}, "believing"},
-		{Options{Preempt: PreemptEveryEffectFenced, Queue: true}, "plain exclusive"},
-		{Options{Preempt: PreemptEveryEffectFenced, Shared: true}, "plain exclusive"},
+		{Options{Preempt: PreemptEveryEffectFenced, Shared: true}, "only an exclusive request"},
 		{Options{YieldReason: "why"}, "set ask_yield"},
 		{Options{AskYield: true, YieldReason: strings.Repeat("x", 257)}, "at most 256 bytes"},
 	} {

@@ -732,7 +732,7 @@ fn preempt_takes_only_its_asserting_value() {
     let out = env.run(&["run", "--preempt=maybe", "job", "--", "true"]);
     assert!(stderr(&out).contains("fenced"), "{}", stderr(&out));
     assert!(stderr(&out).contains("believing"), "{}", stderr(&out));
-    // A queued request refuses it.
+    // A shared request refuses it (only an exclusive one may preempt).
     let out = env.run(&[
         "run",
         "--shared",
@@ -743,7 +743,7 @@ fn preempt_takes_only_its_asserting_value() {
     ]);
     assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("plain exclusive leases only"),
+        stderr(&out).contains("only an exclusive request"),
         "{}",
         stderr(&out)
     );

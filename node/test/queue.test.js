@@ -258,8 +258,7 @@ describe('queued lock options', () => {
       [{ preempt: 'yes' }, /every-effect-fenced/],
       [{ preempt: 'Never ' }, /every-effect-fenced/],
       [{ preempt: 'every-effect' }, /believing/],
-      [{ preempt: 'every-effect-fenced', queue: true }, /plain exclusive/],
-      [{ preempt: 'every-effect-fenced', shared: true }, /plain exclusive/],
+      [{ preempt: 'every-effect-fenced', shared: true }, /only an exclusive request/],
       [{ yieldReason: 'why' }, /set ask_yield/],
       [{ askYield: true, yieldReason: 'x'.repeat(257) }, /at most 256 bytes/],
     ]) {

@@ -25,7 +25,8 @@
 //! ```
 //!
 //! `LEASE_CONTENDER_PREEMPT=every-effect-fenced` makes its acquisitions preempt a live holder
-//! (`Preempt::EveryEffectFenced`, docs/protocol.md §5).
+//! (`Preempt::EveryEffectFenced`, docs/protocol.md §5); `LEASE_CONTENDER_QUEUE=1` makes them
+//! queued (`LeaseOptions::queue`: a queued lock's grants, preempted by §10's rule).
 
 use std::io::Write;
 use std::time::Duration;
@@ -64,6 +65,10 @@ fn options(ttl_ms: Option<&String>) -> LeaseOptions {
     // takes over a killed holder on this machine at once (docs/protocol.md §4).
     let opts = match std::env::var("LEASE_CONTENDER_DEAD_HOLDER_RULE").as_deref() {
         Ok("off") => opts.dead_holder_rule(false),
+        _ => opts,
+    };
+    let opts = match std::env::var("LEASE_CONTENDER_QUEUE").as_deref() {
+        Ok("1") => opts.queue(),
         _ => opts,
     };
     match std::env::var("LEASE_CONTENDER_PREEMPT") {
@@ -163,10 +168,15 @@ async fn main() {
             let opts = options(args.get(5));
             let hold: u64 = args.get(6).and_then(|h| h.parse().ok()).unwrap_or(0);
             for i in 0..n {
-                let held = client
-                    .acquire(&key, &opts)
-                    .await
-                    .unwrap_or_else(|e| fail(e));
+                // A queued request whose session lapsed while it was stopped is removed from
+                // the queue (`Lost`, "acquire again"; nothing ran under it): acquire again.
+                let held = loop {
+                    match client.acquire(&key, &opts).await {
+                        Ok(held) => break held,
+                        Err(e) if e.kind() == lease::ErrorKind::Lost => continue,
+                        Err(e) => fail(e),
+                    }
+                };
                 lease::clock::SystemClock
                     .sleep(Duration::from_millis(hold))
                     .await;
