@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Entry, Mode, QueueRecord};
+use super::{Entry, QueueRecord};
 use crate::protocol::mutants::{on, Mutant};
 
 /// A grant a preemption removed, kept while the grant that removed it is listed.
@@ -91,11 +91,4 @@ impl QueueRecord {
         self.preempted
             .retain(|p| grants.iter().any(|g| g.id() == p.by));
     }
-}
-
-/// Whether a request may preempt: only an exclusive one. Shared holders and permits hold at
-/// once over overlapping scopes and never make fenced writes (docs/protocol.md §7), so no
-/// token order could make their preemption safe.
-pub fn may_preempt(request: &Entry) -> bool {
-    request.mode == Mode::Exclusive
 }

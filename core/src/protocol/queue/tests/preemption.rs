@@ -129,3 +129,36 @@ fn a_preemption_that_would_not_leave_room_is_refused() {
     assert_eq!(e.kind(), ErrorKind::QueueFull);
     assert!(Change::Preempt(x("p")).grows());
 }
+
+#[test]
+fn a_preemption_goes_before_a_higher_priority_waiter() {
+    // Without its own grant step the preemptor, first in the queue, would be settled by the
+    // waiters' order, which puts a higher priority first: that one would take the lock.
+    let mut r = join(&QueueRecord::new(0, None), x("a"));
+    r = join(
+        &r,
+        Entry {
+            priority: 5,
+            ..x("high")
+        },
+    );
+    assert_eq!(waiting(&r), vec!["high"]);
+    let next = preempt(&r, x("p"), 0);
+    assert_eq!(granted(&next), vec!["p"]);
+    assert_eq!(waiting(&next), vec!["high"]);
+}
+
+#[test]
+fn a_preemption_that_fits_exactly_is_written() {
+    let r = join(&QueueRecord::new(0, None), x("a"));
+    let needed = r
+        .changed(&Change::Preempt(x("p")), MAX)
+        .unwrap()
+        .unwrap()
+        .reserved_len();
+    assert!(r.apply(&Change::Preempt(x("p")), needed, 0).is_ok());
+    let e = r
+        .apply(&Change::Preempt(x("p")), needed - 1, 0)
+        .expect_err("one byte short");
+    assert_eq!(e.kind(), ErrorKind::QueueFull);
+}
