@@ -750,7 +750,9 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
         s.preempted
             .insert(p.token, (s.generations + 1, s.replacements));
         s.preempted_ids.insert(p.id.clone());
-        let began = m.owner(s, &p.by).and_then(|c| s.participants[c].start_token);
+        let began = m
+            .owner(s, &p.by)
+            .and_then(|c| s.participants[c].start_token);
         if began.is_none_or(|began| p.token > began) {
             s.violation.get_or_insert(Violation::PreemptedLater);
         }
@@ -1291,7 +1293,9 @@ impl QueueModel {
         // The generation of the record it shows, and whether it was read (not made again).
         let shown = match &event {
             ConfirmEvent::Start => Some((s.store.as_ref().map_or(0, |o| o.generation), true)),
-            ConfirmEvent::Read(Ok(Get::Found(o))) => Some((o.version.generation.unwrap_or(0), true)),
+            ConfirmEvent::Read(Ok(Get::Found(o))) => {
+                Some((o.version.generation.unwrap_or(0), true))
+            }
             ConfirmEvent::Read(Ok(Get::NotModified { .. })) => {
                 Some((s.participants[c].seen_gen, true))
             }
@@ -1325,9 +1329,8 @@ impl QueueModel {
                     let preempted_at = token.and_then(|t| s.preempted.get(&t));
                     let applied_at = s.participants[c].applied_at;
                     if read
-                        && preempted_at.is_some_and(|&(at, reps)| {
-                            generation >= at && applied_at == reps
-                        })
+                        && preempted_at
+                            .is_some_and(|&(at, reps)| generation >= at && applied_at == reps)
                     {
                         s.violation.get_or_insert(Violation::PreemptedConfirmed);
                     }

@@ -432,7 +432,10 @@ fn two_yield_requests_each_reach_only_the_tenures_they_name() {
 fn a_preemption_removes_only_the_grants_in_its_way_and_their_holders_stop_at_their_next_confirmation(
 ) {
     check_scenario(preempting(), "preemption");
-    check(faulty(pair_preempting(), 1, 1), "preemption of a pair, a fault and a death");
+    check(
+        faulty(pair_preempting(), 1, 1),
+        "preemption of a pair, a fault and a death",
+    );
     if deep() {
         check(
             QueueModel {
