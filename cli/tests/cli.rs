@@ -719,6 +719,48 @@ fn preempt_takes_a_live_lease_at_once_and_the_holder_loses_it() {
     assert!(stderr(&out).contains("preempted"), "{}", stderr(&out));
 }
 
+/// Issue 23, queued locks: `--queue --preempt=every-effect-fenced` removes the queued holder's
+/// grant and is granted at once (with -n too), ahead of nobody here; the old holder exits 76
+/// naming the preemption at its next confirmation.
+#[test]
+fn preempt_takes_a_queued_lock_at_once_and_the_holder_loses_it() {
+    let env = Env::new();
+    let started = env.path("started");
+    let holder = env.spawn(&[
+        "run",
+        "--queue",
+        "--ttl",
+        "3s",
+        "--label",
+        "old",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        &format!("touch {}; sleep 60", started.display()),
+    ]);
+    wait_for(&started);
+    let out = env.run(&["run", "-n", "--queue", "job", "--", "true"]);
+    assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
+    let out = env.run(&[
+        "run",
+        "-n",
+        "--queue",
+        "--ttl",
+        "3s",
+        "--label",
+        "new",
+        "--preempt=every-effect-fenced",
+        "job",
+        "--",
+        "true",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = holder.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(76), "{}", stderr(&out));
+    assert!(stderr(&out).contains("preempted"), "{}", stderr(&out));
+}
+
 /// Any other value is a usage error that says what the mode risks.
 #[test]
 fn preempt_takes_only_its_asserting_value() {

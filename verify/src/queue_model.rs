@@ -658,10 +658,9 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
             .into_iter()
             .flat_map(|o| o.grants.iter().chain(&o.queue))
         {
-            let preempted = new
-                .preempted
-                .iter()
-                .any(|p| p.id == e.id() && Some(p.token) == e.token);
+            let preempted = e
+                .token
+                .is_some_and(|t| new.preempted_by(e.id(), t).is_some());
             if new.find(e.id()).is_none() && !preempted {
                 if let Some(c) = m.owner(s, e.id()) {
                     let p = &s.participants[c];
@@ -743,18 +742,24 @@ fn judge(m: &QueueModel, s: &mut State, old: Option<&QueueRecord>, new: &QueueRe
     // Preemptions: whom each removed, and when (the generation this write makes).
     // (A record made again may name a grant again that a preemption removed before: a holder
     // restored it from what it last saw, and the preemptor removes it again.)
-    for p in &new.preempted {
-        if old.is_some_and(|o| o.preempted.contains(p)) {
+    let removed = new.preempted.iter().flat_map(|p| {
+        p.removed
+            .iter()
+            .map(move |r| (r.id.clone(), r.token, p.by.clone()))
+    });
+    for (id, token, by) in removed.collect::<Vec<_>>() {
+        if old.is_some_and(|o| o.preempted_by(&id, token).is_some()) {
             continue;
         }
         s.preempted
-            .insert(p.token, (s.generations + 1, s.replacements));
-        s.preempted_ids.insert(p.id.clone());
-        let began = m
-            .owner(s, &p.by)
-            .and_then(|c| s.participants[c].start_token);
-        if began.is_none_or(|began| p.token > began) {
-            s.violation.get_or_insert(Violation::PreemptedLater);
+            .insert(token, (s.generations + 1, s.replacements));
+        s.preempted_ids.insert(id);
+        // Made by a preempting write (a `Create` only carries a record forward).
+        if old.is_some() {
+            let began = m.owner(s, &by).and_then(|c| s.participants[c].start_token);
+            if began.is_none_or(|began| token > began) {
+                s.violation.get_or_insert(Violation::PreemptedLater);
+            }
         }
     }
     for g in &new.grants {

@@ -49,7 +49,7 @@ pub mod preemption;
 pub mod waiter;
 pub mod yield_request;
 
-pub use preemption::PreemptedGrant;
+pub use preemption::{PreemptedGrant, Preemption};
 
 pub use yield_request::{OwnAsk, YieldAsk, YieldRequest, YieldRequested, YIELD_FEATURE};
 
@@ -202,10 +202,10 @@ pub struct QueueRecord {
     /// "Yield on request"); absent in every record without one.
     #[serde(default, rename = "yield", skip_serializing_if = "Option::is_none")]
     pub yield_request: Option<YieldRequest>,
-    /// The grants a listed preempting grant removed (docs/protocol.md §10, "Preemption"):
-    /// their holders learn from it who took their grant; absent in every other record.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub preempted: Vec<PreemptedGrant>,
+    /// The latest preemption that removed grants (docs/protocol.md §10, "Preemption of a
+    /// queued lock"): their holders learn from it who took their grant; absent until one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted: Option<Preemption>,
 }
 
 /// Where a participant stands in a record.
@@ -375,7 +375,7 @@ impl QueueRecord {
             grants: Vec::new(),
             queue: Vec::new(),
             yield_request: None,
-            preempted: Vec::new(),
+            preempted: None,
         }
     }
 
@@ -588,7 +588,6 @@ impl QueueRecord {
         }
         // After the passes, which went by its `to`: the write that ends its last grant ends it.
         self.prune_yield();
-        self.prune_preempted();
         self.note_features();
     }
 

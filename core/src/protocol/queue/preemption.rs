@@ -7,50 +7,65 @@
 //! exclusion of *belief*: a removed holder believes until its next confirmation of the record,
 //! which then reports `LostReason::Preempted`.
 //!
-//! The record keeps, while the preempting grant is listed, which grants it removed
-//! (`"preempted":[{"id","token","by"}]`): that is how a removed holder learns who took its
-//! grant. Older versions ignore the field (it changes nothing about who may be granted, so it
-//! is not in `requires`); a removed holder of an older version reports its grant removed.
+//! The record keeps the latest preemption that removed anyone — who preempted, at which token,
+//! and which grants it removed (`"preempted":{"by","token","removed":[{"id","token"}]}`) —
+//! until the next one that removes anyone replaces it: that is how a removed holder learns
+//! who took its grant, however soon the preemptor released (a `lease run -n` preemptor may
+//! release before the removed holder's next confirmation). Older versions ignore the field (it
+//! changes nothing about who may be granted, so it is not in `requires`); a removed holder of an
+//! older version reports its grant removed.
 
 use serde::{Deserialize, Serialize};
 
 use super::{Entry, QueueRecord};
 use crate::protocol::mutants::{on, Mutant};
 
-/// A grant a preemption removed, kept while the grant that removed it is listed.
+/// The latest preemption that removed grants.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Preemption {
+    /// The preempting participant's id and the token it was granted.
+    pub by: String,
+    pub token: u64,
+    /// The grants it removed.
+    pub removed: Vec<PreemptedGrant>,
+}
+
+/// A grant a preemption removed: its participant id and token.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PreemptedGrant {
-    /// The removed grant's participant id and token.
     pub id: String,
     pub token: u64,
-    /// The preempting participant's id.
-    pub by: String,
 }
 
 impl QueueRecord {
     /// Remove from the queue the preempting `request` (a retried write may find its earlier
-    /// join there) and every grant in its way, and put it first in the queue for
+    /// join there) and every grant in its way, name them as the latest preemption (when it
+    /// removes any), and put the request first in the queue for
     /// [`grant_preemptor`](QueueRecord::grant_preemptor). `false`: it is granted already.
     pub(super) fn preempt_for(&mut self, request: &Entry) -> bool {
         if self.grants.iter().any(|g| g.id() == request.id()) {
             return false;
         }
         self.queue.retain(|e| e.id() != request.id());
-        let removed: Vec<(String, u64)> = if on(Mutant::QueuePreemptKeepsGrants) {
+        let removed: Vec<PreemptedGrant> = if on(Mutant::QueuePreemptKeepsGrants) {
             Vec::new()
         } else {
             self.in_the_way(request)
                 .iter()
-                .map(|g| (g.id().to_string(), g.token.unwrap_or(self.epoch)))
+                .map(|g| PreemptedGrant {
+                    id: g.id().to_string(),
+                    token: g.token.unwrap_or(self.epoch),
+                })
                 .collect()
         };
         self.grants
-            .retain(|g| !removed.iter().any(|(id, _)| id == g.id()));
-        for (id, token) in removed {
-            self.preempted.push(PreemptedGrant {
-                id,
-                token,
+            .retain(|g| !removed.iter().any(|r| r.id == g.id()));
+        if !removed.is_empty() {
+            self.preempted = Some(Preemption {
                 by: request.id().to_string(),
+                // Set with its grant, in `grant_preemptor`.
+                token: 0,
+                removed,
             });
         }
         let mut entry = request.clone();
@@ -72,23 +87,17 @@ impl QueueRecord {
         grant.priority = 0;
         grant.passed = 0;
         self.grants.push(grant);
+        if let Some(p) = self.preempted.as_mut().filter(|p| p.by == id) {
+            p.token = self.epoch;
+        }
     }
 
-    /// The preemption that removed the grant of `id` at `token`: the preemptor's id and token,
-    /// while its grant is listed.
+    /// The preemption that removed the grant of `id` at `token`: the preemptor's id and token.
     pub fn preempted_by(&self, id: &str, token: u64) -> Option<(&str, u64)> {
-        let p = self
-            .preempted
+        let p = self.preempted.as_ref()?;
+        p.removed
             .iter()
-            .find(|p| p.id == id && p.token == token)?;
-        let by = self.grants.iter().find(|g| g.id() == p.by)?;
-        Some((by.id(), by.token.unwrap_or(self.epoch)))
-    }
-
-    /// Drop what no longer names a listed preempting grant (its holder left, or was removed).
-    pub(super) fn prune_preempted(&mut self) {
-        let grants = &self.grants;
-        self.preempted
-            .retain(|p| grants.iter().any(|g| g.id() == p.by));
+            .any(|r| r.id == id && r.token == token)
+            .then_some((p.by.as_str(), p.token))
     }
 }

@@ -1,6 +1,6 @@
 //! Preemption of a queued lock's grants (docs/protocol.md §10, "Preemption"): the grants in the
 //! preemptor's way are removed and named in the record, it is granted ahead of the waiters
-//! with the next token, and the names go with its grant.
+//! with the next token, and the names stay until a later preemption removes anyone.
 
 use super::*;
 
@@ -29,11 +29,14 @@ fn a_preemption_removes_the_grants_in_its_way_and_is_granted_before_the_waiters(
     assert_eq!(next.rev, r.rev + 1);
     assert_eq!(
         next.preempted,
-        vec![PreemptedGrant {
-            id: "a".into(),
-            token: 11,
-            by: "p".into()
-        }]
+        Some(Preemption {
+            by: "p".into(),
+            token: 12,
+            removed: vec![PreemptedGrant {
+                id: "a".into(),
+                token: 11
+            }],
+        })
     );
     assert_eq!(next.preempted_by("a", 11), Some(("p", 12)));
     assert_eq!(next.preempted_by("a", 10), None, "another tenure of `a`");
@@ -41,7 +44,7 @@ fn a_preemption_removes_the_grants_in_its_way_and_is_granted_before_the_waiters(
     // In the record's bytes, and read back.
     let bytes = String::from_utf8(next.to_bytes().to_vec()).unwrap();
     assert!(
-        bytes.contains(r#""preempted":[{"id":"a","token":11,"by":"p"}]"#),
+        bytes.contains(r#""preempted":{"by":"p","token":12,"removed":[{"id":"a","token":11}]}"#),
         "{bytes}"
     );
     assert_eq!(classify(&next.to_bytes()), Classified::Queue(next.clone()));
@@ -63,11 +66,18 @@ fn a_preemptions_token_is_above_the_floor_and_the_waiters_settle_after_it() {
         vec!["r"],
         "the reader waits for the preemptor"
     );
-    // The preemptor's release grants the reader, and the names go with its grant.
+    // The preemptor's release grants the reader; the names stay (the removed holder may not
+    // have confirmed yet), until a later preemption that removes anyone.
     let after = leave(&next, "p");
     assert_eq!(granted(&after), vec!["r"]);
-    assert!(after.preempted.is_empty());
-    assert_eq!(after.preempted_by("a", 11), None);
+    assert_eq!(after.preempted_by("a", 11), Some(("p", 501)));
+    let again = preempt(&after, x("q"), 0);
+    assert_eq!(again.preempted_by("a", 11), None);
+    assert_eq!(again.preempted_by("r", 502), Some(("q", 503)));
+    // One that removes nobody keeps the names.
+    let range = |id: &str| entry(id, Mode::Exclusive, Scope::range(0, 1).unwrap());
+    let quiet = preempt(&leave(&again, "q"), range("z"), 0);
+    assert_eq!(quiet.preempted, leave(&again, "q").preempted);
 }
 
 #[test]
@@ -80,7 +90,14 @@ fn only_the_grants_in_the_way_are_removed() {
     assert_eq!(granted(&r), vec!["a", "b", "c"]);
     let next = preempt(&r, range("p", 0, 10), 0);
     assert_eq!(granted(&next), vec!["b", "p"], "`b` is not in the way");
-    let removed: Vec<&str> = next.preempted.iter().map(|p| p.id.as_str()).collect();
+    let removed: Vec<&str> = next
+        .preempted
+        .as_ref()
+        .unwrap()
+        .removed
+        .iter()
+        .map(|p| p.id.as_str())
+        .collect();
     assert_eq!(
         removed,
         vec!["a", "c"],
@@ -99,7 +116,7 @@ fn preempting_where_nothing_is_in_the_way_goes_before_competing_waiters() {
     let next = preempt(&r, range("p", 10, 20), 0);
     assert_eq!(granted(&next), vec!["a", "p"]);
     assert_eq!(waiting(&next), vec!["w"]);
-    assert!(next.preempted.is_empty(), "nobody was removed");
+    assert_eq!(next.preempted, None, "nobody was removed");
 }
 
 #[test]

@@ -1445,7 +1445,7 @@ fn a_preempting_waiter_takes_the_lock_at_once_and_waits_for_a_later_tenure() {
     let (next, _) = r.join_write(step);
     assert_eq!(ids(&next.grants), vec!["b"], "not preempted");
     assert_eq!(ids(&next.queue), vec!["me"]);
-    assert!(next.preempted.is_empty());
+    assert_eq!(next.preempted, None);
 }
 
 /// The preemption's write landed: the waiter is granted, with its token.
