@@ -107,6 +107,33 @@ for (const store of ['file', 'moto']) {
       await second.release();
     });
 
+    // Issue 23, "Preemption of a queued lock"; mirrors python/tests/test_queue.py's
+    // test_preempt_takes_a_queued_lock_at_once_ahead_of_the_waiters.
+    it('preempt takes a queued lock at once, ahead of a waiter, and the holder loses it as preempted', async () => {
+      const u = makeUrl(store, 'preempt');
+      const holder = await lease.acquire(u, { ttl: 3000, pollInterval: POLL, label: 'old', queue: true });
+      const lost = holder.lost.catch((e) => e);
+      await holder.fencedPut('data', 'old');
+      let waiterGranted = false;
+      const waiter = lease.acquire(u, { ttl: TTL, pollInterval: POLL, label: 'waiter', queue: true }).then((l) => ((waiterGranted = true), l));
+      await until(async () => labels((await lease.status(u)).waiting).join() === 'waiter', 30_000, 'the waiter to wait');
+      const taker = await lease.acquire(u, { ttl: TTL, wait: 0, label: 'new', queue: true, preempt: 'every-effect-fenced' });
+      assert.ok(taker.epoch > holder.epoch);
+      const s = await lease.status(u);
+      assert.deepEqual([labels(s.holders), labels(s.waiting)], [['new'], ['waiter']]);
+      await taker.fencedPut('data', 'new');
+      // The old holder still believes until its next confirmation, but its write is refused.
+      await assert.rejects(holder.fencedPut('data', 'stale'), { code: 'LEASE_FENCED' });
+      const e = await lost;
+      assert.equal(e.code, 'LEASE_LOST');
+      assert.match(holder.lostReason, /preempted/);
+      assert.equal(waiterGranted, false, 'the waiter waits for the preemptor');
+      await taker.release();
+      const w = await waiter;
+      assert.ok(w.epoch > taker.epoch);
+      await w.release();
+    });
+
     it('a semaphore of 2 with 4 callers', async () => {
       const u = makeUrl(store, 'sem');
       let running = 0;

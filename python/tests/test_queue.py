@@ -132,6 +132,34 @@ def test_a_higher_priority_waiter_goes_first_and_a_holder_is_not_preempted(qurl:
     second.release()
 
 
+def test_preempt_takes_a_queued_lock_at_once_ahead_of_the_waiters(qurl: str) -> None:
+    """Issue 23, "Preemption of a queued lock": an exclusive queued request with
+    preempt="every-effect-fenced" removes the grant in its way and is granted at once, ahead of
+    a waiter; the removed holder's fenced write is refused once the preemptor wrote, and it
+    learns the loss as "preempted" at its next confirmation."""
+    holder = lease.acquire(qurl, ttl=3, queue=True, label="old", poll=POLL)
+    holder.fenced_put("data", b"old")
+    waiter = Acquirer(qurl, "waiter", queue=True)
+    wait_for("the waiter to wait", lambda: labels(lease.status(qurl).waiting) == ["waiter"])
+    new = lease.acquire(
+        qurl, ttl=TTL, queue=True, wait=0, label="new", preempt="every-effect-fenced"
+    )
+    assert new.grant is not None and new.epoch > holder.epoch
+    s = lease.status(qurl)
+    assert labels(s.holders) == ["new"] and labels(s.waiting) == ["waiter"]
+    new.fenced_put("data", b"new")
+    # The old holder still believes (until its next confirmation), but its write is refused.
+    with pytest.raises(lease.Fenced):
+        holder.fenced_put("data", b"stale")
+    wait_for("the old holder to learn it", lambda: not holder.held)
+    assert holder.lost_reason is not None and "preempted" in holder.lost_reason
+    assert not waiter.granted.is_set(), "the waiter waits for the preemptor"
+    new.release()
+    w = waiter.get()
+    assert w.epoch > new.epoch
+    w.release()
+
+
 def semaphore_worker(url: str, history: str, i: int) -> None:
     with lease.acquire(url, ttl=TTL, wait=120, permits=2, poll=POLL, label=f"s{i}") as l:
         assert l.grant is not None and l.grant.permits == 2
