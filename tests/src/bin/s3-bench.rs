@@ -141,6 +141,17 @@ async fn main() {
     step("preempt_a_live_lease_client_that_held_it", &proxy);
     let _ = taken.release().await;
     back.release().await.unwrap();
+    // And a queued lock's live grant (docs/protocol.md §10, "Preemption of a queued lock"), by
+    // a fresh client: its session's create, the record's read, the preempting write.
+    let queued = opts.clone().queue();
+    let key4 = unique("counts-preempt-queued");
+    let qvictim = a.acquire(&key4, &queued).await.unwrap();
+    let q = Client::new(pstore.clone());
+    proxy.reset_counts();
+    let qtaken = q.acquire(&key4, &preempt.clone().queue()).await.unwrap();
+    step("preempt_a_queued_lock_fresh_client", &proxy);
+    let _ = qvictim.release().await; // lost to the preemption
+    qtaken.release().await.unwrap();
     proxy.reset_counts();
 
     // 2. Latency, straight to the server.
@@ -175,6 +186,8 @@ async fn main() {
         unique("preempt-latency"),
         vec![],
     );
+    let (queued, qpreempt) = (opts.clone().queue(), preempt.clone().queue());
+    let (qpreempt_key, mut qpreempting) = (unique("preempt-queued-latency"), vec![]);
     for round in 0..iterations + iterations / 10 {
         let warm = round < iterations / 10;
         let t = Instant::now();
@@ -232,8 +245,16 @@ async fn main() {
         let d_preempt = t.elapsed();
         let _ = victim.release().await;
         taken.release().await.unwrap();
+        // A live queued grant, preempted (timed) from another client.
+        let victim = client.acquire(&qpreempt_key, &queued).await.unwrap();
+        let t = Instant::now();
+        let taken = preemptor.acquire(&qpreempt_key, &qpreempt).await.unwrap();
+        let d_qpreempt = t.elapsed();
+        let _ = victim.release().await;
+        taken.release().await.unwrap();
         if !warm {
             preempting.push(d_preempt);
+            qpreempting.push(d_qpreempt);
             bare.push(d_bare);
             bare_get.push(d_get);
             bare_cond.push(d_cond);
@@ -275,6 +296,7 @@ async fn main() {
         "fenced_put_version_known (1 PUT)": lat(&fenced_known),
         "fenced_put_first_by_this_holder (GET + PUT)": lat(&fenced_first),
         "preempt_a_live_lease (GET + PUT)": lat(&preempting),
+        "preempt_a_queued_lock (session PUT + GET + PUT)": lat(&qpreempting),
         // What a takeover of a live lease waits without preemption, at the least: the ttl and
         // its grace (the defaults, 30 s and 3 s), against the preemption's median.
         "takeover_of_a_live_lease_ttl_plus_grace": {
