@@ -77,9 +77,10 @@ pub struct lease_session {
 /// A grant of a queued lock held through a shared session: kept by the session's renewals and
 /// confirmations (no task of its own). Thread-safe.
 pub struct lease_shared_grant {
-    rt: Arc<Rt>,
-    /// Its release, loss and idempotence are the core's (`SharedGrant::release(&self)`).
-    grant: SharedGrant,
+    pub(crate) rt: Arc<Rt>,
+    /// Its release, loss and idempotence are the core's (`SharedGrant::release(&self)`); its
+    /// fenced calls are `fence.rs`'s (`lease_shared_grant_fenced_put`, …).
+    pub(crate) grant: SharedGrant,
     epoch: u64,
     mode: lease_mode,
     key: CString,
