@@ -96,8 +96,9 @@ typedef struct lease_error lease_error;
 // that opens the same store and prefix. Thread-safe.
 typedef struct lease_gate lease_gate;
 
-// An object read by `lease_fenced_get`: its bytes, its version, and the lease, epoch and holder
-// of the fenced write that wrote it. Immutable; thread-safe. Free it with `lease_object_free`.
+// An object read by `lease_fenced_get` (or a fenced read): its bytes, its version, and the
+// lease, epoch and holder of the fenced write that wrote it. Immutable; thread-safe. Free it
+// with `lease_object_free`.
 typedef struct lease_object lease_object;
 
 // A runtime: the threads that renew leases and run store requests. One per process is
@@ -1019,6 +1020,114 @@ enum lease_code lease_fenced_read(const struct lease *l,
                                   struct lease_object **out,
                                   struct lease_error **err);
 
+// Write `len` bytes at `key` under the shared grant `g`, as `lease_fenced_put` does under a
+// lease: the object is stamped with the grant's lock, epoch and holder (its entry id `SID.N`),
+// and the write is refused with `LEASE_FENCED` (`lease_error_epoch` gives the newer epoch)
+// once a holder of the lock with a higher epoch (or another holder with the same epoch) has
+// written it: after the grant's session was cut off and another took the lock, its writes
+// land nowhere. Exclusive grants only: a grant in shared mode (`LEASE_MODE_SHARED`) gets
+// `LEASE_INVALID`, and reads with `lease_shared_grant_fenced_read`. `key` is placed as
+// `lease_shared_grant_object_key` says. A write that landed is never reported `LEASE_FENCED`;
+// when its outcome cannot be told the call returns `LEASE_UNAVAILABLE`. Not a
+// read-modify-write: use `lease_shared_grant_fenced_put_if` for that. Blocks.
+//
+// On success writes the object's new version (its ETag) to `*version_out` when that is not
+// NULL (free it with `lease_string_free`); it is empty when the write landed but a newer write
+// replaced it before this call learned its version.
+//
+// # Safety
+// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `data` is valid for
+// `len` bytes (NULL only when `len` is 0); `version_out` is NULL or points to writable storage
+// for a pointer; `err` is NULL or points to writable storage for a pointer. Must not be called
+// from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+enum lease_code lease_shared_grant_fenced_put(const struct lease_shared_grant *g,
+                                              const char *key,
+                                              const uint8_t *data,
+                                              size_t len,
+                                              char **version_out,
+                                              struct lease_error **err);
+
+// Write `len` bytes at `key` under the shared grant `g`, as `lease_fenced_put_if` does under a
+// lease: only if the object is still at the version `if_version` (as `lease_object_version` or
+// an earlier fenced put gave it), or still absent when `if_version` is NULL or empty. If it
+// changed since, nothing is written and the call returns `LEASE_CONFLICT` when a writer of
+// this epoch or a lower one changed it (read it again, decide again, retry), or `LEASE_FENCED`
+// when a holder with a higher epoch wrote it (stop: a newer holder exists; `lease_error_epoch`
+// gives its epoch). A fenced put whose outcome could not be told returns `LEASE_UNAVAILABLE`;
+// a write that landed is never reported as `LEASE_FENCED` or `LEASE_CONFLICT`. Blocks.
+//
+// On success writes the object's new version to `*version_out` when that is not NULL (free
+// it with `lease_string_free`); it is empty when the write landed but a newer write replaced
+// it before this call learned its version.
+//
+// # Safety
+// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `data` is valid for
+// `len` bytes (NULL only when `len` is 0); `if_version` is NULL or a NUL-terminated string;
+// `version_out` is NULL or points to writable storage for a pointer; `err` is NULL or points
+// to writable storage for a pointer. Must not be called from a runtime thread (a lost
+// callback): that returns `LEASE_INVALID`.
+enum lease_code lease_shared_grant_fenced_put_if(const struct lease_shared_grant *g,
+                                                 const char *key,
+                                                 const uint8_t *data,
+                                                 size_t len,
+                                                 const char *if_version,
+                                                 char **version_out,
+                                                 struct lease_error **err);
+
+// Delete `key` under the shared grant `g` unless a holder of the lock with a higher epoch has
+// written it (then `LEASE_FENCED`), as `lease_fenced_delete` does under a lease. Needs a store
+// with conditional deletes (the file and memory stores, and S3 where the URL says
+// `conditional_delete=true`); elsewhere it returns `LEASE_STORE` and deletes nothing. A
+// deleted key carries no fence any more. Blocks.
+//
+// On success writes to `*deleted_out` (when not NULL) 1 if an object was deleted, 0 if there
+// was none.
+//
+// # Safety
+// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `deleted_out` is NULL
+// or points to a writable int; `err` is NULL or points to writable storage for a pointer. Must
+// not be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+enum lease_code lease_shared_grant_fenced_delete(const struct lease_shared_grant *g,
+                                                 const char *key,
+                                                 int *deleted_out,
+                                                 struct lease_error **err);
+
+// Where the fenced calls of the shared grant `g` put `key`: its key in the store, from the
+// store's root, read as `lease_object_key` reads it for a lease, from the lock's directory
+// (`x` beside the lock, `jobs/x` below it, `../x` one level up, never above the store's root:
+// `LEASE_INVALID`; `/x` from the store's root). Pass it to `lease_fenced_get` to read what
+// `lease_shared_grant_fenced_put` wrote. Does not block.
+//
+// On success writes a new string to `*key_out` (free it with `lease_string_free`).
+//
+// # Safety
+// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `key_out` points to
+// writable storage for a pointer; `err` is NULL or points to writable storage for a pointer.
+enum lease_code lease_shared_grant_object_key(const struct lease_shared_grant *g,
+                                              const char *key,
+                                              char **key_out,
+                                              struct lease_error **err);
+
+// Read the object at `key` (placed as `lease_shared_grant_fenced_put` places it) and fence it
+// with the shared grant's token, as `lease_fenced_read` does with a lease's: from then on no
+// holder whose grant ended before this one began can change it. The first read of an object
+// under a grant writes it back unchanged with this token in its metadata (1 GET + 1 PUT);
+// reading it again costs 1 GET. Where nothing is, it leaves an empty marker that fenced reads
+// see as absent. Returns `LEASE_FENCED` when a later conflicting grant wrote or fenced the
+// object (this grant has ended). Blocks.
+//
+// On success writes to `*out` a new object (free it with `lease_object_free`), or NULL when
+// there is no object at `key`.
+//
+// # Safety
+// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `out` points to
+// writable storage for a pointer; `err` is NULL or points to writable storage for a pointer.
+// Must not be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+enum lease_code lease_shared_grant_fenced_read(const struct lease_shared_grant *g,
+                                               const char *key,
+                                               struct lease_object **out,
+                                               struct lease_error **err);
+
 // The bytes of an object; their number is written to `*len_out` (when not NULL). Borrowed:
 // valid until `lease_object_free(o)`. NULL (and length 0) when `o` is NULL; an empty object
 // gives a non-NULL pointer and length 0.
@@ -1061,7 +1170,8 @@ const char *lease_object_holder(const struct lease_object *o);
 // Free an object. NULL is a no-op.
 //
 // # Safety
-// `o` is NULL or an object from `lease_fenced_get`, not freed before.
+// `o` is NULL or an object from `lease_fenced_get`, `lease_fenced_read` or
+// `lease_shared_grant_fenced_read`, not freed before.
 void lease_object_free(struct lease_object *o);
 
 // A gate kept in memory (one process), driven by runtime `rt`.

@@ -12,7 +12,8 @@ import (
 	"unsafe"
 )
 
-// Fencing the store enforces: see docs/ffi.md, "Fencing", and docs/protocol.md.
+// Fencing the store enforces: see docs/ffi.md, "Fencing", and docs/protocol.md. A Lease and a
+// SharedGrant (session.go) have the same fenced calls, with one body each (fencedPut, …).
 
 // Token is a fencing token: a lease (URL), an epoch and the holder it was handed to, written
 // LEASE_URL#EPOCH@HOLDER. The holder id tells two holders apart should they ever share an
@@ -137,7 +138,7 @@ func (l *Lease) Token() Token {
 // landed is never reported as ErrFenced; when its outcome cannot be told the error matches
 // ErrUnavailable.
 func (l *Lease) FencedPut(key string, data []byte) (string, error) {
-	return l.fencedPut(key, data, nil)
+	return fencedPut(l, key, data, nil)
 }
 
 // FencedPutIf writes data at key as FencedPut does, but only if the object is still at
@@ -147,16 +148,89 @@ func (l *Lease) FencedPut(key string, data []byte) (string, error) {
 // or ErrFenced when a holder with a higher epoch wrote it (stop: a newer holder exists).
 // Returns the object's new version. Blocks.
 func (l *Lease) FencedPutIf(key string, data []byte, ifVersion string) (string, error) {
+	return fencedPutIf(l, key, data, ifVersion)
+}
+
+// fencedHolder is what a fenced call runs under: a *Lease or a *SharedGrant. Each fenced
+// operation has one body taking it (fencedPut, fencedRead, …); only the C function differs,
+// chosen by fences.
+type fencedHolder interface {
+	// fences read-locks the holder and returns its C handle and the unlock, or an error
+	// matching ErrInvalid when it is closed.
+	fences() (fences, func(), error)
+	// fencedStoreURL is the URL of the store its fenced calls write in (FencedUpdate reads
+	// there).
+	fencedStoreURL() string
+}
+
+// fences is the C handle of a fenced call: a lease's or a shared grant's (one of the two set).
+type fences struct {
+	lease *C.lease
+	grant *C.lease_shared_grant
+}
+
+func (l *Lease) fences() (fences, func(), error) {
+	l.mu.RLock()
+	if l.ptr == nil {
+		l.mu.RUnlock()
+		return fences{}, nil, newError(CodeInvalid, "the lease is closed")
+	}
+	return fences{lease: l.ptr}, l.mu.RUnlock, nil
+}
+
+func (l *Lease) fencedStoreURL() string { return l.storeURL }
+
+// put is lease_fenced_put (ifVersion nil) or lease_fenced_put_if, or the shared grant's.
+func (f fences) put(key *C.char, p *C.uint8_t, n C.size_t, ifVersion *C.char, cver **C.char, cerr **C.lease_error) C.enum_lease_code {
+	switch {
+	case f.lease != nil && ifVersion == nil:
+		return C.lease_fenced_put(f.lease, key, p, n, cver, cerr)
+	case f.lease != nil:
+		return C.lease_fenced_put_if(f.lease, key, p, n, ifVersion, cver, cerr)
+	case ifVersion == nil:
+		return C.lease_shared_grant_fenced_put(f.grant, key, p, n, cver, cerr)
+	default:
+		return C.lease_shared_grant_fenced_put_if(f.grant, key, p, n, ifVersion, cver, cerr)
+	}
+}
+
+// objectKey is lease_object_key or lease_shared_grant_object_key.
+func (f fences) objectKey(key *C.char, out **C.char, cerr **C.lease_error) C.enum_lease_code {
+	if f.lease != nil {
+		return C.lease_object_key(f.lease, key, out, cerr)
+	}
+	return C.lease_shared_grant_object_key(f.grant, key, out, cerr)
+}
+
+// delete is lease_fenced_delete or lease_shared_grant_fenced_delete.
+func (f fences) delete(key *C.char, deleted *C.int, cerr **C.lease_error) C.enum_lease_code {
+	if f.lease != nil {
+		return C.lease_fenced_delete(f.lease, key, deleted, cerr)
+	}
+	return C.lease_shared_grant_fenced_delete(f.grant, key, deleted, cerr)
+}
+
+// read is lease_fenced_read or lease_shared_grant_fenced_read.
+func (f fences) read(key *C.char, obj **C.lease_object, cerr **C.lease_error) C.enum_lease_code {
+	if f.lease != nil {
+		return C.lease_fenced_read(f.lease, key, obj, cerr)
+	}
+	return C.lease_shared_grant_fenced_read(f.grant, key, obj, cerr)
+}
+
+// fencedPutIf is the body of Lease.FencedPutIf and SharedGrant.FencedPutIf.
+func fencedPutIf(h fencedHolder, key string, data []byte, ifVersion string) (string, error) {
 	cver, err := cString(ifVersion, "ifVersion")
 	if err != nil {
 		return "", err
 	}
 	defer C.free(unsafe.Pointer(cver))
-	return l.fencedPut(key, data, cver)
+	return fencedPut(h, key, data, cver)
 }
 
-// fencedPut is lease_fenced_put (ifVersion nil) or lease_fenced_put_if.
-func (l *Lease) fencedPut(key string, data []byte, ifVersion *C.char) (string, error) {
+// fencedPut is the body of FencedPut (ifVersion nil) and FencedPutIf, of a Lease and of a
+// SharedGrant.
+func fencedPut(h fencedHolder, key string, data []byte, ifVersion *C.char) (string, error) {
 	ckey, err := cString(key, "key")
 	if err != nil {
 		return "", err
@@ -166,19 +240,14 @@ func (l *Lease) fencedPut(key string, data []byte, ifVersion *C.char) (string, e
 	if len(data) > 0 {
 		p = (*C.uint8_t)(unsafe.Pointer(&data[0]))
 	}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return "", newError(CodeInvalid, "the lease is closed")
+	f, unlock, err := h.fences()
+	if err != nil {
+		return "", err
 	}
+	defer unlock()
 	var cver *C.char
 	var cerr *C.lease_error
-	var code C.enum_lease_code
-	if ifVersion == nil {
-		code = C.lease_fenced_put(l.ptr, ckey, p, C.size_t(len(data)), &cver, &cerr)
-	} else {
-		code = C.lease_fenced_put_if(l.ptr, ckey, p, C.size_t(len(data)), ifVersion, &cver, &cerr)
-	}
+	code := f.put(ckey, p, C.size_t(len(data)), ifVersion, &cver, &cerr)
 	runtime.KeepAlive(data)
 	if err := takeError(code, cerr); err != nil {
 		return "", err
@@ -203,19 +272,24 @@ const (
 // lease, reads keys from the store's root: pass it "/" + ObjectKey(key) to read what FencedPut
 // wrote.
 func (l *Lease) ObjectKey(key string) (string, error) {
+	return objectKey(l, key)
+}
+
+// objectKey is the body of Lease.ObjectKey and SharedGrant.ObjectKey.
+func objectKey(h fencedHolder, key string) (string, error) {
 	ckey, err := cString(key, "key")
 	if err != nil {
 		return "", err
 	}
 	defer C.free(unsafe.Pointer(ckey))
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return "", newError(CodeInvalid, "the lease is closed")
+	f, unlock, err := h.fences()
+	if err != nil {
+		return "", err
 	}
+	defer unlock()
 	var out *C.char
 	var cerr *C.lease_error
-	if err := takeError(C.lease_object_key(l.ptr, ckey, &out, &cerr), cerr); err != nil {
+	if err := takeError(f.objectKey(ckey, &out, &cerr), cerr); err != nil {
 		return "", err
 	}
 	placed := C.GoString(out)
@@ -233,15 +307,20 @@ func (l *Lease) ObjectKey(key string) (string, error) {
 // landed, and been replaced since): FencedUpdate never retries that, so an update is never
 // applied twice; read the object to find out. Returns the object's new version. Blocks.
 func (l *Lease) FencedUpdate(key string, f func(old *FencedObject) []byte) (string, error) {
+	return fencedUpdate(l, key, f)
+}
+
+// fencedUpdate is the body of Lease.FencedUpdate and SharedGrant.FencedUpdate.
+func fencedUpdate(h fencedHolder, key string, f func(old *FencedObject) []byte) (string, error) {
 	// Reads go through a store handle of our own: the lease outlives the *Store it came from,
 	// and handles of one URL share one client, so this costs no connection.
-	s, err := Open(l.storeURL)
+	s, err := Open(h.fencedStoreURL())
 	if err != nil {
 		return "", err
 	}
 	defer s.Close()
-	// The store reads from its root; the lease's writes place key beside the lease.
-	placed, err := l.ObjectKey(key)
+	// The store reads from its root; the holder's writes place key beside the lock.
+	placed, err := objectKey(h, key)
 	if err != nil {
 		return "", err
 	}
@@ -255,7 +334,7 @@ func (l *Lease) FencedUpdate(key string, f func(old *FencedObject) []byte) (stri
 		if old != nil {
 			version = old.Version
 		}
-		v, err := l.FencedPutIf(key, f(old), version)
+		v, err := fencedPutIf(h, key, f(old), version)
 		if err == nil || !errors.Is(err, ErrConflict) || attempt == updateAttempts {
 			return v, err
 		}
@@ -268,19 +347,24 @@ func (l *Lease) FencedUpdate(key string, f func(old *FencedObject) []byte) (stri
 // reports whether there was an object to delete. Needs a store with conditional deletes (file,
 // memory, and S3 URLs with conditional_delete=true); elsewhere it returns ErrStore.
 func (l *Lease) FencedDelete(key string) (bool, error) {
+	return fencedDelete(l, key)
+}
+
+// fencedDelete is the body of Lease.FencedDelete and SharedGrant.FencedDelete.
+func fencedDelete(h fencedHolder, key string) (bool, error) {
 	ckey, err := cString(key, "key")
 	if err != nil {
 		return false, err
 	}
 	defer C.free(unsafe.Pointer(ckey))
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return false, newError(CodeInvalid, "the lease is closed")
+	f, unlock, err := h.fences()
+	if err != nil {
+		return false, err
 	}
+	defer unlock()
 	var deleted C.int
 	var cerr *C.lease_error
-	if err := takeError(C.lease_fenced_delete(l.ptr, ckey, &deleted, &cerr), cerr); err != nil {
+	if err := takeError(f.delete(ckey, &deleted, &cerr), cerr); err != nil {
 		return false, err
 	}
 	return deleted != 0, nil
@@ -355,19 +439,24 @@ func objectOf(obj *C.lease_object) *FencedObject {
 // reads see as absent (nil). An error matching ErrFenced means a later conflicting grant wrote
 // or fenced it (this grant has ended). Blocks.
 func (l *Lease) FencedRead(key string) (*FencedObject, error) {
+	return fencedRead(l, key)
+}
+
+// fencedRead is the body of Lease.FencedRead and SharedGrant.FencedRead.
+func fencedRead(h fencedHolder, key string) (*FencedObject, error) {
 	ckey, err := cString(key, "key")
 	if err != nil {
 		return nil, err
 	}
 	defer C.free(unsafe.Pointer(ckey))
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.ptr == nil {
-		return nil, newError(CodeInvalid, "the lease is closed")
+	f, unlock, err := h.fences()
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	var obj *C.lease_object
 	var cerr *C.lease_error
-	if err := takeError(C.lease_fenced_read(l.ptr, ckey, &obj, &cerr), cerr); err != nil {
+	if err := takeError(f.read(ckey, &obj, &cerr), cerr); err != nil {
 		return nil, err
 	}
 	return objectOf(obj), nil

@@ -38,10 +38,12 @@ type SessionOptions struct {
 type Session struct {
 	mu  sync.RWMutex
 	ptr *C.lease_session
-	sid string
-	key string
-	url string
-	ttl time.Duration
+	// storeURL is the URL of the store it was opened on (its grants' FencedUpdate reads there).
+	storeURL string
+	sid      string
+	key      string
+	url      string
+	ttl      time.Duration
 }
 
 // OpenSession opens a shared session on the store at url (s3://BUCKET?options, file:///DIR,
@@ -100,11 +102,12 @@ func (s *Store) OpenSession(ctx context.Context, opts SessionOptions) (*Session,
 		return nil, err
 	}
 	session := &Session{
-		ptr: ptr,
-		sid: C.GoString(C.lease_session_sid(ptr)),
-		key: C.GoString(C.lease_session_key(ptr)),
-		url: C.GoString(C.lease_session_url(ptr)),
-		ttl: time.Duration(C.lease_session_ttl_ms(ptr)) * time.Millisecond,
+		ptr:      ptr,
+		storeURL: s.url,
+		sid:      C.GoString(C.lease_session_sid(ptr)),
+		key:      C.GoString(C.lease_session_key(ptr)),
+		url:      C.GoString(C.lease_session_url(ptr)),
+		ttl:      time.Duration(C.lease_session_ttl_ms(ptr)) * time.Millisecond,
 	}
 	// Closing blocks: a finalizer must not hold up the others.
 	runtime.SetFinalizer(session, func(s *Session) { go func() { _ = s.Close() }() })
@@ -363,4 +366,65 @@ func (g *SharedGrant) Close() error {
 	}
 	runtime.SetFinalizer(g, nil)
 	return err
+}
+
+// Fenced operations (docs/ffi.md, "Fencing"): a grant's, under its token (URL#EPOCH@SID.N), as a
+// Lease's under its own, with the same bodies (fence.go).
+
+func (g *SharedGrant) fences() (fences, func(), error) {
+	g.mu.RLock()
+	if g.ptr == nil {
+		g.mu.RUnlock()
+		return fences{}, nil, newError(CodeInvalid, "the grant is closed")
+	}
+	return fences{grant: g.ptr}, g.mu.RUnlock, nil
+}
+
+func (g *SharedGrant) fencedStoreURL() string { return g.session.storeURL }
+
+// FencedPut writes data at key as Lease.FencedPut does, under the grant's token: the object is
+// stamped with the grant's lock, epoch and holder (its ID), and once a holder of the lock with
+// a higher epoch (or another holder with the same epoch) has written it, the write is refused
+// with an error matching ErrFenced whose Epoch is that holder's: after the grant's session was
+// cut off and another took the lock, its writes land nowhere. Exclusive grants only (a grant
+// in shared mode reads with FencedRead: ErrInvalid). Returns the object's new version. Blocks.
+func (g *SharedGrant) FencedPut(key string, data []byte) (string, error) {
+	return fencedPut(g, key, data, nil)
+}
+
+// FencedPutIf writes data at key as FencedPut does, but only if the object is still at
+// ifVersion, or still absent when ifVersion is "" (as Lease.FencedPutIf): ErrConflict when a
+// writer of this epoch or a lower one changed it, ErrFenced when a holder with a higher epoch
+// wrote it. Returns the object's new version. Blocks.
+func (g *SharedGrant) FencedPutIf(key string, data []byte, ifVersion string) (string, error) {
+	return fencedPutIf(g, key, data, ifVersion)
+}
+
+// FencedUpdate reads, modifies and writes key under the grant without losing anyone's update,
+// as Lease.FencedUpdate does (f may run several times; ErrConflict is retried up to 32 times;
+// ErrFenced and ErrUnavailable are returned at once). Returns the object's new version. Blocks.
+func (g *SharedGrant) FencedUpdate(key string, f func(old *FencedObject) []byte) (string, error) {
+	return fencedUpdate(g, key, f)
+}
+
+// FencedRead reads key and fences it with the grant's token, as Lease.FencedRead does: from
+// then on no holder whose grant ended before this one began can change it. nil when there is
+// no object; ErrFenced when a later conflicting grant wrote or fenced it. Blocks.
+func (g *SharedGrant) FencedRead(key string) (*FencedObject, error) {
+	return fencedRead(g, key)
+}
+
+// FencedDelete deletes key unless a holder with a higher epoch has written it (ErrFenced), as
+// Lease.FencedDelete does; it reports whether there was an object to delete. Needs a store
+// with conditional deletes (file, memory, and S3 URLs with conditional_delete=true); elsewhere
+// it returns ErrStore.
+func (g *SharedGrant) FencedDelete(key string) (bool, error) {
+	return fencedDelete(g, key)
+}
+
+// ObjectKey is where the grant's fenced calls put key: its key in the store, from the store's
+// root, read as Lease.ObjectKey reads it, from the lock's directory. Store.FencedGet reads keys
+// from the store's root: pass it "/" + ObjectKey(key) to read what FencedPut wrote.
+func (g *SharedGrant) ObjectKey(key string) (string, error) {
+	return objectKey(g, key)
 }

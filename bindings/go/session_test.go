@@ -4,15 +4,22 @@ package lease
 // issue 24) through the Go binding, mirroring python/tests/test_shared_session.py: many grants
 // on one session, on the file store and on moto; a holder process killed with SIGKILL hands its
 // locks over; a cancelled Session.Acquire leaves the queue and the session; the session's
-// record deleted loses every grant; bad input gives typed errors.
+// record deleted loses every grant; bad input gives typed errors; a grant's fenced writes, and
+// its stale write after a takeover is fenced.
 
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -498,5 +505,169 @@ func TestSessionCloseEndsAWaitingAcquire(t *testing.T) {
 	waitUntil(t, "the request leaving the queue", func() bool {
 		st, err := store.Status(name)
 		return err == nil && len(st.Waiting) == 0
+	})
+}
+
+// deleteSessionRecord deletes a session's record by hand (a holder cut off from the store looks
+// the same to others), as python/tests/test_shared_session.py does: on a file store its file,
+// on moto (path-style) a DELETE signed (AWS Signature Version 4) with the test credentials the
+// library uses.
+func deleteSessionRecord(t *testing.T, base, sessionKey string) {
+	t.Helper()
+	if dir, ok := strings.CutPrefix(base, "file://"); ok {
+		if err := os.Remove(filepath.Join(dir, filepath.FromSlash(sessionKey))); err != nil {
+			t.Fatalf("removing the session's record: %v", err)
+		}
+		return
+	}
+	head, rawQuery, _ := strings.Cut(strings.TrimPrefix(base, "s3://"), "?")
+	bucket := strings.Trim(head, "/")
+	query, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := strings.TrimRight(query.Get("endpoint"), "/")
+	region := query.Get("region")
+	if region == "" {
+		region = "us-east-1"
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := func(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }
+	mac := func(k []byte, s string) []byte { m := hmac.New(sha256.New, k); m.Write([]byte(s)); return m.Sum(nil) }
+	now := time.Now().UTC()
+	amz, day := now.Format("20060102T150405Z"), now.Format("20060102")
+	empty := sum(nil)
+	objPath := "/" + bucket + "/" + sessionKey
+	signed := "host;x-amz-content-sha256;x-amz-date"
+	canonical := "DELETE\n" + objPath + "\n\nhost:" + u.Host + "\nx-amz-content-sha256:" + empty +
+		"\nx-amz-date:" + amz + "\n\n" + signed + "\n" + empty
+	scope := day + "/" + region + "/s3/aws4_request"
+	toSign := "AWS4-HMAC-SHA256\n" + amz + "\n" + scope + "\n" + sum([]byte(canonical))
+	k := []byte("AWS4" + os.Getenv("AWS_SECRET_ACCESS_KEY"))
+	for _, part := range []string{day, region, "s3", "aws4_request"} {
+		k = mac(k, part)
+	}
+	req, err := http.NewRequest(http.MethodDelete, endpoint+objPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-amz-date", amz)
+	req.Header.Set("x-amz-content-sha256", empty)
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+os.Getenv("AWS_ACCESS_KEY_ID")+"/"+
+		scope+", SignedHeaders="+signed+", Signature="+hex.EncodeToString(mac(k, toSign)))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("deleting the session's record: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusNoContent {
+		t.Fatalf("deleting the session's record: %s", res.Status)
+	}
+}
+
+// A shared grant's fenced calls, as a Lease's (python/tests/test_shared_session.py and
+// node/test/session.test.js, "a shared grant's fenced writes, and its stale write after a
+// takeover is fenced"): its writes carry its token; FencedPutIf at the right version lands, at
+// a stale one or expecting the object absent it is ErrConflict; FencedUpdate, FencedRead,
+// FencedDelete. Then its session's record is deleted by hand, the grant is lost, another holder
+// takes the lock and writes with its higher epoch, and the grant's stale writes are refused
+// with ErrFenced naming that epoch. On the file store and moto.
+func TestSessionGrantFencedWritesAndItsStaleWriteAfterATakeoverIsFenced(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		store := open(t, base)
+		name := uniqueName(t, "session-fence")
+		session := openSession(t, base, SessionOptions{TTL: 3 * time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		g, err := session.Acquire(ctx, name, &Options{PollInterval: queuePoll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		// Beside the lock, as a lease's.
+		key := path.Base(name) + ".data"
+		placed, err := g.ObjectKey(key)
+		if err != nil || placed != path.Join(path.Dir(name), key) {
+			t.Fatalf("ObjectKey: %q, %v", placed, err)
+		}
+		v1, err := g.FencedPut(key, []byte("one"))
+		if err != nil || v1 == "" {
+			t.Fatalf("FencedPut: %q, %v", v1, err)
+		}
+		obj, err := store.FencedGet("/" + placed)
+		if err != nil || obj == nil || string(obj.Data) != "one" || obj.Version != v1 ||
+			obj.Epoch != g.Epoch() || obj.Holder != g.ID() || obj.Lease != g.Token().Lease {
+			t.Fatalf("FencedGet: %+v, %v (grant %v)", obj, err, g.Token())
+		}
+		v2, err := g.FencedUpdate(key, func(old *FencedObject) []byte {
+			return append(append([]byte{}, old.Data...), "+1"...)
+		})
+		if err != nil || v2 == v1 {
+			t.Fatalf("FencedUpdate: %q, %v", v2, err)
+		}
+		_, err = g.FencedPutIf(key, []byte("x"), v1)
+		expectErr(t, err, ErrConflict)
+		_, err = g.FencedPutIf(key, []byte("x"), "")
+		expectErr(t, err, ErrConflict)
+		v3, err := g.FencedPutIf(key, []byte("one+2"), v2)
+		if err != nil {
+			t.Fatalf("FencedPutIf at the version read: %v", err)
+		}
+		read, err := g.FencedRead(key)
+		if err != nil || read == nil || string(read.Data) != "one+2" || read.Version != v3 {
+			t.Fatalf("FencedRead: %+v, %v", read, err)
+		}
+		if _, err := g.FencedPut(key+".gone", []byte("g")); err != nil {
+			t.Fatal(err)
+		}
+		// Conditional deletes: the file store, and moto (its URL says so).
+		if deleted, err := g.FencedDelete(key + ".gone"); err != nil || !deleted {
+			t.Fatalf("FencedDelete: %v, %v", deleted, err)
+		}
+		if deleted, err := g.FencedDelete(key + ".gone"); err != nil || deleted {
+			t.Fatalf("second FencedDelete: %v, %v", deleted, err)
+		}
+
+		// Cut off: the session's record deleted; the grant is lost, another takes the lock.
+		deleteSessionRecord(t, base, session.Key())
+		waitUntil(t, "the grant lost", func() bool { return g.LostReason() != "" })
+		next, err := store.Acquire(ctx, name, &Options{TTL: 5 * time.Second, Queue: true, PollInterval: queuePoll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Close()
+		if next.Epoch() <= g.Epoch() {
+			t.Fatalf("epoch %d after %d", next.Epoch(), g.Epoch())
+		}
+		v4, err := next.FencedPut(key, []byte("two"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = g.FencedPut(key, []byte("stale"))
+		if e := expectErr(t, err, ErrFenced); e.Epoch != next.Epoch() {
+			t.Fatalf("fenced error epoch %d, want %d", e.Epoch, next.Epoch())
+		}
+		_, err = g.FencedPutIf(key, []byte("stale"), v4)
+		expectErr(t, err, ErrFenced)
+		_, err = g.FencedUpdate(key, func(*FencedObject) []byte { return []byte("stale") })
+		expectErr(t, err, ErrFenced)
+		_, err = g.FencedDelete(key)
+		expectErr(t, err, ErrFenced)
+		obj, err = store.FencedGet("/" + placed)
+		if err != nil || obj == nil || string(obj.Data) != "two" || obj.Epoch != next.Epoch() {
+			t.Fatalf("after the stale writes: %+v, %v", obj, err)
+		}
+		// Releasing a lost grant reports the loss; a closed grant's calls say it is closed.
+		expectErr(t, g.Close(), ErrLost)
+		_, err = g.FencedPut(key, []byte("x"))
+		expectErr(t, err, ErrInvalid)
+		_, err = g.ObjectKey(key)
+		expectErr(t, err, ErrInvalid)
+		if err := next.Close(); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

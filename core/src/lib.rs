@@ -56,7 +56,7 @@ pub use duration::{format_duration, parse_duration, parse_duration_in};
 pub use election::{Election, Leader, LeaderWatch};
 pub use error::{Error, ErrorKind, Result};
 pub use fence::FencedObject;
-pub use fenced_holder::FencedHolder;
+pub use fenced_holder::{FencedHolder, FencedRef};
 pub use gate::FencingGate;
 pub use lease::{Grant, Health, HealthEvent, Lease, LostReason};
 pub use options::{LeaseOptions, Preempt, WakeHints};

@@ -1,11 +1,50 @@
-//! Fencing the store enforces: tokens, fenced writes and reads (`lease_object`), gates.
+//! Fencing the store enforces: tokens, fenced writes and reads (`lease_object`) under a lease or
+//! a shared grant (one body per operation, given a `Fencer`), gates.
 
 use lease_core::store::Version;
-use lease_core::{FencedObject, FencingGate, FencingToken, Mode, Scope};
+use lease_core::{FencedObject, FencedRef, FencingGate, FencingToken, Mode, Scope};
 use std::ffi::{c_char, c_int, CString};
 use std::sync::Arc;
 
+use crate::session::lease_shared_grant;
 use crate::{boundary::*, error::*, held::*, runtime::*, store::*};
+
+/// What a fenced call acts under, borrowed from its handle for the call (no clone): a lease
+/// or a shared grant, and the runtime that drives it. Each fenced operation has one body
+/// taking it, called by its `lease_*` and its `lease_shared_grant_*` entry point.
+#[derive(Clone, Copy)]
+struct Fencer<'a> {
+    rt: &'a Rt,
+    holder: FencedRef<'a>,
+}
+
+impl<'a> Fencer<'a> {
+    /// The lease `l`; `LEASE_INVALID` when it is NULL.
+    ///
+    /// # Safety
+    /// `l` is NULL or a live lease, alive for `'a`.
+    unsafe fn lease(l: *const lease) -> Result<Fencer<'a>, Failure> {
+        // SAFETY: the caller's contract.
+        let l = unsafe { handle(l, "lease") }?;
+        Ok(Fencer {
+            rt: &l.rt,
+            holder: FencedRef::Lease(&l.held),
+        })
+    }
+
+    /// The shared grant `g`; `LEASE_INVALID` when it is NULL.
+    ///
+    /// # Safety
+    /// `g` is NULL or a live grant, alive for `'a`.
+    unsafe fn grant(g: *const lease_shared_grant) -> Result<Fencer<'a>, Failure> {
+        // SAFETY: the caller's contract.
+        let g = unsafe { handle(g, "grant") }?;
+        Ok(Fencer {
+            rt: &g.rt,
+            holder: FencedRef::Grant(&g.grant),
+        })
+    }
+}
 
 /// The fencing token of a lease, `LEASE_URL#EPOCH@HOLDER` (e.g.
 /// `s3://bucket/locks/gc#1767225600000@3f2a9c…`): the value to hand to resources that check it
@@ -205,17 +244,18 @@ pub unsafe extern "C" fn lease_fenced_put(
 ) -> lease_code {
     // SAFETY: the caller's contract.
     call(err, || unsafe {
-        fenced_put(l, key, data, len, None, version_out)
+        fenced_put(Fencer::lease(l)?, key, data, len, None, version_out)
     })
 }
 
-/// The body of `lease_fenced_put` (`expected` None: whatever is there) and
-/// `lease_fenced_put_if` (`Some(version)`, or `Some(None)` for "still absent").
+/// The body of `lease_fenced_put` and `lease_shared_grant_fenced_put` (`expected` None:
+/// whatever is there), and of their `_put_if` (`Some(version)`, or `Some(None)` for "still
+/// absent").
 ///
 /// # Safety
-/// The contract of `lease_fenced_put`.
+/// The contract of `lease_fenced_put` (for the arguments after `f`).
 unsafe fn fenced_put(
-    l: *const lease,
+    f: Fencer<'_>,
     key: *const c_char,
     data: *const u8,
     len: usize,
@@ -223,15 +263,13 @@ unsafe fn fenced_put(
     version_out: *mut *mut c_char,
 ) -> Result<(), Failure> {
     // SAFETY: the caller's contract.
-    let l = unsafe { handle(l, "lease") }?;
-    // SAFETY: the caller's contract.
     let key = unsafe { str_arg(key, "key") }?;
     // SAFETY: the caller's contract.
     let bytes = unsafe { bytes_arg(data, len) }?;
     let version = match expected {
-        None => l.rt.block_on(l.held.fenced_put(key, bytes))??,
+        None => f.rt.block_on(f.holder.fenced_put(key, bytes))??,
         Some(expected) => {
-            l.rt.block_on(l.held.fenced_put_if(key, bytes, expected.as_ref()))??
+            f.rt.block_on(f.holder.fenced_put_if(key, bytes, expected.as_ref()))??
         }
     };
     if !version_out.is_null() {
@@ -277,12 +315,30 @@ pub unsafe extern "C" fn lease_fenced_put_if(
 ) -> lease_code {
     call(err, || {
         // SAFETY: the caller's contract.
-        let expected = unsafe { opt_str_arg(if_version, "if_version") }?
-            .filter(|v| !v.is_empty())
-            .map(Version::etag);
+        let f = unsafe { Fencer::lease(l) }?;
         // SAFETY: the caller's contract.
-        unsafe { fenced_put(l, key, data, len, Some(expected), version_out) }
+        unsafe { fenced_put_if(f, key, data, len, if_version, version_out) }
     })
+}
+
+/// The body of `lease_fenced_put_if` and `lease_shared_grant_fenced_put_if`.
+///
+/// # Safety
+/// The contract of `lease_fenced_put_if` (for the arguments after `f`).
+unsafe fn fenced_put_if(
+    f: Fencer<'_>,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    if_version: *const c_char,
+    version_out: *mut *mut c_char,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    let expected = unsafe { opt_str_arg(if_version, "if_version") }?
+        .filter(|v| !v.is_empty())
+        .map(Version::etag);
+    // SAFETY: the caller's contract.
+    unsafe { fenced_put(f, key, data, len, Some(expected), version_out) }
 }
 
 /// Delete `key` unless a holder of this lease with a higher epoch has written it (then
@@ -306,18 +362,29 @@ pub unsafe extern "C" fn lease_fenced_delete(
     deleted_out: *mut c_int,
     err: *mut *mut lease_error,
 ) -> lease_code {
-    call(err, || {
-        // SAFETY: the caller's contract.
-        let l = unsafe { handle(l, "lease") }?;
-        // SAFETY: the caller's contract.
-        let key = unsafe { str_arg(key, "key") }?;
-        let deleted = l.rt.block_on(l.held.fenced_delete(key))??;
-        if !deleted_out.is_null() {
-            // SAFETY: non-NULL; the caller's contract.
-            unsafe { *deleted_out = c_int::from(deleted) };
-        }
-        Ok(())
+    // SAFETY: the caller's contract.
+    call(err, || unsafe {
+        fenced_delete(Fencer::lease(l)?, key, deleted_out)
     })
+}
+
+/// The body of `lease_fenced_delete` and `lease_shared_grant_fenced_delete`.
+///
+/// # Safety
+/// The contract of `lease_fenced_delete` (for the arguments after `f`).
+unsafe fn fenced_delete(
+    f: Fencer<'_>,
+    key: *const c_char,
+    deleted_out: *mut c_int,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    let key = unsafe { str_arg(key, "key") }?;
+    let deleted = f.rt.block_on(f.holder.fenced_delete(key))??;
+    if !deleted_out.is_null() {
+        // SAFETY: non-NULL; the caller's contract.
+        unsafe { *deleted_out = c_int::from(deleted) };
+    }
+    Ok(())
 }
 
 /// Where the fenced calls of `l` put `key`: its key in the store, from the store's root. A key
@@ -339,21 +406,33 @@ pub unsafe extern "C" fn lease_object_key(
     key_out: *mut *mut c_char,
     err: *mut *mut lease_error,
 ) -> lease_code {
-    call(err, || {
-        // SAFETY: the caller's contract.
-        let l = unsafe { handle(l, "lease") }?;
-        // SAFETY: the caller's contract.
-        let key = unsafe { str_arg(key, "key") }?;
-        let out = out_arg(key_out, "key_out")?;
-        let placed = c_string(&l.held.object_key(key)?);
-        // SAFETY: checked non-NULL; the caller's contract.
-        unsafe { *out = placed.into_raw() };
-        Ok(())
+    // SAFETY: the caller's contract.
+    call(err, || unsafe {
+        object_key(Fencer::lease(l)?, key, key_out)
     })
 }
 
-/// An object read by `lease_fenced_get`: its bytes, its version, and the lease, epoch and holder
-/// of the fenced write that wrote it. Immutable; thread-safe. Free it with `lease_object_free`.
+/// The body of `lease_object_key` and `lease_shared_grant_object_key`.
+///
+/// # Safety
+/// The contract of `lease_object_key` (for the arguments after `f`).
+unsafe fn object_key(
+    f: Fencer<'_>,
+    key: *const c_char,
+    key_out: *mut *mut c_char,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    let key = unsafe { str_arg(key, "key") }?;
+    let out = out_arg(key_out, "key_out")?;
+    let placed = c_string(&f.holder.object_key(key)?);
+    // SAFETY: checked non-NULL; the caller's contract.
+    unsafe { *out = placed.into_raw() };
+    Ok(())
+}
+
+/// An object read by `lease_fenced_get` (or a fenced read): its bytes, its version, and the
+/// lease, epoch and holder of the fenced write that wrote it. Immutable; thread-safe. Free it
+/// with `lease_object_free`.
 pub struct lease_object {
     pub(crate) data: Vec<u8>,
     pub(crate) epoch: u64,
@@ -430,17 +509,178 @@ pub unsafe extern "C" fn lease_fenced_read(
     out: *mut *mut lease_object,
     err: *mut *mut lease_error,
 ) -> lease_code {
+    // SAFETY: the caller's contract.
+    call(err, || unsafe { fenced_read(Fencer::lease(l)?, key, out) })
+}
+
+/// The body of `lease_fenced_read` and `lease_shared_grant_fenced_read`.
+///
+/// # Safety
+/// The contract of `lease_fenced_read` (for the arguments after `f`).
+unsafe fn fenced_read(
+    f: Fencer<'_>,
+    key: *const c_char,
+    out: *mut *mut lease_object,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    let key = unsafe { str_arg(key, "key") }?;
+    let out = out_arg(out, "out")?;
+    let obj = f.rt.block_on(f.holder.fenced_read(key))??;
+    // SAFETY: checked non-NULL; the caller's contract.
+    unsafe { *out = object_ptr(obj) };
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A shared grant's fenced calls: the lease's, under the grant's token (`URL#EPOCH@SID.N`), with
+// the same bodies.
+
+/// Write `len` bytes at `key` under the shared grant `g`, as `lease_fenced_put` does under a
+/// lease: the object is stamped with the grant's lock, epoch and holder (its entry id `SID.N`),
+/// and the write is refused with `LEASE_FENCED` (`lease_error_epoch` gives the newer epoch)
+/// once a holder of the lock with a higher epoch (or another holder with the same epoch) has
+/// written it: after the grant's session was cut off and another took the lock, its writes
+/// land nowhere. Exclusive grants only: a grant in shared mode (`LEASE_MODE_SHARED`) gets
+/// `LEASE_INVALID`, and reads with `lease_shared_grant_fenced_read`. `key` is placed as
+/// `lease_shared_grant_object_key` says. A write that landed is never reported `LEASE_FENCED`;
+/// when its outcome cannot be told the call returns `LEASE_UNAVAILABLE`. Not a
+/// read-modify-write: use `lease_shared_grant_fenced_put_if` for that. Blocks.
+///
+/// On success writes the object's new version (its ETag) to `*version_out` when that is not
+/// NULL (free it with `lease_string_free`); it is empty when the write landed but a newer write
+/// replaced it before this call learned its version.
+///
+/// # Safety
+/// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `data` is valid for
+/// `len` bytes (NULL only when `len` is 0); `version_out` is NULL or points to writable storage
+/// for a pointer; `err` is NULL or points to writable storage for a pointer. Must not be called
+/// from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_shared_grant_fenced_put(
+    g: *const lease_shared_grant,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    version_out: *mut *mut c_char,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    // SAFETY: the caller's contract.
+    call(err, || unsafe {
+        fenced_put(Fencer::grant(g)?, key, data, len, None, version_out)
+    })
+}
+
+/// Write `len` bytes at `key` under the shared grant `g`, as `lease_fenced_put_if` does under a
+/// lease: only if the object is still at the version `if_version` (as `lease_object_version` or
+/// an earlier fenced put gave it), or still absent when `if_version` is NULL or empty. If it
+/// changed since, nothing is written and the call returns `LEASE_CONFLICT` when a writer of
+/// this epoch or a lower one changed it (read it again, decide again, retry), or `LEASE_FENCED`
+/// when a holder with a higher epoch wrote it (stop: a newer holder exists; `lease_error_epoch`
+/// gives its epoch). A fenced put whose outcome could not be told returns `LEASE_UNAVAILABLE`;
+/// a write that landed is never reported as `LEASE_FENCED` or `LEASE_CONFLICT`. Blocks.
+///
+/// On success writes the object's new version to `*version_out` when that is not NULL (free
+/// it with `lease_string_free`); it is empty when the write landed but a newer write replaced
+/// it before this call learned its version.
+///
+/// # Safety
+/// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `data` is valid for
+/// `len` bytes (NULL only when `len` is 0); `if_version` is NULL or a NUL-terminated string;
+/// `version_out` is NULL or points to writable storage for a pointer; `err` is NULL or points
+/// to writable storage for a pointer. Must not be called from a runtime thread (a lost
+/// callback): that returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_shared_grant_fenced_put_if(
+    g: *const lease_shared_grant,
+    key: *const c_char,
+    data: *const u8,
+    len: usize,
+    if_version: *const c_char,
+    version_out: *mut *mut c_char,
+    err: *mut *mut lease_error,
+) -> lease_code {
     call(err, || {
         // SAFETY: the caller's contract.
-        let l = unsafe { handle(l, "lease") }?;
+        let f = unsafe { Fencer::grant(g) }?;
         // SAFETY: the caller's contract.
-        let key = unsafe { str_arg(key, "key") }?;
-        let out = out_arg(out, "out")?;
-        let obj = l.rt.block_on(l.held.fenced_read(key))??;
-        // SAFETY: checked non-NULL; the caller's contract.
-        unsafe { *out = object_ptr(obj) };
-        Ok(())
+        unsafe { fenced_put_if(f, key, data, len, if_version, version_out) }
     })
+}
+
+/// Delete `key` under the shared grant `g` unless a holder of the lock with a higher epoch has
+/// written it (then `LEASE_FENCED`), as `lease_fenced_delete` does under a lease. Needs a store
+/// with conditional deletes (the file and memory stores, and S3 where the URL says
+/// `conditional_delete=true`); elsewhere it returns `LEASE_STORE` and deletes nothing. A
+/// deleted key carries no fence any more. Blocks.
+///
+/// On success writes to `*deleted_out` (when not NULL) 1 if an object was deleted, 0 if there
+/// was none.
+///
+/// # Safety
+/// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `deleted_out` is NULL
+/// or points to a writable int; `err` is NULL or points to writable storage for a pointer. Must
+/// not be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_shared_grant_fenced_delete(
+    g: *const lease_shared_grant,
+    key: *const c_char,
+    deleted_out: *mut c_int,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    // SAFETY: the caller's contract.
+    call(err, || unsafe {
+        fenced_delete(Fencer::grant(g)?, key, deleted_out)
+    })
+}
+
+/// Where the fenced calls of the shared grant `g` put `key`: its key in the store, from the
+/// store's root, read as `lease_object_key` reads it for a lease, from the lock's directory
+/// (`x` beside the lock, `jobs/x` below it, `../x` one level up, never above the store's root:
+/// `LEASE_INVALID`; `/x` from the store's root). Pass it to `lease_fenced_get` to read what
+/// `lease_shared_grant_fenced_put` wrote. Does not block.
+///
+/// On success writes a new string to `*key_out` (free it with `lease_string_free`).
+///
+/// # Safety
+/// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `key_out` points to
+/// writable storage for a pointer; `err` is NULL or points to writable storage for a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn lease_shared_grant_object_key(
+    g: *const lease_shared_grant,
+    key: *const c_char,
+    key_out: *mut *mut c_char,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    // SAFETY: the caller's contract.
+    call(err, || unsafe {
+        object_key(Fencer::grant(g)?, key, key_out)
+    })
+}
+
+/// Read the object at `key` (placed as `lease_shared_grant_fenced_put` places it) and fence it
+/// with the shared grant's token, as `lease_fenced_read` does with a lease's: from then on no
+/// holder whose grant ended before this one began can change it. The first read of an object
+/// under a grant writes it back unchanged with this token in its metadata (1 GET + 1 PUT);
+/// reading it again costs 1 GET. Where nothing is, it leaves an empty marker that fenced reads
+/// see as absent. Returns `LEASE_FENCED` when a later conflicting grant wrote or fenced the
+/// object (this grant has ended). Blocks.
+///
+/// On success writes to `*out` a new object (free it with `lease_object_free`), or NULL when
+/// there is no object at `key`.
+///
+/// # Safety
+/// `g` is NULL or a live grant; `key` is NULL or a NUL-terminated string; `out` points to
+/// writable storage for a pointer; `err` is NULL or points to writable storage for a pointer.
+/// Must not be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`.
+#[no_mangle]
+pub unsafe extern "C" fn lease_shared_grant_fenced_read(
+    g: *const lease_shared_grant,
+    key: *const c_char,
+    out: *mut *mut lease_object,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    // SAFETY: the caller's contract.
+    call(err, || unsafe { fenced_read(Fencer::grant(g)?, key, out) })
 }
 
 /// The bytes of an object; their number is written to `*len_out` (when not NULL). Borrowed:
@@ -517,7 +757,8 @@ pub unsafe extern "C" fn lease_object_holder(o: *const lease_object) -> *const c
 /// Free an object. NULL is a no-op.
 ///
 /// # Safety
-/// `o` is NULL or an object from `lease_fenced_get`, not freed before.
+/// `o` is NULL or an object from `lease_fenced_get`, `lease_fenced_read` or
+/// `lease_shared_grant_fenced_read`, not freed before.
 #[no_mangle]
 pub unsafe extern "C" fn lease_object_free(o: *mut lease_object) {
     if o.is_null() {

@@ -77,9 +77,10 @@ pub struct lease_session {
 /// A grant of a queued lock held through a shared session: kept by the session's renewals and
 /// confirmations (no task of its own). Thread-safe.
 pub struct lease_shared_grant {
-    rt: Arc<Rt>,
-    /// Its release, loss and idempotence are the core's (`SharedGrant::release(&self)`).
-    grant: SharedGrant,
+    pub(crate) rt: Arc<Rt>,
+    /// Its release, loss and idempotence are the core's (`SharedGrant::release(&self)`); its
+    /// fenced calls are `fence.rs`'s (`lease_shared_grant_fenced_put`, …).
+    pub(crate) grant: SharedGrant,
     epoch: u64,
     mode: lease_mode,
     key: CString,
@@ -651,6 +652,96 @@ mod tests {
             let (code, msg) = acquire(c"jobs/1", &lease_options_default());
             assert_eq!(code, LEASE_INVALID);
             assert!(msg.contains("is closed"), "{msg}");
+            lease_session_free(session);
+            lease_store_free(store);
+            lease_runtime_free(rt);
+        }
+    }
+    /// A grant's fenced calls and a lease's share their bodies (`fence.rs`): the grant's key
+    /// is placed as the lease's, its write is stamped with its epoch, and once it is released
+    /// and a lease of the lock writes with a higher epoch, the grant's stale write is refused
+    /// with `LEASE_FENCED` naming that epoch. On the memory store.
+    #[test]
+    fn a_grants_fenced_write_is_placed_as_a_leases_and_fenced_after_a_takeover() {
+        use crate::fence::*;
+        let mut rt = null_mut();
+        let mut store = null_mut();
+        let mut session = null_mut();
+        let mut g = null_mut();
+        let mut l = null_mut();
+        let key = c"x";
+        // SAFETY: valid pointers throughout; every handle and string freed at the end.
+        unsafe {
+            assert_eq!(lease_runtime_new(null(), &mut rt, null_mut()), LEASE_OK);
+            let url = c"memory://ffi-session-fence-unit";
+            assert_eq!(
+                lease_store_open(rt, url.as_ptr(), &mut store, null_mut()),
+                LEASE_OK
+            );
+            let code = lease_session_open(store, null(), &mut session, null_mut());
+            assert_eq!(code, LEASE_OK);
+            let lock = c"jobs/f";
+            let code = lease_session_acquire(session, lock.as_ptr(), null(), &mut g, null_mut());
+            assert_eq!(code, LEASE_OK);
+            let mut placed = null_mut();
+            let code = lease_shared_grant_object_key(g, key.as_ptr(), &mut placed, null_mut());
+            assert_eq!(code, LEASE_OK);
+            assert_eq!(CStr::from_ptr(placed), c"jobs/x");
+            let a = b"a";
+            let code = lease_shared_grant_fenced_put(
+                g,
+                key.as_ptr(),
+                a.as_ptr(),
+                1,
+                null_mut(),
+                null_mut(),
+            );
+            assert_eq!(code, LEASE_OK);
+            let mut obj = null_mut();
+            let code = lease_fenced_get(store, placed, &mut obj, null_mut());
+            assert_eq!(code, LEASE_OK);
+            assert_eq!(lease_object_epoch(obj), lease_shared_grant_epoch(g));
+            lease_object_free(obj);
+            assert_eq!(lease_shared_grant_release(g, null_mut()), LEASE_OK);
+
+            let mut o = lease_options_default();
+            o.queue = 1;
+            assert_eq!(
+                lease_acquire(store, lock.as_ptr(), &o, &mut l, null_mut()),
+                LEASE_OK
+            );
+            assert!(lease_epoch(l) > lease_shared_grant_epoch(g));
+            let mut lease_placed = null_mut();
+            let code = lease_object_key(l, key.as_ptr(), &mut lease_placed, null_mut());
+            assert_eq!(code, LEASE_OK);
+            assert_eq!(CStr::from_ptr(lease_placed), CStr::from_ptr(placed));
+            let b = b"b";
+            let code = lease_fenced_put(l, key.as_ptr(), b.as_ptr(), 1, null_mut(), null_mut());
+            assert_eq!(code, LEASE_OK);
+            let mut err = null_mut();
+            let code =
+                lease_shared_grant_fenced_put(g, key.as_ptr(), a.as_ptr(), 1, null_mut(), &mut err);
+            assert_eq!(code, LEASE_FENCED);
+            assert_eq!(lease_error_epoch(err), lease_epoch(l));
+            lease_error_free(err);
+            let mut err = null_mut();
+            let code = lease_shared_grant_fenced_put(
+                null(),
+                key.as_ptr(),
+                a.as_ptr(),
+                1,
+                null_mut(),
+                &mut err,
+            );
+            let (code, msg) = outcome(code, err);
+            assert_eq!(code, LEASE_INVALID);
+            assert!(msg.contains("grant"), "{msg}");
+
+            assert_eq!(lease_release(l, null_mut()), LEASE_OK);
+            lease_free(l);
+            lease_string_free(placed);
+            lease_string_free(lease_placed);
+            lease_shared_grant_free(g);
             lease_session_free(session);
             lease_store_free(store);
             lease_runtime_free(rt);

@@ -2408,6 +2408,181 @@ static void test_session_bad_input(void) {
   lease_runtime_free(rt);
 }
 
+/* Reads `key` (from the store's root) and checks its bytes are `want`; returns the object (free
+ * it with lease_object_free). */
+static lease_object *get_expecting(lease_store *store, const char *key, const char *want) {
+  lease_object *obj = NULL;
+  CHECK_CODE(LEASE_OK, lease_fenced_get(store, key, &obj, &err));
+  CHECK(obj != NULL);
+  size_t len = 0;
+  const uint8_t *data = lease_object_data(obj, &len);
+  if (len != strlen(want) || memcmp(data, want, len) != 0) {
+    fprintf(stderr, "%s holds \"%.*s\", expected \"%s\"\n", key, (int)len, (const char *)data, want);
+    exit(1);
+  }
+  return obj;
+}
+
+/* A shared grant's fenced calls, as a lease's (the Python and Node tests "a shared grant's fenced
+ * writes, and its stale write after a takeover is fenced" are the reference): its writes carry
+ * its token (epoch, and its entry id as holder); a put_if at the right version lands, at a stale
+ * one or "still absent" it is LEASE_CONFLICT; a fenced read; a delete. Then it is cut off: on a
+ * file store its session's record is deleted by hand (the grant is lost: session_deleted);
+ * elsewhere, where the test cannot delete an object by hand, the session is closed (the grant
+ * released). Another holder takes the lock and writes with its higher epoch, and the grant's
+ * stale writes are refused with LEASE_FENCED naming that epoch: a write that were not fenced
+ * would land. */
+static void test_a_shared_grants_fenced_writes_and_its_stale_write_after_a_takeover_is_fenced(
+    void) {
+  char name[128];
+  name_of(name, sizeof name, "session-fence");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_store(rt);
+  lease_session_options so = lease_session_options_default();
+  so.ttl_ms = 3000;
+  lease_session *session = NULL;
+  CHECK_CODE(LEASE_OK, lease_session_open(store, &so, &session, &err));
+  lease_options wait = lease_options_default();
+  wait.wait_ms = 30000;
+  wait.poll_interval_ms = 100;
+  lease_shared_grant *g = NULL;
+  CHECK_CODE(LEASE_OK, lease_session_acquire(session, name, &wait, &g, &err));
+  uint64_t epoch = lease_shared_grant_epoch(g);
+
+  /* Where its calls put "sg-data": beside the lock, as a lease's. */
+  char *key = NULL;
+  CHECK_CODE(LEASE_OK, lease_shared_grant_object_key(g, "sg-data", &key, &err));
+  char beside[160];
+  snprintf(beside, sizeof beside, "%s/sg-data", prefix);
+  CHECK(strcmp(key, beside) == 0);
+
+  char *v1 = NULL;
+  CHECK_CODE(LEASE_OK, lease_shared_grant_fenced_put(g, "sg-data", (const uint8_t *)"one", 3, &v1, &err));
+  CHECK(v1 != NULL && strlen(v1) > 0);
+  lease_object *obj = get_expecting(store, key, "one");
+  CHECK(strcmp(lease_object_version(obj), v1) == 0);
+  CHECK(lease_object_epoch(obj) == epoch);
+  CHECK(strcmp(lease_object_holder(obj), lease_shared_grant_id(g)) == 0);
+  CHECK(strcmp(lease_object_lease(obj), lease_shared_grant_url(g)) == 0);
+  lease_object_free(obj);
+
+  /* A read-modify-write at the version read lands; at a stale version, or expecting the object
+   * absent, it is a conflict and writes nothing. */
+  char *v2 = NULL;
+  CHECK_CODE(LEASE_OK,
+             lease_shared_grant_fenced_put_if(g, "sg-data", (const uint8_t *)"one+1", 5, v1, &v2, &err));
+  CHECK(v2 != NULL && strcmp(v2, v1) != 0);
+  CHECK_CODE(LEASE_CONFLICT,
+             lease_shared_grant_fenced_put_if(g, "sg-data", (const uint8_t *)"x", 1, v1, NULL, &err));
+  CHECK_CODE(LEASE_CONFLICT,
+             lease_shared_grant_fenced_put_if(g, "sg-data", (const uint8_t *)"x", 1, NULL, NULL, &err));
+  CHECK_CODE(LEASE_OK, lease_shared_grant_fenced_read(g, "sg-data", &obj, &err));
+  size_t len = 0;
+  const uint8_t *data = lease_object_data(obj, &len);
+  CHECK(len == 5 && memcmp(data, "one+1", 5) == 0);
+  CHECK(strcmp(lease_object_version(obj), v2) == 0 && lease_object_epoch(obj) == epoch);
+  lease_object_free(obj);
+  obj = (lease_object *)0x1;
+  CHECK_CODE(LEASE_OK, lease_shared_grant_fenced_read(g, "sg-none", &obj, &err));
+  CHECK(obj == NULL);
+  int deleted = -1;
+  if (conditional_deletes()) {
+    CHECK_CODE(LEASE_OK, lease_shared_grant_fenced_put(g, "sg-gone", (const uint8_t *)"g", 1, NULL, &err));
+    CHECK_CODE(LEASE_OK, lease_shared_grant_fenced_delete(g, "sg-gone", &deleted, &err));
+    CHECK(deleted == 1);
+    CHECK_CODE(LEASE_OK, lease_shared_grant_fenced_delete(g, "sg-gone", &deleted, &err));
+    CHECK(deleted == 0);
+  }
+
+  /* Bad input: LEASE_INVALID, nothing written. */
+  const uint8_t *x = (const uint8_t *)"x";
+  char *nothing = (char *)0x1;
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_put(NULL, "sg-data", x, 1, NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_put(g, NULL, x, 1, NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_put(g, "sg-data", NULL, 1, NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_put(g, "../../../../x", x, 1, NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_put_if(NULL, "sg-data", x, 1, NULL, NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_put_if(g, "sg-data", x, 1, "\xff", NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_read(NULL, "sg-data", &obj, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_read(g, "sg-data", NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_delete(NULL, "sg-data", NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_fenced_delete(g, "\xc3", NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_object_key(NULL, "sg-data", &nothing, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_object_key(g, "sg-data", NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_shared_grant_object_key(g, "../../../../x", &nothing, &err));
+  CHECK(nothing == (char *)0x1);
+  obj = get_expecting(store, key, "one+1");
+  lease_object_free(obj);
+
+  /* Cut off. */
+  int by_hand = strncmp(store_url, "file://", 7) == 0;
+  if (by_hand) {
+    const char *dir = store_url + 7;
+    size_t dlen = strcspn(dir, "?");
+    char record[1024];
+    snprintf(record, sizeof record, "%.*s/%s", (int)dlen, dir, lease_session_key(session));
+    if (unlink(record) != 0) {
+      fprintf(stderr, "removing the session's record %s: %s\n", record, strerror(errno));
+      exit(1);
+    }
+    int lost = 0;
+    for (int i = 0; i < 1500 && !lost; i++) {
+      lost = lease_shared_grant_held(g) == 0;
+      if (!lost) sleep_ms(20);
+    }
+    CHECK(lost);
+    char *kind = lease_shared_grant_lost_kind(g);
+    CHECK(kind != NULL && strcmp(kind, "session_deleted") == 0);
+    lease_string_free(kind);
+  } else {
+    CHECK_CODE(LEASE_OK, lease_session_close(session, &err));
+    CHECK(lease_shared_grant_held(g) == 0);
+  }
+  lease_options q = queue_opts("next", 0);
+  q.wait_ms = 30000;
+  lease *next = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire(store, name, &q, &next, &err));
+  CHECK(lease_epoch(next) > epoch);
+  char *v3 = NULL;
+  CHECK_CODE(LEASE_OK, lease_fenced_put(next, "sg-data", (const uint8_t *)"two", 3, &v3, &err));
+
+  /* The grant's stale writes are refused, naming the newer epoch; the newer data stays. */
+  lease_error *e = NULL;
+  CHECK(lease_shared_grant_fenced_put(g, "sg-data", (const uint8_t *)"stale", 5, NULL, &e) ==
+        LEASE_FENCED);
+  CHECK(lease_error_kind(e) == LEASE_FENCED && lease_error_epoch(e) == lease_epoch(next));
+  lease_error_free(e);
+  e = NULL;
+  CHECK(lease_shared_grant_fenced_put_if(g, "sg-data", (const uint8_t *)"stale", 5, v3, NULL, &e) ==
+        LEASE_FENCED);
+  CHECK(lease_error_epoch(e) == lease_epoch(next));
+  lease_error_free(e);
+  CHECK_CODE(LEASE_FENCED, lease_shared_grant_fenced_read(g, "sg-data", &obj, &err));
+  if (conditional_deletes()) {
+    deleted = -1;
+    CHECK_CODE(LEASE_FENCED, lease_shared_grant_fenced_delete(g, "sg-data", &deleted, &err));
+    CHECK(deleted == -1);
+  }
+  obj = get_expecting(store, key, "two");
+  CHECK(lease_object_epoch(obj) == lease_epoch(next));
+  CHECK(strcmp(lease_object_version(obj), v3) == 0);
+  lease_object_free(obj);
+
+  /* Releasing a lost grant reports the loss (work under it may have overlapped). */
+  CHECK_CODE(by_hand ? LEASE_LOST : LEASE_OK, lease_shared_grant_release(g, &err));
+  CHECK_CODE(LEASE_OK, lease_release(next, &err));
+  lease_free(next);
+  lease_string_free(v1);
+  lease_string_free(v2);
+  lease_string_free(v3);
+  lease_string_free(key);
+  lease_shared_grant_free(g);
+  CHECK_CODE(LEASE_OK, lease_session_close(session, &err));
+  lease_session_free(session);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
 static const struct test tests[] = {
     {"life_cycle", test_life_cycle},
     {"owner_and_changes", test_owner_and_changes},
@@ -2437,6 +2612,8 @@ static const struct test tests[] = {
     {"session_many_grants", test_session_many_grants},
     {"session_cancel", test_session_cancel},
     {"session_bad_input", test_session_bad_input},
+    {"a_shared_grants_fenced_writes_and_its_stale_write_after_a_takeover_is_fenced",
+     test_a_shared_grants_fenced_writes_and_its_stale_write_after_a_takeover_is_fenced},
 };
 
 int main(int argc, char **argv) {

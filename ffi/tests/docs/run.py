@@ -139,8 +139,11 @@ def main():
     readme_go = blocks("go", README)
     assert len(readme_go) == 1, "README.md should have one Go block"
     go_blocks += readme_go
-    mod_block = [b for b in re.findall(r"^```\n(.*?)^```$", DOC.read_text(), flags=re.S | re.M)
-                 if "replace github.com/lease-dev/lease/bindings/go" in b]
+    # Every fenced block, with its language ("" for the go.mod one): pairing bare ``` lines
+    # alone would take a block's closing fence for an opening one.
+    mod_block = [b for lang, b in re.findall(r"^```(\w*)\n(.*?)^```$", DOC.read_text(),
+                                             flags=re.S | re.M)
+                 if lang == "" and "replace github.com/lease-dev/lease/bindings/go" in b]
     assert mod_block, "docs/ffi.md lost its go.mod require/replace block"
     app = build / "docs-go"
     app.mkdir(exist_ok=True)
