@@ -542,21 +542,29 @@ func TestLostAfterBreak(t *testing.T) {
 // "preempted". Mirrors python/tests/test_lease.py's
 // test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted.
 func TestPreemptTakesALiveLeaseAtOnceAndTheHolderLosesItAsPreempted(t *testing.T) {
+	// A plain lease, and a queued lock's grant (docs/protocol.md §10, "Preemption of a queued
+	// lock").
+	for _, queued := range []bool{false, true} {
+		t.Run(fmt.Sprintf("queued=%v", queued), func(t *testing.T) { preemptALiveHolder(t, queued) })
+	}
+}
+
+func preemptALiveHolder(t *testing.T, queued bool) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		s := open(t, sc.url)
 		name := uniqueName(t, "preempt")
 		ctx := context.Background()
-		holder, err := s.Acquire(ctx, name, &Options{TTL: 3 * time.Second, Label: "old"})
+		holder, err := s.Acquire(ctx, name, &Options{TTL: 3 * time.Second, Label: "old", Queue: queued})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer holder.Close()
 		health := holder.HealthChanges()
 		// Without the mode: held.
-		_, err = s.TryAcquire(ctx, name, &Options{TTL: 3 * time.Second})
+		_, err = s.TryAcquire(ctx, name, &Options{TTL: 3 * time.Second, Queue: queued})
 		expectErr(t, err, ErrHeld)
 		// With it: at once, though it may not wait.
-		taker, err := s.TryAcquire(ctx, name, &Options{TTL: 3 * time.Second, Label: "new", Preempt: PreemptEveryEffectFenced})
+		taker, err := s.TryAcquire(ctx, name, &Options{TTL: 3 * time.Second, Label: "new", Queue: queued, Preempt: PreemptEveryEffectFenced})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -564,8 +572,16 @@ func TestPreemptTakesALiveLeaseAtOnceAndTheHolderLosesItAsPreempted(t *testing.T
 		if taker.Epoch() <= holder.Epoch() {
 			t.Fatalf("epochs %d then %d", holder.Epoch(), taker.Epoch())
 		}
-		if st, err := s.Status(name); err != nil || st.Holder == nil || st.Holder.Label != "new" || st.Epoch != taker.Epoch() {
-			t.Fatalf("status after the preemption: %+v, %v", st, err)
+		st, err := s.Status(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queued {
+			if len(st.Holders) != 1 || st.Holders[0].Holder.Label != "new" || st.Holders[0].Token != taker.Epoch() {
+				t.Fatalf("status after the preemption: %+v", st)
+			}
+		} else if st.Holder == nil || st.Holder.Label != "new" || st.Epoch != taker.Epoch() {
+			t.Fatalf("status after the preemption: %+v", st)
 		}
 		// The old holder learns it at its next renewal (every ttl/3).
 		select {

@@ -1943,14 +1943,23 @@ static int lost_count(struct lost_health *h) {
  * that may not wait), at a higher epoch; the holder learns it at its next renewal, reason
  * `preempted`. Mirrors python/tests/test_lease.py's
  * test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted. */
+static void preempt_a_live_holder(int queued);
+
 static void test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_preempted(void) {
+  preempt_a_live_holder(0);
+  /* A queued lock's grant (docs/protocol.md §10, "Preemption of a queued lock"). */
+  preempt_a_live_holder(1);
+}
+
+static void preempt_a_live_holder(int queued) {
   char name[128];
-  name_of(name, sizeof name, "preempt");
+  name_of(name, sizeof name, queued ? "preempt-queued" : "preempt");
   lease_runtime *rt = new_runtime();
   lease_store *store = open_store(rt);
   lease_options ho = lease_options_default();
   ho.ttl_ms = 3000;
   ho.label = "old";
+  ho.queue = queued;
   lease *holder = NULL;
   CHECK_CODE(LEASE_OK, lease_acquire(store, name, &ho, &holder, &err));
   struct lost_health h = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -1959,6 +1968,7 @@ static void test_preempt_takes_a_live_lease_at_once_and_the_holder_loses_it_as_p
   to.ttl_ms = 3000;
   to.wait_ms = 0;
   to.owner = ""; /* not this thread, which holds it */
+  to.queue = queued;
   lease *taker = NULL;
   /* Without the mode: held. */
   CHECK_CODE(LEASE_HELD, lease_acquire(store, name, &to, &taker, &err));
