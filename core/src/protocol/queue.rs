@@ -937,6 +937,73 @@ impl QueueRecord {
     }
 }
 
+/// Preemption (docs/protocol.md §10, "Preemption of a queued lock"; the types in [`preemption`]).
+impl QueueRecord {
+    /// Remove from the queue the preempting `request` (a retried write may find its earlier
+    /// join there) and every grant in its way, name them as the latest preemption (when it
+    /// removes any), and put the request first in the queue for
+    /// [`grant_preemptor`](QueueRecord::grant_preemptor). `false`: it is granted already.
+    pub(super) fn preempt_for(&mut self, request: &Entry) -> bool {
+        if self.grants.iter().any(|g| g.id() == request.id()) {
+            return false;
+        }
+        self.queue.retain(|e| e.id() != request.id());
+        let removed: Vec<PreemptedGrant> =
+            if super::mutants::on(super::mutants::Mutant::QueuePreemptKeepsGrants) {
+                Vec::new()
+            } else {
+                self.in_the_way(request)
+                    .iter()
+                    .map(|g| PreemptedGrant {
+                        id: g.id().to_string(),
+                        token: g.token.unwrap_or(self.epoch),
+                    })
+                    .collect()
+            };
+        self.grants
+            .retain(|g| !removed.iter().any(|r| r.id == g.id()));
+        if !removed.is_empty() {
+            self.preempted = Some(Preemption {
+                by: request.id().to_string(),
+                // Set with its grant, in `grant_preemptor`.
+                token: 0,
+                removed,
+            });
+        }
+        let mut entry = request.clone();
+        entry.token = None;
+        entry.passed = 0;
+        self.queue.insert(0, entry);
+        true
+    }
+
+    /// Grant the preempting participant `id` (first in the queue, nothing in its way) with the
+    /// next token above `floor`, before the other waiters are settled.
+    pub(super) fn grant_preemptor(&mut self, id: &str, floor: u64) {
+        let Some(at) = self.queue.iter().position(|e| e.id() == id) else {
+            return;
+        };
+        let mut grant = self.queue.remove(at);
+        self.epoch = self.epoch.max(floor) + 1;
+        grant.token = Some(self.epoch);
+        grant.priority = 0;
+        grant.passed = 0;
+        self.grants.push(grant);
+        if let Some(p) = self.preempted.as_mut().filter(|p| p.by == id) {
+            p.token = self.epoch;
+        }
+    }
+
+    /// The preemption that removed the grant of `id` at `token`: the preemptor's id and token.
+    pub fn preempted_by(&self, id: &str, token: u64) -> Option<(&str, u64)> {
+        let p = self.preempted.as_ref()?;
+        p.removed
+            .iter()
+            .any(|r| r.id == id && r.token == token)
+            .then_some((p.by.as_str(), p.token))
+    }
+}
+
 /// The bypass bound in force: [`MAX_BYPASS`], or a smaller one the model checker sets to reach
 /// it in few steps (the rule's argument does not depend on its value).
 fn bypass_limit() -> u32 {

@@ -66,8 +66,14 @@ pub enum ConfirmStep {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Phase {
     Idle,
-    Reading { sent: Instant },
-    Restoring { next: QueueRecord, sent: Instant },
+    Reading {
+        sent: Instant,
+    },
+    /// (Boxed: a record is large beside the other phases.)
+    Restoring {
+        next: Box<QueueRecord>,
+        sent: Instant,
+    },
 }
 
 /// A held grant, as its holder knows the lock's record.
@@ -159,7 +165,7 @@ impl GrantHold {
             }
             (Phase::Restoring { next, sent }, ConfirmEvent::Wrote(Ok(put))) => match put {
                 Put::Written { version, .. } => {
-                    self.record = next;
+                    self.record = *next;
                     self.version = version;
                     self.confirmed = sent;
                     ConfirmStep::Confirmed
@@ -200,7 +206,10 @@ impl GrantHold {
                 let floor = (self.record.epoch + 1).max(view.time_epoch(wall));
                 let next = self.record.restored(floor);
                 let bytes = next.to_bytes();
-                self.phase = Phase::Restoring { next, sent: now };
+                self.phase = Phase::Restoring {
+                    next: Box::new(next),
+                    sent: now,
+                };
                 return ConfirmStep::Write {
                     bytes,
                     cond: Cond::Create,
