@@ -712,6 +712,14 @@ impl SharedSession {
                         self.inner.url
                     ),
                 ),
+                Refused::Released => Error::new(
+                    ErrorKind::Lost,
+                    format!(
+                        "{}: the shared session is being released (nothing was attached for \
+                         its idle time, or it was closed): open another",
+                        self.inner.url
+                    ),
+                ),
                 Refused::Full => Error::new(
                     ErrorKind::QueueFull,
                     format!(
@@ -1086,8 +1094,11 @@ impl Inner {
                     return self.end();
                 }
                 Due::Release => {
-                    self.release_record().await;
-                    return self.end();
+                    // Decided and begun under the state's lock: an attach that came first
+                    // cancelled it (ask `due` again); one after it is refused.
+                    if self.release_record().await {
+                        return self.end();
+                    }
                 }
                 Due::Done => return self.end(),
             }
@@ -1121,11 +1132,16 @@ impl Inner {
         self.ended.cancel();
     }
 
-    /// Release the session's record (nothing attached, no leave pending), then delete it.
-    async fn release_record(&self) {
+    /// Release the session's record (nothing attached, no leave pending), then delete it: false
+    /// (nothing done) when the release is no longer due (an attach came first).
+    async fn release_record(&self) -> bool {
         let clock = self.client.clock();
         let start = {
             let mut st = self.state.lock().unwrap();
+            let now = clock.now();
+            if !st.owner.is_releasing() && !st.owner.decide_release(now) {
+                return false;
+            }
             begin_release(
                 st.owner.hold_mut(),
                 clock.now(),
@@ -1134,7 +1150,7 @@ impl Inner {
             )
         };
         let ReleaseStart::Send(record, cond) = start else {
-            return;
+            return true;
         };
         let give_up_at = clock.now() + self.timing.ttl;
         let outcome = self
@@ -1160,5 +1176,6 @@ impl Inner {
                 .await;
         }
         info!(session = %self.url, "shared session released");
+        true
     }
 }

@@ -127,6 +127,11 @@ pub enum Mutant {
     /// its way at each write, not only the grants it first set out to preempt, so a grant made
     /// after its acquisition began (to a waiter, or to another preemptor) is taken too.
     QueuePreemptAnyTenure = 54,
+    /// Shared sessions (issue 24): an attach is accepted after the session's release was
+    /// decided (`Owner::decide_release`: idle for its idle time), so a grant takes a number in
+    /// a session whose next write is its release — attached to a session released idle, its
+    /// join never sendable, instead of being refused and opening another session.
+    SessionAttachWhileReleasing = 60,
 }
 
 #[cfg(feature = "negative-controls")]

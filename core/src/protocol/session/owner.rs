@@ -22,6 +22,12 @@
 //!   lost session is never written again but for its tidying (`Hold::tidy`).
 //! - **The last grant**: with nothing attached and no leave pending for `idle`, the session is
 //!   released ([`Due::Release`]); [`Owner::close`] releases every grant at once, then the session.
+//! - **The release and an attach exclude each other** ([`Owner::decide_release`]): the release
+//!   is decided in one step, which checks again that it is due — an attach that came first
+//!   cancelled it (something is attached) — and from then on every attach is refused
+//!   ([`Refused::Released`]: the caller opens another session). Without it, an attach racing
+//!   the driver's release (the per-process default session, released after one idle ttl) would
+//!   take a number in a session whose next write is its release: its join could never be sent.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -53,6 +59,9 @@ pub enum Refused {
     NotHeld,
     /// Its attached set would grow past [`MAX_ATTACHED_LEN`].
     Full,
+    /// Its release is decided ([`Owner::decide_release`]: idle, or closed): no write of it will
+    /// ever carry another number.
+    Released,
 }
 
 /// A grant (or waiter) of this session.
@@ -135,6 +144,8 @@ pub struct Owner {
     /// Since when nothing has been attached and no leave pending (`None`: something is).
     idle_since: Option<Instant>,
     closing: bool,
+    /// The release is decided ([`Owner::decide_release`]): nothing attaches any more.
+    releasing: bool,
 }
 
 impl Owner {
@@ -152,6 +163,7 @@ impl Owner {
             idle,
             idle_since: Some(now),
             closing: false,
+            releasing: false,
         }
     }
 
@@ -187,6 +199,9 @@ impl Owner {
     /// Attach a grant (or waiter) of the lock at `lock` at `now`: its number. Its join waits
     /// until [`Owner::may_join`] says so.
     pub fn attach(&mut self, lock: &str, now: Instant) -> Result<u64, Refused> {
+        if self.releasing && !on(Mutant::SessionAttachWhileReleasing) {
+            return Err(Refused::Released);
+        }
         if self.closing || !self.hold.believes(now) {
             return Err(Refused::NotHeld);
         }
@@ -298,6 +313,28 @@ impl Owner {
             .collect()
     }
 
+    /// Whether the session's release is decided ([`Owner::decide_release`]).
+    pub fn is_releasing(&self) -> bool {
+        self.releasing
+    }
+
+    /// Decide the release [`Owner::due`] says is due at `now` (idle for its idle time, or
+    /// closed with nothing pending): true when it is, and from then on every
+    /// [`Owner::attach`] is refused ([`Refused::Released`]) and `due` keeps saying
+    /// [`Due::Release`] until the release is begun (`hold::begin_release` on
+    /// [`Owner::hold_mut`]). False when it is not due — an attach (or a leave) came first and
+    /// cancelled it — or was decided already: the driver asks `due` again.
+    ///
+    /// The one step that makes "release because idle" and "attach" exclusive: the driver
+    /// decides here, under the same lock as its attaches, before sending anything.
+    pub fn decide_release(&mut self, now: Instant) -> bool {
+        if self.releasing || self.due(now) != Due::Release {
+            return false;
+        }
+        self.releasing = true;
+        true
+    }
+
     /// What to do at `now`.
     pub fn due(&self, now: Instant) -> Due {
         if self.hold.phase != Phase::Held {
@@ -305,6 +342,10 @@ impl Owner {
         }
         if now >= self.hold.deadline() {
             return Due::Lapsed;
+        }
+        // Decided: nothing is written but the release (an attachment can no longer land).
+        if self.releasing {
+            return Due::Release;
         }
         if self.in_flight.is_some() {
             return Due::Wait;

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::error::ErrorKind;
+use crate::protocol::hold::{begin_release, ReleaseStart};
 use crate::protocol::testing::*;
 
 const SID: &str = "0123456789abcdef0123456789abcdef";
@@ -568,4 +569,100 @@ fn a_late_answer_after_a_lapse_attaches_nothing_and_retries_no_leave() {
         "a lapsed session is never believed again"
     );
     assert_eq!(o.due(at(10.5)), Due::Done);
+}
+
+// The idle release racing an attach (the per-process default session): the release is decided
+// in one step, and it and an attach exclude each other.
+
+#[test]
+fn an_idle_release_decided_refuses_every_later_attach() {
+    let mut o = open(Some(secs(2.0)));
+    assert!(!o.decide_release(at(1.9)), "not idle for its idle time yet");
+    assert!(!o.is_releasing());
+    assert!(o.decide_release(at(2.0)));
+    assert!(o.is_releasing());
+    // Between the decision and the release write: refused, nothing handed out.
+    assert_eq!(o.attach(LOCK, at(2.1)), Err(Refused::Released));
+    assert!(o.is_empty());
+    assert_eq!(o.due(at(2.1)), Due::Release, "the release stays due");
+}
+
+#[test]
+fn an_attach_that_comes_first_cancels_the_idle_release() {
+    let mut o = open(Some(secs(2.0)));
+    assert_eq!(o.due(at(2.0)), Due::Release);
+    // The driver read `due`; an attach lands before it decides.
+    let n = o.attach(LOCK, at(2.0)).unwrap();
+    assert!(
+        !o.decide_release(at(2.0)),
+        "something is attached: no release"
+    );
+    assert!(!o.is_releasing());
+    assert_eq!(o.due(at(2.0)), Due::Write, "the attachment's write instead");
+    write_lands(&mut o, 20, 2.0);
+    assert!(o.may_join(n, at(2.0)));
+    // Released again: the idle time starts over from the release.
+    o.release(n, false, at(3.0));
+    assert!(!o.decide_release(at(4.9)));
+    assert!(o.decide_release(at(5.0)));
+}
+
+#[test]
+fn a_pending_leave_cancels_the_idle_release_too() {
+    let mut o = open(Some(secs(2.0)));
+    let n = attached(&mut o, 0.0);
+    o.release(n, true, at(0.5)).unwrap();
+    assert!(!o.decide_release(at(9.0)), "its leave is pending");
+    o.left(n, true, at(3.0));
+    assert!(!o.decide_release(at(4.9)));
+    assert!(o.decide_release(at(5.0)));
+}
+
+#[test]
+fn a_release_is_decided_once() {
+    let mut o = open(Some(secs(2.0)));
+    assert!(o.decide_release(at(2.0)));
+    assert!(!o.decide_release(at(2.0)), "decided already");
+}
+
+#[test]
+fn after_the_release_is_begun_or_landed_an_attach_is_still_refused() {
+    let mut o = open(Some(secs(2.0)));
+    assert!(o.decide_release(at(2.0)));
+    let ReleaseStart::Send(record, _) =
+        begin_release(o.hold_mut(), at(2.0), wall(2.0), &Counter::default())
+    else {
+        panic!("a held session is released by a write");
+    };
+    assert_eq!(record.state, RecordState::Released);
+    assert_eq!(o.attach(LOCK, at(2.1)), Err(Refused::Released));
+    assert_eq!(o.due(at(2.1)), Due::Done);
+    after_write(
+        o.hold_mut(),
+        Wrote::Release,
+        record,
+        landed(2, 2.0),
+        at(2.2),
+    );
+    assert_eq!(o.attach(LOCK, at(2.3)), Err(Refused::Released));
+    assert!(o.is_empty());
+}
+
+#[test]
+fn a_session_lapsed_before_its_decided_release_is_lapsed_not_released() {
+    let mut o = open(Some(secs(2.0)));
+    assert!(o.decide_release(at(2.0)));
+    // The driver stalled past the deadline between the decision and the write.
+    assert_eq!(o.due(at(10.0)), Due::Lapsed);
+    assert!(o.expire(at(10.0)).unwrap().grants.is_empty());
+    assert_eq!(o.attach(LOCK, at(10.0)), Err(Refused::Released));
+}
+
+#[test]
+fn closing_decides_the_release_the_same_way() {
+    let mut o = open(None);
+    assert!(!o.decide_release(at(3.0)), "no idle time: never by itself");
+    o.close(at(1.0), |_| true);
+    assert!(o.decide_release(at(1.0)));
+    assert_eq!(o.attach(LOCK, at(1.0)), Err(Refused::Released));
 }
