@@ -24,6 +24,14 @@
 //! no grant is believed; releasing one grant leaves the other believed; and each outcome is
 //! reached (both grants held at once, a removal by rule 4, a session taken over).
 //!
+//! With an idle time (`idle`, the per-process default session's: one ttl), the owner releases
+//! the session once nothing was attached and no leave pending for that long, in two steps an
+//! attach may come between: the decision ([`Owner::decide_release`]) and the release write
+//! (`hold::begin_release`, then its answer). A grant not yet attached may attach at any moment:
+//! before the decision (which cancels it), between the decision and the write, while the write
+//! is in flight, after it landed; a refused attach opens another session (outside the model).
+//! Checked besides: no grant is attached to a session whose release was decided.
+//!
 //! `cargo test --release -p lease-verify --test session_model` runs the bounded checks;
 //! `LEASE_MODEL=deep` adds a lost answer and a deleted session to the first.
 
@@ -32,7 +40,9 @@ use std::time::Duration;
 use stateright::{Model, Property};
 
 use lease::options::Timing;
-use lease::protocol::hold::{Hold, Phase as HoldPhase};
+use lease::protocol::hold::{
+    after_write, begin_release, Hold, Phase as HoldPhase, ReleaseStart, Wrote,
+};
 use lease::protocol::session::owner::{Due, Outcome, Owner};
 use lease::protocol::session::{attachment, opening_record, Attachment};
 use lease::protocol::write::Written;
@@ -73,6 +83,8 @@ pub struct Flight {
     sent: u32,
     /// The generation it landed at, once applied; `Some(None)`: applied and refused.
     applied: Option<Option<u64>>,
+    /// The session's release (not a renewal).
+    release: bool,
 }
 
 /// One grant of the owner's, on `LOCKS[i]`.
@@ -86,6 +98,9 @@ pub enum Grant {
     /// Released; its leave not known done.
     Leaving(u64),
     Done,
+    /// Its attach was refused (the session is released or being released): it opened another
+    /// session, outside the model.
+    Elsewhere,
 }
 
 /// A checker of one lock: the number it saw listed by its last read of the lock's record.
@@ -115,6 +130,10 @@ pub struct State {
     faults: u8,
     deletions: u8,
     taken_over: bool,
+    /// The owner decided to release the session (idle).
+    release_decided: bool,
+    /// An attach came while the release was due and not yet decided (it cancelled it).
+    cancelled_release: bool,
     /// A rule broken by a transition.
     violation: Option<&'static str>,
 }
@@ -157,6 +176,9 @@ pub struct SessionModel {
     pub max_faults: u8,
     pub crashes: bool,
     pub deletions: u8,
+    /// The session's idle time in seconds (`None`: an explicit session, never released by
+    /// itself).
+    pub idle: Option<u32>,
 }
 
 /// The safety properties (the others say what is reached).
@@ -164,6 +186,7 @@ pub const SAFETY: &[&str] = &[
     "a grant a checker removed is not believed",
     "a lost session ends every belief",
     "a grant released alone leaves the other believed",
+    "no grant is attached to a session whose release was decided",
 ];
 
 /// The bounded model of `./scripts/test`.
@@ -174,6 +197,18 @@ pub fn base() -> SessionModel {
         max_faults: 0,
         crashes: true,
         deletions: 0,
+        idle: None,
+    }
+}
+
+/// The per-process default session: released after one ttl (4 s) idle, two grants on two
+/// locks, each lock with a checker, the process may crash, a reliable network; time runs long
+/// enough (6 s) for the release to be decided, sent and landed with a grant still to attach.
+pub fn idle() -> SessionModel {
+    SessionModel {
+        max_t: 6,
+        idle: Some(4),
+        ..base()
     }
 }
 
@@ -237,10 +272,18 @@ impl SessionModel {
                 current: self.read(s),
             }),
         };
-        self.wrote(s, f.record, outcome);
+        self.wrote(s, &f, outcome);
     }
 
-    fn wrote(&self, s: &mut State, record: Record, outcome: Result<Written, Error>) {
+    fn wrote(&self, s: &mut State, f: &Flight, outcome: Result<Written, Error>) {
+        let record = f.record.clone();
+        if f.release {
+            // The session's release: nothing is attached (or the rule was broken, which the
+            // properties find); the driver deletes it after (abstracted: a released record is
+            // what a checker reads until then, rule 2).
+            after_write(s.owner.hold_mut(), Wrote::Release, record, outcome, at(s.t));
+            return;
+        }
         match s.owner.wrote(record, outcome, at(s.t)) {
             Outcome::Renewed { .. } | Outcome::Retry(_) => {}
             Outcome::Lost(lost) => self.lost(s, &lost.grants),
@@ -310,7 +353,12 @@ impl Model for SessionModel {
         );
         vec![State {
             t: 0,
-            owner: Owner::new(SID, hold, None, at(0)),
+            owner: Owner::new(
+                SID,
+                hold,
+                self.idle.map(|t| Duration::from_secs(t.into())),
+                at(0),
+            ),
             crashed: false,
             session: Some(Stored {
                 record,
@@ -327,6 +375,8 @@ impl Model for SessionModel {
             faults: 0,
             deletions: 0,
             taken_over: false,
+            release_decided: false,
+            cancelled_release: false,
             violation: None,
         }]
     }
@@ -335,13 +385,16 @@ impl Model for SessionModel {
         let now = at(s.t);
         if !s.crashed {
             match s.owner.due(now) {
-                Due::Write if s.flight.is_none() => actions.push(Action::Session),
+                Due::Write | Due::Release if s.flight.is_none() => actions.push(Action::Session),
                 Due::Lapsed => actions.push(Action::Session),
                 _ => {}
             }
             for i in 0..2 {
                 match s.grants[i] {
-                    Grant::Idle if s.owner.alive(now) => actions.push(Action::Attach(i)),
+                    // With an idle release, an attach may come at any moment (refused or not).
+                    Grant::Idle if self.idle.is_some() || s.owner.alive(now) => {
+                        actions.push(Action::Attach(i))
+                    }
                     Grant::Attached(n) if s.owner.may_join(n, now) => actions.push(Action::Join(i)),
                     Grant::Held(_) => actions.push(Action::Release(i)),
                     Grant::Leaving(_) => {
@@ -396,6 +449,27 @@ impl Model for SessionModel {
                         self.lost(&mut s, &lost.grants);
                     }
                 }
+                // The release: first decided (an attach may come next), then sent.
+                Due::Release if !s.owner.is_releasing() => {
+                    if !s.owner.decide_release(now) {
+                        return None;
+                    }
+                    s.release_decided = true;
+                }
+                Due::Release => {
+                    let ReleaseStart::Send(record, cond) =
+                        begin_release(s.owner.hold_mut(), now, wall(s.t), &Fixed)
+                    else {
+                        return None;
+                    };
+                    s.flight = Some(Flight {
+                        record,
+                        cond,
+                        sent: s.t,
+                        applied: None,
+                        release: true,
+                    });
+                }
                 _ => {
                     let (record, cond) = s.owner.next_write(now, wall(s.t), &Fixed)?;
                     s.flight = Some(Flight {
@@ -403,6 +477,7 @@ impl Model for SessionModel {
                         cond,
                         sent: s.t,
                         applied: None,
+                        release: false,
                     });
                 }
             },
@@ -421,7 +496,7 @@ impl Model for SessionModel {
                 s.orphan = Some(f.clone());
                 self.wrote(
                     &mut s,
-                    f.record,
+                    &f,
                     Err(Error::new(ErrorKind::Unavailable, "the answer was lost")),
                 );
             }
@@ -430,10 +505,17 @@ impl Model for SessionModel {
                 f.applied = Some(self.apply(&mut s, &f));
                 s.orphan = Some(f);
             }
-            Action::Attach(i) => {
-                let n = s.owner.attach(LOCKS[i], now).ok()?;
-                s.grants[i] = Grant::Attached(n);
-            }
+            Action::Attach(i) => match s.owner.attach(LOCKS[i], now) {
+                Ok(n) => {
+                    if !s.release_decided && last.owner.due(now) == Due::Release {
+                        s.cancelled_release = true;
+                    }
+                    s.grants[i] = Grant::Attached(n);
+                }
+                // Refused (released, or being released): it opens another session.
+                Err(_) if self.idle.is_some() => s.grants[i] = Grant::Elsewhere,
+                Err(_) => return None,
+            },
             Action::Join(i) => {
                 let Grant::Attached(n) = s.grants[i] else {
                     return None;
@@ -520,7 +602,7 @@ impl Model for SessionModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::always(
                 "a grant a checker removed is not believed",
                 |m: &Self, s: &State| {
@@ -535,6 +617,19 @@ impl Model for SessionModel {
                 "a grant released alone leaves the other believed",
                 |_: &Self, s: &State| s.violation.is_none(),
             ),
+            // A number handed out after the release was decided is in a session whose next
+            // write is its release: its join could never be sent, and the request would fail
+            // instead of opening another session.
+            Property::always(
+                "no grant is attached to a session whose release was decided",
+                |_: &Self, s: &State| {
+                    !s.release_decided
+                        || !s
+                            .grants
+                            .iter()
+                            .any(|g| matches!(g, Grant::Attached(_) | Grant::Held(_)))
+                },
+            ),
             Property::sometimes("both grants held at once", |m: &Self, s: &State| {
                 s.grants
                     .iter()
@@ -547,6 +642,45 @@ impl Model for SessionModel {
             Property::sometimes("a session lost", |_: &Self, s: &State| {
                 matches!(s.owner.hold().phase, HoldPhase::Lost(_))
             }),
-        ]
+        ];
+        if self.idle.is_some() {
+            properties.extend([
+                Property::sometimes("a session released idle", |_: &Self, s: &State| {
+                    s.release_decided
+                        && s.session
+                            .as_ref()
+                            .is_some_and(|st| st.record.state == RecordState::Released)
+                        && !s.taken_over
+                }),
+                Property::sometimes(
+                    "an attach between the decision and the release write refused",
+                    |_: &Self, s: &State| {
+                        s.release_decided
+                            && s.owner.hold().phase == HoldPhase::Held
+                            && s.grants.contains(&Grant::Elsewhere)
+                    },
+                ),
+                Property::sometimes(
+                    "an attach after the idle release landed refused",
+                    |_: &Self, s: &State| {
+                        s.owner.hold().phase == HoldPhase::Released
+                            && s.grants.contains(&Grant::Elsewhere)
+                            && s.grants
+                                .iter()
+                                .all(|g| matches!(g, Grant::Elsewhere | Grant::Done))
+                    },
+                ),
+                Property::sometimes(
+                    "an attach that came before the decision cancelled the release, then held",
+                    |m: &Self, s: &State| {
+                        s.cancelled_release
+                            && s.grants
+                                .iter()
+                                .any(|g| matches!(*g, Grant::Held(n) if m.believes(s, n)))
+                    },
+                ),
+            ]);
+        }
+        properties
     }
 }

@@ -69,6 +69,7 @@
 //! | attach before joining (`SessionJoinBeforeAttach`)  | `a_join_sent_before_its_attachment_landed_…` |
 //! | detach only after the belief ends (`SessionDetachWhileBelieved`) | `a_detach_while_the_grant_is_believed_…` |
 //! | the session's loss ends every grant (`SessionBeliefOutlivesLoss`) | `a_belief_that_outlives_its_session_…` |
+//! | an idle release and an attach exclude each other (`SessionAttachWhileReleasing`) | `an_attach_after_the_idle_release_was_decided_…` |
 //!
 //! And for a holder that changes its ttl (issue 28 item 7):
 //!
@@ -981,5 +982,21 @@ fn a_preemption_of_whatever_is_in_the_way_takes_a_later_tenure() {
             "preemption"
         ),
         Some(queue_model::PREEMPTS_OWN)
+    );
+}
+
+/// Shared sessions, the per-process default (issue 24): an attach accepted after the idle
+/// release was decided takes a number in a session whose next write is its release.
+#[test]
+fn an_attach_after_the_idle_release_was_decided_is_found_attached_to_a_released_session() {
+    let m = session_model::idle();
+    assert_eq!(
+        violated(
+            m,
+            SESSION,
+            Some(Mutant::SessionAttachWhileReleasing),
+            "shared session, attach after the idle release was decided"
+        ),
+        Some("no grant is attached to a session whose release was decided")
     );
 }

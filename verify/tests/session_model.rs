@@ -38,3 +38,13 @@ fn one_session_two_grants_with_a_lost_answer_or_a_failed_leave() {
         "shared session, a fault",
     );
 }
+
+/// The per-process default session (issue 24): released after one ttl with nothing attached,
+/// its release decided and then written; the second grant may attach at any moment around it
+/// (before the decision, between the decision and the write, while the write is in flight,
+/// after it landed). Every property of the explicit session's, and: no grant is attached to a
+/// session whose release was decided.
+#[test]
+fn an_idle_release_racing_an_attach() {
+    check(idle(), "shared session, idle release racing an attach");
+}
