@@ -48,3 +48,18 @@ fn one_session_two_grants_with_a_lost_answer_or_a_failed_leave() {
 fn an_idle_release_racing_an_attach() {
     check(idle(), "shared session, idle release racing an attach");
 }
+
+/// The idle release with one fault: a lost answer (to a renewal or to the release write, which
+/// may then land later or never) or a failed leave; one checker, no crash.
+#[test]
+fn an_idle_release_with_a_lost_answer_or_a_failed_leave() {
+    check(
+        SessionModel {
+            checkers: 1,
+            max_faults: 1,
+            crashes: false,
+            ..idle()
+        },
+        "shared session, idle release, a fault",
+    );
+}
