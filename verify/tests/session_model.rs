@@ -43,10 +43,20 @@ fn one_session_two_grants_with_a_lost_answer_or_a_failed_leave() {
 /// its release decided and then written; the second grant may attach at any moment around it
 /// (before the decision, between the decision and the write, while the write is in flight,
 /// after it landed). Every property of the explicit session's, and: no grant is attached to a
-/// session whose release was decided.
+/// session whose release was decided. `LEASE_MODEL=deep`: a deleted session and a lost answer
+/// besides.
 #[test]
 fn an_idle_release_racing_an_attach() {
-    check(idle(), "shared session, idle release racing an attach");
+    let m = if deep() {
+        SessionModel {
+            max_faults: 1,
+            deletions: 1,
+            ..idle()
+        }
+    } else {
+        idle()
+    };
+    check(m, "shared session, idle release racing an attach");
 }
 
 /// The idle release with one fault: a lost answer (to a renewal or to the release write, which
