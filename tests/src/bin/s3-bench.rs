@@ -296,7 +296,7 @@ async fn main() {
         "fenced_put_version_known (1 PUT)": lat(&fenced_known),
         "fenced_put_first_by_this_holder (GET + PUT)": lat(&fenced_first),
         "preempt_a_live_lease (GET + PUT)": lat(&preempting),
-        "preempt_a_queued_lock (session PUT + GET + PUT)": lat(&qpreempting),
+        "preempt_a_queued_lock (session GET + PUT, record GET + PUT)": lat(&qpreempting),
         // What a takeover of a live lease waits without preemption, at the least: the ttl and
         // its grace (the defaults, 30 s and 3 s), against the preemption's median.
         "takeover_of_a_live_lease_ttl_plus_grace": {
