@@ -20,7 +20,7 @@ import pytest
 
 import lease
 
-from conftest import make_url
+from conftest import in_another_thread, make_url
 
 # A waiter polls the lock this often (moto has no kernel wake-up).
 POLL = 0.1
@@ -141,8 +141,11 @@ def test_preempt_takes_a_queued_lock_at_once_ahead_of_the_waiters(qurl: str) -> 
     holder.fenced_put("data", b"old")
     waiter = Acquirer(qurl, "waiter", queue=True)
     wait_for("the waiter to wait", lambda: labels(lease.status(qurl).waiting) == ["waiter"])
-    new = lease.acquire(
-        qurl, ttl=TTL, queue=True, wait=0, label="new", preempt="every-effect-fenced"
+    # From another thread: this one holds "old" (leases are not re-entrant).
+    new = in_another_thread(
+        lambda: lease.acquire(
+            qurl, ttl=TTL, queue=True, wait=0, label="new", preempt="every-effect-fenced"
+        )
     )
     assert new.grant is not None and new.epoch > holder.epoch
     s = lease.status(qurl)
