@@ -113,7 +113,10 @@ for (const store of ['file', 'moto']) {
       const u = makeUrl(store, 'preempt');
       const holder = await lease.acquire(u, { ttl: 3000, pollInterval: POLL, label: 'old', queue: true });
       const lost = holder.lost.catch((e) => e);
-      await holder.fencedPut('data', 'old');
+      // A key of its own: the stores are shared with every suite (and 'data' beside the lock
+      // would be another lease's object).
+      const data = `node-preempt-${process.pid}-${Date.now()}-data`;
+      await holder.fencedPut(data, 'old');
       let waiterGranted = false;
       const waiter = lease.acquire(u, { ttl: TTL, pollInterval: POLL, label: 'waiter', queue: true }).then((l) => ((waiterGranted = true), l));
       await until(async () => labels((await lease.status(u)).waiting).join() === 'waiter', 30_000, 'the waiter to wait');
@@ -121,9 +124,9 @@ for (const store of ['file', 'moto']) {
       assert.ok(taker.epoch > holder.epoch);
       const s = await lease.status(u);
       assert.deepEqual([labels(s.holders), labels(s.waiting)], [['new'], ['waiter']]);
-      await taker.fencedPut('data', 'new');
+      await taker.fencedPut(data, 'new');
       // The old holder still believes until its next confirmation, but its write is refused.
-      await assert.rejects(holder.fencedPut('data', 'stale'), { code: 'LEASE_FENCED' });
+      await assert.rejects(holder.fencedPut(data, 'stale'), { code: 'LEASE_FENCED' });
       const e = await lost;
       assert.equal(e.code, 'LEASE_LOST');
       assert.match(holder.lostReason, /preempted/);

@@ -137,8 +137,11 @@ def test_preempt_takes_a_queued_lock_at_once_ahead_of_the_waiters(qurl: str) -> 
     preempt="every-effect-fenced" removes the grant in its way and is granted at once, ahead of
     a waiter; the removed holder's fenced write is refused once the preemptor wrote, and it
     learns the loss as "preempted" at its next confirmation."""
+    # A key of its own: the stores are shared with every suite (and "data" beside the lock
+    # would be another lease's object).
+    data = f"py-preempt-{uuid.uuid4().hex[:12]}-data"
     holder = lease.acquire(qurl, ttl=3, queue=True, label="old", poll=POLL)
-    holder.fenced_put("data", b"old")
+    holder.fenced_put(data, b"old")
     waiter = Acquirer(qurl, "waiter", queue=True)
     wait_for("the waiter to wait", lambda: labels(lease.status(qurl).waiting) == ["waiter"])
     # From another thread: this one holds "old" (leases are not re-entrant).
@@ -150,10 +153,10 @@ def test_preempt_takes_a_queued_lock_at_once_ahead_of_the_waiters(qurl: str) -> 
     assert new.grant is not None and new.epoch > holder.epoch
     s = lease.status(qurl)
     assert labels(s.holders) == ["new"] and labels(s.waiting) == ["waiter"]
-    new.fenced_put("data", b"new")
+    new.fenced_put(data, b"new")
     # The old holder still believes (until its next confirmation), but its write is refused.
     with pytest.raises(lease.Fenced):
-        holder.fenced_put("data", b"stale")
+        holder.fenced_put(data, b"stale")
     wait_for("the old holder to learn it", lambda: not holder.held)
     assert holder.lost_reason is not None and "preempted" in holder.lost_reason
     assert not waiter.granted.is_set(), "the waiter waits for the preemptor"
