@@ -24,6 +24,7 @@ mod acquirer;
 mod breaking;
 mod client;
 pub mod clock;
+mod default_session;
 mod duration;
 mod election;
 pub mod error;

@@ -504,6 +504,17 @@ pub struct Attachment {
 impl SharedSession {
     /// Open a session with `io` ([`SharedSession::open`], in `client.rs`).
     pub(crate) async fn open_on(io: Arc<Io>, opts: SessionOptions) -> Result<SharedSession> {
+        SharedSession::open_on_idle(io, opts, None).await
+    }
+
+    /// Open a session with `io` that releases itself after `idle` with nothing attached and
+    /// no leave pending (`None`: until closed). The per-process default's is one ttl
+    /// (`default_session.rs`).
+    pub(crate) async fn open_on_idle(
+        io: Arc<Io>,
+        opts: SessionOptions,
+        idle: Option<Duration>,
+    ) -> Result<SharedSession> {
         if !valid_prefix(&opts.prefix) {
             return Err(Error::new(
                 ErrorKind::Invalid,
@@ -548,7 +559,7 @@ impl SharedSession {
             }
         };
         let hold = Hold::new(&url, record, version, t_send, timing);
-        let owner = Owner::new(&sid, hold, None, clock.now());
+        let owner = Owner::new(&sid, hold, idle, clock.now());
         let inner = Arc::new(Inner {
             client: io,
             holder,
@@ -602,9 +613,32 @@ impl SharedSession {
         opts: &LeaseOptions,
         cancel: &CancellationToken,
     ) -> Result<SharedGrant> {
+        self.acquire_attached(key, opts, cancel, None).await
+    }
+
+    /// [`SharedSession::acquire_with_cancel`] with the number `attached` for `key` already
+    /// (`None`: attached here, after the options are checked). An attachment given is released
+    /// when the options are refused.
+    pub(crate) async fn acquire_attached(
+        &self,
+        key: &str,
+        opts: &LeaseOptions,
+        cancel: &CancellationToken,
+        attached: Option<Attachment>,
+    ) -> Result<SharedGrant> {
         let io = &self.inner.client;
         let url = io.lease_url(key);
-        crate::store::validate_key(key).map_err(|e| e.with_lease(&url))?;
+        let checked = crate::store::validate_key(key).and_then(|()| {
+            let mut opts = opts.clone().queue();
+            opts.ttl = self.inner.timing.ttl;
+            opts.timing(&io.store().capabilities()).map(|_| ())
+        });
+        if let Err(e) = checked {
+            if let Some(attachment) = attached {
+                let _ = attachment.release(false).await;
+            }
+            return Err(e.with_lease(&url));
+        }
         let mut opts = opts.clone().queue();
         opts.ttl = self.inner.timing.ttl;
         let timing = opts
@@ -627,7 +661,10 @@ impl SharedSession {
             wait_deadline,
             cancel: &ends,
         };
-        let attachment = self.attach(key).map_err(|e| e.with_lease(&url))?;
+        let attachment = match attached {
+            Some(attachment) => attachment,
+            None => self.attach(key).map_err(|e| e.with_lease(&url))?,
+        };
         let acquiring = crate::queue::acquire_shared(io, req, attachment);
         tokio::pin!(acquiring);
         let outcome = tokio::select! {
@@ -700,35 +737,41 @@ impl SharedSession {
     /// Attach a grant (or waiter) of the lock at `lock`: its number, pending until a session
     /// write holding it lands ([`Attachment::landed`]).
     pub fn attach(&self, lock: &str) -> Result<Attachment> {
+        self.try_attach(lock).map_err(|r| match r {
+            Refused::NotHeld => Error::new(
+                ErrorKind::Lost,
+                format!(
+                    "{}: the shared session is not held (lost, lapsed or closed): open \
+                         another",
+                    self.inner.url
+                ),
+            ),
+            Refused::Released => Error::new(
+                ErrorKind::Lost,
+                format!(
+                    "{}: the shared session is being released (nothing was attached for \
+                         its idle time, or it was closed): open another",
+                    self.inner.url
+                ),
+            ),
+            Refused::Full => Error::new(
+                ErrorKind::QueueFull,
+                format!(
+                    "{}: the shared session's attached set is full: open another session \
+                         for more grants",
+                    self.inner.url
+                ),
+            ),
+        })
+    }
+
+    /// [`SharedSession::attach`], with the owner's refusal as it is (the per-process default
+    /// opens another session on any).
+    pub(crate) fn try_attach(&self, lock: &str) -> std::result::Result<Attachment, Refused> {
         let now = self.inner.client.clock().now();
         let (n, id, slot) = {
             let mut st = self.inner.state.lock().unwrap();
-            let n = st.owner.attach(lock, now).map_err(|r| match r {
-                Refused::NotHeld => Error::new(
-                    ErrorKind::Lost,
-                    format!(
-                        "{}: the shared session is not held (lost, lapsed or closed): open \
-                         another",
-                        self.inner.url
-                    ),
-                ),
-                Refused::Released => Error::new(
-                    ErrorKind::Lost,
-                    format!(
-                        "{}: the shared session is being released (nothing was attached for \
-                         its idle time, or it was closed): open another",
-                        self.inner.url
-                    ),
-                ),
-                Refused::Full => Error::new(
-                    ErrorKind::QueueFull,
-                    format!(
-                        "{}: the shared session's attached set is full: open another session \
-                         for more grants",
-                        self.inner.url
-                    ),
-                ),
-            })?;
+            let n = st.owner.attach(lock, now)?;
             let (tx, rx) = watch::channel(Slot::Pending);
             st.slots.insert(n, tx);
             (n, st.owner.id(n), rx)
