@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::clock::{Rng, SimClock};
+use crate::clock::{Clock, Rng, SimClock};
 use crate::record::{Parsed, Record, RecordState};
 use crate::store::memory::MemoryStore;
 use crate::store::{Get, GetOptions, Store};
@@ -22,6 +22,7 @@ fn secs(s: f64) -> Duration {
 }
 
 struct World {
+    clock: Arc<SimClock>,
     store: MemoryStore,
     client: Client,
     conn: MemoryStore,
@@ -32,11 +33,12 @@ fn world() -> World {
     let store = MemoryStore::with_clock(clock.clone());
     let conn = store.connection();
     let client = Client::builder(Arc::new(conn.clone()))
-        .clock(clock)
+        .clock(clock.clone())
         .rng(Rng::seeded(7))
         .identity("a", 7)
         .build();
     World {
+        clock,
         store,
         client,
         conn,
@@ -44,6 +46,10 @@ fn world() -> World {
 }
 
 impl World {
+    async fn sleep(&self, d: Duration) {
+        self.clock.sleep(d).await;
+    }
+
     fn sessions(&self) -> Vec<String> {
         let mut keys = self.store.keys();
         keys.retain(|k| k.starts_with(".lease-sessions/"));
@@ -115,18 +121,18 @@ async fn after_the_last_release_and_one_ttl_the_default_session_is_released_and_
     let session = a.session().clone();
     a.release().await.unwrap();
     // One still attached: renewed, never released, however long.
-    tokio::time::sleep(TTL * 3).await;
+    w.sleep(TTL * 3).await;
     assert_eq!(w.sessions(), vec![session.key().to_string()]);
     assert!(session.is_alive() && b.is_held());
     b.release().await.unwrap();
-    tokio::time::sleep(TTL - secs(1.0)).await;
+    w.sleep(TTL - secs(1.0)).await;
     assert_eq!(
         w.sessions(),
         vec![session.key().to_string()],
         "not idle a ttl yet"
     );
     assert!(session.is_alive());
-    tokio::time::sleep(secs(2.0)).await;
+    w.sleep(secs(2.0)).await;
     assert!(
         w.sessions().is_empty(),
         "released and deleted: {:?}",
@@ -151,7 +157,7 @@ async fn an_acquisition_racing_the_idle_release_gets_a_working_grant_on_a_fresh_
     // The idle release decided and its write sent, not landed: the session is no longer
     // believed, its record still held.
     loop {
-        tokio::time::sleep(secs(0.01)).await;
+        w.sleep(secs(0.01)).await;
         if !old.is_alive() {
             break;
         }
@@ -174,7 +180,7 @@ async fn an_acquisition_racing_the_idle_release_gets_a_working_grant_on_a_fresh_
         Some(b.session().sid())
     );
     // The old one is released and deleted; the grant stays held on the new one.
-    tokio::time::sleep(TTL / 2).await;
+    w.sleep(TTL / 2).await;
     assert_eq!(w.sessions(), vec![b.session().key().to_string()]);
     assert!(b.is_held());
     b.release().await.unwrap();
