@@ -24,7 +24,6 @@ mod acquirer;
 mod breaking;
 mod client;
 pub mod clock;
-mod default_session;
 mod duration;
 mod election;
 pub mod error;

@@ -50,6 +50,8 @@ use crate::store::url::{LeaseUrl, StoreUrl};
 use crate::store::{Cond, Version};
 use crate::token::FencingToken;
 
+mod process_session;
+
 /// The store a shared session is opened on, from what a user gave `open_session` in a
 /// binding: a store URL without a path (`s3://bucket?…`, `memory://ns`), an existing directory
 /// (`file:///var/locks`, `/var/locks`), or else the URL of a lock in the store
@@ -585,6 +587,36 @@ impl SharedSession {
         Ok(SharedSession { inner })
     }
 
+    /// Acquire the queued lock at `key` through this process's shared session for `client`'s
+    /// store and `opts.ttl` (docs/protocol.md §10, "Shared sessions", *Per-process default*):
+    /// one session record and one renewal task for every grant the process holds or waits for
+    /// this way, opened on first use at the store's root (`.lease-sessions/`), released and
+    /// deleted after one ttl with nothing attached, and opened afresh by the next acquisition
+    /// (also when it was lost, or its runtime shut down). `opts` as for
+    /// [`SharedSession::acquire`]: a queued request whose ttl is the session's; `data` is
+    /// refused (`Invalid`). For a session of your own (another prefix, a label, closed when you
+    /// say), [`SharedSession::open`] one.
+    pub async fn acquire_on_process_session(
+        client: &crate::Client,
+        key: &str,
+        opts: &LeaseOptions,
+    ) -> Result<SharedGrant> {
+        let never = CancellationToken::new();
+        SharedSession::acquire_on_process_session_with_cancel(client, key, opts, &never).await
+    }
+
+    /// [`SharedSession::acquire_on_process_session`], giving up with
+    /// [`ErrorKind::Cancelled`] when `cancel` fires (the request leaves the queue and the
+    /// session).
+    pub async fn acquire_on_process_session_with_cancel(
+        client: &crate::Client,
+        key: &str,
+        opts: &LeaseOptions,
+        cancel: &CancellationToken,
+    ) -> Result<SharedGrant> {
+        process_session::acquire(&client.inner, "", key, opts, cancel).await
+    }
+
     /// Open a session on `client`'s store (docs/protocol.md §10, "Shared sessions"): its
     /// first record is written (conditional on absence, at a fresh random key under
     /// `opts.prefix` + `.lease-sessions/`) before this returns, and its one renewal task and
@@ -769,6 +801,10 @@ impl SharedSession {
     /// opens another session on any).
     pub(crate) fn try_attach(&self, lock: &str) -> std::result::Result<Attachment, Refused> {
         let now = self.inner.client.clock().now();
+        if self.inner.ended.is_cancelled() {
+            // Its renewal task is gone (released, lost, closed, or its runtime shut down).
+            return Err(Refused::NotHeld);
+        }
         let (n, id, slot) = {
             let mut st = self.inner.state.lock().unwrap();
             let n = st.owner.attach(lock, now)?;
@@ -1066,6 +1102,9 @@ impl Inner {
     /// The one renewal task: carry out the owner's machine until the session is released,
     /// lost or closed.
     async fn run(self: Arc<Self>) {
+        // Also when the task is dropped unfinished (its runtime shut down): nothing renews the
+        // session then, so no attach may wait for a write that will never be sent.
+        let _ended = self.ended.clone().drop_guard();
         let clock = self.client.clock().clone();
         let rng = &self.client.rng;
         let mut backoff = Backoff::for_timing(&self.timing);

@@ -4,28 +4,25 @@
 //! and no leave pending; an attach it refuses (released or being released, lost, full) opens a
 //! fresh one in its place.
 //!
-//! Not reachable yet: `shared_session: true` in `LeaseOptions` would route here from
-//! `acquire.rs`, but an acquisition returns a `Lease`, which cannot hold a shared grant today
-//! (docs/protocol.md, "Not built: `shared_session: true`"). Tested in `default_session/tests.rs`
-//! on the memory store in simulated time.
+//! Reached through [`SharedSession::acquire_on_process_session`].
+//! Tested in `default_session/tests.rs` on the memory store in simulated time.
 //!
-//! Keyed by the client (its `Io`, kept alive by the session it keys), not yet by the runtime:
-//! a session whose runtime shut down stops renewing, lapses after its ttl, and the next attach
-//! (refused, `NotHeld`) opens a fresh one on the caller's runtime.
-
-// Reached from `acquire.rs` once `shared_session: true` is decided (above).
-#![cfg_attr(not(test), allow(dead_code))]
+//! Keyed by the client (its `Io`, kept alive by the session it keys), not by the runtime
+//! (tokio's runtime id needs `tokio_unstable`): a session whose runtime shut down has lost its
+//! renewal task, refuses every attach (`NotHeld`), and the next acquisition opens a fresh one
+//! on the caller's runtime; grants attached to it from another runtime are lost with it
+//! (each reports it).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::{Attachment, SessionOptions, SharedGrant, SharedSession};
 use crate::error::Result;
 use crate::io::Io;
 use crate::options::LeaseOptions;
 use crate::per_process::PerProcess;
-use crate::shared_session::{SessionOptions, SharedGrant, SharedSession};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
@@ -64,7 +61,7 @@ async fn attach(
     prefix: &str,
     key: &str,
     opts: &LeaseOptions,
-) -> Result<(SharedSession, crate::Attachment)> {
+) -> Result<(SharedSession, Attachment)> {
     let id = Key {
         client: Arc::as_ptr(io) as usize,
         prefix: prefix.to_string(),
@@ -78,10 +75,9 @@ async fn attach(
             return Ok((session.clone(), attachment));
         }
     }
-    let mut session_opts = SessionOptions::new(opts.ttl).prefix(prefix);
-    if let Some(label) = &opts.label {
-        session_opts = session_opts.label(label.clone());
-    }
+    // No label: the session is the process's, not one request's (its record names the host
+    // and pid).
+    let session_opts = SessionOptions::new(opts.ttl).prefix(prefix);
     let session = SharedSession::open_on_idle(io.clone(), session_opts, Some(opts.ttl)).await?;
     let attachment = session.attach(key)?;
     *current = Some(session.clone());

@@ -185,3 +185,35 @@ async fn an_acquisition_racing_the_idle_release_gets_a_working_grant_on_a_fresh_
     assert!(b.is_held());
     b.release().await.unwrap();
 }
+
+/// A default session opened on a runtime that shut down has no renewal task: the next
+/// acquisition, on another runtime, opens a fresh one instead of attaching to it and waiting
+/// for a write nobody will send (real time: paused time is per runtime).
+#[test]
+fn a_default_session_whose_runtime_shut_down_is_replaced_by_the_next_acquisition() {
+    let client = Client::new(Arc::new(MemoryStore::new()));
+    let opts = LeaseOptions::new(Duration::from_secs(30));
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let old = first.block_on(async {
+        let a = SharedSession::acquire_on_process_session(&client, "jobs/a", &opts)
+            .await
+            .unwrap();
+        let old = a.session().clone();
+        a.release().await.unwrap();
+        old
+    });
+    // Well within its ttl, still believed, but nothing renews it any more.
+    first.shutdown_background();
+    assert!(old.is_alive());
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let acquiring = SharedSession::acquire_on_process_session(&client, "jobs/b", &opts);
+        let b = tokio::time::timeout(Duration::from_secs(10), acquiring)
+            .await
+            .expect("hung: attached to the session whose runtime shut down")
+            .unwrap();
+        assert_ne!(b.session().sid(), old.sid(), "a fresh session");
+        assert!(b.is_held());
+        b.release().await.unwrap();
+    });
+}
