@@ -1,5 +1,6 @@
 //! Real processes on a shared session (issue 24): a child process holds N queued locks through
-//! one shared session; it is killed with SIGKILL; waiters in this process, already queued on a
+//! one shared session (one it opens, or the process's: `SharedSession::acquire_on_process_session`,
+//! N acquisitions at once finding one session); it is killed with SIGKILL; waiters in this process, already queued on a
 //! sample of them, get theirs within ttl + grace + the session check's pacing, and never while
 //! the child still believed (checked against the child's own `alive` lines). On the file store,
 //! and on moto and MinIO when scripts/stores.sh configured them (`LEASE_TEST_S3_MOTO`,
@@ -28,16 +29,33 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), monotonic_ns())
 }
 
+/// Which session the child holds its locks through.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Through {
+    /// One it opens (`SharedSession::open`).
+    Opened,
+    /// The process's (`SharedSession::acquire_on_process_session`).
+    Process,
+}
+
 /// `n` locks held by the child, waiters on `sample` of them spread evenly.
 fn kill_9_hands_every_lock_of_the_session_over(
     store: &str,
     ttl: Duration,
     n: usize,
     sample: usize,
+    through: Through,
 ) {
     let name = unique("shared");
     let base = lease_url(store, &name);
     let mut child = Command::new(env!("CARGO_BIN_EXE_lease-shared-holder"))
+        .env(
+            "LEASE_HOLDER_SESSION",
+            match through {
+                Through::Opened => "opened",
+                Through::Process => "process",
+            },
+        )
         .arg(ttl.as_millis().to_string())
         .arg(&base)
         .arg(n.to_string())
@@ -47,13 +65,17 @@ fn kill_9_hands_every_lock_of_the_session_over(
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut tokens = std::collections::HashMap::new();
+    let mut sessions = std::collections::HashSet::new();
     while tokens.len() < n {
         let line = lines.next().expect("the holder ended early").unwrap();
         let mut words = line.split_whitespace();
         assert_eq!(words.next(), Some("held"), "{line}");
         let key = words.next().unwrap().to_string();
         tokens.insert(key, words.next().unwrap().parse::<u64>().unwrap());
+        sessions.insert(words.next().unwrap().to_string());
     }
+    // Every grant on one session: also the process's, found by n acquisitions at once.
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
     let (_, base_key) = Client::for_url(&base).unwrap();
     let sampled: Vec<usize> = (0..sample).map(|j| j * n / sample).collect();
     let urls: Vec<String> = sampled
@@ -128,14 +150,46 @@ fn kill_9_hands_every_lock_of_the_session_over(
 fn file_store_kill_9_of_a_shared_session_hands_its_locks_over() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("file://{}", dir.path().display());
-    kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(3), 200, 5);
+    kill_9_hands_every_lock_of_the_session_over(
+        &store,
+        Duration::from_secs(3),
+        200,
+        5,
+        Through::Opened,
+    );
+}
+
+#[test]
+fn file_store_kill_9_of_the_process_session_hands_its_locks_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}", dir.path().display());
+    kill_9_hands_every_lock_of_the_session_over(
+        &store,
+        Duration::from_secs(3),
+        200,
+        5,
+        Through::Process,
+    );
 }
 
 #[test]
 fn s3_kill_9_of_a_shared_session_hands_its_locks_over() {
     for var in ["LEASE_TEST_S3_MOTO", "LEASE_TEST_S3_MINIO"] {
         if let Some(store) = server(var) {
-            kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(3), 50, 3);
+            kill_9_hands_every_lock_of_the_session_over(
+                &store,
+                Duration::from_secs(3),
+                50,
+                3,
+                Through::Opened,
+            );
+            kill_9_hands_every_lock_of_the_session_over(
+                &store,
+                Duration::from_secs(3),
+                50,
+                3,
+                Through::Process,
+            );
         }
     }
 }
@@ -146,7 +200,13 @@ fn s3_kill_9_of_a_shared_session_hands_its_locks_over() {
 fn file_store_kill_9_of_a_shared_session_hands_ten_thousand_locks_over() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("file://{}", dir.path().display());
-    kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(15), 10_000, 20);
+    kill_9_hands_every_lock_of_the_session_over(
+        &store,
+        Duration::from_secs(15),
+        10_000,
+        20,
+        Through::Opened,
+    );
 }
 
 /// The issue's scale on moto: 1,000 locks on one shared session, 20 waited on.
@@ -154,5 +214,11 @@ fn file_store_kill_9_of_a_shared_session_hands_ten_thousand_locks_over() {
 #[ignore = "the issue's scale, minutes: a documented command (docs/verification.md)"]
 fn moto_kill_9_of_a_shared_session_hands_a_thousand_locks_over() {
     let store = server("LEASE_TEST_S3_MOTO").expect("LEASE_TEST_S3_MOTO: scripts/stores.sh start");
-    kill_9_hands_every_lock_of_the_session_over(&store, Duration::from_secs(15), 1_000, 20);
+    kill_9_hands_every_lock_of_the_session_over(
+        &store,
+        Duration::from_secs(15),
+        1_000,
+        20,
+        Through::Opened,
+    );
 }

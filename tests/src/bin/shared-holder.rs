@@ -1,7 +1,10 @@
 //! A process that holds queued locks through one shared session (issue 24), for the kill -9
 //! tests of tests/tests/shared_session.rs: `lease-shared-holder TTL_MS LOCK_URL N` takes the N
 //! locks `KEY/0` … `KEY/N-1` beside the lock URL's key (in one store), at most 256 acquisitions
-//! in flight. Prints `held KEY TOKEN` for each grant as it comes, then `alive NS`
+//! in flight, through a session it opens, or with `LEASE_HOLDER_SESSION=process` through the
+//! process's shared session (`SharedSession::acquire_on_process_session`, opened by the first
+//! of those concurrent acquisitions). Prints `held KEY TOKEN SID` for each grant as it comes,
+//! then `alive NS`
 //! (CLOCK_MONOTONIC) every 50 ms while it believes every grant, and exits 1 with
 //! `lost KEY REASON` when one is lost. It never ends by itself: the test kills it.
 
@@ -24,23 +27,33 @@ async fn main() {
     let ttl = Duration::from_millis(ttl.parse().expect("TTL_MS"));
     let n: usize = n.parse().expect("N");
     let (client, key) = Client::for_url(url).expect("a lock URL");
-    let session = SharedSession::open(&client, SessionOptions::new(ttl).label("shared-holder"))
-        .await
-        .expect("open the session");
+    let per_process = std::env::var("LEASE_HOLDER_SESSION").as_deref() == Ok("process");
+    let session = match per_process {
+        true => None,
+        false => Some(
+            SharedSession::open(&client, SessionOptions::new(ttl).label("shared-holder"))
+                .await
+                .expect("open the session"),
+        ),
+    };
     let opts = LeaseOptions::new(ttl).wait(Duration::from_secs(600));
     let mut acquiring = futures::stream::iter(0..n)
         .map(|i| {
-            let (session, opts, key) = (&session, &opts, format!("{key}/{i}"));
+            let (session, client, opts) = (&session, &client, &opts);
+            let key = format!("{key}/{i}");
             async move {
-                let g = session.acquire(&key, opts).await.expect("acquire");
-                (key, g)
+                let g = match session {
+                    Some(session) => session.acquire(&key, opts).await,
+                    None => SharedSession::acquire_on_process_session(client, &key, opts).await,
+                };
+                (key, g.expect("acquire"))
             }
         })
         .buffer_unordered(256);
     let mut grants = Vec::with_capacity(n);
     let mut out = std::io::stdout();
     while let Some((key, g)) = acquiring.next().await {
-        writeln!(out, "held {key} {}", g.epoch()).unwrap();
+        writeln!(out, "held {key} {} {}", g.epoch(), g.session().sid()).unwrap();
         grants.push(g);
     }
     out.flush().unwrap();
