@@ -313,19 +313,30 @@ async fn releasing_a_shared_grant_its_lock_dropped_reports_that_loss() {
 }
 
 /// Two releases of one grant at once (two threads of a binding): one leave is sent, and both
-/// report the release.
+/// report the release once it is done — the second waits for the first's leave (a second
+/// release that merely found the number released would return at once, before the leave
+/// landed: the store answers slowly here so that the difference shows).
 #[tokio::test(start_paused = true)]
 async fn two_releases_of_a_shared_grant_racing_send_one_leave() {
     let w = World::new();
-    let (s, _) = open(&w).await;
+    let (s, conn) = open(&w).await;
     let a = s.acquire("jobs/a", &queued()).await.unwrap();
     let (other, _) = w.client("b", 2);
     let waiter = spawn_acquire(&other, "jobs/a", queued());
     sleep(secs(0.5)).await;
+    conn.faults().set_latency(secs(0.4));
     w.store.record_writes();
-    let (one, two) = tokio::join!(a.release(), a.release());
+    // Each call's result, and the leaves landed when it returned.
+    let release = || async { (a.release().await, writes_to(&w, "jobs/a")) };
+    let ((one, landed_one), (two, landed_two)) = tokio::join!(release(), release());
     one.unwrap();
     two.unwrap();
+    assert_eq!(
+        (landed_one, landed_two),
+        (1, 1),
+        "each release returned once the one leave had landed"
+    );
+    conn.faults().set_latency(secs(0.0));
     let next = waiter.await.unwrap().unwrap();
     assert!(next.is_held());
     assert_eq!(
