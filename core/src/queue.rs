@@ -26,7 +26,7 @@ use crate::protocol::queue::{session_key, Change, Entry, OwnAsk, MAX_QUEUE_RECOR
 use crate::record::{Holder, Parsed, Record};
 use crate::store::Get;
 use crate::store_clock;
-use crate::wake_hint;
+use crate::wake_hint::{self, Registration};
 
 /// Everything one queued acquisition needs.
 pub(crate) struct Request<'a> {
@@ -95,12 +95,13 @@ impl SharedNumber for NotShared {
 
 /// Acquire a grant of the queued lock at `req.key` through the shared session number `number`
 /// (docs/protocol.md §10, "Shared sessions"): its join is sent once a session write holding it
-/// landed. The number back, with the grant and the read that showed it.
+/// landed. The number back, with the grant, the read that showed it, and its wake-hint
+/// registration from its wait (a yield request's hint reaches the grant the same way).
 pub(crate) async fn acquire_shared<N: SharedNumber>(
     client: &Arc<Io>,
     req: Request<'_>,
     number: N,
-) -> Result<(N, Grant, Confirmation)> {
+) -> Result<(N, Grant, Confirmation, Option<Registration>)> {
     if req.opts.data.is_some() {
         let e = Error::new(
             ErrorKind::Invalid,
@@ -116,7 +117,8 @@ pub(crate) async fn acquire_shared<N: SharedNumber>(
             number,
             grant,
             confirmation,
-        } => Ok((number, grant, *confirmation)),
+            hinted,
+        } => Ok((number, grant, *confirmation, hinted)),
         Granted::Own(_) => unreachable!("a request on a shared session"),
     }
 }
@@ -151,6 +153,7 @@ enum Granted<N> {
         number: N,
         grant: Grant,
         confirmation: Box<Confirmation>,
+        hinted: Option<Registration>,
     },
 }
 
@@ -387,6 +390,7 @@ async fn run<N: SharedNumber>(
                         number,
                         grant,
                         confirmation: Box::new(confirmation),
+                        hinted: hinted.take(),
                     },
                 };
                 client.saw_epoch(key, epoch);

@@ -49,6 +49,11 @@ use crate::record::{timestamp, Holder};
 use crate::store::url::{LeaseUrl, StoreUrl};
 use crate::store::{Cond, Version};
 use crate::token::FencingToken;
+use crate::wake_hint::{HintSet, Registration};
+
+/// The least time between two looks of a session's hint task at the grants hints named (as a
+/// plain lease's hinted confirmations, `lease.rs`).
+const HINTED_CONFIRM_EVERY: Duration = Duration::from_millis(50);
 
 mod process_session;
 
@@ -148,6 +153,11 @@ struct State {
     /// Where each grant's yield requests go, as its confirmations report them (the grant's
     /// handle holds the other end).
     yields: HashMap<u64, Arc<YieldSender>>,
+    /// The grants being confirmed now (by the round or by a hint), and whether another
+    /// confirmation was asked for meanwhile: one grant's confirmations never overlap (its
+    /// `GrantHold` takes one step at a time), and one asked for while another is in flight —
+    /// whose read may have been sent before the yield request landed — follows it.
+    confirming: HashMap<u64, bool>,
 }
 
 type YieldSender = watch::Sender<Option<YieldRequested>>;
@@ -170,6 +180,9 @@ struct Inner {
     ended: CancellationToken,
     /// [`SharedSession::close`] began: the acquisitions waiting through the session end.
     closing: CancellationToken,
+    /// The grants a wake hint named (a yield request's: docs/protocol.md §10, "Yield on
+    /// request", *Holders listen*), confirmed at once by the session's hint task.
+    hints: Arc<HintSet>,
 }
 
 /// One shared session of this process on one store: many grants, one heartbeat.
@@ -199,6 +212,10 @@ pub struct SharedGrant {
     /// was released while not lost). Unset: released when dropped. Concurrent releases wait
     /// for the first: one leave.
     released: tokio::sync::OnceCell<Option<LostReason>>,
+    /// Its registration with the process's wake-hint listener, kept from its wait: a hint
+    /// naming it (a yield request's) makes the session confirm it at once. Dropped with the
+    /// grant (unregistered).
+    _hinted: Option<Registration>,
 }
 
 impl SharedGrant {
@@ -206,6 +223,7 @@ impl SharedGrant {
         attachment: Attachment,
         grant: Grant,
         confirmation: Confirmation,
+        hinted: Option<Registration>,
     ) -> SharedGrant {
         let inner = &attachment.session.inner;
         let hold = GrantHold::new(&grant.key, attachment.id(), inner.timing.ttl, confirmation);
@@ -221,6 +239,7 @@ impl SharedGrant {
             fence_versions: Mutex::default(),
             yields,
             released: tokio::sync::OnceCell::new(),
+            _hinted: hinted,
         }
     }
 
@@ -574,16 +593,19 @@ impl SharedSession {
                 slots: HashMap::new(),
                 grants: HashMap::new(),
                 yields: HashMap::new(),
+                confirming: HashMap::new(),
             }),
             wake: Notify::new(),
             lost: CancellationToken::new(),
             lost_reason: Mutex::new(None),
             ended: CancellationToken::new(),
             closing: CancellationToken::new(),
+            hints: Arc::default(),
         });
         info!(session = %inner.url, "shared session opened");
         tokio::spawn(inner.clone().run());
         tokio::spawn(inner.clone().confirm_loop());
+        tokio::spawn(inner.clone().hint_loop());
         Ok(SharedSession { inner })
     }
 
@@ -708,7 +730,7 @@ impl SharedSession {
                 acquiring.await
             }
         };
-        let (attachment, grant, confirmation) = match outcome {
+        let (attachment, grant, confirmation, hinted) = match outcome {
             Err(e) if e.kind() == ErrorKind::Cancelled && !cancel.is_cancelled() => {
                 return Err(Error::invalid(format!(
                     "the shared session {} was closed while this acquisition waited: open \
@@ -719,7 +741,8 @@ impl SharedSession {
             }
             other => other?,
         };
-        Ok(SharedGrant::new(attachment, grant, confirmation))
+        let hinted = hinted.map(|r| r.into_set(&self.inner.hints, attachment.n));
+        Ok(SharedGrant::new(attachment, grant, confirmation, hinted))
     }
 
     /// The prefix its record is under (`""`: the store's root).
@@ -1016,9 +1039,53 @@ impl Inner {
         }
     }
 
-    /// Confirm grant `n` once; a store that does not answer is tried again next round (the
-    /// grant's belief ends at its deadline meanwhile).
+    /// Confirm grant `n` once, after any confirmation of it in flight (then once more when
+    /// one was asked for meanwhile); a store that does not answer is tried again next round
+    /// (the grant's belief ends at its deadline meanwhile).
     async fn confirm(&self, n: u64) {
+        {
+            let mut st = self.state.lock().unwrap();
+            if let Some(again) = st.confirming.get_mut(&n) {
+                *again = true;
+                return;
+            }
+            st.confirming.insert(n, false);
+        }
+        loop {
+            self.confirm_now(n).await;
+            let mut st = self.state.lock().unwrap();
+            match st.confirming.get_mut(&n) {
+                Some(again) if *again => *again = false,
+                _ => {
+                    st.confirming.remove(&n);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The session's hint task: the grants hints named are confirmed at once (at most
+    /// [`confirm_round::READS_IN_FLIGHT`] at a time, a look at most every
+    /// `HINTED_CONFIRM_EVERY`: forged hints cost a bounded number of conditional reads).
+    async fn hint_loop(self: Arc<Self>) {
+        let clock = self.client.clock().clone();
+        loop {
+            tokio::select! {
+                _ = self.hints.notify.notified() => {}
+                _ = self.ended.cancelled() => return,
+            }
+            let named = self.hints.take(confirm_round::READS_IN_FLIGHT);
+            let confirms = futures::future::join_all(named.into_iter().map(|n| self.confirm(n)));
+            tokio::select! {
+                _ = confirms => {}
+                _ = self.ended.cancelled() => return,
+            }
+            clock.sleep(HINTED_CONFIRM_EVERY).await;
+        }
+    }
+
+    /// One confirmation of grant `n` (see [`Inner::confirm`]).
+    async fn confirm_now(&self, n: u64) {
         let clock = self.client.clock();
         let mut event = ConfirmEvent::Start;
         loop {

@@ -13,7 +13,7 @@
 //! on any runtime are woken the same way); sends go out through one non-blocking socket per
 //! address family and never wait or fail a write.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -71,22 +71,86 @@ pub(crate) struct Registration {
     pub(crate) notify: Arc<Notify>,
 }
 
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl Registration {
+    /// From now on, a hint naming it adds `n` to `set` (and wakes the set's one task) instead
+    /// of waking its own `notify`: a grant of a shared session, whose confirmations one task
+    /// of its session makes (`shared_session.rs`), keeps its registration from its wait this
+    /// way — no task per grant.
+    pub(crate) fn into_set(self, set: &Arc<HintSet>, n: u64) -> Registration {
+        let mut waiters = self.listener.waiters.lock().expect("hint registry");
+        if let Some(w) = waiters.get_mut(&self.id) {
+            if Arc::ptr_eq(&w.notify, &self.notify) {
+                w.set = Some((set.clone(), n));
+            }
+        }
+        drop(waiters);
+        self
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         let mut waiters = self.listener.waiters.lock().expect("hint registry");
         if waiters
             .get(&self.id)
-            .is_some_and(|(_, n)| Arc::ptr_eq(n, &self.notify))
+            .is_some_and(|w| Arc::ptr_eq(&w.notify, &self.notify))
         {
             waiters.remove(&self.id);
         }
     }
 }
 
+/// The grants of one shared session that hints named since its task last looked, and the one
+/// `Notify` that task waits on.
+#[derive(Default)]
+pub(crate) struct HintSet {
+    pub(crate) notify: Notify,
+    named: Mutex<BTreeSet<u64>>,
+}
+
+impl HintSet {
+    /// Up to `most` of the numbers named (the lowest first); the rest stay for the next look.
+    pub(crate) fn take(&self, most: usize) -> Vec<u64> {
+        let mut named = self.named.lock().expect("hint set");
+        let taken: Vec<u64> = named.iter().take(most).copied().collect();
+        for n in &taken {
+            named.remove(n);
+        }
+        if !named.is_empty() {
+            // Some are left: the task looks again (after its pause).
+            self.notify.notify_one();
+        }
+        taken
+    }
+
+    fn add(&self, n: u64) {
+        self.named.lock().expect("hint set").insert(n);
+        self.notify.notify_one();
+    }
+}
+
+/// Whom a registered id's hints wake.
+struct Registered {
+    /// Its lock's key hash.
+    hash: u64,
+    /// The registration's own (also its identity in the registry).
+    notify: Arc<Notify>,
+    /// A shared session's grant: its set and number, woken instead ([`Registration::into_set`]).
+    set: Option<(Arc<HintSet>, u64)>,
+}
+
 /// One interface's receiving socket and the waiters it serves.
 pub(crate) struct Listener {
     address: SocketAddr,
-    waiters: Mutex<HashMap<String, (u64, Arc<Notify>)>>,
+    waiters: Mutex<HashMap<String, Registered>>,
 }
 
 impl Listener {
@@ -98,10 +162,14 @@ impl Listener {
     /// Register waiter `id` of the lock at `key`.
     pub(crate) fn register(self: &Arc<Self>, key: &str, id: &str) -> Registration {
         let notify = Arc::new(Notify::new());
-        self.waiters
-            .lock()
-            .expect("hint registry")
-            .insert(id.to_string(), (key_hash(key), notify.clone()));
+        self.waiters.lock().expect("hint registry").insert(
+            id.to_string(),
+            Registered {
+                hash: key_hash(key),
+                notify: notify.clone(),
+                set: None,
+            },
+        );
         Registration {
             listener: self.clone(),
             id: id.to_string(),
@@ -121,8 +189,11 @@ impl Listener {
     fn wake(&self, hash: u64, id: &str) -> bool {
         let waiters = self.waiters.lock().expect("hint registry");
         match waiters.get(id) {
-            Some((h, notify)) if *h == hash => {
-                notify.notify_one();
+            Some(w) if w.hash == hash => {
+                match &w.set {
+                    Some((set, n)) => set.add(*n),
+                    None => w.notify.notify_one(),
+                }
                 true
             }
             _ => false,

@@ -190,3 +190,41 @@ fn sending_to_nobody_or_to_garbage_never_fails_or_blocks() {
     send("locks/a", "someone", "udp:not-an-address");
     send("locks/a", "someone", "mailto:x");
 }
+
+/// A shared session's grant keeps its registration from its wait, moved into its session's
+/// set: a hint naming it adds its number there and wakes the set's one task, not its own
+/// `notify`; the task takes a bounded batch, and is woken again for what it left.
+#[test]
+fn a_registration_moved_into_a_set_adds_its_number_and_wakes_the_sets_task() {
+    let l = listener(&WakeHints::Loopback).expect("a loopback listener");
+    let set = Arc::new(HintSet::default());
+    let regs: Vec<Registration> = (1..=3)
+        .map(|n| l.register("locks/s", &format!("sid.{n}")).into_set(&set, n))
+        .collect();
+    assert!(set.take(10).is_empty(), "nothing named yet");
+    for n in [3, 1, 2] {
+        l.wake(key_hash("locks/s"), &format!("sid.{n}"));
+    }
+    // Another key's hint for the same id names nothing.
+    l.wake(key_hash("locks/t"), "sid.1");
+    assert!(woken(&set.notify), "the set's task was woken");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let own = rt.block_on(async {
+        tokio::time::timeout(Duration::from_millis(50), regs[0].notify.notified())
+            .await
+            .is_ok()
+    });
+    assert!(!own, "not the registration's own notify");
+    assert_eq!(set.take(2), vec![1, 2], "a bounded batch, lowest first");
+    assert!(woken(&set.notify), "woken again for what it left");
+    assert_eq!(set.take(2), vec![3]);
+    assert!(set.take(2).is_empty());
+    // Dropped: unregistered, its hints ignored.
+    drop(regs);
+    assert!(!l.serves("sid.1"));
+    assert!(!l.wake(key_hash("locks/s"), "sid.1"));
+    assert!(set.take(10).is_empty());
+}

@@ -937,3 +937,38 @@ async fn a_yield_request_from_the_holders_own_process_reaches_it_before_its_next
     assert_eq!(told.by, "ops");
     held.release().await.unwrap();
 }
+
+/// The same for a grant held through a shared session (explicit, and the process's): it
+/// keeps its wake-hint registration from its wait, and the session confirms that grant at
+/// once instead of at its next confirmation round (10 s away).
+#[tokio::test]
+async fn a_yield_request_reaches_a_shared_grant_before_its_sessions_next_confirmation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (client, key) =
+        lease::Client::for_url(&format!("file://{}/job", dir.path().display())).unwrap();
+    let ttl = std::time::Duration::from_secs(30);
+    let opts = lease::LeaseOptions::new(ttl);
+    let session = lease::SharedSession::open(&client, lease::SessionOptions::new(ttl))
+        .await
+        .unwrap();
+    let explicit = session.acquire(&key, &opts).await.unwrap();
+    let other = format!("{key}-2");
+    let per_process = lease::SharedSession::acquire_on_process_session(&client, &other, &opts)
+        .await
+        .unwrap();
+    for (key, held) in [(&key, &explicit), (&other, &per_process)] {
+        let ask = lease::YieldAsk {
+            by: "ops".into(),
+            to: None,
+            reason: None,
+        };
+        client.ask_yield(key, ask).await.unwrap().unwrap();
+        let told = tokio::time::timeout(std::time::Duration::from_secs(5), held.yield_request())
+            .await
+            .expect("told at once, not at the session's next confirmation (10 s away)");
+        assert_eq!(told.by, "ops");
+    }
+    explicit.release().await.unwrap();
+    per_process.release().await.unwrap();
+    session.close().await;
+}
