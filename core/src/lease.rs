@@ -41,9 +41,6 @@ pub use crate::protocol::hold::{Health, HealthEvent, LostReason};
 
 type LostCallback = Box<dyn FnOnce(&LostReason) + Send>;
 
-/// A holder woken by hints confirms the lock's record at most this often: a flood of forged
-/// hints costs at most 20 conditional reads a second (as a waiter's, docs/protocol.md §10).
-const HINTED_CONFIRM_EVERY: Duration = Duration::from_millis(50);
 type HealthCallback = Arc<dyn Fn(&HealthEvent) + Send + Sync>;
 
 /// Who is told of health changes, and what they were last told. Deliveries all happen on one
@@ -886,7 +883,7 @@ impl Shared {
                     if !self.confirm_once().await {
                         return;
                     }
-                    clock.sleep(HINTED_CONFIRM_EVERY).await;
+                    clock.sleep(crate::wake_hint::HINTED_CONFIRM_EVERY).await;
                     continue;
                 }
                 _ = clock.sleep_until(next) => {}

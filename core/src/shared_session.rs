@@ -49,11 +49,7 @@ use crate::record::{timestamp, Holder};
 use crate::store::url::{LeaseUrl, StoreUrl};
 use crate::store::{Cond, Version};
 use crate::token::FencingToken;
-use crate::wake_hint::{HintSet, Registration};
-
-/// The least time between two looks of a session's hint task at the grants hints named (as a
-/// plain lease's hinted confirmations, `lease.rs`).
-const HINTED_CONFIRM_EVERY: Duration = Duration::from_millis(50);
+use crate::wake_hint::{HintSet, Registration, HINTED_CONFIRM_EVERY};
 
 mod process_session;
 

@@ -27,6 +27,12 @@ use crate::options::WakeHints;
 /// The largest hint: `LH1 `, 16 hex digits, a space and a waiter id of at most 107 bytes.
 pub(crate) const MAX_HINT_LEN: usize = 128;
 
+/// A holder woken by hints confirms the lock's record at most this often (a plain lease's grant;
+/// a shared session's hint task looks at the grants named at most this often): a flood of
+/// forged hints costs at most 20 conditional reads a second per grant (as a waiter's,
+/// docs/protocol.md §10).
+pub(crate) const HINTED_CONFIRM_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A hint's first bytes: its kind and version.
 const MAGIC: &str = "LH1 ";
 
