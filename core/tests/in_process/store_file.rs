@@ -941,7 +941,8 @@ async fn a_yield_request_from_the_holders_own_process_reaches_it_before_its_next
 /// The same for a grant held through a shared session (explicit, and the process's): it
 /// keeps its wake-hint registration from its wait, and the session confirms that grant at
 /// once instead of at its next confirmation round (10 s away).
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::disallowed_methods)] // real time: the file store's session renews on it
 async fn a_yield_request_reaches_a_shared_grant_before_its_sessions_next_confirmation() {
     let dir = tempfile::tempdir().unwrap();
     let (client, key) =

@@ -190,6 +190,7 @@ async fn an_acquisition_racing_the_idle_release_gets_a_working_grant_on_a_fresh_
 /// acquisition, on another runtime, opens a fresh one instead of attaching to it and waiting
 /// for a write nobody will send (real time: paused time is per runtime).
 #[test]
+#[allow(clippy::disallowed_methods)] // real time, bounded: a hang is the failure
 fn a_default_session_whose_runtime_shut_down_is_replaced_by_the_next_acquisition() {
     let client = Client::new(Arc::new(MemoryStore::new()));
     let opts = LeaseOptions::new(Duration::from_secs(30));
