@@ -757,6 +757,16 @@ const char *lease_shared_grant_key(const struct lease_shared_grant *g);
 // `g` is NULL or a live grant.
 const char *lease_shared_grant_url(const struct lease_shared_grant *g);
 
+// The URL of the lock's store (`s3://bucket?…`, `file:///dir`: for a file URL, the lock's
+// directory), where its session's record is (`.lease-sessions/SID`) and where
+// `lease_fenced_get` reads what the grant's fenced calls wrote (open it with
+// `lease_store_open`). Borrowed: valid until `lease_shared_grant_free(g)`. An empty string when
+// `g` is NULL.
+//
+// # Safety
+// `g` is NULL or a live grant.
+const char *lease_shared_grant_store_url(const struct lease_shared_grant *g);
+
 // The grant's entry id in the lock's record, `SID.N` (its session's id, a dot, its number).
 // Borrowed: valid until `lease_shared_grant_free(g)`. An empty string when `g` is NULL.
 //

@@ -9,7 +9,7 @@
 //! leaked there). The API and its behaviour are those of the Python binding's
 //! (`python/src/session.rs`).
 
-use lease_core::{Client, SessionOptions, SharedGrant, SharedSession, StoreUrl};
+use lease_core::{Client, LeaseUrl, SessionOptions, SharedGrant, SharedSession, StoreUrl};
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,13 +88,15 @@ pub struct lease_shared_grant {
     id: CString,
     /// `URL#EPOCH@SID.N`, with the grant's mode and scope.
     token: CString,
+    /// The URL of the lock's store (`lease_shared_grant_store_url`).
+    store_url: CString,
     /// The process that made it: a forked child refuses its parent's grants (`made_here`) and
     /// uses its own (`lease_acquire_on_process_session`).
     pid: u32,
 }
 
 impl lease_shared_grant {
-    fn new(rt: Arc<Rt>, grant: SharedGrant) -> Box<lease_shared_grant> {
+    fn new(rt: Arc<Rt>, store: &StoreUrl, grant: SharedGrant) -> Box<lease_shared_grant> {
         let info = grant.grant();
         Box::new(lease_shared_grant {
             rt,
@@ -107,6 +109,7 @@ impl lease_shared_grant {
             url: c_string(grant.url()),
             id: c_string(grant.id()),
             token: c_string(&grant.token().to_string()),
+            store_url: c_string(&store.to_string()),
             grant,
             pid: std::process::id(),
         })
@@ -252,7 +255,7 @@ pub unsafe extern "C" fn lease_session_acquire(
         let cancel = cancel.unwrap_or_else(CancellationToken::new);
         let grant =
             s.rt.block_on(s.session.acquire_with_cancel(&key, &opts, &cancel))??;
-        let g = lease_shared_grant::new(s.rt.clone(), grant);
+        let g = lease_shared_grant::new(s.rt.clone(), &s.store, grant);
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { *out = Box::into_raw(g) };
         Ok(())
@@ -314,11 +317,12 @@ pub unsafe extern "C" fn lease_acquire_on_process_session(
             let _in_runtime = rt.runtime().enter();
             Client::for_url(url)?
         };
+        let store = LeaseUrl::parse(url)?.store;
         let cancel = cancel.unwrap_or_default();
         let grant = rt.block_on(SharedSession::acquire_on_process_session_with_cancel(
             &client, &key, &opts, &cancel,
         ))??;
-        let g = lease_shared_grant::new(rt, grant);
+        let g = lease_shared_grant::new(rt, &store, grant);
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { *out = Box::into_raw(g) };
         Ok(())
@@ -531,6 +535,22 @@ pub unsafe extern "C" fn lease_shared_grant_key(g: *const lease_shared_grant) ->
 pub unsafe extern "C" fn lease_shared_grant_url(g: *const lease_shared_grant) -> *const c_char {
     // SAFETY: the caller's contract.
     unsafe { g.as_ref() }.map_or(c"".as_ptr(), |g| g.url.as_ptr())
+}
+
+/// The URL of the lock's store (`s3://bucket?…`, `file:///dir`: for a file URL, the lock's
+/// directory), where its session's record is (`.lease-sessions/SID`) and where
+/// `lease_fenced_get` reads what the grant's fenced calls wrote (open it with
+/// `lease_store_open`). Borrowed: valid until `lease_shared_grant_free(g)`. An empty string when
+/// `g` is NULL.
+///
+/// # Safety
+/// `g` is NULL or a live grant.
+#[no_mangle]
+pub unsafe extern "C" fn lease_shared_grant_store_url(
+    g: *const lease_shared_grant,
+) -> *const c_char {
+    // SAFETY: the caller's contract.
+    unsafe { g.as_ref() }.map_or(c"".as_ptr(), |g| g.store_url.as_ptr())
 }
 
 /// The grant's entry id in the lock's record, `SID.N` (its session's id, a dot, its number).

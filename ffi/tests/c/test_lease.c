@@ -2691,9 +2691,13 @@ static void test_process_session(void) {
   name_of(a, sizeof a, "process-session-a");
   name_of(b, sizeof b, "process-session-b");
   lease_runtime *rt = new_runtime();
-  lease_store *store = open_lock_store(rt);
   lease_shared_grant *ga = acquire_on_process_session(a, ttl);
   lease_shared_grant *gb = acquire_on_process_session(b, ttl);
+  /* The lock's store, where its session's record is. */
+  CHECK(strcmp(lease_shared_grant_store_url(ga), lease_shared_grant_store_url(gb)) == 0);
+  CHECK(strcmp(lease_shared_grant_store_url(NULL), "") == 0);
+  lease_store *store = NULL;
+  CHECK_CODE(LEASE_OK, lease_store_open(rt, lease_shared_grant_store_url(ga), &store, &err));
   char sa[128], sb[128];
   sid_of(ga, sa, sizeof sa);
   sid_of(gb, sb, sizeof sb);
