@@ -760,6 +760,69 @@ mod tests {
             lease_runtime_free(rt);
         }
     }
+    /// `lease_acquire_on_process_session`: two locks of one store (by URL, no runtime or store
+    /// handle) share the process's session for their ttl, another ttl gets another session,
+    /// `data` is refused with `LEASE_INVALID` naming it, and a grant made by another process
+    /// (what a forked child sees of its parent's: the pid it was made in is not this one) is
+    /// refused with `LEASE_FORKED` and reads as not held. On the memory store.
+    #[test]
+    fn process_session_grants_share_one_session_per_ttl_and_a_parents_grant_is_refused() {
+        let acquire = |url: &CStr, ttl_ms: u64, data: Option<&CStr>| {
+            let mut o = lease_options_default();
+            o.ttl_ms = ttl_ms;
+            o.data = data.map_or(null(), |d| d.as_ptr());
+            let mut g = null_mut();
+            let mut err = null_mut();
+            // SAFETY: valid pointers; the grant is freed by the caller.
+            let code =
+                unsafe { lease_acquire_on_process_session(url.as_ptr(), &o, &mut g, &mut err) };
+            (code, g, err)
+        };
+        let sid = |g: *mut lease_shared_grant| {
+            // SAFETY: a live grant.
+            let id = unsafe { CStr::from_ptr(lease_shared_grant_id(g)) }
+                .to_str()
+                .unwrap();
+            id.rsplit_once('.').unwrap().0.to_string()
+        };
+        let (code, a, _) = acquire(c"memory://ffi-process-unit/jobs/a", 4_000, None);
+        assert_eq!(code, LEASE_OK);
+        let (code, b, _) = acquire(c"memory://ffi-process-unit/jobs/b", 4_000, None);
+        assert_eq!(code, LEASE_OK);
+        let (code, c, _) = acquire(c"memory://ffi-process-unit/jobs/c", 5_000, None);
+        assert_eq!(code, LEASE_OK);
+        assert_eq!(sid(a), sid(b));
+        assert_ne!(sid(a), sid(c));
+        // SAFETY: live grants.
+        unsafe {
+            assert_eq!(
+                CStr::from_ptr(lease_shared_grant_store_url(a)),
+                c"memory://ffi-process-unit"
+            );
+        }
+        let (code, g, err) = acquire(c"memory://ffi-process-unit/jobs/d", 4_000, Some(c"x"));
+        assert!(g.is_null());
+        let (code, msg) = outcome(code, err);
+        assert_eq!(code, LEASE_INVALID);
+        assert!(msg.contains("data"), "{msg}");
+        // SAFETY: live grants, freed at the end.
+        unsafe {
+            let mine = (*a).pid;
+            (*a).pid = mine.wrapping_add(1);
+            let mut err = null_mut();
+            let (code, msg) = outcome(lease_shared_grant_release(a, &mut err), err);
+            assert_eq!(code, LEASE_FORKED);
+            assert!(msg.contains("fork"), "{msg}");
+            assert_eq!(lease_shared_grant_held(a), 0);
+            (*a).pid = mine;
+            assert_eq!(lease_shared_grant_held(a), 1);
+            for g in [a, b, c] {
+                assert_eq!(lease_shared_grant_release(g, null_mut()), LEASE_OK);
+                lease_shared_grant_free(g);
+            }
+        }
+    }
+
     /// A grant's fenced calls and a lease's share their bodies (`fence.rs`): the grant's key
     /// is placed as the lease's, its write is stamped with its epoch, and once it is released
     /// and a lease of the lock writes with a higher epoch, the grant's stale write is refused
