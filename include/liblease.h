@@ -823,8 +823,9 @@ enum lease_code lease_shared_grant_release(const struct lease_shared_grant *g,
 // instead). NULL is a no-op.
 //
 // # Safety
-// `g` is NULL or a grant from `lease_session_acquire`, not freed before and not in use by
-// another thread during or after this call.
+// `g` is NULL or a grant from `lease_session_acquire` or `lease_acquire_on_process_session`,
+// not freed before and not in use by another thread during or after this call. In a forked
+// child, a grant made in the parent is leaked (its runtime's threads are not there).
 void lease_shared_grant_free(struct lease_shared_grant *g);
 
 // The lease's health now; `LEASE_HEALTH_LOST` for NULL.

@@ -656,8 +656,9 @@ pub unsafe extern "C" fn lease_shared_grant_release(
 /// instead). NULL is a no-op.
 ///
 /// # Safety
-/// `g` is NULL or a grant from `lease_session_acquire`, not freed before and not in use by
-/// another thread during or after this call.
+/// `g` is NULL or a grant from `lease_session_acquire` or `lease_acquire_on_process_session`,
+/// not freed before and not in use by another thread during or after this call. In a forked
+/// child, a grant made in the parent is leaked (its runtime's threads are not there).
 #[no_mangle]
 pub unsafe extern "C" fn lease_shared_grant_free(g: *mut lease_shared_grant) {
     if g.is_null() {
