@@ -607,6 +607,47 @@ enum lease_code lease_session_acquire(const struct lease_session *session,
                                       struct lease_shared_grant **out,
                                       struct lease_error **err);
 
+// Acquire the queued lock at `url` through **the process's shared session** for its store and
+// ttl (docs/protocol.md §10, "The API": *Per-process default*): one session record and one
+// renewal task for every grant this process holds or waits for this way on that store with
+// that ttl, opened on first use at the store's root (`.lease-sessions/SID`), released and
+// deleted by itself one ttl after nothing is attached to it, and opened afresh by the next
+// acquisition (after that, after a loss, or in a forked child). No `lease_session` to open or
+// close: the process's sessions are liblease's, on a runtime of its own, started on first use
+// and kept to the process's end. Blocks.
+//
+// `url` is the lock's URL, as `lease_acquire`'s name (`s3://bucket/jobs/7?…`,
+// `file:///var/locks/jobs/7`, a path, or a bare name in the default file store): the same
+// store in one process always reaches the same session. `opts` (NULL for the defaults) as for
+// `lease_acquire`, queued implied (`queue` need not be set): `ttl_ms` chooses the session (one
+// per ttl; the grant's health is its session's), `wait_ms`, `shared`, `permits`, `scope`,
+// `range_*`, `priority`, `poll_interval_ms`, `wake_hints`, `owner`, `label` (the request's, not
+// the session's: the session is the process's), and `cancel` (cancelling it makes a waiting
+// request leave the lock's queue and the session, and return `LEASE_CANCELLED`).
+//
+// `LEASE_INVALID` for `data` (not kept on a shared session) and the option errors of
+// `lease_acquire`; otherwise its codes (`LEASE_HELD`, `LEASE_TIMEOUT`, `LEASE_CANCELLED`,
+// `LEASE_UNAVAILABLE`, …), with an error in `*err` when `err` is not NULL.
+//
+// On success writes the grant to `*out`: the type `lease_session_acquire` returns (token
+// `URL#EPOCH@SID.N`, fenced calls, `lease_shared_grant_release`, `lease_shared_grant_free`).
+//
+// Works in a forked child, unlike the rest of liblease: the child's first acquisition starts
+// the child's own runtime and session; a grant made in the parent returns `LEASE_FORKED` from
+// the child.
+//
+// # Safety
+// `url` is NULL or a NUL-terminated string; `opts` is NULL or a valid `lease_options` (its
+// strings NULL or NUL-terminated, its `cancel` NULL or a live token); `out` points to writable
+// storage for a pointer; `err` is NULL or points to writable storage for a pointer. Must not
+// be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`. In a forked
+// child, no other thread of the parent may have been inside liblease at the fork (as for any
+// library that takes locks).
+enum lease_code lease_acquire_on_process_session(const char *url,
+                                                 const struct lease_options *opts,
+                                                 struct lease_shared_grant **out,
+                                                 struct lease_error **err);
+
 // Close the session (idempotent): every grant still attached to it is released (its leave
 // sent, so the next waiter is granted), then the session's record is released and deleted.
 // Its grants' handles stay valid (not held; free them with `lease_shared_grant_free`); a
@@ -716,6 +757,16 @@ const char *lease_shared_grant_key(const struct lease_shared_grant *g);
 // `g` is NULL or a live grant.
 const char *lease_shared_grant_url(const struct lease_shared_grant *g);
 
+// The URL of the lock's store (`s3://bucket?…`, `file:///dir`: for a file URL, the lock's
+// directory), where its session's record is (`.lease-sessions/SID`) and where
+// `lease_fenced_get` reads what the grant's fenced calls wrote (open it with
+// `lease_store_open`). Borrowed: valid until `lease_shared_grant_free(g)`. An empty string when
+// `g` is NULL.
+//
+// # Safety
+// `g` is NULL or a live grant.
+const char *lease_shared_grant_store_url(const struct lease_shared_grant *g);
+
 // The grant's entry id in the lock's record, `SID.N` (its session's id, a dot, its number).
 // Borrowed: valid until `lease_shared_grant_free(g)`. An empty string when `g` is NULL.
 //
@@ -772,8 +823,9 @@ enum lease_code lease_shared_grant_release(const struct lease_shared_grant *g,
 // instead). NULL is a no-op.
 //
 // # Safety
-// `g` is NULL or a grant from `lease_session_acquire`, not freed before and not in use by
-// another thread during or after this call.
+// `g` is NULL or a grant from `lease_session_acquire` or `lease_acquire_on_process_session`,
+// not freed before and not in use by another thread during or after this call. In a forked
+// child, a grant made in the parent is leaked (its runtime's threads are not there).
 void lease_shared_grant_free(struct lease_shared_grant *g);
 
 // The lease's health now; `LEASE_HEALTH_LOST` for NULL.

@@ -211,20 +211,79 @@ func (s *Session) Acquire(ctx context.Context, lock string, opts *Options) (*Sha
 		// waiting through the session): ErrInvalid, "closed while this acquisition waited".
 		return nil, waitError(ctx, err, byDeadline)
 	}
+	return newSharedGrant(ptr, s)
+}
+
+// AcquireOnProcessSession acquires the queued lock at url through the process's shared session
+// for its store and TTL (docs/protocol.md §10, "The API": Per-process default): one session
+// record and one renewal task for every grant this process holds or waits for this way on that
+// store with that TTL, opened on first use at the store's root (.lease-sessions/SID), released
+// and deleted by itself one TTL after nothing is attached to it, and opened afresh by the next
+// acquisition. Nothing to open or close: the process's sessions are liblease's.
+//
+// url is the lock's URL, as Open(store).Acquire's store and name together
+// ("s3://bucket/jobs/7?region=…", "file:///var/locks/jobs/7"): the same store in one process
+// always reaches the same session. opts as for Store.Acquire, queued implied (Queue need not be
+// set): TTL chooses the session (one per TTL; default 30 s), Data is refused (ErrInvalid: not
+// kept on a shared session), Label is the request's (the session is the process's). It waits
+// until ctx is done as Store.Acquire does (ErrTimeout at ctx's deadline, ErrCancelled when ctx
+// is cancelled; either way the request leaves the lock's queue and the session).
+//
+// The grant is the type Session.Acquire returns (its Session is nil): Token URL#EPOCH@SID.N,
+// fenced calls, Release, Close, LostReason.
+//
+//	g, err := lease.AcquireOnProcessSession(ctx, "s3://bucket/jobs/7?region=eu-west-1", nil)
+//	defer g.Close() // releases it; the session goes by itself one TTL after its last grant
+func AcquireOnProcessSession(ctx context.Context, url string, opts *Options) (*SharedGrant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(err)
+	}
+	// The process's client name is the first runtime's: "go".
+	if _, err := theRuntime(); err != nil {
+		return nil, err
+	}
+	curl, err := cString(url, "url")
+	if err != nil {
+		return nil, err
+	}
+	defer C.free(unsafe.Pointer(curl))
+	copts, freeOpts, err := cOptions(opts)
+	defer freeOpts()
+	if err != nil {
+		return nil, err
+	}
+	byDeadline := setWait(ctx, &copts, false)
+	stopCancel, err := cancelWhenDone(ctx, &copts, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer stopCancel()
+	var ptr *C.lease_shared_grant
+	var cerr *C.lease_error
+	code := C.lease_acquire_on_process_session(curl, &copts, &ptr, &cerr)
+	if err := takeError(code, cerr); err != nil {
+		return nil, waitError(ctx, err, byDeadline)
+	}
+	return newSharedGrant(ptr, nil)
+}
+
+// newSharedGrant wraps a grant liblease returned, through session (nil: the process's).
+func newSharedGrant(ptr *C.lease_shared_grant, s *Session) (*SharedGrant, error) {
 	token, err := ParseToken(C.GoString(C.lease_shared_grant_token(ptr)))
 	if err != nil {
 		C.lease_shared_grant_free(ptr)
 		return nil, err
 	}
 	g := &SharedGrant{
-		ptr:     ptr,
-		session: s,
-		token:   token,
-		epoch:   uint64(C.lease_shared_grant_epoch(ptr)),
-		key:     C.GoString(C.lease_shared_grant_key(ptr)),
-		url:     C.GoString(C.lease_shared_grant_url(ptr)),
-		id:      C.GoString(C.lease_shared_grant_id(ptr)),
-		mode:    ModeExclusive,
+		ptr:      ptr,
+		session:  s,
+		token:    token,
+		epoch:    uint64(C.lease_shared_grant_epoch(ptr)),
+		key:      C.GoString(C.lease_shared_grant_key(ptr)),
+		url:      C.GoString(C.lease_shared_grant_url(ptr)),
+		id:       C.GoString(C.lease_shared_grant_id(ptr)),
+		storeURL: C.GoString(C.lease_shared_grant_store_url(ptr)),
+		mode:     ModeExclusive,
 	}
 	if C.lease_shared_grant_mode(ptr) == C.LEASE_MODE_SHARED {
 		g.mode = ModeShared
@@ -263,14 +322,16 @@ func (s *Session) Close() error {
 type SharedGrant struct {
 	mu  sync.RWMutex
 	ptr *C.lease_shared_grant
-	// The session lives while one of its grants does.
+	// The session lives while one of its grants does (nil: the process's session).
 	session *Session
 	token   Token
 	epoch   uint64
 	key     string
 	url     string
 	id      string
-	mode    Mode
+	// storeURL is the URL of the lock's store.
+	storeURL string
+	mode     Mode
 	// Why it was lost, kept by Close.
 	lostReason, lostKind string
 }
@@ -294,8 +355,14 @@ func (g *SharedGrant) URL() string { return g.url }
 // ID is the grant's entry id in the lock's record, SID.N.
 func (g *SharedGrant) ID() string { return g.id }
 
-// Session is the session the grant is held through.
+// Session is the session the grant is held through; nil for a grant of the process's session
+// (AcquireOnProcessSession), whose session is liblease's (its SID begins the grant's ID).
 func (g *SharedGrant) Session() *Session { return g.session }
+
+// StoreURL is the URL of the lock's store (for a file URL, the lock's directory): where its
+// session's record is (.lease-sessions/SID) and where Store.FencedGet reads what the grant's
+// fenced calls wrote.
+func (g *SharedGrant) StoreURL() string { return g.storeURL }
 
 // Held reports whether the grant is held: its session believed, and a read of the lock's
 // record sent less than a TTL ago showed it. False once lost, released or closed.
@@ -380,7 +447,12 @@ func (g *SharedGrant) fences() (fences, func(), error) {
 	return fences{grant: g.ptr}, g.mu.RUnlock, nil
 }
 
-func (g *SharedGrant) fencedStoreURL() string { return g.session.storeURL }
+func (g *SharedGrant) fencedStoreURL() string {
+	if g.session != nil {
+		return g.session.storeURL
+	}
+	return g.storeURL
+}
 
 // FencedPut writes data at key as Lease.FencedPut does, under the grant's token: the object is
 // stamped with the grant's lock, epoch and holder (its ID), and once a holder of the lock with

@@ -671,3 +671,182 @@ func TestSessionGrantFencedWritesAndItsStaleWriteAfterATakeoverIsFenced(t *testi
 		}
 	})
 }
+
+// The process's shared session (AcquireOnProcessSession, docs/protocol.md §10, "The API":
+// Per-process default).
+
+// sidOf is the session id of a grant: its ID (SID.N) without ".N".
+func sidOf(t *testing.T, g *SharedGrant) string {
+	t.Helper()
+	i := strings.LastIndex(g.ID(), ".")
+	if i <= 0 {
+		t.Fatalf("grant id %q is not SID.N", g.ID())
+	}
+	return g.ID()[:i]
+}
+
+// Two locks taken through the process's session share one session (one SID in their IDs and
+// tokens) and are both held; releasing one leaves the other held; another goroutine waiting for
+// the other is handed it when it is released; one TTL after the last release the session's
+// record is gone, and the next acquisition opens a fresh session.
+func TestAcquireOnProcessSessionSharesOneSessionAndGoesOneTTLAfterTheLastRelease(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		const ttl = 2 * time.Second // this test's own: its session is its own
+		ctx := context.Background()
+		a, b := leaseURL(base, uniqueName(t, "process-a")), leaseURL(base, uniqueName(t, "process-b"))
+		ga, err := AcquireOnProcessSession(ctx, a, &Options{TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ga.Close()
+		gb, err := AcquireOnProcessSession(ctx, b, &Options{TTL: ttl, PollInterval: queuePoll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gb.Close()
+		sid := sidOf(t, ga)
+		if sidOf(t, gb) != sid || ga.ID() == gb.ID() {
+			t.Fatalf("grants %s and %s: not two grants of one session", ga.ID(), gb.ID())
+		}
+		for _, g := range []*SharedGrant{ga, gb} {
+			if !strings.Contains(g.Token().String(), "@"+sid+".") || !g.Held() || g.Session() != nil {
+				t.Fatalf("grant %s: token %s, held %v, session %v", g.ID(), g.Token(), g.Held(), g.Session())
+			}
+		}
+		if ga.StoreURL() != gb.StoreURL() || ga.StoreURL() == "" {
+			t.Fatalf("store URLs %q and %q", ga.StoreURL(), gb.StoreURL())
+		}
+		store := open(t, ga.StoreURL())
+		record := ".lease-sessions/" + sid
+		if st, err := store.Status(record); err != nil || st.State == "free" {
+			t.Fatalf("the session's record %s: %v, %v", record, st, err)
+		}
+
+		if err := ga.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if ga.Held() || !gb.Held() {
+			t.Fatalf("after releasing a: a held %v, b held %v", ga.Held(), gb.Held())
+		}
+		if err := gb.EnsureHeld(); err != nil {
+			t.Fatal(err)
+		}
+
+		// A hand-over to another goroutine waiting through the process's session.
+		got := make(chan *SharedGrant, 1)
+		failed := make(chan error, 1)
+		go func() {
+			g, err := AcquireOnProcessSession(ctx, b, &Options{TTL: ttl, PollInterval: queuePoll})
+			if err != nil {
+				failed <- err
+				return
+			}
+			got <- g
+		}()
+		waitUntil(t, "the second request waiting", func() bool {
+			st, err := store.Status(gb.Key())
+			return err == nil && len(st.Waiting) == 1
+		})
+		if !gb.Held() {
+			t.Fatal("b lost while another waited")
+		}
+		if err := gb.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case g := <-got:
+			if !g.Held() || sidOf(t, g) != sid || g.Epoch() <= gb.Epoch() {
+				t.Fatalf("handed-over grant %s: held %v, epoch %d after %d", g.ID(), g.Held(), g.Epoch(), gb.Epoch())
+			}
+			if err := g.Close(); err != nil {
+				t.Fatal(err)
+			}
+		case err := <-failed:
+			t.Fatal(err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiter was not handed b")
+		}
+		if err := ga.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		// Nothing attached any more: one TTL later the session's record is gone.
+		waitUntil(t, "the idle session's record deleted", func() bool {
+			st, err := store.Status(record)
+			return err == nil && st.State == "free"
+		})
+		gc, err := AcquireOnProcessSession(ctx, a, &Options{TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sidOf(t, gc) == sid {
+			t.Fatalf("after the idle release, a grant on the old session %s", sid)
+		}
+		if err := gc.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A request waiting through the process's session whose ctx is cancelled returns ErrCancelled
+// and leaves the lock's queue; Data and bad input are refused with ErrInvalid.
+func TestAcquireOnProcessSessionCancelAndBadInput(t *testing.T) {
+	forFileAndMoto(t, func(t *testing.T, base string) {
+		const ttl = 3 * time.Second
+		name := leaseURL(base, uniqueName(t, "process-cancel"))
+		holder, err := AcquireOnProcessSession(context.Background(), name, &Options{TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		store := open(t, holder.StoreURL())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		result := make(chan error, 1)
+		go func() {
+			g, err := AcquireOnProcessSession(ctx, name, &Options{TTL: ttl, PollInterval: queuePoll})
+			if err == nil {
+				_ = g.Close()
+			}
+			result <- err
+		}()
+		waitUntil(t, "the request waiting", func() bool {
+			st, err := store.Status(holder.Key())
+			return err == nil && len(st.Waiting) == 1
+		})
+		cancel()
+		select {
+		case err := <-result:
+			expectErr(t, err, ErrCancelled)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the cancelled AcquireOnProcessSession did not return")
+		}
+		waitUntil(t, "the cancelled request leaving the queue", func() bool {
+			st, err := store.Status(holder.Key())
+			return err == nil && len(st.Waiting) == 0
+		})
+		if !holder.Held() {
+			t.Fatal("the holder lost its grant")
+		}
+
+		bad := leaseURL(base, uniqueName(t, "process-bad"))
+		e := expectErr(t, func() error {
+			_, err := AcquireOnProcessSession(context.Background(), bad, &Options{Data: "x"})
+			return err
+		}(), ErrInvalid)
+		if !strings.Contains(e.Message, "data") {
+			t.Fatalf("the refusal of data does not say so: %s", e.Message)
+		}
+		for _, c := range []struct {
+			url  string
+			opts *Options
+		}{
+			{bad, &Options{TTL: time.Millisecond}},
+			{"nope://x/y", nil},
+			{"bad\x00url", nil},
+		} {
+			_, err := AcquireOnProcessSession(context.Background(), c.url, c.opts)
+			expectErr(t, err, ErrInvalid)
+		}
+	})
+}

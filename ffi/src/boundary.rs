@@ -30,10 +30,20 @@ pub(crate) fn call(
     err: *mut *mut lease_error,
     body: impl FnOnce() -> Result<(), Failure>,
 ) -> lease_code {
-    let failure = match catch_unwind(AssertUnwindSafe(|| {
+    call_here(err, || {
         check_fork()?;
         body()
-    })) {
+    })
+}
+
+/// [`call`] without the fork check, for calls that work in a forked child: the per-process
+/// session's acquisition, which opens the child's own runtime and session, and the calls on
+/// shared grants, whose bodies check that the grant is this process's ([`made_here`]).
+pub(crate) fn call_here(
+    err: *mut *mut lease_error,
+    body: impl FnOnce() -> Result<(), Failure>,
+) -> lease_code {
+    let failure = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => return LEASE_OK,
         Ok(Err(failure)) => failure,
         Err(payload) => Failure::new(
@@ -70,6 +80,15 @@ pub(crate) fn quiet<T: Copy>(neutral: T, body: impl FnOnce() -> Option<T>) -> T 
         .unwrap_or(neutral)
 }
 
+/// [`quiet`] without the fork check: for handles that may be this process's after a fork (shared
+/// grants), whose bodies check [`made_here`].
+pub(crate) fn quiet_here<T: Copy>(neutral: T, body: impl FnOnce() -> Option<T>) -> T {
+    catch_unwind(AssertUnwindSafe(body))
+        .ok()
+        .flatten()
+        .unwrap_or(neutral)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fork detection
 
@@ -97,7 +116,23 @@ pub(crate) fn check_fork() -> Result<(), Failure> {
         return Err(Failure::new(
             LEASE_FORKED,
             "liblease cannot be used in a child process after fork(): its runtime threads \
-             live only in the parent; use it in the parent, or exec in the child",
+             live only in the parent; use it in the parent, or exec in the child \
+             (lease_acquire_on_process_session works in a child: it opens the child's own \
+             session)",
+        ));
+    }
+    Ok(())
+}
+
+/// `LEASE_FORKED` for a handle made by another process (`pid`, the process that made it: a
+/// forked child's parent), whose runtime threads do not exist here.
+pub(crate) fn made_here(pid: u32) -> Result<(), Failure> {
+    if pid != std::process::id() {
+        return Err(Failure::new(
+            LEASE_FORKED,
+            "this handle was made before fork(), in the parent process: the parent's runtime \
+             threads do not exist in this child; use it in the parent (a child acquires on its \
+             own session with lease_acquire_on_process_session)",
         ));
     }
     Ok(())

@@ -38,7 +38,7 @@ impl<'a> Fencer<'a> {
     /// `g` is NULL or a live grant, alive for `'a`.
     unsafe fn grant(g: *const lease_shared_grant) -> Result<Fencer<'a>, Failure> {
         // SAFETY: the caller's contract.
-        let g = unsafe { handle(g, "grant") }?;
+        let g = unsafe { handle(g, "grant") }?.here()?;
         Ok(Fencer {
             rt: &g.rt,
             holder: FencedRef::Grant(&g.grant),
@@ -565,7 +565,7 @@ pub unsafe extern "C" fn lease_shared_grant_fenced_put(
     err: *mut *mut lease_error,
 ) -> lease_code {
     // SAFETY: the caller's contract.
-    call(err, || unsafe {
+    call_here(err, || unsafe {
         fenced_put(Fencer::grant(g)?, key, data, len, None, version_out)
     })
 }
@@ -599,7 +599,7 @@ pub unsafe extern "C" fn lease_shared_grant_fenced_put_if(
     version_out: *mut *mut c_char,
     err: *mut *mut lease_error,
 ) -> lease_code {
-    call(err, || {
+    call_here(err, || {
         // SAFETY: the caller's contract.
         let f = unsafe { Fencer::grant(g) }?;
         // SAFETY: the caller's contract.
@@ -628,7 +628,7 @@ pub unsafe extern "C" fn lease_shared_grant_fenced_delete(
     err: *mut *mut lease_error,
 ) -> lease_code {
     // SAFETY: the caller's contract.
-    call(err, || unsafe {
+    call_here(err, || unsafe {
         fenced_delete(Fencer::grant(g)?, key, deleted_out)
     })
 }
@@ -652,7 +652,7 @@ pub unsafe extern "C" fn lease_shared_grant_object_key(
     err: *mut *mut lease_error,
 ) -> lease_code {
     // SAFETY: the caller's contract.
-    call(err, || unsafe {
+    call_here(err, || unsafe {
         object_key(Fencer::grant(g)?, key, key_out)
     })
 }
@@ -680,7 +680,7 @@ pub unsafe extern "C" fn lease_shared_grant_fenced_read(
     err: *mut *mut lease_error,
 ) -> lease_code {
     // SAFETY: the caller's contract.
-    call(err, || unsafe { fenced_read(Fencer::grant(g)?, key, out) })
+    call_here(err, || unsafe { fenced_read(Fencer::grant(g)?, key, out) })
 }
 
 /// The bytes of an object; their number is written to `*len_out` (when not NULL). Borrowed:

@@ -62,6 +62,42 @@ impl Drop for Rt {
     }
 }
 
+/// This process's own runtime, for what belongs to the process rather than to a handle the
+/// program made (the per-process shared sessions, `lease_acquire_on_process_session`): started
+/// on first use with the defaults of `lease_runtime_new`, kept to the process's end. A forked
+/// child starts its own on its first use (the parent's threads do not exist there; its handle
+/// is leaked, never dropped).
+pub(crate) fn process_runtime() -> Result<Arc<Rt>, Failure> {
+    static PROCESS: std::sync::Mutex<Option<(u32, Arc<Rt>)>> = std::sync::Mutex::new(None);
+    let me = std::process::id();
+    let mut slot = PROCESS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((pid, rt)) = slot.as_ref() {
+        if *pid == me {
+            return Ok(rt.clone());
+        }
+    }
+    std::mem::forget(slot.take());
+    let rt = Arc::new(new_rt(2, "c")?);
+    *slot = Some((me, rt.clone()));
+    Ok(rt)
+}
+
+/// A runtime of `threads` workers; the process's client name is `name` unless one was set
+/// before (the first runtime sets it).
+fn new_rt(threads: usize, name: &str) -> Result<Rt, Failure> {
+    watch_forks();
+    lease_core::set_client_name(name);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("lease-rt")
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::new(LEASE_INTERNAL, format!("cannot start a runtime: {e}")))?;
+    Ok(Rt {
+        runtime: Some(runtime),
+    })
+}
+
 /// A runtime: the threads that renew leases and run store requests. One per process is
 /// usual; every store and lease made from it keeps it alive.
 pub struct lease_runtime {
@@ -148,18 +184,8 @@ pub unsafe extern "C" fn lease_runtime_new(
                 )))
             }
         };
-        watch_forks();
-        lease_core::set_client_name(name);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .thread_name("lease-rt")
-            .enable_all()
-            .build()
-            .map_err(|e| Failure::new(LEASE_INTERNAL, format!("cannot start a runtime: {e}")))?;
         let rt = Box::new(lease_runtime {
-            rt: Arc::new(Rt {
-                runtime: Some(runtime),
-            }),
+            rt: Arc::new(new_rt(threads, name)?),
         });
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { *out = Box::into_raw(rt) };

@@ -9,7 +9,7 @@
 //! leaked there). The API and its behaviour are those of the Python binding's
 //! (`python/src/session.rs`).
 
-use lease_core::{SessionOptions, SharedGrant, SharedSession, StoreUrl};
+use lease_core::{Client, LeaseUrl, SessionOptions, SharedGrant, SharedSession, StoreUrl};
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,6 +88,38 @@ pub struct lease_shared_grant {
     id: CString,
     /// `URL#EPOCH@SID.N`, with the grant's mode and scope.
     token: CString,
+    /// The URL of the lock's store (`lease_shared_grant_store_url`).
+    store_url: CString,
+    /// The process that made it: a forked child refuses its parent's grants (`made_here`) and
+    /// uses its own (`lease_acquire_on_process_session`).
+    pid: u32,
+}
+
+impl lease_shared_grant {
+    fn new(rt: Arc<Rt>, store: &StoreUrl, grant: SharedGrant) -> Box<lease_shared_grant> {
+        let info = grant.grant();
+        Box::new(lease_shared_grant {
+            rt,
+            epoch: info.token,
+            mode: match info.mode {
+                lease_core::Mode::Exclusive => lease_mode::LEASE_MODE_EXCLUSIVE,
+                lease_core::Mode::Shared => lease_mode::LEASE_MODE_SHARED,
+            },
+            key: c_string(grant.key()),
+            url: c_string(grant.url()),
+            id: c_string(grant.id()),
+            token: c_string(&grant.token().to_string()),
+            store_url: c_string(&store.to_string()),
+            grant,
+            pid: std::process::id(),
+        })
+    }
+
+    /// `LEASE_FORKED` when this grant is the parent's (this is a forked child).
+    pub(crate) fn here(&self) -> Result<&lease_shared_grant, Failure> {
+        made_here(self.pid)?;
+        Ok(self)
+    }
 }
 
 /// Open a shared session on `store` (docs/protocol.md §10, "Shared sessions: one heartbeat for
@@ -223,20 +255,74 @@ pub unsafe extern "C" fn lease_session_acquire(
         let cancel = cancel.unwrap_or_else(CancellationToken::new);
         let grant =
             s.rt.block_on(s.session.acquire_with_cancel(&key, &opts, &cancel))??;
-        let info = grant.grant();
-        let g = Box::new(lease_shared_grant {
-            rt: s.rt.clone(),
-            epoch: info.token,
-            mode: match info.mode {
-                lease_core::Mode::Exclusive => lease_mode::LEASE_MODE_EXCLUSIVE,
-                lease_core::Mode::Shared => lease_mode::LEASE_MODE_SHARED,
-            },
-            key: c_string(grant.key()),
-            url: c_string(grant.url()),
-            id: c_string(grant.id()),
-            token: c_string(&grant.token().to_string()),
-            grant,
-        });
+        let g = lease_shared_grant::new(s.rt.clone(), &s.store, grant);
+        // SAFETY: checked non-NULL; the caller's contract.
+        unsafe { *out = Box::into_raw(g) };
+        Ok(())
+    })
+}
+
+/// Acquire the queued lock at `url` through **the process's shared session** for its store and
+/// ttl (docs/protocol.md §10, "The API": *Per-process default*): one session record and one
+/// renewal task for every grant this process holds or waits for this way on that store with
+/// that ttl, opened on first use at the store's root (`.lease-sessions/SID`), released and
+/// deleted by itself one ttl after nothing is attached to it, and opened afresh by the next
+/// acquisition (after that, after a loss, or in a forked child). No `lease_session` to open or
+/// close: the process's sessions are liblease's, on a runtime of its own, started on first use
+/// and kept to the process's end. Blocks.
+///
+/// `url` is the lock's URL, as `lease_acquire`'s name (`s3://bucket/jobs/7?…`,
+/// `file:///var/locks/jobs/7`, a path, or a bare name in the default file store): the same
+/// store in one process always reaches the same session. `opts` (NULL for the defaults) as for
+/// `lease_acquire`, queued implied (`queue` need not be set): `ttl_ms` chooses the session (one
+/// per ttl; the grant's health is its session's), `wait_ms`, `shared`, `permits`, `scope`,
+/// `range_*`, `priority`, `poll_interval_ms`, `wake_hints`, `owner`, `label` (the request's, not
+/// the session's: the session is the process's), and `cancel` (cancelling it makes a waiting
+/// request leave the lock's queue and the session, and return `LEASE_CANCELLED`).
+///
+/// `LEASE_INVALID` for `data` (not kept on a shared session) and the option errors of
+/// `lease_acquire`; otherwise its codes (`LEASE_HELD`, `LEASE_TIMEOUT`, `LEASE_CANCELLED`,
+/// `LEASE_UNAVAILABLE`, …), with an error in `*err` when `err` is not NULL.
+///
+/// On success writes the grant to `*out`: the type `lease_session_acquire` returns (token
+/// `URL#EPOCH@SID.N`, fenced calls, `lease_shared_grant_release`, `lease_shared_grant_free`).
+///
+/// Works in a forked child, unlike the rest of liblease: the child's first acquisition starts
+/// the child's own runtime and session; a grant made in the parent returns `LEASE_FORKED` from
+/// the child.
+///
+/// # Safety
+/// `url` is NULL or a NUL-terminated string; `opts` is NULL or a valid `lease_options` (its
+/// strings NULL or NUL-terminated, its `cancel` NULL or a live token); `out` points to writable
+/// storage for a pointer; `err` is NULL or points to writable storage for a pointer. Must not
+/// be called from a runtime thread (a lost callback): that returns `LEASE_INVALID`. In a forked
+/// child, no other thread of the parent may have been inside liblease at the fork (as for any
+/// library that takes locks).
+#[no_mangle]
+pub unsafe extern "C" fn lease_acquire_on_process_session(
+    url: *const c_char,
+    opts: *const lease_options,
+    out: *mut *mut lease_shared_grant,
+    err: *mut *mut lease_error,
+) -> lease_code {
+    call_here(err, || {
+        // SAFETY: the caller's contract.
+        let url = unsafe { str_arg(url, "url") }?;
+        let out = out_arg(out, "out")?;
+        // SAFETY: the caller's contract.
+        let (opts, cancel) = unsafe { convert_options(opts) }?;
+        not_on_runtime_thread()?;
+        let rt = process_runtime()?;
+        let (client, key) = {
+            let _in_runtime = rt.runtime().enter();
+            Client::for_url(url)?
+        };
+        let store = LeaseUrl::parse(url)?.store;
+        let cancel = cancel.unwrap_or_default();
+        let grant = rt.block_on(SharedSession::acquire_on_process_session_with_cancel(
+            &client, &key, &opts, &cancel,
+        ))??;
+        let g = lease_shared_grant::new(rt, &store, grant);
         // SAFETY: checked non-NULL; the caller's contract.
         unsafe { *out = Box::into_raw(g) };
         Ok(())
@@ -451,6 +537,22 @@ pub unsafe extern "C" fn lease_shared_grant_url(g: *const lease_shared_grant) ->
     unsafe { g.as_ref() }.map_or(c"".as_ptr(), |g| g.url.as_ptr())
 }
 
+/// The URL of the lock's store (`s3://bucket?…`, `file:///dir`: for a file URL, the lock's
+/// directory), where its session's record is (`.lease-sessions/SID`) and where
+/// `lease_fenced_get` reads what the grant's fenced calls wrote (open it with
+/// `lease_store_open`). Borrowed: valid until `lease_shared_grant_free(g)`. An empty string when
+/// `g` is NULL.
+///
+/// # Safety
+/// `g` is NULL or a live grant.
+#[no_mangle]
+pub unsafe extern "C" fn lease_shared_grant_store_url(
+    g: *const lease_shared_grant,
+) -> *const c_char {
+    // SAFETY: the caller's contract.
+    unsafe { g.as_ref() }.map_or(c"".as_ptr(), |g| g.store_url.as_ptr())
+}
+
 /// The grant's entry id in the lock's record, `SID.N` (its session's id, a dot, its number).
 /// Borrowed: valid until `lease_shared_grant_free(g)`. An empty string when `g` is NULL.
 ///
@@ -469,9 +571,9 @@ pub unsafe extern "C" fn lease_shared_grant_id(g: *const lease_shared_grant) -> 
 /// `g` is NULL or a live grant.
 #[no_mangle]
 pub unsafe extern "C" fn lease_shared_grant_held(g: *const lease_shared_grant) -> c_int {
-    quiet(0, || {
+    quiet_here(0, || {
         // SAFETY: the caller's contract.
-        let g = unsafe { g.as_ref() }?;
+        let g = unsafe { g.as_ref() }?.here().ok()?;
         Some(c_int::from(g.grant.is_held()))
     })
 }
@@ -485,9 +587,9 @@ pub unsafe extern "C" fn lease_shared_grant_held(g: *const lease_shared_grant) -
 pub unsafe extern "C" fn lease_shared_grant_lost_reason(
     g: *const lease_shared_grant,
 ) -> *mut c_char {
-    quiet(std::ptr::null_mut(), || {
+    quiet_here(std::ptr::null_mut(), || {
         // SAFETY: the caller's contract.
-        let reason = unsafe { g.as_ref() }?.grant.lost_reason()?;
+        let reason = unsafe { g.as_ref() }?.here().ok()?.grant.lost_reason()?;
         Some(c_string(&reason.to_string()).into_raw())
     })
 }
@@ -500,9 +602,9 @@ pub unsafe extern "C" fn lease_shared_grant_lost_reason(
 /// `g` is NULL or a live grant.
 #[no_mangle]
 pub unsafe extern "C" fn lease_shared_grant_lost_kind(g: *const lease_shared_grant) -> *mut c_char {
-    quiet(std::ptr::null_mut(), || {
+    quiet_here(std::ptr::null_mut(), || {
         // SAFETY: the caller's contract.
-        let reason = unsafe { g.as_ref() }?.grant.lost_reason()?;
+        let reason = unsafe { g.as_ref() }?.here().ok()?.grant.lost_reason()?;
         Some(c_string(reason.kind()).into_raw())
     })
 }
@@ -518,9 +620,9 @@ pub unsafe extern "C" fn lease_shared_grant_ensure_held(
     g: *const lease_shared_grant,
     err: *mut *mut lease_error,
 ) -> lease_code {
-    call(err, || {
+    call_here(err, || {
         // SAFETY: the caller's contract.
-        let g = unsafe { handle(g, "grant") }?;
+        let g = unsafe { handle(g, "grant") }?.here()?;
         g.grant.ensure_held().map_err(Failure::from)
     })
 }
@@ -540,9 +642,9 @@ pub unsafe extern "C" fn lease_shared_grant_release(
     g: *const lease_shared_grant,
     err: *mut *mut lease_error,
 ) -> lease_code {
-    call(err, || {
+    call_here(err, || {
         // SAFETY: the caller's contract.
-        let g = unsafe { handle(g, "grant") }?;
+        let g = unsafe { handle(g, "grant") }?.here()?;
         not_on_runtime_thread()?;
         g.rt.block_on(g.grant.release())??;
         Ok(())
@@ -554,8 +656,9 @@ pub unsafe extern "C" fn lease_shared_grant_release(
 /// instead). NULL is a no-op.
 ///
 /// # Safety
-/// `g` is NULL or a grant from `lease_session_acquire`, not freed before and not in use by
-/// another thread during or after this call.
+/// `g` is NULL or a grant from `lease_session_acquire` or `lease_acquire_on_process_session`,
+/// not freed before and not in use by another thread during or after this call. In a forked
+/// child, a grant made in the parent is leaked (its runtime's threads are not there).
 #[no_mangle]
 pub unsafe extern "C" fn lease_shared_grant_free(g: *mut lease_shared_grant) {
     if g.is_null() {
@@ -563,7 +666,8 @@ pub unsafe extern "C" fn lease_shared_grant_free(g: *mut lease_shared_grant) {
     }
     // SAFETY: the caller's contract.
     let b = unsafe { Box::from_raw(g) };
-    if forked() {
+    if b.here().is_err() {
+        // The parent's: its runtime's threads do not exist here.
         std::mem::forget(b);
         return;
     }
@@ -657,6 +761,69 @@ mod tests {
             lease_runtime_free(rt);
         }
     }
+    /// `lease_acquire_on_process_session`: two locks of one store (by URL, no runtime or store
+    /// handle) share the process's session for their ttl, another ttl gets another session,
+    /// `data` is refused with `LEASE_INVALID` naming it, and a grant made by another process
+    /// (what a forked child sees of its parent's: the pid it was made in is not this one) is
+    /// refused with `LEASE_FORKED` and reads as not held. On the memory store.
+    #[test]
+    fn process_session_grants_share_one_session_per_ttl_and_a_parents_grant_is_refused() {
+        let acquire = |url: &CStr, ttl_ms: u64, data: Option<&CStr>| {
+            let mut o = lease_options_default();
+            o.ttl_ms = ttl_ms;
+            o.data = data.map_or(null(), |d| d.as_ptr());
+            let mut g = null_mut();
+            let mut err = null_mut();
+            // SAFETY: valid pointers; the grant is freed by the caller.
+            let code =
+                unsafe { lease_acquire_on_process_session(url.as_ptr(), &o, &mut g, &mut err) };
+            (code, g, err)
+        };
+        let sid = |g: *mut lease_shared_grant| {
+            // SAFETY: a live grant.
+            let id = unsafe { CStr::from_ptr(lease_shared_grant_id(g)) }
+                .to_str()
+                .unwrap();
+            id.rsplit_once('.').unwrap().0.to_string()
+        };
+        let (code, a, _) = acquire(c"memory://ffi-process-unit/jobs/a", 4_000, None);
+        assert_eq!(code, LEASE_OK);
+        let (code, b, _) = acquire(c"memory://ffi-process-unit/jobs/b", 4_000, None);
+        assert_eq!(code, LEASE_OK);
+        let (code, c, _) = acquire(c"memory://ffi-process-unit/jobs/c", 5_000, None);
+        assert_eq!(code, LEASE_OK);
+        assert_eq!(sid(a), sid(b));
+        assert_ne!(sid(a), sid(c));
+        // SAFETY: live grants.
+        unsafe {
+            assert_eq!(
+                CStr::from_ptr(lease_shared_grant_store_url(a)),
+                c"memory://ffi-process-unit"
+            );
+        }
+        let (code, g, err) = acquire(c"memory://ffi-process-unit/jobs/d", 4_000, Some(c"x"));
+        assert!(g.is_null());
+        let (code, msg) = outcome(code, err);
+        assert_eq!(code, LEASE_INVALID);
+        assert!(msg.contains("data"), "{msg}");
+        // SAFETY: live grants, freed at the end.
+        unsafe {
+            let mine = (*a).pid;
+            (*a).pid = mine.wrapping_add(1);
+            let mut err = null_mut();
+            let (code, msg) = outcome(lease_shared_grant_release(a, &mut err), err);
+            assert_eq!(code, LEASE_FORKED);
+            assert!(msg.contains("fork"), "{msg}");
+            assert_eq!(lease_shared_grant_held(a), 0);
+            (*a).pid = mine;
+            assert_eq!(lease_shared_grant_held(a), 1);
+            for g in [a, b, c] {
+                assert_eq!(lease_shared_grant_release(g, null_mut()), LEASE_OK);
+                lease_shared_grant_free(g);
+            }
+        }
+    }
+
     /// A grant's fenced calls and a lease's share their bodies (`fence.rs`): the grant's key
     /// is placed as the lease's, its write is stamped with its epoch, and once it is released
     /// and a lease of the lock writes with a higher epoch, the grant's stale write is refused

@@ -2593,6 +2593,326 @@ static void test_a_shared_grants_fenced_writes_and_its_stale_write_after_a_takeo
   lease_runtime_free(rt);
 }
 
+/* --- The process's shared session (docs/protocol.md §10, "The API": *Per-process default*):
+ * lease_acquire_on_process_session takes a queued lock by its URL through one session per
+ * store and ttl, opened on first use and released by itself one ttl after its last grant. */
+
+/* The session id of a grant: its entry id SID.N without ".N". */
+static void sid_of(lease_shared_grant *g, char *buf, size_t len) {
+  const char *id = lease_shared_grant_id(g);
+  const char *dot = strrchr(id, '.');
+  CHECK(dot != NULL && dot > id);
+  snprintf(buf, len, "%.*s", (int)(dot - id), id);
+}
+
+/* A store handle on the store a lock URL of this run names (its session records are there): for
+ * a file URL the lock's directory, otherwise the store under test. */
+static lease_store *open_lock_store(lease_runtime *rt) {
+  lease_store *store = NULL;
+  if (strncmp(store_url, "file://", 7) == 0) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", store_url, prefix);
+    CHECK_CODE(LEASE_OK, lease_store_open(rt, dir, &store, &err));
+  } else {
+    store = open_store(rt);
+  }
+  return store;
+}
+
+/* The key of the lock `name` (a name_of) in open_lock_store's store. */
+static const char *in_lock_store(const char *name) {
+  return strncmp(store_url, "file://", 7) == 0 ? name + strlen(prefix) + 1 : name;
+}
+
+static lease_shared_grant *acquire_on_process_session(const char *name, uint64_t ttl_ms) {
+  char url[512];
+  lease_url_of(url, sizeof url, name);
+  lease_options o = lease_options_default();
+  o.ttl_ms = ttl_ms;
+  o.poll_interval_ms = 100;
+  lease_shared_grant *g = NULL;
+  CHECK_CODE(LEASE_OK, lease_acquire_on_process_session(url, &o, &g, &err));
+  CHECK(g != NULL);
+  return g;
+}
+
+struct process_waiter {
+  const char *name;
+  uint64_t ttl_ms;
+  lease_cancel_token *cancel;
+  lease_code code;
+  char sid[128];
+  int held;
+};
+
+static void *process_waiter(void *arg) {
+  struct process_waiter *w = arg;
+  char url[512];
+  lease_url_of(url, sizeof url, w->name);
+  lease_options o = lease_options_default();
+  o.ttl_ms = w->ttl_ms;
+  o.poll_interval_ms = 100;
+  o.cancel = w->cancel;
+  lease_shared_grant *g = NULL;
+  lease_error *err = NULL;
+  w->code = lease_acquire_on_process_session(url, &o, &g, &err);
+  if (w->code != LEASE_OK && w->cancel == NULL) {
+    fprintf(stderr, "process-session waiter: %s: %s\n", lease_code_name(w->code),
+            lease_error_message(err));
+  }
+  lease_error_free(err);
+  if (g != NULL) {
+    sid_of(g, w->sid, sizeof w->sid);
+    w->held = lease_shared_grant_held(g);
+    lease_error *e = NULL;
+    if (lease_shared_grant_release(g, &e) != LEASE_OK) w->held = -1;
+    lease_error_free(e);
+  }
+  lease_shared_grant_free(g);
+  return NULL;
+}
+
+/* Waits (bounded) until the queue of `name` has a waiter. */
+static void wait_for_a_waiter(lease_store *store, const char *name) {
+  int waiting = 0;
+  for (int i = 0; i < 1500 && !waiting; i++) {
+    waiting = status_has_quiet(store, name, "\"waiting\":[{");
+    if (!waiting) sleep_ms(20);
+  }
+  CHECK(waiting);
+}
+
+/* Two locks taken this way share one session (one SID in their ids and tokens) and are both
+ * held; releasing one leaves the other held; a second thread waiting for the other is handed it
+ * when it is released; one ttl after the last release the session's record is gone. */
+static void test_process_session(void) {
+  const uint64_t ttl = 2000; /* a ttl of this test's alone: its session is its own */
+  char a[128], b[128];
+  name_of(a, sizeof a, "process-session-a");
+  name_of(b, sizeof b, "process-session-b");
+  lease_runtime *rt = new_runtime();
+  lease_shared_grant *ga = acquire_on_process_session(a, ttl);
+  lease_shared_grant *gb = acquire_on_process_session(b, ttl);
+  /* The lock's store, where its session's record is. */
+  CHECK(strcmp(lease_shared_grant_store_url(ga), lease_shared_grant_store_url(gb)) == 0);
+  CHECK(strcmp(lease_shared_grant_store_url(NULL), "") == 0);
+  lease_store *store = NULL;
+  CHECK_CODE(LEASE_OK, lease_store_open(rt, lease_shared_grant_store_url(ga), &store, &err));
+  char sa[128], sb[128];
+  sid_of(ga, sa, sizeof sa);
+  sid_of(gb, sb, sizeof sb);
+  CHECK(strcmp(sa, sb) == 0);
+  CHECK(strcmp(lease_shared_grant_id(ga), lease_shared_grant_id(gb)) != 0);
+  char at[160];
+  snprintf(at, sizeof at, "@%s.", sa);
+  CHECK(strstr(lease_shared_grant_token(ga), at) != NULL);
+  CHECK(strstr(lease_shared_grant_token(gb), at) != NULL);
+  CHECK(lease_shared_grant_mode(ga) == LEASE_MODE_EXCLUSIVE);
+  CHECK(lease_shared_grant_held(ga) == 1 && lease_shared_grant_held(gb) == 1);
+  CHECK(status_has(store, in_lock_store(a), "\"state\":\"held\""));
+  CHECK(status_has(store, in_lock_store(b), "\"state\":\"held\""));
+
+  /* The session's record, at the store's root. */
+  char record[192];
+  snprintf(record, sizeof record, ".lease-sessions/%s", sa);
+  CHECK(!status_has_quiet(store, record, "\"state\":\"free\""));
+
+  CHECK_CODE(LEASE_OK, lease_shared_grant_release(ga, &err));
+  CHECK(lease_shared_grant_held(ga) == 0);
+  CHECK(lease_shared_grant_held(gb) == 1);
+  CHECK_CODE(LEASE_OK, lease_shared_grant_ensure_held(gb, &err));
+
+  /* A hand-over: another thread (another owner) waits for b through the process session. */
+  struct process_waiter w = {b, ttl, NULL, LEASE_INTERNAL, "", 0};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, process_waiter, &w) == 0);
+  wait_for_a_waiter(store, in_lock_store(b));
+  CHECK(lease_shared_grant_held(gb) == 1);
+  CHECK_CODE(LEASE_OK, lease_shared_grant_release(gb, &err));
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(w.code == LEASE_OK);
+  CHECK(w.held == 1);
+  CHECK(strcmp(w.sid, sa) == 0); /* the same process's session */
+  lease_shared_grant_free(ga);
+  lease_shared_grant_free(gb);
+
+  /* Nothing attached any more: one ttl later the session releases and deletes its record
+   * (polled, at most 30 s). */
+  int gone = 0;
+  for (int i = 0; i < 300 && !gone; i++) {
+    gone = status_has_quiet(store, record, "\"state\":\"free\"");
+    if (!gone) sleep_ms(100);
+  }
+  CHECK(gone);
+  /* The next acquisition opens a fresh session. */
+  lease_shared_grant *gc = acquire_on_process_session(a, ttl);
+  char sc[128];
+  sid_of(gc, sc, sizeof sc);
+  CHECK(strcmp(sc, sa) != 0);
+  CHECK_CODE(LEASE_OK, lease_shared_grant_release(gc, &err));
+  lease_shared_grant_free(gc);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
+/* A request waiting through the process session, cancelled through its token, returns
+ * LEASE_CANCELLED and leaves the lock's queue. */
+static void test_process_session_cancel(void) {
+  const uint64_t ttl = 3000;
+  char name[128];
+  name_of(name, sizeof name, "process-session-cancel");
+  lease_runtime *rt = new_runtime();
+  lease_store *store = open_lock_store(rt);
+  lease_shared_grant *holder = acquire_on_process_session(name, ttl);
+  struct process_waiter w = {name, ttl, lease_cancel_token_new(), LEASE_INTERNAL, "", 0};
+  CHECK(w.cancel != NULL);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, process_waiter, &w) == 0);
+  wait_for_a_waiter(store, in_lock_store(name));
+  lease_cancel_token_cancel(w.cancel);
+  CHECK(pthread_join(t, NULL) == 0);
+  CHECK(w.code == LEASE_CANCELLED);
+  int left = 0;
+  for (int i = 0; i < 1500 && !left; i++) {
+    left = status_has_quiet(store, in_lock_store(name), "\"waiting\":[]");
+    if (!left) sleep_ms(20);
+  }
+  CHECK(left);
+  CHECK(lease_shared_grant_held(holder) == 1);
+  CHECK_CODE(LEASE_OK, lease_shared_grant_release(holder, &err));
+  lease_shared_grant_free(holder);
+  lease_cancel_token_free(w.cancel);
+  lease_store_free(store);
+  lease_runtime_free(rt);
+}
+
+/* Bad input: typed LEASE_INVALID errors that say what to do, nothing written to *out. */
+static void test_process_session_bad_input(void) {
+  char name[128], url[512];
+  name_of(name, sizeof name, "process-session-bad");
+  lease_url_of(url, sizeof url, name);
+  lease_shared_grant *const SENTINEL = (lease_shared_grant *)0x1;
+  lease_shared_grant *g = SENTINEL;
+  CHECK_CODE(LEASE_INVALID, lease_acquire_on_process_session(NULL, NULL, &g, &err));
+  CHECK_CODE(LEASE_INVALID, lease_acquire_on_process_session(url, NULL, NULL, &err));
+  CHECK_CODE(LEASE_INVALID, lease_acquire_on_process_session("\xff\xfe", NULL, &g, &err));
+  lease_options zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  CHECK_CODE(LEASE_INVALID, lease_acquire_on_process_session(url, &zeroed, &g, &err));
+  struct {
+    lease_options o;
+    const char *says;
+  } bad[] = {
+      {lease_options_default(), "data"},
+      {lease_options_default(), "ttl"},
+      {lease_options_default(), "wait_ms"},
+  };
+  bad[0].o.data = "x";
+  bad[1].o.ttl_ms = 5;
+  bad[2].o.wait_ms = -2;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char msg[512];
+    lease_error *e = NULL;
+    CHECK(code_and_message(lease_acquire_on_process_session(url, &bad[i].o, &g, &e), &e, msg,
+                           sizeof msg) == LEASE_INVALID);
+    if (strstr(msg, bad[i].says) == NULL) {
+      fprintf(stderr, "bad option %zu: message lacks %s: %s\n", i, bad[i].says, msg);
+      exit(1);
+    }
+  }
+  {
+    char msg[512];
+    lease_error *e = NULL;
+    CHECK(code_and_message(lease_acquire_on_process_session("nope://x/y", NULL, &g, &e), &e, msg,
+                           sizeof msg) == LEASE_INVALID);
+  }
+  CHECK(g == SENTINEL);
+}
+
+/* After fork(): a grant inherited from the parent is refused in the child (LEASE_FORKED); the
+ * child's own acquisition opens the child's own session (another SID) and works, fenced writes
+ * and release included; the parent's grant is unaffected. */
+static void test_process_session_fork(void) {
+  const uint64_t ttl = 4000;
+  char a[128], b[128];
+  name_of(a, sizeof a, "process-session-fork-a");
+  name_of(b, sizeof b, "process-session-fork-b");
+  lease_shared_grant *ga = acquire_on_process_session(a, ttl);
+  char sa[128];
+  sid_of(ga, sa, sizeof sa);
+
+  /* The child reports through a pipe and ends with SIGKILL, as test_fork's does. */
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    int bad = 0;
+    lease_error *err = NULL;
+    if (lease_shared_grant_release(ga, &err) != LEASE_FORKED) bad |= 1;
+    if (lease_error_kind(err) != LEASE_FORKED || !strstr(lease_error_message(err), "fork"))
+      bad |= 2;
+    lease_error_free(err);
+    err = NULL;
+    if (lease_shared_grant_ensure_held(ga, NULL) != LEASE_FORKED) bad |= 4;
+    if (lease_shared_grant_held(ga) != 0) bad |= 8;
+    if (lease_shared_grant_fenced_put(ga, "x", (const uint8_t *)"x", 1, NULL, NULL) !=
+        LEASE_FORKED)
+      bad |= 16;
+    char url[512];
+    lease_url_of(url, sizeof url, b);
+    lease_options o = lease_options_default();
+    o.ttl_ms = ttl;
+    o.wait_ms = 30000;
+    lease_shared_grant *gb = NULL;
+    lease_code c = lease_acquire_on_process_session(url, &o, &gb, &err);
+    if (c != LEASE_OK) {
+      fprintf(stderr, "fork child: acquire: %s: %s\n", lease_code_name(c),
+              lease_error_message(err));
+      bad |= 32;
+    } else {
+      char sb[128];
+      sid_of(gb, sb, sizeof sb);
+      if (strcmp(sb, sa) == 0) bad |= 64;
+      if (lease_shared_grant_held(gb) != 1) bad |= 128;
+      if (lease_shared_grant_ensure_held(gb, NULL) != LEASE_OK) bad |= 256;
+      if (lease_shared_grant_fenced_put(gb, "fork-data", (const uint8_t *)"c", 1, NULL, NULL) !=
+          LEASE_OK)
+        bad |= 512;
+      if (lease_shared_grant_release(gb, NULL) != LEASE_OK) bad |= 1024;
+      if (lease_shared_grant_held(gb) != 0) bad |= 2048;
+    }
+    lease_error_free(err);
+    /* Frees do not touch the parent's threads or locks. */
+    lease_shared_grant_free(ga);
+    if (write(fds[1], &bad, sizeof bad) != (ssize_t)sizeof bad) _exit(1);
+    kill(getpid(), SIGKILL);
+    _exit(1);
+  }
+  close(fds[1]);
+  int bad = -1;
+  ssize_t n = read(fds[0], &bad, sizeof bad);
+  close(fds[0]);
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  if (n != (ssize_t)sizeof bad || bad != 0 || !WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+    fprintf(stderr, "fork child: read %zd, bad %d, status %d\n", n, bad, status);
+    exit(1);
+  }
+  /* The parent's grant is unaffected, and the child's release let the parent take b. */
+  CHECK(lease_shared_grant_held(ga) == 1);
+  CHECK_CODE(LEASE_OK, lease_shared_grant_ensure_held(ga, &err));
+  lease_shared_grant *gb = acquire_on_process_session(b, ttl);
+  char sb[128];
+  sid_of(gb, sb, sizeof sb);
+  CHECK(strcmp(sb, sa) == 0);
+  CHECK_CODE(LEASE_OK, lease_shared_grant_release(gb, &err));
+  CHECK_CODE(LEASE_OK, lease_shared_grant_release(ga, &err));
+  lease_shared_grant_free(gb);
+  lease_shared_grant_free(ga);
+}
+
 static const struct test tests[] = {
     {"life_cycle", test_life_cycle},
     {"owner_and_changes", test_owner_and_changes},
@@ -2624,6 +2944,10 @@ static const struct test tests[] = {
     {"session_bad_input", test_session_bad_input},
     {"a_shared_grants_fenced_writes_and_its_stale_write_after_a_takeover_is_fenced",
      test_a_shared_grants_fenced_writes_and_its_stale_write_after_a_takeover_is_fenced},
+    {"process_session", test_process_session},
+    {"process_session_cancel", test_process_session_cancel},
+    {"process_session_bad_input", test_process_session_bad_input},
+    {"process_session_fork", test_process_session_fork},
 };
 
 int main(int argc, char **argv) {
