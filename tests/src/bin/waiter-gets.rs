@@ -128,7 +128,9 @@ async fn main() {
     // The store's URL (the bucket's): the lease URL without its key.
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let scheme = base.find("://").expect("a URL") + 3;
-    let bucket = base[scheme..].find('/').map_or(base, |i| &base[..scheme + i]);
+    let bucket = base[scheme..]
+        .find('/')
+        .map_or(base, |i| &base[..scheme + i]);
     let (proxy, store) = proxied(&format!("{bucket}?{query}")).await;
     let tally: Tally = Arc::default();
     let counting = tally.clone();

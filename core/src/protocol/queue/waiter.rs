@@ -249,6 +249,43 @@ pub enum Step {
     },
 }
 
+/// What caused a waiter's reads: what the driver's memory of wake hints goes by
+/// ([`hints_seen_after`]). It never decides a step, so the model checker's states do not tell
+/// waiters apart by it (equal and hashed alike whatever it holds): counting it would only
+/// multiply the states by the causes of the last read.
+#[derive(Debug, Clone, Copy)]
+struct Causes {
+    /// A hint arrived and the read it causes has not been sent yet (put off to the end of the
+    /// hint interval).
+    hint_pending: bool,
+    /// What caused the last read of the record (or our last write: [`Learned::Locally`]).
+    cause: Learned,
+    /// How our grant was learned, once granted.
+    learned: Option<Learned>,
+}
+
+impl Default for Causes {
+    fn default() -> Causes {
+        Causes {
+            hint_pending: false,
+            cause: Learned::Locally,
+            learned: None,
+        }
+    }
+}
+
+impl PartialEq for Causes {
+    fn eq(&self, _: &Causes) -> bool {
+        true
+    }
+}
+
+impl Eq for Causes {}
+
+impl std::hash::Hash for Causes {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+
 /// A participant whose session we watch.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 struct Watch {
@@ -337,13 +374,8 @@ pub struct Waiter {
     /// When the last read a hint caused was (or is to be) sent: the next one comes no sooner
     /// than a [`hint_interval`] after it.
     hint_read: Option<Instant>,
-    /// A hint arrived and the read it causes has not been sent yet (put off to the end of the
-    /// hint interval).
-    hint_pending: bool,
-    /// What caused the last read of the record (or our last write: [`Learned::Locally`]).
-    cause: Learned,
-    /// How our grant was learned, once granted.
-    learned: Option<Learned>,
+    /// What caused our reads, for the driver's memory of hints.
+    causes: Causes,
     /// A `Date` was found ahead of the store's own stamps (or no stamp could be had): the
     /// driver says so once.
     date_refused: bool,
@@ -372,9 +404,7 @@ impl Waiter {
             writes_refused: false,
             cancelled: false,
             hint_read: None,
-            hint_pending: false,
-            cause: Learned::Locally,
-            learned: None,
+            causes: Causes::default(),
             date_refused: false,
             targets: None,
         }
@@ -404,7 +434,7 @@ impl Waiter {
     /// How our grant was learned (`None` before it): what the driver's memory of wake hints goes
     /// by ([`hints_seen_after`]).
     pub fn learned(&self) -> Option<Learned> {
-        self.learned
+        self.causes.learned
     }
 
     /// The ids of the participants whose sessions we watch (the model checker's wake-ups).
@@ -474,11 +504,11 @@ impl Waiter {
             (Phase::DeletingSession, Event::Deleted) => self.decide(ctx, entropy),
             // A retry after the store failed us: for whatever the failed request was for.
             (Phase::BackingOff { .. }, Event::Slept | Event::Woken) => {
-                let cause = self.cause;
+                let cause = self.causes.cause;
                 self.read_for(now, cause)
             }
             (Phase::Sleeping { .. } | Phase::Idle, Event::Slept) => {
-                let cause = match self.hint_pending {
+                let cause = match self.causes.hint_pending {
                     true => Learned::Hint,
                     false => Learned::Poll,
                 };
@@ -560,8 +590,8 @@ impl Waiter {
 
     /// Read the record, because of `cause` (what a grant the read shows was learned by).
     fn read_for(&mut self, now: Instant, cause: Learned) -> Step {
-        self.cause = cause;
-        self.hint_pending = false;
+        self.causes.cause = cause;
+        self.causes.hint_pending = false;
         self.phase = Phase::ReadingRecord { sent: now };
         let if_none_match = match self.shown {
             Shown::Queue => self.record.as_ref().map(|(_, v, _)| v.clone()),
@@ -633,7 +663,7 @@ impl Waiter {
     ) -> Step {
         let now = ctx.now;
         // A grant this write shows is our own doing.
-        self.cause = Learned::Locally;
+        self.causes.cause = Learned::Locally;
         match &r {
             // The store takes our writes again (a failed condition is an answer too).
             Ok(_) => {
@@ -749,7 +779,7 @@ impl Waiter {
                     return self.fail(self.removed_error());
                 }
                 self.phase = Phase::Done;
-                self.learned = Some(self.cause);
+                self.causes.learned = Some(self.causes.cause);
                 Step::Granted {
                     token,
                     permits: r.permits,
@@ -995,7 +1025,7 @@ impl Waiter {
                 if next < until {
                     self.hint_read = Some(next);
                 }
-                self.hint_pending = true;
+                self.causes.hint_pending = true;
                 self.sleep(until.min(next))
             }
             _ => {
