@@ -1738,3 +1738,35 @@ fn the_long_poll_reads_the_record_less_and_takes_a_dead_holder_over_no_later() {
         );
     }
 }
+
+/// The causes of reads never decide a step: the model checker's states do not tell waiters apart
+/// by them (else each state would come once per cause of its last read).
+#[test]
+fn waiters_that_differ_only_in_the_causes_of_their_reads_are_one_state() {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let after = |event: Event| {
+        let mut r = Rig::new(plan(Mode::Exclusive));
+        r.joined_behind_a();
+        r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+        r.at(1.0);
+        assert!(matches!(r.step(event), Step::ReadRecord { .. }));
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None })));
+        r.w
+    };
+    let (polled, woken, hinted) = (
+        after(Event::Slept),
+        after(Event::Woken),
+        after(Event::Hinted),
+    );
+    let hash = |w: &Waiter| {
+        let mut h = DefaultHasher::new();
+        w.hash(&mut h);
+        h.finish()
+    };
+    assert_eq!(polled, woken);
+    assert_eq!(hash(&polled), hash(&woken));
+    assert_eq!(polled.causes.cause, Learned::Poll);
+    assert_eq!(woken.causes.cause, Learned::Locally);
+    // (A hint also sets when the last hint's read was: that is a decision, and it differs.)
+    assert_ne!(polled, hinted);
+}
