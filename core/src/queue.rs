@@ -21,7 +21,9 @@ use crate::lock_change::{self, grant_wake, wake_granted};
 use crate::options::{LeaseOptions, Timing};
 use crate::protocol::acquire::Plan;
 use crate::protocol::queue::holder::Confirmation;
-use crate::protocol::queue::waiter::{held_error, Ctx, Event, Step, WaitPlan, Waiter, Why};
+use crate::protocol::queue::waiter::{
+    held_error, hints_seen_after, Ctx, Event, Step, WaitPlan, Waiter, Why,
+};
 use crate::protocol::queue::{session_key, Change, Entry, OwnAsk, MAX_QUEUE_RECORD_LEN};
 use crate::record::{Holder, Parsed, Record};
 use crate::store::Get;
@@ -236,13 +238,15 @@ async fn run<N: SharedNumber>(
         let notified = wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if req.cancel.is_cancelled() && matches!(event, Event::Start | Event::Slept) {
+        if req.cancel.is_cancelled() && matches!(event, Event::Start | Event::Slept | Event::Woken)
+        {
             event = Event::Cancelled;
         }
         let ctx = Ctx {
             now: clock.now(),
             wall: clock.wall(),
             session_alive: participant.alive(),
+            hints_seen: hints.as_ref().is_some_and(|l| l.hints_seen(key)),
         };
         let step = waiter.step(event, ctx, rng);
         if !warned_date && waiter.date_refused() {
@@ -350,8 +354,8 @@ async fn run<N: SharedNumber>(
                 };
                 tokio::select! {
                     _ = clock.sleep_until(until) => Event::Slept,
-                    _ = &mut notified => Event::Slept,
-                    _ = changed => Event::Slept,
+                    _ = &mut notified => Event::Woken,
+                    _ = changed => Event::Woken,
                     _ = hint => Event::Hinted,
                     _ = req.cancel.cancelled() => Event::Cancelled,
                     reason = lost => Event::SessionLost(reason),
@@ -363,6 +367,11 @@ async fn run<N: SharedNumber>(
                 confirmation,
             } => {
                 let epoch = confirmation.record.epoch;
+                // Whether hints reach this process's waiters on this lock: by how this grant
+                // was learned (docs/protocol.md §10, "Wake hints": the poll's length).
+                if let (Some(l), Some(learned)) = (&hints, waiter.learned()) {
+                    l.set_hints_seen(key, hints_seen_after(l.hints_seen(key), learned, true));
+                }
                 let grant = Grant {
                     key: key.to_string(),
                     url: url.to_string(),

@@ -13,7 +13,7 @@
 //! on any runtime are woken the same way); sends go out through one non-blocking socket per
 //! address family and never wait or fail a write.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -157,12 +157,33 @@ struct Registered {
 pub(crate) struct Listener {
     address: SocketAddr,
     waiters: Mutex<HashMap<String, Registered>>,
+    /// The locks (by key hash) whose last grant learned by a waiter of this listener was
+    /// brought by a hint (`protocol::queue::waiter::hints_seen_after`): their waiters poll at
+    /// the renew interval. 8 bytes a lock; forgotten when a poll finds a grant first.
+    hints_seen: Mutex<HashSet<u64>>,
 }
 
 impl Listener {
     /// What a waiter writes in its entry's wake field.
     pub(crate) fn wake_field(&self) -> String {
         format!("udp:{}", self.address)
+    }
+
+    /// Whether hints have been seen to arrive here for the lock at `key`.
+    pub(crate) fn hints_seen(&self, key: &str) -> bool {
+        self.hints_seen
+            .lock()
+            .expect("hints seen")
+            .contains(&key_hash(key))
+    }
+
+    /// Remember whether hints arrive here for the lock at `key`.
+    pub(crate) fn set_hints_seen(&self, key: &str, seen: bool) {
+        let mut all = self.hints_seen.lock().expect("hints seen");
+        match seen {
+            true => all.insert(key_hash(key)),
+            false => all.remove(&key_hash(key)),
+        };
     }
 
     /// Register waiter `id` of the lock at `key`.
@@ -259,6 +280,7 @@ fn bind(all: &mut HashMap<IpAddr, Arc<Listener>>, ip: IpAddr) -> Option<Arc<List
     let l = Arc::new(Listener {
         address,
         waiters: Mutex::new(HashMap::new()),
+        hints_seen: Mutex::new(HashSet::new()),
     });
     let serving = l.clone();
     let spawned = std::thread::Builder::new()

@@ -179,3 +179,73 @@ async fn a_hint_to_a_port_nobody_listens_on_costs_only_the_poll() {
         assert_eq!(w.line(Duration::from_secs(60)).as_deref(), Some("done"));
     }
 }
+
+/// **(changed, issue 23: fewer GETs per waiter)** A process whose waiter was granted by a hint
+/// on a lock polls that lock's record at the renew interval on its next wait, not at the default
+/// poll (docs/protocol.md §10, "Wake hints": hints trusted). The holder is another process
+/// (`lease-queue-bench wait`, holding 8 s; a release in this process would wake the waiter
+/// locally, which tells nothing of hints); the waiter's reads are counted at a proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_saw_a_hint_bring_a_grant_polls_the_record_at_the_renew_interval() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    for (name, base) in servers() {
+        let url = lock_url(&base, "long-poll");
+        let (observer, key) = Client::for_url(&url).unwrap();
+        let (proxy, store) = lease_systests::proxy::proxied(&base).await;
+        let record_reads = Arc::new(AtomicU64::new(0));
+        let (counting, record_key) = (record_reads.clone(), key.clone());
+        proxy.set_intercept(Some(Arc::new(
+            move |r: &lease_systests::proxy::Request, upstream: Option<u16>| {
+                let session = r.target.contains(".q/") || r.target.contains(".q%2F");
+                if upstream.is_none()
+                    && r.method == "GET"
+                    && r.target.contains(&*record_key)
+                    && !session
+                {
+                    counting.fetch_add(1, Ordering::SeqCst);
+                }
+                None
+            },
+        )));
+        let waiter = Client::new(store);
+        // ttl 6 s (the holder's too): the default poll is 600 ms, the renew interval 2 s.
+        let opts = LeaseOptions::new(Duration::from_secs(6))
+            .queue()
+            .wait(Duration::from_secs(60));
+        let mut reads = vec![];
+        for _ in 0..2 {
+            let mut holder = Command::new(env!("CARGO_BIN_EXE_lease-queue-bench"))
+                .args(["wait", &url, "queue-hints", "8000", "-", "6"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut out = BufReader::new(holder.stdout.take().unwrap());
+            writeln!(holder.stdin.as_mut().unwrap(), "go").unwrap();
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            assert!(
+                line.starts_with("acquired "),
+                "{name}: the holder: {line:?}"
+            );
+            let wait = {
+                let (c, k, o) = (waiter.clone(), key.clone(), opts.clone());
+                tokio::spawn(async move { c.acquire(&k, &o).await })
+            };
+            joined(&observer, &key).await;
+            record_reads.store(0, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            reads.push(record_reads.load(Ordering::SeqCst));
+            wait.await.unwrap().unwrap().release().await.unwrap();
+            let _ = holder.kill();
+            let _ = holder.wait();
+        }
+        eprintln!("{name}: reads of the record in 5 s of waiting, fresh then hinted: {reads:?}");
+        // Fresh: every 600 ms ± 20% (about 8); after the hint: every 2 s (about 3).
+        assert!(
+            reads[1] * 2 <= reads[0],
+            "{name}: the waiter polled as often after a hint brought its grant: {reads:?}"
+        );
+    }
+}

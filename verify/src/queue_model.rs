@@ -966,6 +966,11 @@ impl QueueModel {
             now: at(s.participants[c].clock),
             wall: self.wall(s, c),
             session_alive: s.participants[c].session == Session::Alive,
+            // As a driver that has seen hints arrive: the long poll where an entry has a wake
+            // address (the model's entries have none, to keep its records small, so its polls
+            // stay the default: the poll's length is timing, and the model's wake-ups and hints
+            // already come at arbitrary moments).
+            hints_seen: true,
         }
     }
 

@@ -82,8 +82,14 @@ pub enum Event {
     Ended(Result<Written>),
     /// [`Step::DeleteSession`] was sent (its outcome does not matter).
     Deleted,
-    /// A sleep ended (or was cut short by a change of the record).
+    /// A sleep ended at its time (or was cut short by a change of the record the driver could
+    /// not tell from the time, as the model does).
     Slept,
+    /// A sleep was cut short by a local sign that the record changed: a write in this process
+    /// that granted us, or the file store's kernel watch. The same as [`Event::Slept`], except
+    /// that the read it starts is no poll, so a grant it finds says nothing of whether wake
+    /// hints reach us ([`Learned::Locally`]).
+    Woken,
     /// The caller cancelled (delivered instead of `Slept`).
     Cancelled,
     /// A wake hint arrived while we slept (delivered instead of `Slept`): someone says a write
@@ -106,6 +112,60 @@ pub struct Ctx {
     pub wall: SystemTime,
     /// Whether our session is held (true before it began).
     pub session_alive: bool,
+    /// Whether wake hints have been seen to arrive for this lock in this process: the driver's
+    /// memory, kept by [`hints_seen_after`] from how each grant was learned. With it, and a wake
+    /// address in our entry, the poll of the record lengthens to the renew interval
+    /// ([`record_poll`]; docs/protocol.md §10, "Wake hints").
+    pub hints_seen: bool,
+}
+
+/// How a waiter learned of its grant: what its driver's memory of wake hints goes by
+/// ([`hints_seen_after`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Learned {
+    /// By a read a wake hint caused (at once, or at the end of the hint interval).
+    Hint,
+    /// By a read its poll's timer caused: no hint came first.
+    Poll,
+    /// By its own write, a read after a write that failed its condition, the first read, or a
+    /// local wake-up ([`Event::Woken`]): nothing about hints either way.
+    Locally,
+}
+
+/// The driver's memory of whether wake hints arrive for a lock, after one of its waiters with a
+/// wake address in its entry (`listening`) learned of a grant as `learned`: a grant a hint
+/// brought shows that they do; one a poll found first shows that they did not this time (a
+/// firewall, an older writer, a lost datagram, or a hint slower than the poll), and the poll
+/// goes back to its default until a hint brings a grant again. Liveness only: a hint grants
+/// nothing, and the poll is never longer than the renew interval.
+pub fn hints_seen_after(before: bool, learned: Learned, listening: bool) -> bool {
+    match learned {
+        Learned::Hint if listening => true,
+        Learned::Poll if listening => false,
+        _ => before,
+    }
+}
+
+/// The interval between two polls of the lock's record by a waiter with `competing` waiters
+/// ahead of it that compete for `permits`, given the jittered default poll `poll`. By default the
+/// poll scales with the place (it cannot be granted before those ahead of it), to at most the
+/// renew interval. **(changed, issue 23)** With hints trusted (a wake address in our entry, and
+/// hints seen to arrive for this lock in this process), the poll is the renew interval itself:
+/// a write that grants us sends us a hint, so the poll is only the fallback for a hint lost, and
+/// a lost hint delays a grant by at most one renew interval. Never shorter than the default.
+pub fn record_poll(
+    timing: &Timing,
+    poll: Duration,
+    competing: usize,
+    permits: u32,
+    hints_trusted: bool,
+) -> Duration {
+    let cap = timing.renew.max(poll);
+    if hints_trusted {
+        return cap;
+    }
+    let depth = (competing as u32).saturating_div(permits.max(1));
+    (poll * (1 + depth.min(1000))).min(cap)
 }
 
 /// Why a write of the lock's record is made (for the driver's log and wake-ups).
@@ -187,6 +247,43 @@ pub enum Step {
         error: Error,
         listed: bool,
     },
+}
+
+/// What caused a waiter's reads: what the driver's memory of wake hints goes by
+/// ([`hints_seen_after`]). It never decides a step, so the model checker's states do not tell
+/// waiters apart by it (equal and hashed alike whatever it holds): counting it would only
+/// multiply the states by the causes of the last read.
+#[derive(Debug, Clone, Copy)]
+struct Causes {
+    /// A hint arrived and the read it causes has not been sent yet (put off to the end of the
+    /// hint interval).
+    hint_pending: bool,
+    /// What caused the last read of the record (or our last write: [`Learned::Locally`]).
+    cause: Learned,
+    /// How our grant was learned, once granted.
+    learned: Option<Learned>,
+}
+
+impl Default for Causes {
+    fn default() -> Causes {
+        Causes {
+            hint_pending: false,
+            cause: Learned::Locally,
+            learned: None,
+        }
+    }
+}
+
+impl PartialEq for Causes {
+    fn eq(&self, _: &Causes) -> bool {
+        true
+    }
+}
+
+impl Eq for Causes {}
+
+impl std::hash::Hash for Causes {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
 }
 
 /// A participant whose session we watch.
@@ -277,6 +374,8 @@ pub struct Waiter {
     /// When the last read a hint caused was (or is to be) sent: the next one comes no sooner
     /// than a [`hint_interval`] after it.
     hint_read: Option<Instant>,
+    /// What caused our reads, for the driver's memory of hints.
+    causes: Causes,
     /// A `Date` was found ahead of the store's own stamps (or no stamp could be had): the
     /// driver says so once.
     date_refused: bool,
@@ -305,6 +404,7 @@ impl Waiter {
             writes_refused: false,
             cancelled: false,
             hint_read: None,
+            causes: Causes::default(),
             date_refused: false,
             targets: None,
         }
@@ -329,6 +429,12 @@ impl Waiter {
     /// [`OwnAsk`](super::OwnAsk), decides on).
     pub fn record(&self) -> Option<&QueueRecord> {
         self.record.as_ref().map(|(r, _, _)| r)
+    }
+
+    /// How our grant was learned (`None` before it): what the driver's memory of wake hints goes
+    /// by ([`hints_seen_after`]).
+    pub fn learned(&self) -> Option<Learned> {
+        self.causes.learned
     }
 
     /// The ids of the participants whose sessions we watch (the model checker's wake-ups).
@@ -396,8 +502,20 @@ impl Waiter {
             }
             (Phase::Stamping { id }, Event::Stamped(r)) => self.after_stamp(id, r, ctx, entropy),
             (Phase::DeletingSession, Event::Deleted) => self.decide(ctx, entropy),
-            (Phase::Sleeping { .. } | Phase::BackingOff { .. } | Phase::Idle, Event::Slept) => {
-                self.read(now)
+            // A retry after the store failed us: for whatever the failed request was for.
+            (Phase::BackingOff { .. }, Event::Slept | Event::Woken) => {
+                let cause = self.causes.cause;
+                self.read_for(now, cause)
+            }
+            (Phase::Sleeping { .. } | Phase::Idle, Event::Slept) => {
+                let cause = match self.causes.hint_pending {
+                    true => Learned::Hint,
+                    false => Learned::Poll,
+                };
+                self.read_for(now, cause)
+            }
+            (Phase::Sleeping { .. } | Phase::Idle, Event::Woken) => {
+                self.read_for(now, Learned::Locally)
             }
             (Phase::Sleeping { .. } | Phase::BackingOff { .. } | Phase::Idle, Event::Cancelled) => {
                 self.decide(ctx, entropy)
@@ -467,6 +585,13 @@ impl Waiter {
     }
 
     fn read(&mut self, now: Instant) -> Step {
+        self.read_for(now, Learned::Locally)
+    }
+
+    /// Read the record, because of `cause` (what a grant the read shows was learned by).
+    fn read_for(&mut self, now: Instant, cause: Learned) -> Step {
+        self.causes.cause = cause;
+        self.causes.hint_pending = false;
         self.phase = Phase::ReadingRecord { sent: now };
         let if_none_match = match self.shown {
             Shown::Queue => self.record.as_ref().map(|(_, v, _)| v.clone()),
@@ -537,6 +662,8 @@ impl Waiter {
         entropy: &dyn Entropy,
     ) -> Step {
         let now = ctx.now;
+        // A grant this write shows is our own doing.
+        self.causes.cause = Learned::Locally;
         match &r {
             // The store takes our writes again (a failed condition is an answer too).
             Ok(_) => {
@@ -652,6 +779,7 @@ impl Waiter {
                     return self.fail(self.removed_error());
                 }
                 self.phase = Phase::Done;
+                self.causes.learned = Some(self.causes.cause);
                 Step::Granted {
                     token,
                     permits: r.permits,
@@ -897,11 +1025,12 @@ impl Waiter {
                 if next < until {
                     self.hint_read = Some(next);
                 }
+                self.causes.hint_pending = true;
                 self.sleep(until.min(next))
             }
             _ => {
                 self.hint_read = Some(now);
-                self.read(now)
+                self.read_for(now, Learned::Hint)
             }
         }
     }
@@ -992,10 +1121,11 @@ impl Waiter {
         }
         // Nothing to do now: sleep until the next check, or a poll of the record. A waiter far
         // back in its line polls less often: it cannot be granted before those ahead of it.
-        let permits = r.permits.unwrap_or(1).max(1);
-        let depth = (competing as u32).saturating_div(permits);
+        // With hints trusted, at the renew interval: a write that grants us sends us a hint.
+        let permits = r.permits.unwrap_or(1);
         let poll = entropy.jitter(self.plan.timing.poll, 0.2);
-        let poll = (poll * (1 + depth.min(1000))).min(self.plan.timing.renew.max(poll));
+        let trusted = ctx.hints_seen && self.plan.entry.wake.is_some();
+        let poll = record_poll(&self.plan.timing, poll, competing, permits, trusted);
         let mut until = now + poll;
         for (_, w) in self.watches.values() {
             if let Some(at) = w.next_check {

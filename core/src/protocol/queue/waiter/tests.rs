@@ -49,6 +49,8 @@ struct Rig {
     /// Our wall clock, ms after [`WALL_MS`].
     wall_ms: u64,
     alive: bool,
+    /// The driver's memory: hints have been seen to arrive for this lock.
+    hints_seen: bool,
 }
 
 impl Rig {
@@ -58,6 +60,7 @@ impl Rig {
             now: t0(),
             wall_ms: 0,
             alive: true,
+            hints_seen: false,
         }
     }
 
@@ -66,6 +69,7 @@ impl Rig {
             now: self.now,
             wall: wall() + Duration::from_millis(self.wall_ms),
             session_alive: self.alive,
+            hints_seen: self.hints_seen,
         }
     }
 
@@ -818,6 +822,7 @@ fn our_lapsed_session_ends_the_wait_and_removal_is_told_as_such() {
             now: r.now,
             wall: wall(),
             session_alive: false,
+            hints_seen: false,
         };
         match w.step(Event::SessionLost(reason), ctx, &NoJitter) {
             Step::Failed { error, listed } => {
@@ -1477,4 +1482,291 @@ fn trying_once_a_preempting_waiter_still_preempts() {
     });
     let step = plain.start_on(found(&held_by_a().to_bytes(), 4));
     assert!(matches!(step, Step::Held { .. }), "{step:?}");
+}
+
+// --- Fewer GETs per waiter (issue 23, docs/protocol.md §10 "Wake hints", "The poll with hints
+// seen"): the record's poll lengthens to the renew interval only where hints are trusted, and
+// the driver's memory of hints goes by how each grant was learned.
+
+/// The renew interval of [`timing`] (ttl 10 s / 3), the long poll.
+fn renew() -> Duration {
+    timing().renew
+}
+
+fn listening(mut p: WaitPlan) -> WaitPlan {
+    p.entry.wake = Some("udp:127.0.0.1:9".into());
+    p
+}
+
+/// The sleep after the first check of `a`'s (live) session, for a waiter joined behind `a`.
+fn first_sleep(p: WaitPlan, hints_seen: bool) -> Instant {
+    let mut r = Rig::new(p);
+    r.hints_seen = hints_seen;
+    r.joined_behind_a();
+    match r.step(Event::Session(Ok(session("s1", RecordState::Held, 0)))) {
+        Step::Sleep { until } => until,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_record_is_polled_at_the_renew_interval_only_with_hints_seen_and_a_wake_address() {
+    assert!(renew() > secs(1.0), "{:?}", renew());
+    // Trusted: a wake address in our entry, and hints seen to arrive for this lock.
+    assert_eq!(
+        first_sleep(listening(plan(Mode::Exclusive)), true),
+        t0() + renew()
+    );
+    // Hints never seen here (or forgotten): today's poll, whatever the entry says.
+    assert_eq!(
+        first_sleep(listening(plan(Mode::Exclusive)), false),
+        t0() + secs(1.0)
+    );
+    // No wake address (hints off, or no socket): nobody can hint us, whatever the process saw.
+    assert_eq!(first_sleep(plan(Mode::Exclusive), true), t0() + secs(1.0));
+}
+
+#[test]
+fn record_poll_scales_with_the_place_untrusted_and_is_the_renew_interval_trusted() {
+    let t = timing();
+    let poll = secs(1.0);
+    // Untrusted: poll × (1 + competing / permits), at most the renew interval.
+    assert_eq!(record_poll(&t, poll, 0, 1, false), poll);
+    assert_eq!(record_poll(&t, poll, 1, 1, false), secs(2.0));
+    assert_eq!(record_poll(&t, poll, 3, 2, false), secs(2.0));
+    assert_eq!(
+        record_poll(&t, poll, 2, 0, false),
+        secs(3.0),
+        "permits 0 as 1"
+    );
+    assert_eq!(record_poll(&t, poll, 5, 1, false), t.renew);
+    assert_eq!(record_poll(&t, poll, usize::MAX, 1, false), t.renew);
+    // Trusted: the renew interval wherever we stand.
+    assert_eq!(record_poll(&t, poll, 0, 1, true), t.renew);
+    assert_eq!(record_poll(&t, poll, 7, 3, true), t.renew);
+    // Never shorter than the default poll (a poll set longer than the renew interval).
+    let long = secs(5.0);
+    assert!(long > t.renew);
+    assert_eq!(record_poll(&t, long, 0, 1, true), long);
+    assert_eq!(record_poll(&t, long, 0, 1, false), long);
+    assert_eq!(record_poll(&t, long, 4, 1, false), long);
+}
+
+#[test]
+fn the_memory_of_hints_is_set_by_a_grant_a_hint_brought_and_cleared_by_one_a_poll_found() {
+    use Learned::*;
+    for before in [false, true] {
+        assert!(hints_seen_after(before, Hint, true));
+        assert!(!hints_seen_after(before, Poll, true));
+        assert_eq!(hints_seen_after(before, Locally, true), before);
+        // A waiter that listens for no hints tells nothing of them.
+        for learned in [Hint, Poll, Locally] {
+            assert_eq!(hints_seen_after(before, learned, false), before);
+        }
+    }
+}
+
+/// A waiter joined behind `a`, `a`'s session checked once; then the record read is answered
+/// with `a` gone (granting us) after `event` at 1.5 s.
+fn granted_after(event: Event) -> Option<Learned> {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let joined = r.joined_behind_a();
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    assert_eq!(r.w.learned(), None);
+    r.at(1.5);
+    assert!(matches!(r.step(event), Step::ReadRecord { .. }));
+    let left = joined
+        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        r.step(Event::Record(Ok(found(&left.to_bytes(), 6)))),
+        Step::Granted { .. }
+    ));
+    r.w.learned()
+}
+
+#[test]
+fn a_grant_is_learned_by_the_hint_the_poll_or_locally_as_its_read_was_caused() {
+    assert_eq!(granted_after(Event::Hinted), Some(Learned::Hint));
+    assert_eq!(granted_after(Event::Slept), Some(Learned::Poll));
+    assert_eq!(granted_after(Event::Woken), Some(Learned::Locally));
+}
+
+#[test]
+fn a_hint_put_off_to_the_end_of_its_interval_still_brings_the_grant() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let joined = r.joined_behind_a();
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    r.at_ms(200);
+    assert!(matches!(r.step(Event::Hinted), Step::ReadRecord { .. }));
+    r.step(Event::Record(Ok(Get::NotModified { server_now: None })));
+    r.at_ms(210);
+    assert!(matches!(r.step(Event::Hinted), Step::Sleep { until } if until == t0() + ms(250)));
+    r.at_ms(250);
+    assert!(matches!(r.step(Event::Slept), Step::ReadRecord { .. }));
+    let left = joined
+        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        r.step(Event::Record(Ok(found(&left.to_bytes(), 6)))),
+        Step::Granted { .. }
+    ));
+    assert_eq!(r.w.learned(), Some(Learned::Hint));
+}
+
+#[test]
+fn a_read_a_hint_caused_that_failed_is_retried_as_the_hints() {
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let joined = r.joined_behind_a();
+    r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    r.at_ms(200);
+    assert!(matches!(r.step(Event::Hinted), Step::ReadRecord { .. }));
+    let until = match r.step(Event::Record(Err(Error::unavailable("refused")))) {
+        Step::Sleep { until } => until,
+        other => panic!("{other:?}"),
+    };
+    r.now = until;
+    assert!(matches!(r.step(Event::Slept), Step::ReadRecord { .. }));
+    let left = joined
+        .apply(&Change::Leave("a".into()), MAX_QUEUE_RECORD_LEN, 0)
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        r.step(Event::Record(Ok(found(&left.to_bytes(), 6)))),
+        Step::Granted { .. }
+    ));
+    assert_eq!(r.w.learned(), Some(Learned::Hint));
+}
+
+#[test]
+fn a_grant_by_our_own_write_is_learned_locally_even_after_a_poll_or_a_hint() {
+    // A free lock: our join grants us.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    let step = r.start_on(found(&QueueRecord::new(WALL_MS, None).to_bytes(), 4));
+    r.join_write(step);
+    assert!(matches!(r.written(5), Step::Granted { .. }));
+    assert_eq!(r.w.learned(), Some(Learned::Locally));
+    // After polls, a check of `a`'s session finds it released: our removal of it grants us.
+    let mut r = Rig::new(plan(Mode::Exclusive));
+    r.joined_behind_a();
+    let mut step = r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    let mut polls = 0;
+    loop {
+        step = match step {
+            Step::Sleep { until } => {
+                r.now = until;
+                r.step(Event::Slept)
+            }
+            Step::ReadRecord { .. } => {
+                polls += 1;
+                r.step(Event::Record(Ok(Get::NotModified { server_now: None })))
+            }
+            Step::ReadSession { .. } => break,
+            other => panic!("{other:?}"),
+        };
+    }
+    assert!(polls > 1, "{polls}");
+    assert!(matches!(
+        r.step(Event::Session(Ok(session("s2", RecordState::Released, 0)))),
+        Step::WriteRecord {
+            why: Why::Remove { .. },
+            ..
+        }
+    ));
+    let mut step = r.written(6);
+    if let Step::DeleteSession { .. } = step {
+        step = r.step(Event::Deleted);
+    }
+    assert!(matches!(step, Step::Granted { .. }), "{step:?}");
+    assert_eq!(r.w.learned(), Some(Learned::Locally));
+}
+
+/// Drive a waiter joined behind `a` whose session never changes (`a` died), answering every
+/// read as unchanged, until it takes `a`'s session over: the times of its reads of the record
+/// and of `a`'s session, and when it took over.
+fn wait_out_a_dead_holder(p: WaitPlan, hints_seen: bool) -> (Vec<f64>, Vec<f64>, f64) {
+    let mut r = Rig::new(p);
+    r.hints_seen = hints_seen;
+    r.joined_behind_a();
+    let since = |r: &Rig| (r.now - t0()).as_secs_f64();
+    let (mut polls, mut checks) = (vec![], vec![]);
+    let mut step = r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+    loop {
+        step = match step {
+            Step::Sleep { until } => {
+                r.now = until;
+                r.step(Event::Slept)
+            }
+            Step::ReadRecord { .. } => {
+                polls.push(since(&r));
+                r.step(Event::Record(Ok(Get::NotModified { server_now: None })))
+            }
+            Step::ReadSession { .. } => {
+                checks.push(since(&r));
+                r.step(Event::Session(Ok(Get::NotModified { server_now: None })))
+            }
+            Step::EndSession { .. } | Step::Stamp { .. } => return (polls, checks, since(&r)),
+            other => panic!("{other:?}"),
+        };
+        assert!(since(&r) < 120.0, "never took over: {polls:?} {checks:?}");
+    }
+}
+
+#[test]
+fn the_long_poll_reads_the_record_less_and_takes_a_dead_holder_over_no_later() {
+    let (polls, checks, took) = wait_out_a_dead_holder(listening(plan(Mode::Exclusive)), false);
+    let (long_polls, long_checks, long_took) =
+        wait_out_a_dead_holder(listening(plan(Mode::Exclusive)), true);
+    // The same checks of the session, at the same moments, and the takeover at the same one.
+    assert_eq!(long_checks, checks);
+    assert_eq!(long_took, took);
+    assert!(took > 10.0, "ttl + grace: {took}");
+    // The record: every second against every renew interval (except where a check of the
+    // session is due sooner: a poll follows each check).
+    assert!(
+        long_polls.len() * 2 < polls.len(),
+        "{} polls against {}: {long_polls:?}",
+        long_polls.len(),
+        polls.len()
+    );
+    for pair in long_polls.windows(2) {
+        assert!(
+            pair[1] - pair[0] <= renew().as_secs_f64() + 1e-9,
+            "{long_polls:?}"
+        );
+    }
+}
+
+/// The causes of reads never decide a step: the model checker's states do not tell waiters apart
+/// by them (else each state would come once per cause of its last read).
+#[test]
+fn waiters_that_differ_only_in_the_causes_of_their_reads_are_one_state() {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let after = |event: Event| {
+        let mut r = Rig::new(plan(Mode::Exclusive));
+        r.joined_behind_a();
+        r.step(Event::Session(Ok(session("s1", RecordState::Held, 0))));
+        r.at(1.0);
+        assert!(matches!(r.step(event), Step::ReadRecord { .. }));
+        r.step(Event::Record(Ok(Get::NotModified { server_now: None })));
+        r.w
+    };
+    let (polled, woken, hinted) = (
+        after(Event::Slept),
+        after(Event::Woken),
+        after(Event::Hinted),
+    );
+    let hash = |w: &Waiter| {
+        let mut h = DefaultHasher::new();
+        w.hash(&mut h);
+        h.finish()
+    };
+    assert_eq!(polled, woken);
+    assert_eq!(hash(&polled), hash(&woken));
+    assert_eq!(polled.causes.cause, Learned::Poll);
+    assert_eq!(woken.causes.cause, Learned::Locally);
+    // (A hint also sets when the last hint's read was: that is a decision, and it differs.)
+    assert_ne!(polled, hinted);
 }
