@@ -1125,7 +1125,10 @@ impl Waiter {
         let permits = r.permits.unwrap_or(1);
         let poll = entropy.jitter(self.plan.timing.poll, 0.2);
         let trusted = ctx.hints_seen && self.plan.entry.wake.is_some();
-        let poll = record_poll(&self.plan.timing, poll, competing, permits, trusted);
+        // Never below the default poll, which `record_poll` promises: said again here so that
+        // a wrong `record_poll` (a mutant: a zero poll) fails its own test instead of making
+        // every waiter in the test suite read without pause until the run times out.
+        let poll = record_poll(&self.plan.timing, poll, competing, permits, trusted).max(poll);
         let mut until = now + poll;
         for (_, w) in self.watches.values() {
             if let Some(at) = w.next_check {
