@@ -112,6 +112,13 @@ export interface SharedGrant {
 }
 
 /**
+ * Options of `acquireOnProcessSession`: `Session.acquire`'s, with the `ttl` that chooses the
+ * process's session (one per store and ttl; default as `acquire`'s) and `queue` (implied:
+ * `false` rejects with `LEASE_INVALID`).
+ */
+export type ProcessSessionAcquireOptions = SessionAcquireOptions & Pick<LeaseOptions, 'ttl' | 'queue'>
+
+/**
  * Options of `Session.acquire`: `acquire`'s queued-lock options that apply to a grant held
  * through a shared session. Its ttl is the session's (a `ttl` rejects with `LEASE_INVALID`), it
  * keeps no per-grant `data`, and it is always queued.
@@ -426,6 +433,21 @@ export declare class SharedGrant {
  * someone else holds it, an `AbortError` when `options.signal` aborts.
  */
 export declare function acquire(url: string, options?: LeaseOptions): Promise<Lease>
+
+/**
+ * Acquire the queued lock at `url` through the process's shared session for its store and
+ * `options.ttl` (docs/protocol.md §10, "Shared sessions", *Per-process default*): one session
+ * record (`.lease-sessions/SID` at the store's root) and one renewal every `ttl / 3` for every
+ * grant this process holds or waits for this way, opened on first use, released and deleted
+ * by itself one ttl after its last grant is released, and opened afresh by the next
+ * acquisition (also after its loss). Waits as `acquire` does (`wait`; `signal` cancels a
+ * waiting request: it leaves the lock's queue and the session). Resolves to the `SharedGrant`
+ * that `Session.acquire` resolves to. The options are `acquire`'s that apply to a queued lock:
+ * `queue` is implied (`false` rejects with `LEASE_INVALID`), `ttl` chooses the session (one
+ * per store and ttl), `data` rejects with `LEASE_INVALID` (a session's record is the
+ * process's), `label` names the grant's entry.
+ */
+export declare function acquireOnProcessSession(url: string, options?: ProcessSessionAcquireOptions): Promise<SharedGrant>
 
 /**
  * Ask the holders of the queued lock at `url` to step aside (docs/protocol.md §10, "Yield on

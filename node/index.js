@@ -586,6 +586,23 @@ async function openSession(url, options) {
   return native.openSession(url, out);
 }
 
+// What acquireOnProcessSession takes: Session.acquire's options, the ttl that chooses the
+// session, and `queue` (implied: `false` goes down to be refused with LEASE_INVALID). `data`
+// goes down to be refused too.
+const PROCESS_SESSION_OPTIONS = [...SESSION_ACQUIRE_OPTIONS, 'queue'];
+
+/**
+ * Acquire the queued lock at `url` through the process's shared session for its store and
+ * `options.ttl` (one session record, one heartbeat for every grant taken this way; released by
+ * itself one ttl after its last grant). Resolves to a SharedGrant; `options.signal` cancels a
+ * waiting request (it leaves the queue and the session).
+ */
+async function acquireOnProcessSession(url, options) {
+  url = checkUrl(url);
+  const { opts, signal } = leaseOptions(options, 'acquireOnProcessSession()', PROCESS_SESSION_OPTIONS);
+  return cancellable(signal, (cancel) => native.acquireOnProcessSession(url, opts, cancel));
+}
+
 const nativeSessionAcquire = Session.prototype.acquire;
 defineMethod(Session.prototype, 'acquire', async function acquire(lock, options) {
   lock = checkUrl(lock, 'lock');
@@ -734,6 +751,7 @@ module.exports = {
   fencedGet,
   parseToken,
   openSession,
+  acquireOnProcessSession,
   Election,
   FencingGate,
   Lease,

@@ -16,6 +16,7 @@ export const {
   fencedGet,
   parseToken,
   openSession,
+  acquireOnProcessSession,
   Election,
   FencingGate,
   Lease,

@@ -1,7 +1,10 @@
 //! Shared sessions (docs/protocol.md §10, "Shared sessions: one heartbeat for many grants",
 //! issue 24): `openSession(url)` opens one `SharedSession` of the core on a store, and
 //! `session.acquire(urlOrKey)` takes queued-lock grants through it, all kept by the session's
-//! one renewal task and one confirmation task. The API mirrors the Python binding's
+//! one renewal task and one confirmation task. `acquireOnProcessSession(url)` takes a grant
+//! through the process's own session for that store and ttl (the core's registry,
+//! `SharedSession::acquire_on_process_session`): opened on first use, released by itself one
+//! ttl after its last grant. The API mirrors the Python binding's
 //! (python/src/session.rs, python/lease/_session.py); index.js adds the argument checks,
 //! `AbortSignal`s and `Symbol.asyncDispose`.
 //!
@@ -38,6 +41,11 @@ struct Open {
     env: usize,
     session: SharedSession,
     grants: HashMap<u64, Slot>,
+    /// The process's session (`acquireOnProcessSession`), as one environment uses it: it is
+    /// shared by every environment of the process (one runtime, one client per store), so
+    /// the end of one environment releases its grants and never closes the session; the entry
+    /// leaves the registry with its last grant (the session releases itself when idle).
+    process: bool,
 }
 
 static OPEN: Mutex<Option<HashMap<u64, Open>>> = Mutex::new(None);
@@ -66,7 +74,7 @@ const CLOSE_AT_EXIT: Duration = Duration::from_secs(2);
 /// Close every session `env` still has open (releasing their grants); called by its cleanup
 /// hook when the environment ends, and by `_releaseAll` on `process.exit()`.
 pub fn close_all(env: usize) {
-    let open: Vec<Open> = with_open(|o| {
+    let mut open: Vec<Open> = with_open(|o| {
         let ids: Vec<u64> = o
             .iter()
             .filter(|(_, e)| e.env == env)
@@ -78,12 +86,22 @@ pub fn close_all(env: usize) {
         return;
     }
     let Ok(rt) = runtime::handle() else { return };
+    // The process's sessions: this environment's grants released, the sessions left to the
+    // others (they release themselves when idle).
+    let grants: Vec<Slot> = open
+        .iter_mut()
+        .filter(|o| o.process)
+        .flat_map(|o| o.grants.drain().map(|(_, g)| g))
+        .collect();
+    open.retain(|o| !o.process);
     rt.block_on(async move {
-        let all = futures::future::join_all(open.iter().map(|o| o.session.close()));
+        let closes = futures::future::join_all(open.iter().map(|o| o.session.close()));
+        let releases = futures::future::join_all(grants.iter().map(|g| g.release()));
         // Real time, bounding how long the end of the process waits: not protocol time.
         #[allow(clippy::disallowed_methods)]
-        let _ = tokio::time::timeout(CLOSE_AT_EXIT, all).await;
+        let _ = tokio::time::timeout(CLOSE_AT_EXIT, futures::future::join(closes, releases)).await;
         drop(open);
+        drop(grants);
     });
 }
 
@@ -124,6 +142,48 @@ pub fn open_session<'e>(
     )
 }
 
+/// Acquire the queued lock at `url` through the process's shared session for its store and
+/// `options.ttl` (docs/protocol.md §10, "Shared sessions", *Per-process default*): one session
+/// record (`.lease-sessions/SID` at the store's root) and one renewal every `ttl / 3` for every
+/// grant this process holds or waits for this way, opened on first use, released and deleted
+/// by itself one ttl after its last grant is released, and opened afresh by the next
+/// acquisition (also after its loss). Waits as `acquire` does (`wait`; `signal` cancels a
+/// waiting request: it leaves the lock's queue and the session). Resolves to the `SharedGrant`
+/// that `Session.acquire` resolves to. The options are `acquire`'s that apply to a queued lock:
+/// `queue` is implied (`false` rejects with `LEASE_INVALID`), `ttl` chooses the session (one
+/// per store and ttl), `data` rejects with `LEASE_INVALID` (a session's record is the
+/// process's), `label` names the grant's entry.
+#[napi(
+    ts_args_type = "url: string, options?: ProcessSessionAcquireOptions",
+    ts_return_type = "Promise<SharedGrant>"
+)]
+pub fn acquire_on_process_session<'e>(
+    env: &'e Env,
+    url: String,
+    options: Option<LeaseOptions>,
+    cancel: Option<Cancel>,
+) -> Result<Unknown<'e>> {
+    let options = options.unwrap_or_default();
+    let opts = match options.queue {
+        Some(false) => Err(Error::invalid(
+            "queue: false: a grant on the process's session is always queued (leave queue \
+             out); for a plain lease, use acquire(url)",
+        )),
+        _ => options.to_core(),
+    };
+    let cancel = token(cancel);
+    runtime::call(
+        env,
+        async move {
+            let opts = opts?;
+            let (client, key) = crate::acquire::client(&url)?;
+            SharedSession::acquire_on_process_session_with_cancel(&client, &key, &opts, &cancel)
+                .await
+        },
+        |env, g| Ok(SharedGrant::register_on_process(env, g)),
+    )
+}
+
 /// A shared session on one store (made by `openSession`): any number of queued-lock grants
 /// (`acquire`) kept by one renewal of one record, one write per `ttl / 3` whatever the number
 /// of locks. Close it (`close()`, or `await using`): its grants still held are released and its
@@ -146,6 +206,7 @@ impl Session {
             env: env.raw() as usize,
             session: inner.clone(),
             grants: HashMap::new(),
+            process: false,
         };
         with_open(|o| o.insert(id, entry));
         Session {
@@ -355,6 +416,31 @@ impl SharedGrant {
         g
     }
 
+    /// A grant through the process's session, registered under that session's entry for this
+    /// environment (made on its first grant here).
+    fn register_on_process(env: &Env, grant: lease::SharedGrant) -> SharedGrant {
+        let env = env.raw() as usize;
+        let session = grant.session();
+        let session_id = with_open(|o| {
+            let found = o
+                .iter()
+                .find(|(_, e)| e.process && e.env == env && e.session.url() == session.url());
+            if let Some((id, _)) = found {
+                return *id;
+            }
+            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+            let entry = Open {
+                env,
+                session: session.clone(),
+                grants: HashMap::new(),
+                process: true,
+            };
+            o.insert(id, entry);
+            id
+        });
+        SharedGrant::register(session_id, grant)
+    }
+
     /// What fences this grant's fenced operations.
     fn fences(&self) -> crate::fence::Fences {
         crate::fence::Fences::Grant(Arc::clone(&self.slot))
@@ -363,8 +449,14 @@ impl SharedGrant {
     /// Leave the registry (released, or lost: nothing left to keep held).
     fn forget(&self) {
         let gone = with_open(|o| {
-            o.get_mut(&self.session_id)
-                .and_then(|open| open.grants.remove(&self.id_in_registry))
+            let open = o.get_mut(&self.session_id)?;
+            let grant = open.grants.remove(&self.id_in_registry);
+            // The process's session's entry leaves with its last grant of this environment.
+            let entry = match open.process && open.grants.is_empty() {
+                true => o.remove(&self.session_id),
+                false => None,
+            };
+            Some((grant, entry))
         });
         drop_on_runtime(gone);
     }

@@ -71,6 +71,15 @@ async function main(url: string, signal: AbortSignal): Promise<void> {
     await session.acquire('jobs/8', { ttl: 5_000 });
     void [epoch, token, asked, mode, id, held, kind, why, facts];
   }
+  {
+    // The process's shared session: the ttl chooses it; the grant is a SharedGrant.
+    await using p: SharedGrant = await lease.acquireOnProcessSession(url, { ttl: '30s', wait: 60_000, signal });
+    const q: SharedGrant = await lease.acquireOnProcessSession(url, { ttl: 30_000, queue: true, shared: true });
+    void [p.id, p.token, p.held];
+    await q.release();
+    // @ts-expect-error: a grant on a shared session keeps no per-grant data
+    await lease.acquireOnProcessSession(url, { data: 'x' });
+  }
   const maybe: Lease | null = await lease.tryAcquire(url, { ttl: 30_000 });
   if (maybe) await maybe.release();
   const st: Status = await lease.status(url);

@@ -112,6 +112,13 @@ export interface SharedGrant {
 }
 
 /**
+ * Options of `acquireOnProcessSession`: `Session.acquire`'s, with the `ttl` that chooses the
+ * process's session (one per store and ttl; default as `acquire`'s) and `queue` (implied:
+ * `false` rejects with `LEASE_INVALID`).
+ */
+export type ProcessSessionAcquireOptions = SessionAcquireOptions & Pick<LeaseOptions, 'ttl' | 'queue'>
+
+/**
  * Options of `Session.acquire`: `acquire`'s queued-lock options that apply to a grant held
  * through a shared session. Its ttl is the session's (a `ttl` rejects with `LEASE_INVALID`), it
  * keeps no per-grant `data`, and it is always queued.

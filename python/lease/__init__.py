@@ -43,7 +43,14 @@ from ._errors import (
     UnsupportedRecord,
 )
 from ._lease import Lease
-from ._session import Session, SharedGrant, open_session, open_session_async
+from ._session import (
+    Session,
+    SharedGrant,
+    acquire_on_process_session,
+    acquire_on_process_session_async,
+    open_session,
+    open_session_async,
+)
 from ._types import (
     FencedObject,
     Grant,
@@ -101,6 +108,8 @@ __all__ = [
     "try_acquire",
     "open_session",
     "open_session_async",
+    "acquire_on_process_session",
+    "acquire_on_process_session_async",
     "Session",
     "SharedGrant",
     "status",

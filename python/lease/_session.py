@@ -7,6 +7,11 @@ etcd's ``concurrency.NewSession`` + ``NewMutex(session, key)``, here::
     with lease.open_session("s3://bucket/jobs", ttl=30) as session:
         grants = [session.acquire(f"jobs/{n}") for n in range(1000)]
         ...
+
+or, without a session object, through the process's own session for the store and ttl
+(opened on first use, released by itself one ttl after its last grant)::
+
+    g = lease.acquire_on_process_session("s3://bucket/jobs/7", ttl=30)
 """
 
 from __future__ import annotations
@@ -44,14 +49,37 @@ if TYPE_CHECKING:
     Seconds = Union[int, float, datetime.timedelta, str]
     WakeHints = Union[str, ipaddress.IPv4Address, ipaddress.IPv6Address]
 
-__all__ = ["Session", "SharedGrant", "open_session", "open_session_async"]
+__all__ = ["Session", "SharedGrant", "open_session", "open_session_async",
+           "acquire_on_process_session", "acquire_on_process_session_async"]
 
 # The keywords Session.acquire takes (lease.acquire's that apply to a grant on a session).
 _SESSION_ACQUIRE_KEYWORDS = ("wait", "label", "data", "unavailable_timeout", "shared",
                              "permits", "scope", "range", "poll", "wake_hints", "priority")
 
+# The keywords acquire_on_process_session takes: Session.acquire's, the ttl that chooses the
+# session, and queue (implied).
+_PROCESS_KEYWORDS = ("ttl",) + _SESSION_ACQUIRE_KEYWORDS + ("queue",)
+
+# lease.acquire's keywords that a grant on a shared session has no use for, and what to do.
+_NOT_ON_A_SESSION = {
+    "on_lost": "a grant on a shared session has no on_lost callback: read grant.lost_reason "
+    "or call grant.ensure_held() (its loss is its own or its session's)",
+    "on_yield": "a grant on a shared session has no on_yield callback: read "
+    "grant.yield_requested",
+    "ask_yield": "a request through a shared session does not ask holders to yield: "
+    "lease.ask_yield(url) asks them",
+    "yield_reason": "a request through a shared session does not ask holders to yield: "
+    "lease.ask_yield(url, reason=...) asks them",
+    "preempt": "preemption is for a plain lease (lease.acquire); a grant on a shared session "
+    "is a queued lock's",
+}
+
 # Sessions of this process not closed yet, closed at interpreter exit.
 _open: "_weakref.WeakSet[Session]" = _weakref.WeakSet()
+
+# The process's sessions (lease.acquire_on_process_session) by SID: one Session object per
+# session while a grant of it lives; closed at interpreter exit too.
+_process_sessions: "_weakref.WeakValueDictionary[str, Session]" = _weakref.WeakValueDictionary()
 
 
 def _check_keywords(call: str, wrong: "Mapping[str, object]") -> None:
@@ -306,7 +334,8 @@ class Session:
 
     def __init__(self, core: _lease.SessionCore) -> None:
         self._s = core
-        _open.add(self)
+        if not core.process:
+            _open.add(self)
 
     @property
     def sid(self) -> str:
@@ -351,6 +380,13 @@ class Session:
     @property
     def closed(self) -> bool:
         return self._s.closed
+
+    @property
+    def process(self) -> bool:
+        """True for the process's session (:func:`acquire_on_process_session`): it takes no
+        :meth:`acquire` and no :meth:`close` (it closes by itself one ttl after its last grant
+        is released)."""
+        return self._s.process
 
     def acquire(
         self,
@@ -497,11 +533,132 @@ def open_session_async(
     return OpenSessionAsync(start)
 
 
+def _check_process_keywords(call: str, wrong: "Mapping[str, object]") -> None:
+    if not wrong:
+        return
+    name = sorted(wrong)[0]
+    hint = _NOT_ON_A_SESSION.get(name)
+    if hint is not None:
+        raise TypeError(f"{call}() got an unexpected keyword argument {name!r}: {hint}")
+    from . import _no_such_keywords
+
+    _no_such_keywords(call, wrong, _PROCESS_KEYWORDS)
+
+
+def _process_options(
+    ttl: Seconds,
+    wait: Optional[Seconds],
+    label: Optional[str],
+    data: Optional[str],
+    unavailable_timeout: Optional[Seconds],
+    shared: bool,
+    permits: Optional[int],
+    scope: Optional[str],
+    range: Optional[Tuple[int, int]],
+    queue: bool,
+    poll: Optional[Seconds],
+    wake_hints: Optional[WakeHints],
+    priority: int,
+) -> _lease.Options:
+    if queue is not True:
+        raise InvalidArgument(
+            f"queue={queue!r}: a grant on the process's session is always queued (leave "
+            "queue= out); for a plain lease, use lease.acquire(url)"
+        )
+    return _lease.Options(
+        ttl=ttl, wait=wait, label=label, data=data, unavailable_timeout=unavailable_timeout,
+        shared=shared, permits=permits, scope=scope, range=range, queue=True, poll=poll,
+        wake_hints=wake_hints, priority=priority,
+    )
+
+
+def _process_grant(got: Tuple[_lease.GrantCore, _lease.SessionCore]) -> SharedGrant:
+    core, session_core = got
+    sid = session_core.sid
+    session = _process_sessions.get(sid)
+    if session is None:
+        session = Session(session_core)
+        _process_sessions[sid] = session
+    return SharedGrant(core, session)
+
+
+def acquire_on_process_session(
+    url: URL,
+    *,
+    ttl: Seconds = 30,
+    wait: Optional[Seconds] = None,
+    label: Optional[str] = None,
+    data: Optional[str] = None,
+    unavailable_timeout: Optional[Seconds] = None,
+    shared: bool = False,
+    permits: Optional[int] = None,
+    scope: Optional[str] = None,
+    range: Optional[Tuple[int, int]] = None,
+    queue: bool = True,
+    poll: Optional[Seconds] = None,
+    wake_hints: Optional[WakeHints] = None,
+    priority: int = 0,
+    **wrong: NoReturn,
+) -> SharedGrant:
+    """Acquire the queued lock at ``url`` through this process's shared session for its store
+    and ``ttl`` (docs/protocol.md §10, "Shared sessions", *Per-process default*): one session
+    record (``.lease-sessions/SID`` at the store's root) and one renewal every ``ttl/3`` for
+    every grant this process holds or waits for this way, opened on first use, released and
+    deleted by itself one ttl after its last grant is released, and opened afresh by the next
+    acquisition (also after its loss, or in a forked child). Waits as :func:`lease.acquire`
+    does (``wait``; the GIL released, Ctrl-C interrupts and leaves the queue).
+
+    Returns the :class:`SharedGrant` that :meth:`Session.acquire` returns (its
+    :attr:`~SharedGrant.session` is the process's, which takes no ``acquire`` or ``close``).
+    The keywords are :func:`lease.acquire`'s that apply to a queued lock; ``queue`` is implied;
+    ``ttl`` (default 30 s) chooses the session (one per ttl); ``data=`` raises
+    :class:`InvalidArgument` (a session's record is the process's); ``label`` is the grant's
+    entry's."""
+    _check_process_keywords("acquire_on_process_session", wrong)
+    options = _process_options(ttl, wait, label, data, unavailable_timeout, shared, permits,
+                               scope, range, queue, poll, wake_hints, priority)
+    return _process_grant(_lease._acquire_on_process_session(url, options))
+
+
+async def acquire_on_process_session_async(
+    url: URL,
+    *,
+    ttl: Seconds = 30,
+    wait: Optional[Seconds] = None,
+    label: Optional[str] = None,
+    data: Optional[str] = None,
+    unavailable_timeout: Optional[Seconds] = None,
+    shared: bool = False,
+    permits: Optional[int] = None,
+    scope: Optional[str] = None,
+    range: Optional[Tuple[int, int]] = None,
+    queue: bool = True,
+    poll: Optional[Seconds] = None,
+    wake_hints: Optional[WakeHints] = None,
+    priority: int = 0,
+    **wrong: NoReturn,
+) -> SharedGrant:
+    """:func:`acquire_on_process_session` for asyncio. Cancelling the task stops a waiting
+    request: it leaves the lock's queue and the session."""
+    _check_process_keywords("acquire_on_process_session_async", wrong)
+    options = _process_options(ttl, wait, label, data, unavailable_timeout, shared, permits,
+                               scope, range, queue, poll, wake_hints, priority)
+    got: Tuple[_lease.GrantCore, _lease.SessionCore] = await await_core(
+        lambda done: _lease._acquire_on_process_session_start(url, options, done))
+    return _process_grant(got)
+
+
 @_atexit.register
 def _close_at_exit() -> None:
-    # Close what is still open, so the locks' waiters need not wait out the ttl.
+    # Close what is still open, so the locks' waiters need not wait out the ttl: the sessions
+    # opened here, and the process's sessions with a grant still referenced.
     for session in list(_open):
         try:
             session.close()
+        except BaseException:  # noqa: BLE001 - best effort at exit
+            pass
+    for session in list(_process_sessions.values()):
+        try:
+            session._s._close_at_exit()
         except BaseException:  # noqa: BLE001 - best effort at exit
             pass

@@ -74,6 +74,11 @@ fn _lease(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::GrantCore>()?;
     m.add_function(wrap_pyfunction!(session::_open_session, m)?)?;
     m.add_function(wrap_pyfunction!(session::_open_session_start, m)?)?;
+    m.add_function(wrap_pyfunction!(session::_acquire_on_process_session, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        session::_acquire_on_process_session_start,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(acquire::_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(acquire::_try_acquire, m)?)?;
     m.add_function(wrap_pyfunction!(acquire::_acquire_start, m)?)?;

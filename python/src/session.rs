@@ -1,7 +1,10 @@
 //! Shared sessions (docs/protocol.md §10, "Shared sessions: one heartbeat for many grants",
 //! issue 24): `lease.open_session(url)` opens one `SharedSession` of the core on a store, and
 //! `Session.acquire(url_or_key)` takes queued-lock grants through it, all kept by the session's
-//! one renewal task and one confirmation task. The Python layer (`lease/_session.py`) wraps
+//! one renewal task and one confirmation task. `lease.acquire_on_process_session(url)` takes
+//! a grant through the process's own session for that store and ttl (the core's registry,
+//! `SharedSession::acquire_on_process_session`): opened on first use, released by itself one
+//! ttl after its last grant, never closed from Python but at interpreter exit. The Python layer (`lease/_session.py`) wraps
 //! the two classes here, `SessionCore` and `GrantCore`, with the keyword arguments, the context
 //! managers and asyncio.
 //!
@@ -18,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{invalid, to_py, IntoPyResult};
 use crate::fence::{self, Expected, Fences, Read};
-use crate::options::{self, Options};
+use crate::options::{self, Options, Target};
 use crate::runtime::{self, block, Pending};
 use lease::{
     Client, Error, ErrorKind, LeaseOptions, SessionOptions, SharedGrant, SharedSession, StoreUrl,
@@ -88,14 +91,85 @@ pub fn _open_session_start(
     Ok(Pending::abort(abort))
 }
 
+/// A grant through the process's session and that session (a `SessionCore` for the grant's
+/// `session` accessor; the Python layer keeps one per session).
+fn process_grant(client: Client, grant: SharedGrant) -> (GrantCore, SessionCore) {
+    let session = SessionCore::of_process(grant.session().clone(), client);
+    (GrantCore::new(grant), session)
+}
+
+/// acquire_on_process_session(url, options) -> (GrantCore, SessionCore): blocks (GIL released)
+/// until granted; Ctrl-C while it waits cancels it (it leaves the lock's queue and the
+/// session).
+#[pyfunction]
+pub fn _acquire_on_process_session(
+    py: Python<'_>,
+    url: &Bound<'_, PyAny>,
+    options: &Bound<'_, Options>,
+) -> PyResult<(GrantCore, SessionCore)> {
+    crate::log::refresh_level(py, false);
+    let Target { client, key, .. } = options::target(url)?;
+    let opts = options.get().core.clone();
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    let c = client.clone();
+    let grant = block(
+        py,
+        async move {
+            SharedSession::acquire_on_process_session_with_cancel(&c, &key, &opts, &token).await
+        },
+        Some(&cancel),
+    )?
+    .py()?;
+    Ok(process_grant(client, grant))
+}
+
+/// Start an acquisition through the process's session for asyncio; `done(ok, value)`
+/// receives `(GrantCore, SessionCore)`. Cancelling it stops a waiting request: it leaves the
+/// lock's queue and the session.
+#[pyfunction]
+pub fn _acquire_on_process_session_start(
+    py: Python<'_>,
+    url: &Bound<'_, PyAny>,
+    options: &Bound<'_, Options>,
+    done: Py<PyAny>,
+) -> PyResult<Pending> {
+    crate::log::refresh_level(py, false);
+    let Target { client, key, .. } = options::target(url)?;
+    let opts = options.get().core.clone();
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    let c = client.clone();
+    runtime::spawn_settle(
+        py,
+        async move {
+            SharedSession::acquire_on_process_session_with_cancel(&c, &key, &opts, &token).await
+        },
+        done,
+        move |py, grant| {
+            let (g, s) = process_grant(client, grant);
+            Ok((Bound::new(py, g)?, Bound::new(py, s)?)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind())
+        },
+    )?;
+    Ok(Pending::token(cancel))
+}
+
 /// One shared session of this process on one store (`lease.Session` wraps it).
 #[pyclass(module = "lease._lease", name = "SessionCore", frozen)]
 pub struct SessionCore {
     session: ManuallyDrop<SharedSession>,
     client: Client,
-    store: StoreUrl,
+    /// The store, to read lock URLs against (`None`: the process's session, which takes no
+    /// acquisitions through `Session.acquire`).
+    store: Option<StoreUrl>,
     /// The process that opened it. A forked child does not hold its parent's session.
     pid: u32,
+    /// The process's session (`lease.acquire_on_process_session`): it closes by itself, one
+    /// ttl after its last grant is released; nothing here closes it but interpreter exit.
+    process: bool,
     /// `close()` was called (or started).
     closed: AtomicBool,
 }
@@ -109,8 +183,9 @@ impl Drop for SessionCore {
         // SAFETY: taken exactly once, here.
         let session = unsafe { ManuallyDrop::take(&mut self.session) };
         // Not closed: its tasks would renew it for the life of the process. Close it in the
-        // background (the Python layer keeps the session alive while a grant of it is).
-        if !self.closed.load(Ordering::SeqCst) {
+        // background (the Python layer keeps the session alive while a grant of it is). The
+        // process's session is the core's registry's: it releases itself when idle.
+        if !self.process && !self.closed.load(Ordering::SeqCst) {
             if let Ok(h) = runtime::handle() {
                 h.spawn(async move { session.close().await });
             }
@@ -123,10 +198,31 @@ impl SessionCore {
         SessionCore {
             session: ManuallyDrop::new(session),
             client,
-            store,
+            store: Some(store),
             pid: runtime::pid(),
+            process: false,
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// The process's session of a grant acquired through it.
+    fn of_process(session: SharedSession, client: Client) -> SessionCore {
+        SessionCore {
+            session: ManuallyDrop::new(session),
+            client,
+            store: None,
+            pid: runtime::pid(),
+            process: true,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// `InvalidArgument` for what only an explicit session does (`what`: acquire, close).
+    fn process_refuses(&self, what: &str) -> PyErr {
+        invalid(format!(
+            "the shared session {} is this process's (lease.acquire_on_process_session): {what}",
+            self.session.url()
+        ))
     }
 
     fn forked(&self) -> bool {
@@ -137,6 +233,12 @@ impl SessionCore {
     /// saying so (acquiring through a closed session is a mistake of the caller; a lost
     /// session gives the core's `LeaseLost`).
     fn usable(&self) -> PyResult<SharedSession> {
+        if self.process {
+            return Err(self.process_refuses(
+                "acquire through it with lease.acquire_on_process_session(url, ttl=…) (the \
+                 ttl chooses the session), or open a session of your own (lease.open_session)",
+            ));
+        }
         if self.forked() {
             return Err(invalid(format!(
                 "the shared session {} was opened by process {} before os.fork(): a forked \
@@ -161,7 +263,10 @@ impl SessionCore {
         let text = options::url_text(obj)?;
         // A path object (`pathlib.Path`) always names a location, never a key.
         let is_path = !obj.is_instance_of::<pyo3::types::PyString>();
-        lease::session_lock_key(&self.store, &text, is_path).py()
+        let Some(store) = &self.store else {
+            return Err(self.process_refuses("it takes no acquisitions through Session.acquire"));
+        };
+        lease::session_lock_key(store, &text, is_path).py()
     }
 
     fn acquire_args(
@@ -237,6 +342,12 @@ impl SessionCore {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// True for the process's session (`lease.acquire_on_process_session`).
+    #[getter]
+    fn process(&self) -> bool {
+        self.process
+    }
+
     /// acquire(url_or_key, options) -> GrantCore: blocks (GIL released) until granted.
     fn acquire(
         &self,
@@ -283,15 +394,23 @@ impl SessionCore {
     /// Close the session (idempotent): every grant still attached is released (its leave
     /// sent), then the session record is released and deleted. Blocks until done.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        if self.forked() || self.closed.swap(true, Ordering::SeqCst) {
-            return Ok(());
+        if self.process {
+            return Err(self.closes_by_itself());
         }
-        let session = (*self.session).clone();
-        block(py, async move { session.close().await }, None)
+        self.close_now(py)
+    }
+
+    /// Close it even if it is the process's (interpreter exit: its grants' waiters need not
+    /// wait out the ttl).
+    fn _close_at_exit(&self, py: Python<'_>) -> PyResult<()> {
+        self.close_now(py)
     }
 
     /// Start closing; `done(ok, None)` when finished.
     fn _close_start(&self, py: Python<'_>, done: Py<PyAny>) -> PyResult<Pending> {
+        if self.process {
+            return Err(self.closes_by_itself());
+        }
         let session = if self.forked() || self.closed.swap(true, Ordering::SeqCst) {
             None
         } else {
@@ -321,7 +440,25 @@ impl SessionCore {
         } else {
             format!("{} attached", self.session.attached())
         };
-        format!("<lease.Session {} {state}>", self.session.url())
+        let whose = if self.process { " (the process's)" } else { "" };
+        format!("<lease.Session{whose} {} {state}>", self.session.url())
+    }
+}
+
+impl SessionCore {
+    fn closes_by_itself(&self) -> PyErr {
+        self.process_refuses(
+            "it closes by itself one ttl after its last grant is released (release the \
+             grants: grant.release()); close() is for a session of lease.open_session",
+        )
+    }
+
+    fn close_now(&self, py: Python<'_>) -> PyResult<()> {
+        if self.forked() || self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let session = (*self.session).clone();
+        block(py, async move { session.close().await }, None)
     }
 }
 
