@@ -203,8 +203,11 @@ fn a_default_session_whose_runtime_shut_down_is_replaced_by_the_next_acquisition
         a.release().await.unwrap();
         old
     });
-    // Well within its ttl, still believed, but nothing renews it any more.
-    first.shutdown_background();
+    // Well within its ttl, still believed, but nothing renews it any more. (Shut down and
+    // waited for: `shutdown_background` returns before the runtime's threads have dropped its
+    // tasks, and the first cold run found the second acquisition attached to the old session
+    // while its renewal task was still alive — not the case under test.)
+    first.shutdown_timeout(Duration::from_secs(10));
     assert!(old.is_alive());
     let second = tokio::runtime::Runtime::new().unwrap();
     second.block_on(async {
