@@ -225,9 +225,11 @@ def test_fork_inside_a_with_block(url: str) -> None:
 
 
 def test_fork_while_renewing(url: str) -> None:
-    # Forks at varying moments over several renewals (every 0.5 s), so some land while the
-    # parent's runtime threads are busy renewing.
-    with lease.acquire(url, ttl=1.5) as held:
+    # Forks at varying moments over several renewals (every second), so some land while the
+    # parent's runtime threads are busy renewing. (ttl 3 s, not 1.5: at 1.5 s a renewal's
+    # request timeout is 250 ms, and a cold CI run here, both cores busy with the model checks,
+    # saw three file-store writes in a row take longer and the lease lost — load, not fork.)
+    with lease.acquire(url, ttl=3) as held:
         def child() -> List[str]:
             s = lease.status(url)
             return [s.holder.id if s.holder else "none"]
