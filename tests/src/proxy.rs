@@ -552,6 +552,7 @@ async fn serve(
         BufReader<tokio::net::tcp::OwnedReadHalf>,
         tokio::net::tcp::OwnedWriteHalf,
     )> = None;
+    let mut upstream_used = std::time::Instant::now();
     loop {
         let Some(head) = read_head(&mut cr).await? else {
             return Ok(());
@@ -635,7 +636,22 @@ async fn serve(
         if let Some(Fault::Delay(d)) = fault {
             tokio::time::sleep(d).await;
         }
-        // Forward.
+        // Forward. A kept-alive upstream connection that idled is dialled anew: the server may
+        // have closed it (Azurite, a Node server, closes idle connections after 5 s), and a
+        // request written into that close gets no reply — a lost reply the store never had,
+        // which the counts and histories would blame on the client. A real client's pool sees
+        // the close and dials anew; the proxy also does so after a second idle, before a
+        // server's close can race the request.
+        if let Some((ur, _)) = &upstream {
+            let idle = upstream_used.elapsed() > Duration::from_secs(1);
+            let closed = !matches!(
+                ur.get_ref().try_read(&mut [0u8; 1]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+            );
+            if idle || closed || !ur.buffer().is_empty() {
+                upstream = None;
+            }
+        }
         if upstream.is_none() {
             let s = TcpStream::connect(upstream_addr).await?;
             s.set_nodelay(true)?;
@@ -674,6 +690,7 @@ async fn serve(
             .unwrap_or(0);
         let no_body = method == "HEAD" || status == 204 || status == 304 || status < 200;
         let reply_body = read_body(ur, &reply, false, no_body).await?;
+        upstream_used = std::time::Instant::now();
         if matches!(method.as_str(), "PUT" | "DELETE") && (200..300).contains(&status) {
             state.lock().unwrap().landed.push(Landed {
                 method: method.clone(),
@@ -777,4 +794,66 @@ pub async fn proxied(store_url: &str) -> (FaultProxy, lease::store::DynStore) {
         .open()
         .unwrap();
     (proxy, store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An upstream that answers each request on a connection with `200 ok` and closes the
+    /// connection once it idled `keep_alive` (as a Node server such as Azurite closes
+    /// idle keep-alive connections).
+    async fn closing_upstream(keep_alive: Duration) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (r, mut w) = conn.into_split();
+                    let mut r = BufReader::new(r);
+                    while let Ok(Ok(Some(_))) =
+                        tokio::time::timeout(keep_alive, read_head(&mut r)).await
+                    {
+                        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                        if w.write_all(reply).await.is_err() {
+                            return;
+                        }
+                    }
+                    // Idled out (or the client left): close, as the server does.
+                });
+            }
+        });
+        addr
+    }
+
+    async fn get(conn: &mut BufReader<TcpStream>) -> Option<u16> {
+        let request = b"GET /x HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n";
+        conn.get_mut().write_all(request).await.ok()?;
+        let head = tokio::time::timeout(Duration::from_secs(5), read_head(conn))
+            .await
+            .ok()?
+            .ok()??;
+        let mut body = [0u8; 2];
+        conn.read_exact(&mut body).await.ok()?;
+        head.first_line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// The flake of a CI run (queue_request_counts on Azurite: a release counted one GET and
+    /// one PUT too many): the proxy wrote a request into an upstream connection the server had
+    /// closed for idling, and the client saw a lost reply the store never had.
+    #[tokio::test]
+    async fn a_request_after_the_upstream_closed_an_idle_connection_is_answered() {
+        let upstream = closing_upstream(Duration::from_millis(200)).await;
+        let proxy = FaultProxy::start(upstream).await.unwrap();
+        let mut conn = BufReader::new(TcpStream::connect(proxy.addr()).await.unwrap());
+        assert_eq!(get(&mut conn).await, Some(200));
+        // Longer than the upstream's keep-alive, shorter than the proxy's own idle redial.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            get(&mut conn).await,
+            Some(200),
+            "the second request got no answer"
+        );
+        assert_eq!(proxy.counts().status(200), 2);
+    }
 }
