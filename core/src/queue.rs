@@ -356,7 +356,10 @@ async fn run<N: SharedNumber>(
                     _ = clock.sleep_until(until) => Event::Slept,
                     _ = &mut notified => Event::Woken,
                     _ = changed => Event::Woken,
-                    _ = hint => Event::Hinted,
+                    _ = hint => {
+                        debug!(lease = %url, "woken by a wake hint");
+                        Event::Hinted
+                    }
                     _ = req.cancel.cancelled() => Event::Cancelled,
                     reason = lost => Event::SessionLost(reason),
                 }

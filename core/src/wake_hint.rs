@@ -326,8 +326,9 @@ pub(crate) fn send(key: &str, id: &str, wake: &str) {
     let Some(socket) = sender(to.is_ipv4()) else {
         return;
     };
-    if let Err(e) = socket.send_to(&datagram, to) {
-        debug!("wake hints: could not send to {to}: {e}");
+    match socket.send_to(&datagram, to) {
+        Ok(_) => debug!("wake hints: sent one to {to}"),
+        Err(e) => debug!("wake hints: could not send to {to}: {e}"),
     }
 }
 

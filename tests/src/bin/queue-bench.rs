@@ -17,6 +17,9 @@
 //! `queue-hints`: the same queued lock, its waiters listening for wake hints on 127.0.0.1
 //! (`queue` has them off: the waiter learns of its grant at its next poll).
 //!
+//! `release_ms`: the holder's release call alone (the write that hands over, and the hints
+//! sent after it), so that a slow hand-over says whether its time went to the store's write.
+//!
 //! `POLL_MS` sets every waiter's poll interval (default: ttl/10 within 50 ms..2 s, so 2 s).
 //! `LEASE_BENCH_MODES=queue` (or `lease`) runs only that mode: the lease's hand-over waits for
 //! a poll, so its rounds take seconds each, where the queue's take milliseconds.
@@ -124,7 +127,7 @@ impl Waiter {
 
     fn acquired_at(&mut self) -> u64 {
         let l = self.line();
-        if std::env::var_os("LEASE_BENCH_DEBUG").is_some() {
+        if debug() {
             eprintln!("{l}");
         }
         let t = l.strip_prefix("acquired ").expect("acquired T TOKEN");
@@ -139,13 +142,56 @@ impl Drop for Waiter {
     }
 }
 
+/// `LEASE_BENCH_DEBUG=1`: each round's times, and the waiters' debug log (timed by
+/// `CLOCK_MONOTONIC`, as the rounds are) on standard error.
+fn debug() -> bool {
+    std::env::var_os("LEASE_BENCH_DEBUG").is_some()
+}
+
+/// The waiters' log lines carry the monotonic clock in ns, comparable with the holder's times.
+struct MonoTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for MonoTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        write!(w, "{}", mono_ns())
+    }
+}
+
+/// With `LEASE_BENCH_DEBUG`, the library's own debug lines (not its HTTP client's), timed as
+/// the rounds are.
+fn log_lease_debug() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    if debug() {
+        let only_lease =
+            tracing_subscriber::filter::Targets::new().with_target("lease", tracing::Level::DEBUG);
+        let layer = tracing_subscriber::fmt::layer()
+            .with_timer(MonoTime)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            // Each store request's span, closed, with its time: which request was slow.
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_filter(only_lease);
+        tracing_subscriber::registry().with(layer).init();
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-async fn handoff(client: &Client, key: &str, url: &str, mode: &str, rounds: usize) -> Vec<f64> {
+/// Hand-overs and, beside them, the holder's release calls (the write that hands over): where
+/// a slow hand-over's time went, to the store's write or after it (both sorted, in ms).
+async fn handoff(
+    client: &Client,
+    key: &str,
+    url: &str,
+    mode: &str,
+    rounds: usize,
+) -> (Vec<f64>, Vec<f64>) {
     let mut w = Waiter::start(url, mode, 0);
-    let mut ms = vec![];
+    let (mut ms, mut release_ms) = (vec![], vec![]);
     for round in 0..rounds {
         let held = client.acquire(key, &options(mode)).await.expect("acquire");
         w.go();
@@ -155,12 +201,22 @@ async fn handoff(client: &Client, key: &str, url: &str, mode: &str, rounds: usiz
         tokio::time::sleep(Duration::from_millis(spread)).await;
         let t_release = mono_ns();
         held.release().await.expect("release");
+        let t_released = mono_ns();
         let t_acquired = w.acquired_at();
         assert_eq!(w.line(), "done");
-        ms.push((t_acquired.saturating_sub(t_release)) as f64 / 1e6);
+        let (total, release) = (
+            t_acquired.saturating_sub(t_release) as f64 / 1e6,
+            t_released.saturating_sub(t_release) as f64 / 1e6,
+        );
+        if debug() {
+            eprintln!("round {round}: hand-over {total:.1} ms, the release call {release:.1} ms (began at {t_release}, returned at {t_released})");
+        }
+        ms.push(total);
+        release_ms.push(release);
     }
     ms.sort_by(f64::total_cmp);
-    ms
+    release_ms.sort_by(f64::total_cmp);
+    (ms, release_ms)
 }
 
 /// Wait until the queued lock at `key` lists `n` waiters (bounded: 10 s).
@@ -216,12 +272,14 @@ async fn main() {
         if let Some(ttl) = args.get(6) {
             TTL_S.set(ttl.parse().expect("TTL_S is a number")).unwrap();
         }
+        log_lease_debug();
         return waiter(&args[2], &args[3], args[4].parse().unwrap()).await;
     }
     if args.len() < 3 {
         eprintln!("usage: lease-queue-bench URL ROUNDS");
         std::process::exit(64);
     }
+    log_lease_debug();
     let rounds: usize = args[2].parse().expect("ROUNDS is a number");
     POLL_MS
         .set(args.get(3).map(|p| p.parse().expect("POLL_MS is a number")))
@@ -240,7 +298,7 @@ async fn main() {
             None => format!("{}-{mode}", args[1]),
         };
         let (client, key) = Client::for_url(&url).expect("url");
-        let ms = handoff(&client, &key, &url, mode, rounds).await;
+        let (ms, release_ms) = handoff(&client, &key, &url, mode, rounds).await;
         let (mut orders, mut rates) = (vec![], vec![]);
         for _ in 0..3 {
             let (o, r) = contenders(&client, &key, &url, mode).await;
@@ -257,6 +315,11 @@ async fn main() {
                     "median": percentile(&ms, 0.5),
                     "p90": percentile(&ms, 0.9),
                     "p99": percentile(&ms, 0.99),
+                },
+                "release_ms": {
+                    "median": percentile(&release_ms, 0.5),
+                    "p90": percentile(&release_ms, 0.9),
+                    "p99": percentile(&release_ms, 0.99),
                 },
                 "in_order": orders.iter().sum::<f64>() / orders.len() as f64,
                 "grants_per_s": rates[1],
