@@ -2,7 +2,8 @@
 """Where each hand-over of `lease-queue-bench` went (docs/benchmarks.md, "Where a slow
 hand-over goes"): from its standard error under LEASE_BENCH_DEBUG=1, each round split into the
 release until its wake hint was sent (the release's record read and conditional write) and the
-hint to the waiter's grant, with the record write's own time.
+hint to the waiter's grant, with the record write's own time. For object stores: on the file
+store the kernel wakes the waiter before any hint, so its "hint to grant" comes out negative.
 
     python3 scripts/bench/handover-split.py ERR_FILE
 """

@@ -35,16 +35,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use lease::{Client, LeaseOptions, WakeHints};
-
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use lease_systests::monotonic_ns;
 
 /// Every waiter's poll interval, when given (the waiter processes get it as an argument).
 static POLL_MS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
@@ -82,7 +73,7 @@ async fn waiter(url: &str, mode: &str, hold_ms: u64) {
     while stdin.lock().read_line(&mut line).unwrap() > 0 {
         if line.trim() == "go" {
             let held = client.acquire(&key, &options(mode)).await.expect("acquire");
-            println!("acquired {} {}", mono_ns(), held.epoch());
+            println!("acquired {} {}", monotonic_ns(), held.epoch());
             tokio::time::sleep(Duration::from_millis(hold_ms)).await;
             held.release().await.expect("release");
             println!("done");
@@ -142,18 +133,18 @@ impl Drop for Waiter {
     }
 }
 
-/// `LEASE_BENCH_DEBUG=1`: each round's times, and the waiters' debug log (timed by
+/// `LEASE_BENCH_DEBUG=1`: each round's times, and every process's debug log (timed by
 /// `CLOCK_MONOTONIC`, as the rounds are) on standard error.
 fn debug() -> bool {
     std::env::var_os("LEASE_BENCH_DEBUG").is_some()
 }
 
-/// The waiters' log lines carry the monotonic clock in ns, comparable with the holder's times.
+/// Log lines carry the monotonic clock in ns, comparable across the bench's processes.
 struct MonoTime;
 
 impl tracing_subscriber::fmt::time::FormatTime for MonoTime {
     fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
-        write!(w, "{}", mono_ns())
+        write!(w, "{}", monotonic_ns())
     }
 }
 
@@ -181,6 +172,15 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// `{median, p90, p99}` of sorted times.
+fn percentiles(sorted: &[f64]) -> serde_json::Value {
+    serde_json::json!({
+        "median": percentile(sorted, 0.5),
+        "p90": percentile(sorted, 0.9),
+        "p99": percentile(sorted, 0.99),
+    })
+}
+
 /// Hand-overs and, beside them, the holder's release calls (the write that hands over): where
 /// a slow hand-over's time went, to the store's write or after it (both sorted, in ms).
 async fn handoff(
@@ -199,9 +199,9 @@ async fn handoff(
         // polling waiter's latency is sampled at every phase of its poll.
         let spread = 200 + (round as u64 * 2000 / rounds as u64);
         tokio::time::sleep(Duration::from_millis(spread)).await;
-        let t_release = mono_ns();
+        let t_release = monotonic_ns();
         held.release().await.expect("release");
-        let t_released = mono_ns();
+        let t_released = monotonic_ns();
         let t_acquired = w.acquired_at();
         assert_eq!(w.line(), "done");
         let (total, release) = (
@@ -246,7 +246,7 @@ async fn contenders(client: &Client, key: &str, url: &str, mode: &str) -> (f64, 
         }
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let t_release = mono_ns();
+    let t_release = monotonic_ns();
     held.release().await.expect("release");
     let mut grants: Vec<(u64, usize)> = ws
         .iter_mut()
@@ -266,20 +266,19 @@ async fn contenders(client: &Client, key: &str, url: &str, mode: &str) -> (f64, 
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    log_lease_debug();
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("wait") {
         POLL_MS.set(args[5].parse().ok()).unwrap();
         if let Some(ttl) = args.get(6) {
             TTL_S.set(ttl.parse().expect("TTL_S is a number")).unwrap();
         }
-        log_lease_debug();
         return waiter(&args[2], &args[3], args[4].parse().unwrap()).await;
     }
     if args.len() < 3 {
         eprintln!("usage: lease-queue-bench URL ROUNDS");
         std::process::exit(64);
     }
-    log_lease_debug();
     let rounds: usize = args[2].parse().expect("ROUNDS is a number");
     POLL_MS
         .set(args.get(3).map(|p| p.parse().expect("POLL_MS is a number")))
@@ -311,16 +310,8 @@ async fn main() {
             serde_json::json!({
                 "url": url, "mode": mode, "rounds": rounds,
                 "poll_ms": POLL_MS.get().copied().flatten(),
-                "handoff_ms": {
-                    "median": percentile(&ms, 0.5),
-                    "p90": percentile(&ms, 0.9),
-                    "p99": percentile(&ms, 0.99),
-                },
-                "release_ms": {
-                    "median": percentile(&release_ms, 0.5),
-                    "p90": percentile(&release_ms, 0.9),
-                    "p99": percentile(&release_ms, 0.99),
-                },
+                "handoff_ms": percentiles(&ms),
+                "release_ms": percentiles(&release_ms),
                 "in_order": orders.iter().sum::<f64>() / orders.len() as f64,
                 "grants_per_s": rates[1],
             })
